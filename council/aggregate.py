@@ -1,0 +1,50 @@
+"""Aggregate rankings: average rank, mean peer rating and counts per model."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from statistics import fmean
+
+from council.stages import AggregateRanking, Stage2Result
+
+
+def aggregate_rankings(
+    reviews: Sequence[Stage2Result], label_to_model: Mapping[str, str]
+) -> list[AggregateRanking]:
+    """Best first: by average rank (lower is better), then by mean rating.
+
+    A review of a model's own answer never counts, whatever the parser let through.
+    """
+    positions: dict[str, list[int]] = {label: [] for label in label_to_model}
+    ratings: dict[str, list[float]] = {label: [] for label in label_to_model}
+    for review in reviews:
+        for position, label in enumerate(review.parsed_ranking, start=1):
+            if label in positions and label_to_model[label] != review.model:
+                positions[label].append(position)
+        for label, rating in review.ratings.items():
+            if label in ratings and label_to_model[label] != review.model:
+                ratings[label].append(rating)
+    entries = [
+        AggregateRanking(
+            model=model,
+            label=label,
+            average_rank=round(fmean(positions[label]), 2) if positions[label] else None,
+            mean_rating=round(fmean(ratings[label]), 2) if ratings[label] else None,
+            rankings_count=len(positions[label]),
+            ratings_count=len(ratings[label]),
+        )
+        for label, model in label_to_model.items()
+    ]
+    return sorted(
+        entries,
+        key=lambda e: (
+            e.average_rank if e.average_rank is not None else float("inf"),
+            -(e.mean_rating or 0.0),
+            e.label,
+        ),
+    )
+
+
+def mean_ratings(rankings: Sequence[AggregateRanking]) -> dict[str, float]:
+    """Model -> mean peer rating, for the models that were rated at all."""
+    return {e.model: e.mean_rating for e in rankings if e.mean_rating is not None}

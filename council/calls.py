@@ -1,0 +1,77 @@
+"""The boundary of one model call: what the workflow asks for, what the activity returns.
+
+These types cross Temporal (workflow -> activity -> workflow), so they hold data only:
+no API keys, no base URLs. The worker alone knows where and with which key to call.
+"""
+
+from __future__ import annotations
+
+from enum import StrEnum
+
+from pydantic import BaseModel, Field
+
+
+class Stage(StrEnum):
+    """The protocol's stages, named as in the record."""
+
+    ANSWER = "stage1"
+    REVIEW = "stage2"
+    REFINE = "stage2_5"
+    SYNTHESIS = "stage3"
+
+    @property
+    def title(self) -> str:
+        return STAGE_TITLES[self]
+
+
+STAGE_TITLES = {
+    Stage.ANSWER: "stage 1 answer",
+    Stage.REVIEW: "stage 2 review",
+    Stage.REFINE: "stage 2.5 refinement",
+    Stage.SYNTHESIS: "stage 3 synthesis",
+}
+
+
+class ChatMessage(BaseModel):
+    role: str
+    content: str
+
+
+class ModelCall(BaseModel):
+    """One chat-completions request, fully built by the workflow."""
+
+    model: str
+    messages: list[ChatMessage]
+    stage: Stage
+    round: int = 0
+    temperature: float | None = None
+    max_tokens: int | None = None
+    # Content longer than this (UTF-8 bytes) is cut and flagged, so that a reply never
+    # pushes a Temporal payload or the record past its size limit.
+    max_response_bytes: int = 64_000
+
+    @property
+    def summary(self) -> str:
+        """One line for the Temporal UI: stage, round, model."""
+        where = f" · round {self.round}" if self.round else ""
+        return f"{self.stage.title}{where} · {self.model}"
+
+
+class TokenUsage(BaseModel):
+    """Tokens of one call as the provider reported them (estimated only when it did not)."""
+
+    prompt_tokens: int = 0
+    completion_tokens: int = 0
+    total_tokens: int = 0
+    cost_usd: float | None = None
+    estimated: bool = False
+
+
+class ModelReply(BaseModel):
+    model: str
+    content: str
+    served_by: str | None = Field(default=None, description="the model the provider says answered")
+    finish_reason: str | None = None
+    usage: TokenUsage = Field(default_factory=TokenUsage)
+    latency_ms: int = 0
+    truncated: bool = False

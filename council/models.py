@@ -1,0 +1,189 @@
+"""The deliberation request (validated), usage accounting, errors and the record."""
+
+from __future__ import annotations
+
+import re
+from datetime import datetime
+from typing import Annotated, Any, Literal
+
+from pydantic import (
+    AfterValidator,
+    BaseModel,
+    ConfigDict,
+    Field,
+    StringConstraints,
+    field_validator,
+    model_serializer,
+    model_validator,
+)
+
+from council import limits
+from council.calls import Stage, TokenUsage
+from council.iteration import IterationConfig, IterationRound
+from council.stages import (
+    AggregateRanking,
+    Stage1Result,
+    Stage2_5Result,
+    Stage2Result,
+    Stage3Result,
+)
+
+MODEL_ID = re.compile(r"^[A-Za-z0-9][\w.\-/:@+]*$")
+
+
+def _model_id(value: str) -> str:
+    if len(value) > 200 or not MODEL_ID.match(value):
+        raise ValueError(
+            f"{value!r} is not a model id (letters, digits and . - _ / : @ +, up to 200 characters)"
+        )
+    return value
+
+
+ModelId = Annotated[str, StringConstraints(strip_whitespace=True), AfterValidator(_model_id)]
+
+
+class Criterion(BaseModel):
+    name: Annotated[str, StringConstraints(strip_whitespace=True, min_length=1, max_length=200)]
+    description: Annotated[str, StringConstraints(max_length=2000)] = ""
+
+
+class EvaluationCriteria(BaseModel):
+    """What reviewers judge answers on (seed 000); names reach the refinement prompt too."""
+
+    criteria: list[Criterion] = Field(min_length=1, max_length=12)
+
+
+class CallPolicy(BaseModel):
+    """Timeouts and retries of every model call."""
+
+    call_timeout_seconds: float = Field(default=300, ge=1, le=3600)
+    heartbeat_timeout_seconds: float = Field(default=30, ge=1, le=600)
+    max_attempts: int = Field(default=6, ge=1, le=20)
+    initial_retry_seconds: float = Field(default=1, ge=0.1, le=60)
+    max_retry_seconds: float = Field(default=30, ge=1, le=600)
+
+
+class DeliberationRequest(BaseModel):
+    """A user's question and how the council should deliberate on it."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    question: Annotated[
+        str,
+        StringConstraints(strip_whitespace=True, min_length=1, max_length=limits.QUESTION_MAX_CHARS),
+    ]
+    models: list[ModelId]
+    chairman: ModelId | None = None
+    max_rounds: int = Field(default=2, ge=limits.MIN_ROUNDS, le=limits.MAX_ROUNDS)
+    quality_threshold: float = Field(
+        default=1.5, ge=limits.MIN_THRESHOLD, le=limits.MAX_THRESHOLD
+    )
+    token_budget: int = Field(default=50_000, ge=1, le=limits.MAX_TOKEN_BUDGET)
+    stop_on_convergence: bool = True
+    criteria: EvaluationCriteria | None = None
+    temperature: float | None = Field(default=None, ge=0, le=2)
+    policy: CallPolicy = Field(default_factory=CallPolicy)
+
+    @field_validator("models")
+    @classmethod
+    def _distinct_models(cls, models: list[str]) -> list[str]:
+        if not limits.MIN_MODELS <= len(models) <= limits.MAX_MODELS:
+            raise ValueError(
+                f"need {limits.MIN_MODELS} to {limits.MAX_MODELS} models, got {len(models)}"
+            )
+        seen: set[str] = set()
+        for model in models:
+            if model in seen:
+                raise ValueError(f"{model!r} is listed twice; models must be distinct")
+            seen.add(model)
+        return models
+
+    @model_validator(mode="after")
+    def _default_chairman(self) -> DeliberationRequest:
+        if self.chairman is None:
+            self.chairman = self.models[0]
+        return self
+
+    def iteration_config(self) -> IterationConfig:
+        return IterationConfig(
+            enabled=True,
+            max_rounds=self.max_rounds,
+            auto_stop_on_convergence=self.stop_on_convergence,
+            quality_threshold=self.quality_threshold,
+            context_budget=self.token_budget,
+        )
+
+    @property
+    def response_byte_cap(self) -> int:
+        return limits.response_byte_cap(len(self.models), self.max_rounds)
+
+
+class UsageTotals(BaseModel):
+    prompt_tokens: int = 0
+    completion_tokens: int = 0
+    total_tokens: int = 0
+    cost_usd: float | None = None
+    calls: int = 0
+    estimated_calls: int = 0
+
+    def add(self, usage: TokenUsage) -> None:
+        self.prompt_tokens += usage.prompt_tokens
+        self.completion_tokens += usage.completion_tokens
+        self.total_tokens += usage.total_tokens
+        if usage.cost_usd is not None:
+            self.cost_usd = round((self.cost_usd or 0.0) + usage.cost_usd, 10)
+        self.calls += 1
+        self.estimated_calls += int(usage.estimated)
+
+
+class Usage(UsageTotals):
+    """Every token the deliberation spent, as the providers reported it."""
+
+    by_model: dict[str, UsageTotals] = Field(default_factory=dict)
+    by_stage: dict[str, UsageTotals] = Field(default_factory=dict)
+
+    def record(self, model: str, stage: Stage, usage: TokenUsage) -> None:
+        self.add(usage)
+        self.by_model.setdefault(model, UsageTotals()).add(usage)
+        self.by_stage.setdefault(stage.value, UsageTotals()).add(usage)
+
+
+class CallError(BaseModel):
+    """A model call that failed for good (after Temporal's retries)."""
+
+    stage: Stage
+    round: int
+    model: str
+    message: str
+    error_type: str | None = None
+
+
+class DeliberationRecord(BaseModel):
+    """The workflow's result: seed 003's assistant message, extended."""
+
+    role: Literal["assistant"] = "assistant"
+    id: str
+    query: str
+    models: list[str]
+    chairman: str
+    status: Literal["running", "completed"] = "running"
+    stage1: list[Stage1Result] = Field(default_factory=list)
+    stage2: list[Stage2Result] = Field(default_factory=list)
+    stage2_5: list[Stage2_5Result] | None = None
+    stage3: Stage3Result | None = None
+    label_to_model: dict[str, str] = Field(default_factory=dict)
+    aggregate_rankings: list[AggregateRanking] = Field(default_factory=list)
+    rounds: list[IterationRound] = Field(default_factory=list)
+    iteration: dict[str, Any] = Field(default_factory=dict)
+    usage: Usage = Field(default_factory=Usage)
+    errors: list[CallError] = Field(default_factory=list)
+    stop_reason: str | None = None
+    started_at: datetime | None = None
+    completed_at: datetime | None = None
+
+    @model_serializer(mode="wrap")
+    def _omit_absent_stage2_5(self, handler: Any) -> dict[str, Any]:
+        data = handler(self)
+        if data.get("stage2_5") is None:
+            data.pop("stage2_5", None)
+        return data

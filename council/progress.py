@@ -1,0 +1,51 @@
+"""Progress events a running deliberation reports (seed 004's round_start/round_complete and more)."""
+
+from __future__ import annotations
+
+from datetime import datetime
+from enum import StrEnum
+from typing import Any
+
+from pydantic import BaseModel, Field
+
+from council.calls import Stage
+
+
+class EventKind(StrEnum):
+    STAGE_START = "stage_start"
+    STAGE_COMPLETE = "stage_complete"
+    ROUND_START = "round_start"
+    ROUND_COMPLETE = "round_complete"
+    MODEL_COMPLETE = "model_complete"
+    MODEL_FAILED = "model_failed"
+    MODEL_CANCELLED = "model_cancelled"
+    STOP_REQUESTED = "stop_requested"
+    FALLBACK = "fallback"
+    TERMINATED = "terminated"
+    FINISHED = "finished"
+
+
+class ProgressEvent(BaseModel):
+    seq: int
+    at: datetime
+    kind: EventKind
+    stage: Stage | None = None
+    round: int | None = None
+    model: str | None = None
+    message: str = ""
+    data: dict[str, Any] = Field(default_factory=dict)
+
+
+class Progress(BaseModel):
+    """What a progress query returns: the events after a sequence number, and where the run is."""
+
+    events: list[ProgressEvent] = Field(default_factory=list)
+    next_seq: int = 0
+    stage: Stage | None = None
+    round: int = 0
+    max_rounds: int = 0
+    finished: bool = False
+    terminated_reason: str | None = None
+    scores: dict[str, float] = Field(default_factory=dict)
+    tokens_used: int = 0
+    token_budget: int = 0

@@ -1,0 +1,186 @@
+"""Stage 2.5: who refines, reading the refinement, and what changed (seeds 000, 001, 003)."""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Mapping
+from typing import Any
+
+from pydantic import BaseModel, Field
+
+from council.changes import detect_significant_changes, summarize_changes
+from council.iteration import CritiqueItem, IterationRound, RefinementResult, RejectedCritique
+from council.prompts import REFINED_HEADER
+
+# Only the keys our prompt asks for: an answer that merely shows some JSON with an
+# "answer" key must stay plain text.
+ANSWER_KEYS = ("final_answer", "refined_response")
+_FENCED_JSON = re.compile(r"```(?:json|JSON)?\s*\n(.*?)\n?```", re.DOTALL)
+
+
+class RefinementTask(BaseModel):
+    """A model that received critiques, its current answer, and the critiques aimed at it."""
+
+    model: str
+    label: str
+    original: str
+    critiques: list[CritiqueItem]
+
+
+class ParsedRefinement(BaseModel):
+    final_answer: str
+    structured: bool = False
+    critiques_accepted: list[str] = Field(default_factory=list)
+    critiques_rejected: list[RejectedCritique] = Field(default_factory=list)
+    refinement_reasoning: str | None = None
+    confidence: float | None = None
+    changed_from_original: bool | None = None
+    improvement_explanation: str | None = None
+
+
+def plan_refinements(
+    answers: Mapping[str, str],
+    critiques: Mapping[str, list[CritiqueItem]],
+    label_to_model: Mapping[str, str],
+) -> list[RefinementTask]:
+    """Each answering model with critiques refines; a model without any keeps its answer."""
+    tasks = []
+    for label, model in label_to_model.items():
+        aimed = [c for c in critiques.get(label, []) if c.source_model != model]
+        if model in answers and aimed:
+            tasks.append(RefinementTask(model=model, label=label, original=answers[model], critiques=aimed))
+    return tasks
+
+
+def _json_candidates(text: str) -> list[str]:
+    candidates = [m.group(1) for m in _FENCED_JSON.finditer(text)]
+    stripped = text.strip()
+    candidates.append(stripped)
+    first, last = stripped.find("{"), stripped.rfind("}")
+    if 0 <= first < last:
+        candidates.append(stripped[first : last + 1])
+    return candidates
+
+
+def _as_text(value: Any) -> str | None:
+    if value is None:
+        return None
+    if isinstance(value, list):
+        return "\n".join(str(v) for v in value)
+    return str(value)
+
+
+def _strings(value: Any) -> list[str]:
+    if isinstance(value, list):
+        return [str(v) for v in value if str(v).strip()]
+    return [str(value)] if value else []
+
+
+def _rejections(value: Any) -> list[RejectedCritique]:
+    rejected = []
+    for item in value if isinstance(value, list) else []:
+        if isinstance(item, dict):
+            critique = _as_text(item.get("critique") or item.get("text")) or ""
+            rejected.append(RejectedCritique(critique=critique, reason=_as_text(item.get("reason")) or ""))
+        elif str(item).strip():
+            rejected.append(RejectedCritique(critique=str(item)))
+    return rejected
+
+
+def _confidence(value: Any) -> float | None:
+    if isinstance(value, str):
+        value = value.strip().rstrip("%")
+    try:
+        number = float(value)
+    except (TypeError, ValueError):
+        return None
+    if 1 < number <= 100:  # "85" or "85%" style
+        number /= 100
+    return number if 0 <= number <= 1 else None
+
+
+def _flag(value: Any) -> bool | None:
+    if isinstance(value, bool):
+        return value
+    if isinstance(value, str) and value.lower() in ("true", "yes", "false", "no"):
+        return value.lower() in ("true", "yes")
+    return None
+
+
+def parse_refinement(text: str | None) -> ParsedRefinement:
+    """The structured JSON form, JSON in a code fence, or plain text (all of it the answer)."""
+    text = text or ""
+    for candidate in _json_candidates(text):
+        try:
+            data = json.loads(candidate, strict=False)
+        except (ValueError, RecursionError):
+            continue
+        if not isinstance(data, dict):
+            continue
+        answer = next((_as_text(data[k]) for k in ANSWER_KEYS if data.get(k)), None)
+        if not answer or not answer.strip():
+            continue
+        return ParsedRefinement(
+            final_answer=answer.strip(),
+            structured=True,
+            critiques_accepted=_strings(data.get("critiques_accepted")),
+            critiques_rejected=_rejections(data.get("critiques_rejected")),
+            refinement_reasoning=_as_text(data.get("refinement_reasoning")),
+            confidence=_confidence(data.get("confidence")),
+            changed_from_original=_flag(data.get("changed_from_original")),
+            improvement_explanation=_as_text(data.get("improvement_explanation")),
+        )
+    plain = text.strip()
+    if plain.upper().startswith(REFINED_HEADER):
+        plain = plain[len(REFINED_HEADER) :].strip()
+    return ParsedRefinement(final_answer=plain)
+
+
+def refinement_result(
+    task: RefinementTask,
+    reply: str | None,
+    error: str | None = None,
+    min_change: float = 0.1,
+) -> RefinementResult:
+    """What a refinement did. A failed or empty call keeps the original answer (seed 003)."""
+    addressed = [c.critique_text for c in task.critiques]
+    parsed = parse_refinement(reply) if reply is not None and error is None else None
+    if parsed is None or not parsed.final_answer:
+        return RefinementResult(
+            model=task.model,
+            original_response=task.original,
+            refined_response=task.original,
+            critiques_addressed=addressed,
+            error=error or "the refinement was empty",
+        )
+    changed = detect_significant_changes(task.original, parsed.final_answer, min_change)
+    return RefinementResult(
+        model=task.model,
+        original_response=task.original,
+        refined_response=parsed.final_answer,
+        critiques_addressed=addressed,
+        changes_made=changed,
+        change_summary=summarize_changes(task.original, parsed.final_answer) if changed else None,
+        **parsed.model_dump(exclude={"final_answer", "structured"}),
+    )
+
+
+def record_refinements(
+    round_data: IterationRound,
+    answers: Mapping[str, str],
+    results: list[RefinementResult],
+) -> dict[str, str]:
+    """Fill the round's refinements and changed/unchanged lists; return the new answers."""
+    refined = {result.model: result for result in results}
+    new_answers = {}
+    for model, answer in answers.items():
+        result = refined.get(model)
+        new_answers[model] = result.refined_response if result else answer
+        if result:
+            round_data.refinements.append(result)
+        if result and result.changes_made:
+            round_data.models_that_changed.append(model)
+        else:
+            round_data.models_unchanged.append(model)
+    return new_answers

@@ -1,0 +1,45 @@
+"""What each stage produces, as stored in the record (seed 003's shapes, extended)."""
+
+from __future__ import annotations
+
+from pydantic import BaseModel, Field
+
+
+class Stage1Result(BaseModel):
+    model: str
+    response: str
+
+
+class Stage2Result(BaseModel):
+    """One reviewer's review of the other answers."""
+
+    model: str
+    ranking: str = Field(description="the review text as the reviewer wrote it")
+    parsed_ranking: list[str] = Field(default_factory=list, description="labels, best first")
+    ratings: dict[str, float] = Field(default_factory=dict, description="label -> rating 1-5")
+    ratings_inferred: bool = Field(
+        default=False, description="the reviewer gave only a ranking; ratings come from positions"
+    )
+
+
+class Stage2_5Result(BaseModel):
+    model: str
+    original_response: str
+    peer_critiques: str
+    corrected_response: str
+
+
+class Stage3Result(BaseModel):
+    model: str
+    response: str
+
+
+class AggregateRanking(BaseModel):
+    """How the peers judged one model's answer in one review (self-reviews never count)."""
+
+    model: str
+    label: str
+    average_rank: float | None = Field(default=None, description="lower is better")
+    mean_rating: float | None = Field(default=None, description="1-5, higher is better")
+    rankings_count: int = 0
+    ratings_count: int = 0
