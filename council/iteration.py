@@ -91,6 +91,8 @@ class IterationState(BaseModel):
     stop_on_convergence: bool = True
     # Mean peer rating (1-5) of each model's current answer, from the latest review.
     latest_scores: dict[str, float] = Field(default_factory=dict)
+    # How many models the latest review gave critiques to (None: not known yet).
+    critiques_pending: int | None = None
 
 
 class IterationConfig(BaseModel):
@@ -134,6 +136,8 @@ def should_continue_iteration(
         return False, TerminationReason.CONTEXT_LIMIT
     if state.stop_on_convergence and state.rounds and not state.rounds[-1].models_that_changed:
         return False, TerminationReason.CONVERGENCE
+    if state.critiques_pending == 0:
+        return False, TerminationReason.NO_CHANGES
     return True, None
 
 

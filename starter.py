@@ -1,0 +1,339 @@
+"""The Council command line: start, stop, watch, show and list deliberations.
+
+    python starter.py start "QUESTION" [--model M]... [--wait] [--json]
+    python starter.py stop ID [--reason TEXT]
+    python starter.py watch ID
+    python starter.py show ID [--json | --markdown]
+    python starter.py list
+
+Exit status: 0 done, 1 the deliberation failed, 2 bad input or the server is unreachable.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import os
+import re
+import sys
+import uuid
+from datetime import timedelta
+from typing import Any, NoReturn
+
+from rich.console import Console
+
+from app import connection
+from app.render import event_line, record_markdown
+from council.iteration import DEFAULT_MAX_ROUNDS, DEFAULT_QUALITY_THRESHOLD, DEFAULT_TOKEN_BUDGET
+from council.models import DeliberationRecord, DeliberationRequest
+from council.progress import Progress
+from council.validation import InvalidRequest, validate_request
+
+WORKFLOW = "Deliberation"
+# OpenRouter ids; COUNCIL_MODELS (comma-separated) or --model replaces them.
+DEFAULT_MODELS = (
+    "openai/gpt-4o-mini",
+    "anthropic/claude-3.5-haiku",
+    "google/gemini-2.0-flash-001",
+    "meta-llama/llama-3.3-70b-instruct",
+)
+FLAGS = {
+    "question": "QUESTION",
+    "models": "--model",
+    "chairman": "--chairman",
+    "max_rounds": "--max-rounds",
+    "quality_threshold": "--quality-threshold",
+    "token_budget": "--token-budget",
+    "temperature": "--temperature",
+    "policy.call_timeout_seconds": "--call-timeout",
+    "policy.heartbeat_timeout_seconds": "--heartbeat-timeout",
+    "policy.max_attempts": "--max-attempts",
+}
+POLL_SECONDS = 0.5
+QUERY_TIMEOUT = timedelta(seconds=5)
+
+err = Console(stderr=True, highlight=False)
+
+
+class UsageError(Exception):
+    """Bad input or an unreachable server: exit status 2 with a one-line reason."""
+
+
+class Parser(argparse.ArgumentParser):
+    def error(self, message: str) -> NoReturn:
+        raise UsageError(message)
+
+
+def default_models() -> list[str]:
+    configured = os.environ.get("COUNCIL_MODELS", "")
+    return [m.strip() for m in configured.split(",") if m.strip()] or list(DEFAULT_MODELS)
+
+
+def workflow_id(question: str) -> str:
+    slug = re.sub(r"[^a-z0-9]+", "-", question.lower()).strip("-")[:40].rstrip("-") or "question"
+    return f"council-{slug}-{uuid.uuid4().hex[:6]}"
+
+
+def build_request(args: argparse.Namespace) -> DeliberationRequest:
+    data: dict[str, Any] = {
+        "question": args.question,
+        "models": args.model or default_models(),
+        "max_rounds": args.max_rounds,
+        "quality_threshold": args.quality_threshold,
+        "token_budget": args.token_budget,
+        "stop_on_convergence": not args.no_convergence_stop,
+    }
+    chairman = args.chairman or os.environ.get("COUNCIL_CHAIRMAN")
+    if chairman:
+        data["chairman"] = chairman
+    if args.temperature is not None:
+        data["temperature"] = args.temperature
+    if args.criterion:
+        data["criteria"] = {
+            "criteria": [
+                {"name": c.split(":", 1)[0], "description": c.split(":", 1)[1] if ":" in c else ""}
+                for c in args.criterion
+            ]
+        }
+    policy = {
+        "call_timeout_seconds": args.call_timeout,
+        "heartbeat_timeout_seconds": args.heartbeat_timeout,
+        "max_attempts": args.max_attempts,
+    }
+    data["policy"] = {k: v for k, v in policy.items() if v is not None}
+    try:
+        return validate_request(data)
+    except InvalidRequest as error:
+        message = str(error)
+        for field, flag in sorted(FLAGS.items(), key=lambda item: -len(item[0])):
+            if message.startswith(field):
+                message = flag + message[len(field) :]
+                break
+        raise UsageError(message) from None
+
+
+def _details(request: DeliberationRequest) -> str:
+    return (
+        f"**Models:** {', '.join(request.models)}  \n"
+        f"**Chairman:** {request.chairman}  \n"
+        f"**Max rounds:** {request.max_rounds} · **quality threshold:** {request.quality_threshold:g}/5"
+        f" · **token budget:** {request.token_budget:,}"
+    )
+
+
+def ui_url(workflow: str) -> str:
+    base = os.environ.get("COUNCIL_UI_URL", "http://localhost:8233")
+    namespace = connection.connect_options()["namespace"]
+    return f"{base}/namespaces/{namespace}/workflows/{workflow}"
+
+
+async def follow(handle: Any) -> None:
+    """Print progress events to stderr until the deliberation closes."""
+    seq = 0
+    waiting_noted = False
+    while True:
+        try:
+            progress: Progress = await handle.query(
+                "progress", seq, result_type=Progress, rpc_timeout=QUERY_TIMEOUT
+            )
+        except Exception:  # no worker yet, or the run just closed
+            description = await handle.describe()
+            if description.status is not None and description.status.name != "RUNNING":
+                return
+            if not waiting_noted:
+                err.print("[dim]waiting for a worker to pick the deliberation up…[/dim]")
+                waiting_noted = True
+            await asyncio.sleep(POLL_SECONDS * 2)
+            continue
+        for event in progress.events:
+            err.print(event_line(event), markup=False)
+        seq = progress.next_seq
+        if progress.finished:
+            return
+        await asyncio.sleep(POLL_SECONDS)
+
+
+async def print_outcome(handle: Any, as_json: bool) -> int:
+    try:
+        record: DeliberationRecord = await handle.result(result_type=DeliberationRecord)
+    except Exception as error:  # the workflow failed: say why in one line
+        cause = getattr(error, "cause", None) or error
+        err.print(f"deliberation {handle.id} failed: {cause}", markup=False)
+        return 1
+    if as_json:
+        print(record.model_dump_json(indent=2))
+    else:
+        answer = record.stage3.response if record.stage3 else "(no synthesis)"
+        print(answer)
+        reason = record.iteration.get("terminated_reason")
+        err.print(
+            f"\nended: {reason} · {record.usage.total_tokens:,} tokens in {record.usage.calls} calls"
+            f" · full record: python starter.py show {record.id}",
+            markup=False,
+        )
+    return 0
+
+
+async def cmd_start(args: argparse.Namespace) -> int:
+    request = build_request(args)
+    client = await connection.connect()
+    wid = args.id or workflow_id(request.question)
+    handle = await client.start_workflow(
+        WORKFLOW,
+        request.model_dump(mode="json"),
+        id=wid,
+        task_queue=connection.task_queue(),
+        static_summary=request.question[:200],
+        static_details=_details(request),
+    )
+    if not args.wait:
+        print(wid)
+        err.print(f"watch: python starter.py watch {wid}\nUI:    {ui_url(wid)}", markup=False)
+        return 0
+    err.print(f"deliberation {wid} started · UI: {ui_url(wid)}", markup=False)
+    await follow(handle)
+    return await print_outcome(handle, args.json)
+
+
+async def _handle(workflow: str) -> Any:
+    client = await connection.connect()
+    handle = client.get_workflow_handle(workflow)
+    try:
+        await handle.describe()
+    except Exception:
+        raise UsageError(f"no deliberation with id {workflow!r} on {connection.address()}") from None
+    return handle
+
+
+async def cmd_stop(args: argparse.Namespace) -> int:
+    handle = await _handle(args.id)
+    description = await handle.describe()
+    if description.status is not None and description.status.name != "RUNNING":
+        err.print(f"{args.id} is not running ({description.status.name.lower()})", markup=False)
+        return 1
+    await handle.signal("stop", args.reason)
+    err.print(f"stop requested for {args.id}; the council synthesizes what it has", markup=False)
+    return 0
+
+
+async def cmd_watch(args: argparse.Namespace) -> int:
+    handle = await _handle(args.id)
+    await follow(handle)
+    description = await handle.describe()
+    status = description.status.name.lower() if description.status else "unknown"
+    err.print(f"{args.id}: {status}", markup=False)
+    return 0 if status in ("completed", "running") else 1
+
+
+async def cmd_show(args: argparse.Namespace) -> int:
+    handle = await _handle(args.id)
+    description = await handle.describe()
+    running = description.status is not None and description.status.name == "RUNNING"
+    try:
+        if running:
+            record = await handle.query("record", result_type=DeliberationRecord, rpc_timeout=QUERY_TIMEOUT)
+        else:
+            record = await handle.result(result_type=DeliberationRecord)
+    except Exception as error:
+        cause = getattr(error, "cause", None) or error
+        err.print(f"{args.id}: {description.status.name.lower() if description.status else ''}: {cause}", markup=False)
+        return 1
+    if args.json:
+        print(record.model_dump_json(indent=2))
+    else:
+        print(record_markdown(record))
+    return 0
+
+
+async def cmd_list(args: argparse.Namespace) -> int:
+    from workflows import search_attributes as sa
+
+    client = await connection.connect()
+    rows = []
+    async for execution in client.list_workflows(f'WorkflowType="{WORKFLOW}"', limit=args.limit):
+        attrs = execution.typed_search_attributes
+        rows.append(
+            (
+                execution.id,
+                execution.status.name.lower() if execution.status else "-",
+                str(attrs.get(sa.ROUND) if attrs.get(sa.ROUND) is not None else "-"),
+                attrs.get(sa.TERMINATION_REASON) or attrs.get(sa.STAGE) or "-",
+                execution.start_time.strftime("%Y-%m-%d %H:%M:%S") if execution.start_time else "-",
+            )
+        )
+    if args.json:
+        keys = ("id", "status", "round", "reason", "started")
+        print(json.dumps([dict(zip(keys, row)) for row in rows], indent=2))
+        return 0
+    if not rows:
+        err.print("no deliberations yet", markup=False)
+        return 0
+    width = max(len(r[0]) for r in rows)
+    print(f"{'ID':<{width}}  {'STATUS':<10} {'ROUND':<5} {'REASON / STAGE':<24} STARTED")
+    for row in rows:
+        print(f"{row[0]:<{width}}  {row[1]:<10} {row[2]:<5} {row[3]:<24} {row[4]}")
+    return 0
+
+
+def parser() -> argparse.ArgumentParser:
+    top = Parser(prog="starter.py", description="Start and follow council deliberations.")
+    commands = top.add_subparsers(dest="command", required=True, parser_class=Parser)
+
+    start = commands.add_parser("start", help="start a deliberation")
+    start.add_argument("question")
+    start.add_argument("--id", help="workflow id (default: council-<question>-<random>)")
+    start.add_argument("--model", action="append", help="a council model (repeat; 2 to 12)")
+    start.add_argument("--chairman", help="the model that writes the synthesis")
+    start.add_argument("--max-rounds", type=int, default=DEFAULT_MAX_ROUNDS)
+    start.add_argument("--quality-threshold", type=float, default=DEFAULT_QUALITY_THRESHOLD)
+    start.add_argument("--token-budget", type=int, default=DEFAULT_TOKEN_BUDGET)
+    start.add_argument("--no-convergence-stop", action="store_true", help="keep refining when nothing changed")
+    start.add_argument("--criterion", action="append", help='evaluation criterion "name[:description]" (repeat)')
+    start.add_argument("--temperature", type=float)
+    start.add_argument("--call-timeout", type=float, help="seconds per model call attempt")
+    start.add_argument("--heartbeat-timeout", type=float, help="seconds without a heartbeat before a retry")
+    start.add_argument("--max-attempts", type=int, help="attempts per model call")
+    start.add_argument("--wait", action="store_true", help="follow progress and print the answer")
+    start.add_argument("--json", action="store_true", help="with --wait: print the record as JSON")
+    start.set_defaults(run=cmd_start)
+
+    stop = commands.add_parser("stop", help="stop a running deliberation; it still synthesizes")
+    stop.add_argument("id")
+    stop.add_argument("--reason")
+    stop.set_defaults(run=cmd_stop)
+
+    watch = commands.add_parser("watch", help="stream a deliberation's progress")
+    watch.add_argument("id")
+    watch.set_defaults(run=cmd_watch)
+
+    show = commands.add_parser("show", help="print a deliberation's record")
+    show.add_argument("id")
+    fmt = show.add_mutually_exclusive_group()
+    fmt.add_argument("--json", action="store_true")
+    fmt.add_argument("--markdown", action="store_true")
+    show.set_defaults(run=cmd_show)
+
+    listing = commands.add_parser("list", help="list recent deliberations")
+    listing.add_argument("--limit", type=int, default=20)
+    listing.add_argument("--json", action="store_true")
+    listing.set_defaults(run=cmd_list)
+    return top
+
+
+def main(argv: list[str] | None = None) -> int:
+    try:
+        args = parser().parse_args(argv)
+        return asyncio.run(args.run(args))
+    except (UsageError, connection.ServerUnreachable) as error:
+        print(f"starter: {error}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        return 130
+
+
+if __name__ == "__main__":
+    code = main()
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(code)  # skip interpreter finalization: it can abort after the Temporal client ran

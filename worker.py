@@ -1,0 +1,82 @@
+"""The Council worker: runs the deliberation workflow and the model-call activity.
+
+    python worker.py
+
+Reads TEMPORAL_ADDRESS / TEMPORAL_NAMESPACE (or a Temporal config profile),
+COUNCIL_TASK_QUEUE, COUNCIL_LLM_BASE_URL and COUNCIL_LLM_API_KEY (or OPENROUTER_API_KEY).
+The API key stays in this process: it never enters a workflow input, result or history.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import os
+import signal
+import sys
+from datetime import timedelta
+
+from temporalio.worker import Worker
+
+from activities.model_call import ModelGateway
+from app.connection import ServerUnreachable, connect, ensure_search_attributes, task_queue
+from workflows.deliberation import Deliberation
+
+log = logging.getLogger("council.worker")
+
+
+def build_worker(client, gateway: ModelGateway, queue: str | None = None, **options) -> Worker:
+    return Worker(
+        client,
+        task_queue=queue or task_queue(),
+        workflows=[Deliberation],
+        activities=[gateway.call_model],
+        max_concurrent_activities=int(os.environ.get("COUNCIL_MAX_CONCURRENT_CALLS", "200")),
+        graceful_shutdown_timeout=timedelta(seconds=5),
+        **options,
+    )
+
+
+async def run() -> None:
+    client = await connect()
+    added = await ensure_search_attributes(client)
+    if added:
+        log.info("registered search attributes: %s", ", ".join(added))
+    gateway = ModelGateway.from_env()
+    worker = build_worker(client, gateway)
+    stop = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        loop.add_signal_handler(sig, stop.set)
+    log.info(
+        "worker ready: task queue %s, namespace %s, models via %s (%s)",
+        task_queue(),
+        client.namespace,
+        gateway.settings.base_url,
+        "API key set" if gateway.settings.api_key else "no API key",
+    )
+    async with worker:
+        await stop.wait()
+        log.info("shutting down: in-flight calls get 5 s to finish, then Temporal retries them")
+    await gateway.aclose()
+
+
+def main() -> int:
+    logging.basicConfig(
+        level=os.environ.get("COUNCIL_LOG_LEVEL", "INFO"),
+        format="%(asctime)s %(levelname)s %(name)s: %(message)s",
+        stream=sys.stderr,
+    )
+    try:
+        asyncio.run(run())
+    except ServerUnreachable as err:
+        print(f"worker: {err}", file=sys.stderr)
+        return 2
+    return 0
+
+
+if __name__ == "__main__":
+    code = main()
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(code)  # skip interpreter finalization: it can abort after the Temporal client ran

@@ -1,0 +1,417 @@
+"""The deliberation: answer, review, refine and re-review until a termination rule holds,
+then synthesize. Every model call is one activity; all state lives in workflow history.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from datetime import timedelta
+from typing import Any
+
+from temporalio import workflow
+from temporalio.common import RetryPolicy
+from temporalio.exceptions import ActivityError, ApplicationError, is_cancelled_exception
+
+with workflow.unsafe.imports_passed_through():
+    from council import prompts
+    from council.aggregate import aggregate_rankings, mean_ratings
+    from council.calls import ChatMessage, ModelCall, ModelReply, Stage
+    from council.critiques import extract_critiques_from_rankings
+    from council.iteration import (
+        IterationState,
+        TerminationReason,
+        charge_tokens,
+        complete_round,
+        get_iteration_summary,
+        initialize_iteration_state,
+        should_continue_iteration,
+        start_new_round,
+        terminate_iteration,
+    )
+    from council.labels import assign_labels, labels_shown_to
+    from council.models import CallError, DeliberationRecord, DeliberationRequest
+    from council.progress import EventKind, Progress, ProgressEvent
+    from council.record import stage2_5_results
+    from council.refinement import plan_refinements, record_refinements, refinement_result
+    from council.reviews import parse_review
+    from council.stages import Stage1Result, Stage2Result, Stage3Result
+    from council.validation import InvalidRequest, validate_request
+    from workflows import search_attributes
+    from workflows.details import current_details
+
+CALL_MODEL = "call_model"
+# Temporal reports an over-limit payload as a retryable error; it never gets smaller.
+NON_RETRYABLE_ERRORS = ["PayloadSizeError"]
+
+
+@workflow.defn(name="Deliberation")
+class Deliberation:
+    def __init__(self) -> None:
+        self._events: list[ProgressEvent] = []
+        self._stop_reason: str | None = None
+        self._request: DeliberationRequest | None = None
+        self._state: IterationState | None = None
+        self._record: DeliberationRecord | None = None
+        self._answers: dict[str, str] = {}  # model -> its current answer
+        self._reviews: list[Stage2Result] = []  # the latest review stage
+        self._stage: Stage | None = None
+
+    # ---- the protocol -------------------------------------------------------------
+
+    @workflow.run
+    async def run(self, request: dict[str, Any]) -> DeliberationRecord:
+        self._start(request)
+        await self._stage1_collect_answers()
+        await self._stage2_collect_reviews(round_number=0)
+        charge_tokens(self.state, self.record.usage.total_tokens)
+        while True:
+            go_on, reason = should_continue_iteration(self.state)
+            if not go_on:
+                break
+            await self._refinement_round()
+        terminate_iteration(self.state, reason or TerminationReason.MAX_ROUNDS)
+        self._event(EventKind.TERMINATED, message=self.state.termination_reason)
+        await self._stage3_synthesize()
+        return self._finish()
+
+    def _start(self, raw_request: dict[str, Any]) -> None:
+        try:
+            self._request = validate_request(raw_request)
+        except InvalidRequest as err:
+            raise ApplicationError(str(err), type="InvalidRequest", non_retryable=True) from None
+        self._state = initialize_iteration_state(self.request.iteration_config())
+        if self._stop_reason is not None:
+            terminate_iteration(self._state, TerminationReason.USER_STOP)
+        self._record = DeliberationRecord(
+            id=workflow.info().workflow_id,
+            query=self.request.question,
+            models=self.request.models,
+            chairman=self.request.chairman or self.request.models[0],
+            started_at=workflow.now(),
+        )
+
+    async def _stage1_collect_answers(self) -> None:
+        cap = self.request.response_byte_cap
+        replies = await self._fan_out(
+            Stage.ANSWER,
+            0,
+            {model: prompts.answer_prompt(self.request.question, cap) for model in self.request.models},
+        )
+        self.record.stage1 = [
+            Stage1Result(model=model, response=replies[model].content)
+            for model in self.request.models
+            if model in replies
+        ]
+        self._answers = {result.model: result.response for result in self.record.stage1}
+        if len(self._answers) < 2 and not self.stopping:
+            failures = "; ".join(f"{e.model}: {e.message}" for e in self.record.errors)
+            raise ApplicationError(
+                f"fewer than two models answered ({len(self._answers)} of "
+                f"{len(self.request.models)}): {failures or 'no answers'}",
+                type="CouncilTooSmall",
+                non_retryable=True,
+            )
+        self.record.label_to_model = assign_labels(list(self._answers), workflow.random())
+
+    async def _stage2_collect_reviews(self, round_number: int) -> list[Stage2Result]:
+        labels = self.record.label_to_model
+        calls = {}
+        if len(self._answers) >= 2:
+            for reviewer in self._answers:
+                shown = {label: self._answers[m] for label, m in labels.items() if m != reviewer}
+                calls[reviewer] = prompts.review_prompt(
+                    self.request.question, shown, self.request.response_byte_cap, self.request.criteria
+                )
+        replies = await self._fan_out(Stage.REVIEW, round_number, calls)
+        reviews = []
+        for reviewer in self._answers:
+            if reviewer not in replies:
+                continue
+            text = replies[reviewer].content
+            parsed = parse_review(text, labels_shown_to(reviewer, labels))
+            reviews.append(
+                Stage2Result(
+                    model=reviewer,
+                    ranking=text,
+                    parsed_ranking=parsed.ranking,
+                    ratings=parsed.ratings,
+                    ratings_inferred=parsed.ratings_inferred,
+                )
+            )
+        if round_number == 0:
+            self.record.stage2 = reviews
+        if reviews:
+            self._reviews = reviews
+            self.record.aggregate_rankings = aggregate_rankings(reviews, labels)
+            self.state.latest_scores = mean_ratings(self.record.aggregate_rankings)
+        critiques = extract_critiques_from_rankings(self._reviews, labels)
+        self.state.critiques_pending = len(plan_refinements(self._answers, critiques, labels))
+        self._update_details()
+        return reviews
+
+    async def _refinement_round(self) -> None:
+        tokens_before = self.record.usage.total_tokens
+        round_data = start_new_round(self.state, workflow.now())
+        n = round_data.round_number
+        self._event(EventKind.ROUND_START, round=n, message=f"round {n} of {self.state.max_rounds}")
+        labels = self.record.label_to_model
+        round_data.critiques = extract_critiques_from_rankings(self._reviews, labels)
+        tasks = plan_refinements(self._answers, round_data.critiques, labels)
+        cap = self.request.response_byte_cap
+        replies = await self._fan_out(
+            Stage.REFINE,
+            n,
+            {
+                task.model: prompts.refinement_prompt(
+                    self.request.question, task.original, task.critiques, cap, self.request.criteria
+                )
+                for task in tasks
+            },
+        )
+        failures = {e.model: e.message for e in self.record.errors if e.stage == Stage.REFINE and e.round == n}
+        results = [
+            refinement_result(
+                task,
+                replies[task.model].content if task.model in replies else None,
+                error=None if task.model in replies else failures.get(task.model, "stopped by the user"),
+            )
+            for task in tasks
+        ]
+        self._answers = record_refinements(round_data, self._answers, results)
+        round_data.reviews = await self._stage2_collect_reviews(round_number=n)
+        complete_round(self.state, round_data, self.record.usage.total_tokens - tokens_before, workflow.now())
+        self._event(
+            EventKind.ROUND_COMPLETE,
+            round=n,
+            message=f"{len(round_data.models_that_changed)} changed, "
+            f"{len(round_data.models_unchanged)} unchanged",
+            data={"changed": round_data.models_that_changed, "scores": dict(self.state.latest_scores)},
+        )
+
+    async def _stage3_synthesize(self) -> None:
+        if not self._answers:
+            return
+        rankings = self.record.aggregate_rankings
+        messages = prompts.synthesis_prompt(
+            self.request.question,
+            self._answers,
+            rankings,
+            rounds_run=len(self.state.rounds),
+            byte_cap=self.request.response_byte_cap,
+            stopped_early=self.stopping,
+        )
+        chairman = self.record.chairman
+        candidates = [chairman] + [e.model for e in rankings if e.model != chairman]
+        candidates += [m for m in self._answers if m not in candidates]
+        self._begin_stage(Stage.SYNTHESIS, self.state.current_round, candidates[:1])
+        for model in candidates:
+            if model != chairman:
+                self._event(
+                    EventKind.FALLBACK,
+                    stage=Stage.SYNTHESIS,
+                    model=model,
+                    message=f"the chairman call failed; {model} synthesizes instead",
+                )
+            reply = await self._call(Stage.SYNTHESIS, self.state.current_round, model, messages)
+            if reply is not None:
+                self.record.stage3 = Stage3Result(model=model, response=reply.content)
+                self._event(EventKind.STAGE_COMPLETE, stage=Stage.SYNTHESIS, model=model)
+                return
+        raise ApplicationError(
+            "no model could write the synthesis: "
+            + "; ".join(f"{e.model}: {e.message}" for e in self.record.errors if e.stage == Stage.SYNTHESIS),
+            type="SynthesisFailed",
+            non_retryable=True,
+        )
+
+    def _finish(self) -> DeliberationRecord:
+        record = self._snapshot()
+        record.status = "completed"
+        record.completed_at = workflow.now()
+        workflow.upsert_search_attributes(
+            [search_attributes.TERMINATION_REASON.value_set(str(self.state.termination_reason))]
+        )
+        self._event(EventKind.FINISHED, message=str(self.state.termination_reason))
+        self._update_details(finished=True)
+        return record
+
+    # ---- model calls ----------------------------------------------------------------
+
+    async def _fan_out(
+        self, stage: Stage, round_number: int, calls: dict[str, list[ChatMessage]]
+    ) -> dict[str, ModelReply]:
+        """One activity per model, in parallel. A stop cancels the calls still running;
+        what completed is kept. Failed calls are recorded and left out."""
+        if self.stopping or not calls:
+            return {}
+        self._begin_stage(stage, round_number, list(calls))
+        tasks = {
+            model: asyncio.create_task(self._call(stage, round_number, model, messages))
+            for model, messages in calls.items()
+        }
+        await workflow.wait_condition(
+            lambda: self.stopping or all(task.done() for task in tasks.values())
+        )
+        for task in tasks.values():
+            if not task.done():
+                task.cancel()
+        replies = {}
+        for model, task in tasks.items():
+            reply = await task
+            if reply is not None:
+                replies[model] = reply
+        self._event(
+            EventKind.STAGE_COMPLETE,
+            stage=stage,
+            round=round_number,
+            message=f"{len(replies)} of {len(calls)} completed",
+        )
+        return replies
+
+    async def _call(
+        self, stage: Stage, round_number: int, model: str, messages: list[ChatMessage]
+    ) -> ModelReply | None:
+        call = ModelCall(
+            model=model,
+            messages=messages,
+            stage=stage,
+            round=round_number,
+            temperature=self.request.temperature,
+            max_response_bytes=self.request.response_byte_cap,
+        )
+        policy = self.request.policy
+        try:
+            reply = await workflow.execute_activity(
+                CALL_MODEL,
+                call,
+                result_type=ModelReply,
+                summary=call.summary,
+                start_to_close_timeout=timedelta(seconds=policy.call_timeout_seconds),
+                heartbeat_timeout=timedelta(seconds=policy.heartbeat_timeout_seconds),
+                retry_policy=RetryPolicy(
+                    initial_interval=timedelta(seconds=policy.initial_retry_seconds),
+                    backoff_coefficient=2.0,
+                    maximum_interval=timedelta(seconds=policy.max_retry_seconds),
+                    maximum_attempts=policy.max_attempts,
+                    non_retryable_error_types=NON_RETRYABLE_ERRORS,
+                ),
+            )
+        except (ActivityError, asyncio.CancelledError) as err:
+            if self.stopping and is_cancelled_exception(err):
+                self._event(EventKind.MODEL_CANCELLED, stage=stage, round=round_number, model=model)
+                return None
+            if isinstance(err, asyncio.CancelledError):
+                raise
+            cause = err.cause if err.cause is not None else err
+            error = CallError(
+                stage=stage,
+                round=round_number,
+                model=model,
+                message=str(cause),
+                error_type=getattr(cause, "type", None) or type(cause).__name__,
+            )
+            self.record.errors.append(error)
+            self._event(EventKind.MODEL_FAILED, stage=stage, round=round_number, model=model, message=error.message)
+            return None
+        self.record.usage.record(model, stage, reply.usage)
+        self._event(
+            EventKind.MODEL_COMPLETE,
+            stage=stage,
+            round=round_number,
+            model=model,
+            data={
+                "tokens": reply.usage.total_tokens,
+                "latency_ms": reply.latency_ms,
+                "served_by": reply.served_by,
+                "truncated": reply.truncated,
+            },
+        )
+        return reply
+
+    # ---- stop signal, queries, UI ---------------------------------------------------
+
+    @workflow.signal
+    def stop(self, reason: str | None = None) -> None:
+        """Stop after the calls in flight are cancelled; synthesize from what there is."""
+        if self._stop_reason is not None:
+            return
+        self._stop_reason = reason or "stopped by the user"
+        if self._state is not None and not self._state.terminated:
+            terminate_iteration(self._state, TerminationReason.USER_STOP)
+        self._event(EventKind.STOP_REQUESTED, message=self._stop_reason)
+
+    @workflow.query
+    def progress(self, since: int = 0) -> Progress:
+        state = self._state
+        return Progress(
+            events=[e for e in self._events if e.seq >= since],
+            next_seq=len(self._events),
+            stage=self._stage,
+            round=state.current_round if state else 0,
+            max_rounds=state.max_rounds if state else 0,
+            finished=bool(self._events) and self._events[-1].kind == EventKind.FINISHED,
+            terminated_reason=state.termination_reason if state and state.terminated else None,
+            scores=dict(state.latest_scores) if state else {},
+            tokens_used=self._record.usage.total_tokens if self._record else 0,
+            token_budget=state.context_budget if state else 0,
+        )
+
+    @workflow.query(name="record")
+    def current_record(self) -> DeliberationRecord:
+        """The record so far (the final record once the run has completed)."""
+        if self._record is None:
+            raise ApplicationError("the deliberation has not started yet")
+        return self._snapshot()
+
+    @property
+    def stopping(self) -> bool:
+        return self._stop_reason is not None
+
+    @property
+    def request(self) -> DeliberationRequest:
+        assert self._request is not None
+        return self._request
+
+    @property
+    def state(self) -> IterationState:
+        assert self._state is not None
+        return self._state
+
+    @property
+    def record(self) -> DeliberationRecord:  # type: ignore[override]
+        assert self._record is not None
+        return self._record
+
+    def _snapshot(self) -> DeliberationRecord:
+        record = self.record.model_copy(deep=False)
+        record.rounds = list(self.state.rounds)
+        record.iteration = get_iteration_summary(self.state)
+        record.stage2_5 = stage2_5_results(
+            record.stage1, record.rounds, record.label_to_model, self._answers
+        )
+        record.stop_reason = self._stop_reason
+        return record
+
+    def _begin_stage(self, stage: Stage, round_number: int, models: list[str]) -> None:
+        self._stage = stage
+        self._event(
+            EventKind.STAGE_START,
+            stage=stage,
+            round=round_number,
+            message=f"{stage.title}: {len(models)} model(s)",
+            data={"models": models},
+        )
+        workflow.upsert_search_attributes(
+            [search_attributes.STAGE.value_set(stage.value), search_attributes.ROUND.value_set(round_number)]
+        )
+        self._update_details()
+
+    def _event(self, kind: EventKind, **fields: Any) -> None:
+        self._events.append(ProgressEvent(seq=len(self._events), at=workflow.now(), kind=kind, **fields))
+
+    def _update_details(self, finished: bool = False) -> None:
+        if self._state is None or self._record is None:
+            return
+        workflow.set_current_details(
+            current_details(self._stage, self.state, self.record, finished=finished)
+        )
