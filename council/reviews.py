@@ -1,24 +1,43 @@
 """Reading a reviewer's text: ranking, 1-5 ratings and a critique per anonymous answer.
 
 Real reviews come in many shapes (markdown bold and headers, "1. Response B (4/5) -
-reason", "Rating: 4/5", "4.5/5", "4 out of 5", bullets, lower-case labels, no final
-section at all). The rules, in order:
+reason", "Rating: 4/5", "4.5/5", "4 out of 5", "Score: 3", "8/10", tables, bullets,
+lower-case labels, no final section at all). The rules:
 
-- Lines inside code fences, block quotes or echoed <response> frames are quotations,
-  never the reviewer's own words: they are skipped everywhere.
+- Quotations are never the reviewer's own words. Lines inside code fences, block quotes
+  or echoed <response> frames are skipped everywhere (a fence or frame that never closes
+  hides the rest of the review: better lose a review than let quoted text rank answers).
+  Text between double quotes or backticks on a line still reads as part of a critique,
+  but can neither name a label, nor carry a rating, nor start a sentence. A review
+  wrapped whole in one code fence is unwrapped first.
 - The ranking comes from the reviewer's own FINAL RANKING section: the last such heading
-  outside quotations that is followed by a shown label.
+  outside quotations that a list naming a shown label follows within a few lines. A
+  plain "Ranking:" heading is used only when no FINAL RANKING heading qualifies. The
+  list is numbered, bulleted, one label a line, or a chain on one line ("Response C >
+  Response A, Response B"); it ends at the first prose after it. A line ranks its first
+  label; repeats are ignored.
 - Ratings come from the ranking lines; where a line has none, from the reviewer's
-  paragraph about that answer. With no section, ratings found in the paragraphs give
-  the ranking (best first). With a ranking and no ratings at all, ratings are inferred
-  from position (best 4, worst 2) and marked inferred.
-- Only labels that were shown to this reviewer count; anything else is ignored.
+  paragraph about that answer (its first rating). With no section, the rated answers
+  give the ranking (best first). With a ranking and no ratings at all, ratings are
+  inferred from position (best 4, worst 2) and marked inferred. A 0-10 score is halved.
+- A paragraph is about one answer when it opens with that answer's label: a heading
+  ("### Response A", "**Response A**" or "Response A" alone on a line) holds until the
+  next heading; a label opening a line ("**Response A** (4/5): ...", "- Response A: ...",
+  a table row) holds until a blank line; a sentence that opens with a label ("Response B
+  is good.") goes to every label it names. Other sentences go to the answer whose
+  paragraph they are in, or else to every label they name. Hard-wrapped lines are joined.
+- Only labels that were shown to this reviewer count; anything said about another label
+  (the reviewer's own answer, a label that does not exist) is dropped with its paragraph.
+
+Every pattern here is linear or bounded: reviews are untrusted text parsed inside the
+workflow, so no input may make parsing slow.
 """
 
 from __future__ import annotations
 
 import re
 from collections.abc import Iterable, Sequence
+from itertools import chain, pairwise
 
 from pydantic import BaseModel, Field
 
@@ -27,31 +46,46 @@ from council.labels import LABEL_PREFIX
 MAX_CRITIQUE_CHARS = 1_500
 INFERRED_BEST = 4.0
 INFERRED_WORST = 2.0
+# Lines (of any kind) allowed between a ranking heading and its first ranked label.
+MAX_RANKING_PREAMBLE = 6
 
 _FENCE = re.compile(r"^\s*(```|~~~)")
 _QUOTE = re.compile(r"^\s*>")
-_FRAME_OPEN = re.compile(r"<\s*response\b[^>]*>", re.IGNORECASE)
+_FRAME_OPEN = re.compile(r"\s*<\s*response\b[^>\n]*>", re.IGNORECASE)  # at a line start
 _FRAME_CLOSE = re.compile(r"<\s*/\s*response\s*>", re.IGNORECASE)
-_HEADING = re.compile(r"^[\s#*_>|-]*final\s+rankings?\b[\s*_:|-]*", re.IGNORECASE)
-# "Response B" anywhere; a lower-case letter only where a label is expected (see below).
-_LABEL_ANY_CASE = re.compile(r"\bresponse\s*[-_:]?\s*([a-z])\b", re.IGNORECASE)
-_LABEL_STRICT = re.compile(r"\b[Rr]esponse\s+([A-Z])\b")
-_LIST_ITEM = re.compile(r"^\s*(?:\d{1,2}\s*[.):]|#\d{1,2}\b|[-*+•]\s)")
-_RATING_PATTERNS = (
-    re.compile(r"(\d+(?:\.\d+)?)\s*/\s*5(?![\d.]*\d)"),
-    re.compile(r"(\d+(?:\.\d+)?)\s+out\s+of\s+5\b", re.IGNORECASE),
-    re.compile(r"\b(?:rating|rated|score|scored)\s*(?:of|:|=|-)?\s*(\d+(?:\.\d+)?)\b", re.IGNORECASE),
-)
-# A paragraph is about one answer when its first words name it: "**Response A** ...",
-# "### Response A", "- Response A:", "Response A (3/5): ...".
-_BLOCK_START = re.compile(r"^[\s#*_>|\-+•\d.)]*\**\s*response\s*[-_:]?\s*([a-z])\b", re.IGNORECASE)
-_SENTENCE_BREAK = re.compile(r"(?<=[.!?])\s+")
-_MARKUP = re.compile(r"[*_#`|]+")
-_RATING_TEXT = re.compile(
-    r"[(\[]?\s*(?:(?:rating|rated|score|scored)\s*(?:of|:|=|-)?\s*)?\d+(?:\.\d+)?"
-    r"\s*(?:/\s*5|out\s+of\s+5)\s*[)\]]?|\b(?:rating|score)\s*[:=]\s*\d+(?:\.\d+)?",
+_QUOTED = re.compile(r'"[^"\n]*"|“[^“”\n]*”|`[^`\n]*`')
+_HEADING = re.compile(
+    r"^[\s#*_\-\d.)]*(final\s+)?rankings?\b(?:\s{0,3}\([^()\n]{0,60}\))?[\s*_]*(?::|-|–|—|$)",
     re.IGNORECASE,
 )
+_LABEL = re.compile(r"\bresponse[\s\-_]{1,3}([a-z])\b", re.IGNORECASE)
+# A label at the start of a line or sentence, after any list marker or markup.
+_LEAD = re.compile(r"^[\s#*_|+•\-\d.)]*response[\s\-_]{1,3}([a-z])\b", re.IGNORECASE)
+_LIST_MARKER = re.compile(r"^\s*(?:\d{1,2}[.)]|[-*+•])\s+")
+_LIST_ITEM = re.compile(r"^\s*(?:\d{1,2}\s?[.):]|#\d{1,2}\b|[-*+•]\s)")
+_MD_HEADING = re.compile(r"^\s*#{1,6}\s")
+_BOLD_LINE = re.compile(r"^\s*\*\*[^*\n]+\*\*:?\s*$")
+_SENTENCE_BREAK = re.compile(r"(?<=[.!?])\s+")
+# One rating, wherever it is: "4/5", "4.5/5", "8/10", "4 out of 5", "Rating: 4", "Score: 3".
+_RATING = re.compile(
+    r"(?<![\w.])(?P<slash>\d{1,2}(?:\.\d{1,2})?)\s?/\s?(?P<scale>5|10)(?!\d|/|\.\d)"
+    r"|(?<![\w.])(?P<words>\d(?:\.\d{1,2})?)\s{1,3}out\s{1,3}of\s{1,3}5\b"
+    r"|\b(?:rating|rated|score|scored)\s?(?:of|:|=|-)?\s?(?P<bare>\d(?:\.\d{1,2})?)(?!\d|/|\.\d)",
+    re.IGNORECASE,
+)
+# The same, with its wording and brackets, to cut out of a critique.
+_RATING_TEXT = re.compile(
+    r"[(\[]?\s?(?:(?:rating|rated|score|scored)\s?(?:of|:|=|-)?\s?)?\d{1,2}(?:\.\d{1,2})?"
+    r"\s?(?:/\s?(?:5|10)|\s{1,3}out\s{1,3}of\s{1,3}5)\s?[)\]]?"
+    r"|\b(?:rating|score)\s?[:=]\s?\d(?:\.\d{1,2})?\b",
+    re.IGNORECASE,
+)
+_CHAIN_WORDS = re.compile(r"\b(?:then|and|followed\s+by)\b|\d{1,2}[.)]", re.IGNORECASE)
+_HEADER_FOLLOWERS = ":(|*[-–—"
+
+# A line of the review: its text, and the same text with quoted spans blanked out
+# (same length, so that positions in one are positions in the other).
+Line = tuple[str, str]
 
 
 class ParsedReview(BaseModel):
@@ -62,139 +96,323 @@ class ParsedReview(BaseModel):
     found_final_section: bool = False
 
 
-def _own_lines(text: str) -> list[str | None]:
-    """The review's lines, with quotations replaced by None."""
-    lines: list[str | None] = []
-    fenced = framed = False
-    for line in text.splitlines():
-        if _FENCE.match(line):
-            fenced = not fenced
-            lines.append(None)
-            continue
-        if framed:
-            if _FRAME_CLOSE.search(line):
-                framed = False
-            lines.append(None)
-            continue
-        if _FRAME_OPEN.search(line) and not _FRAME_CLOSE.search(line):
-            framed = True
-            lines.append(None)
-            continue
-        lines.append(None if fenced or _QUOTE.match(line) else line)
-    return lines
-
-
 def _label(letter: str, shown: set[str]) -> str | None:
     label = f"{LABEL_PREFIX}{letter.upper()}"
     return label if label in shown else None
 
 
+def _blank_quote(match: re.Match[str]) -> str:
+    span = match.group(0)
+    inner = span[1:-1].strip(" *")
+    if _LABEL.fullmatch(inner) or _RATING.fullmatch(inner):
+        return span  # '"Response A"' or '`4/5`' is the reviewer's own wording
+    return span[0] + " " * (len(span) - 2) + span[-1]
+
+
+def _unwrap(text: str) -> str:
+    """A review wrapped whole in one code fence is the reviewer's text, not a quotation."""
+    lines = text.strip().splitlines()
+    if len(lines) >= 2 and _FENCE.match(lines[0]) and lines[-1].strip() in ("```", "~~~"):
+        return "\n".join(lines[1:-1])
+    return text
+
+
+def _own_lines(text: str) -> list[Line | None]:
+    """The review's lines, with quotations replaced by None."""
+    lines: list[Line | None] = []
+    fenced = framed = False
+    for line in _unwrap(text).splitlines():
+        if _FENCE.match(line):
+            fenced = not fenced
+            lines.append(None)
+        elif fenced:
+            lines.append(None)
+        elif framed:
+            framed = not _FRAME_CLOSE.search(line)
+            lines.append(None)
+        elif _QUOTE.match(line):
+            lines.append(None)
+        elif _FRAME_OPEN.match(line):
+            framed = not _FRAME_CLOSE.search(line)
+            lines.append(None)
+        else:
+            lines.append((line, _QUOTED.sub(_blank_quote, line)))
+    return lines
+
+
 def _rating(text: str) -> float | None:
-    for pattern in _RATING_PATTERNS:
-        for match in pattern.finditer(text):
-            try:
-                value = float(match.group(1))
-            except ValueError:
-                continue
-            if 0 <= value <= 5:
-                return max(1.0, value)
+    """The first 1-5 rating in the text (a 0-10 score is halved; 0 counts as 1)."""
+    for match in _RATING.finditer(text.replace("**", "")):
+        if match.group("slash"):
+            value = float(match.group("slash")) * 5 / int(match.group("scale"))
+        else:
+            value = float(match.group("words") or match.group("bare"))
+        if 0 <= value <= 5:
+            return max(1.0, value)
     return None
 
 
 def _clean(text: str) -> str:
-    text = _RATING_TEXT.sub(" ", _MARKUP.sub("", text))
-    return re.sub(r"\s+", " ", text).strip(" -–—:;,.") [:MAX_CRITIQUE_CHARS].strip()
+    text = _RATING_TEXT.sub(" ", text.replace("**", "").replace("|", " "))
+    text = re.sub(r"\s+", " ", text)
+    # What a cut rating leaves behind: "earns : it", "numbers .", "D: .", "well. ."
+    text = re.sub(r"(?<=[.!?\"”])(?:\s[.,;:])+", "", text)
+    text = re.sub(r"\s+(?=[.,;:!?])", "", text)
+    text = re.sub(r"[:;,]+(?=[.!?])", "", text)
+    text = text.lstrip(" #-–—:;,.)]").rstrip(" -–—:;,([")
+    return text[:MAX_CRITIQUE_CHARS].strip()
 
 
-def _reason(line: str, label_end: int) -> str:
-    """The one-line reason after the label and rating on a ranking line."""
-    rest = line[label_end:]
-    rest = re.sub(r"^[\s*_]*\(?[^)\n]*?(?:/\s*5|out of 5)\)?", "", rest, count=1)
-    rest = re.sub(r"^[\s*_:)\]]*(?:rating|score)?\s*[:=]?\s*\d*(?:\.\d+)?\s*(?:/\s*5)?", "", rest, flags=re.IGNORECASE)
-    return _clean(rest)
+# --- the ranking section ---------------------------------------------------------------
 
 
-def _final_section(lines: list[str | None], shown: set[str]) -> tuple[int, list[str]] | None:
-    """Where the reviewer's own final ranking starts, and its lines; None if there is none."""
-    headings = [i for i, line in enumerate(lines) if line is not None and _HEADING.match(line)]
-    for start in reversed(headings):
-        first = lines[start] or ""
-        section = [first[_HEADING.match(first).end() :]]  # type: ignore[union-attr]
-        section += [line for line in lines[start + 1 :] if line is not None]
-        if any(_label(m.group(1), shown) for s in section for m in _LABEL_ANY_CASE.finditer(s)):
-            return start, section
+def _is_chain(masked: str, mentions: list[re.Match[str]]) -> bool:
+    """A one-line ranking such as "Response C > Response A, Response B": only separators
+    (and ratings, numbers, "then") stand between the labels."""
+    if len(mentions) < 2:
+        return False
+    for before, after in pairwise(mentions):
+        gap = _CHAIN_WORDS.sub(" ", _RATING_TEXT.sub(" ", masked[before.end() : after.start()]))
+        if any(ch.isalnum() for ch in gap):
+            return False
+    return True
+
+
+def _ranking_entries(
+    section: Iterable[tuple[int, Line | None]], shown: set[str]
+) -> tuple[list[tuple[str, float | None, str]], int | None]:
+    """(label, rating, reason) per ranked answer, best first; and the line after the list."""
+    entries: list[tuple[str, float | None, str]] = []
+    seen: set[str] = set()
+    started = gap = False
+    preamble = 0
+
+    def add(label: str | None, rating: float | None, reason: str) -> None:
+        if label and label not in seen:
+            seen.add(label)
+            entries.append((label, rating, reason))
+
+    for index, line in section:
+        if not entries:
+            preamble += 1
+            if preamble > MAX_RANKING_PREAMBLE + 1:
+                return entries, index  # a heading that no ranking follows
+        if line is None:
+            continue
+        raw, masked = line
+        if not masked.strip():
+            gap = started
+            continue
+        mentions = list(_LABEL.finditer(masked))
+        if started and not _LIST_ITEM.match(masked) and (gap or not mentions):
+            return entries, index  # prose after the list
+        if not mentions:
+            continue
+        started = True
+        ends = [m.start() for m in mentions[1:]] + [len(masked)]
+        if _is_chain(masked, mentions):
+            for mention, end in zip(mentions, ends, strict=True):
+                add(_label(mention.group(1), shown), _rating(masked[mention.end() : end]), "")
+        else:
+            # The line's first label is the one it ranks; later ones are its reason.
+            first = mentions[0]
+            add(
+                _label(first.group(1), shown),
+                _rating(masked[first.end() : ends[0]]),
+                _clean(raw[first.end() :]),
+            )
+    return entries, None
+
+
+def _final_section(
+    lines: list[Line | None], shown: set[str]
+) -> tuple[int, int, list[tuple[str, float | None, str]]] | None:
+    """The reviewer's own ranking: (first line, line after it, entries), or None."""
+    headings = [(i, _HEADING.match(line[1])) for i, line in enumerate(lines) if line is not None]
+    headings = [(i, m) for i, m in headings if m]
+    final = [h for h in headings if h[1].group(1)]
+    plain = [h for h in headings if not h[1].group(1)]
+    for start, match in [*reversed(final), *reversed(plain)]:
+        raw, masked = lines[start]  # type: ignore[misc]
+        rest: Line = (raw[match.end() :], masked[match.end() :])
+        section = chain([(start, rest)], ((i, lines[i]) for i in range(start + 1, len(lines))))
+        entries, end = _ranking_entries(section, shown)
+        if entries:
+            return start, len(lines) if end is None else end, entries
     return None
 
 
-def _ranking_entries(section: list[str], shown: set[str]) -> list[tuple[str, float | None, str]]:
-    """(label, rating, reason) per ranked answer, best first."""
-    entries: list[tuple[str, float | None, str]] = []
-    seen: set[str] = set()
-    started = False
-    for line in section:
-        if not line.strip():
-            continue
-        matches = [(m, _label(m.group(1), shown)) for m in _LABEL_ANY_CASE.finditer(line)]
-        matches = [(m, label) for m, label in matches if label]
-        if not matches:
-            # Prose after the list ends the section.
-            if started and not _LIST_ITEM.match(line):
-                break
-            continue
-        chained = len(matches) > 1 and re.search(r">|,|→|\bthen\b", line)
-        if chained and not _LIST_ITEM.match(line):
-            # "Response B > Response A > Response C" on one line.
-            for m, label in matches:
-                if label not in seen:
-                    seen.add(label)
-                    entries.append((label, None, ""))
-            started = True
-            continue
-        match, label = matches[0]
-        started = True
-        if label in seen:
-            continue
-        seen.add(label)
-        tail = line[match.end() :]
-        next_label = _LABEL_ANY_CASE.search(tail)
-        own_part = tail[: next_label.start()] if next_label else tail
-        entries.append((label, _rating(own_part), _reason(line, match.end())))
-    return entries
+# --- paragraphs about each answer ------------------------------------------------------
+
+_SECTION, _LINE, _SUBJECT = "section", "line", "subject"
 
 
-def _paragraphs(lines: list[str | None], shown: set[str]) -> dict[str, list[str]]:
-    """Label -> the reviewer's own sentences about that answer.
+def _lead(masked: str) -> tuple[str, int, bool] | None:
+    """(letter, end of the label, header-like) when the text opens with a label.
 
-    A sentence that opens with a label ("**Response A** ...", "### Response A",
-    "Response B is good.") starts that answer's paragraph; the sentences after it belong
-    to the same answer until another one opens. Before any such opening, a sentence goes
-    to every label it names.
+    Header-like: marked up ("**Response A**", "### Response A", a table cell) or followed by
+    punctuation or a rating ("Response A: ...", "response b (4/5)"); a lower-case letter
+    counts only there. Otherwise the label is a sentence's subject ("Response A lacks ...").
     """
-    about: dict[str, list[str]] = {}
+    match = _LEAD.match(masked)
+    if not match:
+        return None
+    letter = match.group(1)
+    prefix = masked[: match.start(1)]
+    rest = masked[match.end() :].lstrip()
+    header = (
+        any(mark in prefix for mark in "*#|")
+        or not rest
+        or rest[0] in _HEADER_FOLLOWERS
+        or rest[0].isdigit()
+    )
+    if not header and not letter.isupper():
+        return None
+    return letter, match.end(), header
+
+
+def _standalone(masked: str, rest: str) -> bool:
+    """A heading line: "### Response A ...", "**Response A (4/5)**", "Response A" alone."""
+    if _MD_HEADING.match(masked) or _BOLD_LINE.match(masked):
+        return True
+    return not any(ch.isalnum() for ch in _RATING_TEXT.sub(" ", rest))
+
+
+def _sentences(raw: str, masked: str) -> list[Line]:
+    cuts = [0] + [m.end() for m in _SENTENCE_BREAK.finditer(masked)] + [len(masked)]
+    return [(raw[a:b], masked[a:b]) for a, b in pairwise(cuts) if masked[a:b].strip()]
+
+
+def _named(masked: str, shown: set[str]) -> list[tuple[str, str]]:
+    """(label, the text from its mention to the next label) for each shown label named."""
+    mentions = [m for m in _LABEL.finditer(masked) if m.group(1).isupper()]
+    if not mentions:
+        return []
+    ends = [m.start() for m in mentions[1:]] + [len(masked)]
+    named: dict[str, str] = {}
+    for mention, end in zip(mentions, ends, strict=True):
+        label = _label(mention.group(1), shown)
+        if label and label not in named:
+            named[label] = masked[mention.end() : end]
+    return list(named.items())
+
+
+# Markers among the lines (splitlines never yields "\n" or "\r" inside a line).
+_BREAK: Line = ("", "\n")  # a blank line
+_RESET: Line = ("", "\r")  # the ranking section, skipped
+
+
+def _opens_block(masked: str) -> bool:
+    return bool(
+        _LIST_MARKER.match(masked)
+        or _MD_HEADING.match(masked)
+        or _BOLD_LINE.match(masked)
+        or masked.lstrip().startswith("|")
+        or _HEADING.match(masked)
+        or _lead(masked)
+    )
+
+
+def _is_heading(masked: str) -> bool:
+    lead = _lead(masked)
+    if lead and lead[2]:
+        return _standalone(masked, masked[lead[1] :])
+    return bool(_MD_HEADING.match(masked) or _BOLD_LINE.match(masked))
+
+
+def _logical_lines(lines: list[Line | None], skip: range) -> list[Line]:
+    """The lines to read as prose: a hard-wrapped sentence is joined back into one line."""
+    units: list[Line] = []
+    parts: list[Line] = []  # the physical lines of the unit being read
+    joinable = False
+
+    def flush() -> None:
+        if parts:
+            units.append(
+                (" ".join(r.strip() for r, _ in parts), " ".join(m.strip() for _, m in parts))
+            )
+            parts.clear()
+
+    for index, line in enumerate(lines):
+        if index in skip or line is None or not line[1].strip():
+            flush()
+            joinable = False
+            if index in skip:
+                if not units or units[-1] is not _RESET:
+                    units.append(_RESET)
+            elif line is not None:
+                units.append(_BREAK)
+            continue
+        if not joinable or _opens_block(line[1]):
+            flush()
+            joinable = not _is_heading(line[1])
+        parts.append(line)
+    flush()
+    return units
+
+
+def _paragraphs(lines: list[Line | None], shown: set[str], skip: range) -> dict[str, list[Line]]:
+    """Label -> the reviewer's own words about that answer, as (text, masked text) parts."""
+    about: dict[str, list[Line]] = {}
     current: str | None = None
-    for line in lines:
-        if line is None or not line.strip():
+    level: str | None = None
+
+    def give(label: str, raw: str, masked: str) -> None:
+        about.setdefault(label, []).append((raw, masked))
+
+    for line in _logical_lines(lines, skip):
+        if line is _RESET:
+            current = level = None
             continue
-        if _HEADING.match(line):
-            current = None
+        if line is _BREAK:
+            if level != _SECTION:
+                current = level = None
             continue
-        for sentence in _SENTENCE_BREAK.split(line):
-            start = _BLOCK_START.match(sentence)
-            label = _label(start.group(1), shown) if start else None
-            if label and (start.group(1).isupper() or "**" in sentence[: start.end() + 2]):
-                current = label
-                rest = sentence[start.end() :].lstrip("*_")
-                # Keep the label where it is the subject ("Response A lacks examples.").
-                about.setdefault(label, []).append(
-                    f"{label}{rest}" if re.match(r"\s+[a-z]", rest) else rest
-                )
-            elif current:
-                about[current].append(sentence)
+        raw, masked = line
+        marker = _LIST_MARKER.match(masked)
+        if marker:
+            raw, masked = raw[marker.end() :], masked[marker.end() :]
+        lead = _lead(masked)
+        opened = bool(lead and lead[2])
+        if lead and opened:
+            letter, end, _ = lead
+            current = _label(letter, shown)  # None: a paragraph about a label not shown
+            level = _SECTION if _standalone(masked, masked[end:]) else _LINE
+            rest_raw, rest_masked = raw[end:], masked[end:]
+            if re.match(
+                r"[\s*_]*[a-z]", rest_masked
+            ):  # "**Response A** lacks ...": keep the subject
+                rest_raw = f"{LABEL_PREFIX}{letter.upper()} {rest_raw.lstrip(' *_')}"
+                rest_masked = f"{LABEL_PREFIX}{letter.upper()} {rest_masked.lstrip(' *_')}"
+            raw, masked = rest_raw, rest_masked
+        elif _MD_HEADING.match(masked) or (_BOLD_LINE.match(masked) and _rating(masked) is None):
+            current = level = None  # a heading about something else ("## Summary")
+            continue
+        for number, (s_raw, s_masked) in enumerate(_sentences(raw, masked)):
+            if opened and number == 0:
+                if current:
+                    give(current, s_raw, s_masked)
+                continue
+            named = _named(s_masked, shown)
+            subject = _lead(s_masked)
+            if subject:
+                for label, segment in named:
+                    give(label, s_raw, segment)
+                if level in (None, _SUBJECT):
+                    letters = {
+                        m.group(1).upper()
+                        for m in _LABEL.finditer(s_masked)
+                        if m.group(1).isupper()
+                    }
+                    single = len(letters) == 1
+                    current = _label(subject[0], shown) if single else None
+                    level = _SUBJECT if single else None
+            elif level is not None:
+                if current:
+                    give(current, s_raw, s_masked)
             else:
-                for m in _LABEL_STRICT.finditer(sentence):
-                    named = _label(m.group(1), shown)
-                    if named:
-                        about.setdefault(named, []).append(sentence)
+                for label, segment in named:
+                    give(label, s_raw, segment)
     return about
 
 
@@ -210,26 +428,27 @@ def parse_review(text: str | None, shown_labels: Iterable[str]) -> ParsedReview:
     shown = set(shown_labels)
     lines = _own_lines(text or "")
     found = _final_section(lines, shown)
-    entries = _ranking_entries(found[1], shown) if found else []
-    about = _paragraphs(lines[: found[0]] if found else lines, shown)
+    start, end, entries = found if found else (0, 0, [])
+    about = _paragraphs(lines, shown, range(start, end))
 
     ratings = {label: rating for label, rating, _ in entries if rating is not None}
-    for label, paragraph in about.items():
+    for label, parts in about.items():
         if label not in ratings:
-            rating = _rating(" ".join(paragraph))
+            rating = _rating(" ".join(masked for _, masked in parts))
             if rating is not None:
                 ratings[label] = rating
 
-    ranking = [label for label, _, _ in entries]
-    if not ranking and ratings:
+    if entries:
+        ranking = [label for label, _, _ in entries]
+    else:
         ranking = sorted(ratings, key=lambda label: -ratings[label])
     inferred = bool(ranking) and not ratings
     if inferred:
         ratings = _inferred(ranking)
 
     critiques: dict[str, str] = {}
-    for label, paragraph in about.items():
-        critique = _clean(" ".join(paragraph))
+    for label, parts in about.items():
+        critique = _clean(" ".join(raw for raw, _ in parts))
         if critique:
             critiques[label] = critique
     for label, _, reason in entries:

@@ -1,0 +1,197 @@
+"""parse_review on realistic review texts (tests/review_cases.py) and on its edge rules."""
+
+from __future__ import annotations
+
+import pytest
+
+from council import parse_review
+from council.reviews import INFERRED_BEST, INFERRED_WORST
+from tests.review_cases import CASES, ReviewCase
+
+A, B, C, D = (f"Response {x}" for x in "ABCD")
+
+
+def test_there_are_enough_realistic_cases():
+    assert len(CASES) >= 20
+    assert len({case.name for case in CASES}) == len(CASES)
+
+
+@pytest.mark.parametrize("case", CASES, ids=lambda case: case.name)
+def test_realistic_review(case: ReviewCase):
+    parsed = parse_review(case.text, case.shown)
+
+    assert parsed.ranking == case.ranking
+    assert parsed.ratings == pytest.approx(case.ratings)
+    assert parsed.ratings_inferred is case.inferred
+    assert parsed.found_final_section is case.final_section
+    assert set(parsed.ranking) <= set(case.shown)
+    assert set(parsed.ratings) <= set(case.shown)
+    assert set(parsed.critiques) <= set(case.shown)
+    if case.critiqued is not None:
+        assert set(parsed.critiques) == case.critiqued
+    for label, phrases in case.says.items():
+        for phrase in phrases:
+            assert phrase in parsed.critiques.get(label, ""), (label, phrase, parsed.critiques)
+    for label, phrases in case.never.items():
+        for phrase in phrases:
+            assert phrase not in parsed.critiques.get(label, ""), (label, phrase, parsed.critiques)
+
+
+def test_none_is_an_empty_review():
+    parsed = parse_review(None, [A, B])
+    assert (parsed.ranking, parsed.ratings, parsed.critiques) == ([], {}, {})
+    assert not parsed.ratings_inferred
+
+
+def test_inferred_ratings_run_from_best_to_worst_evenly():
+    text = "FINAL RANKING:\n1. Response D\n2. Response B\n3. Response A\n4. Response C"
+    parsed = parse_review(text, [A, B, C, D])
+    assert parsed.ratings_inferred
+    assert [parsed.ratings[label] for label in parsed.ranking] == pytest.approx(
+        [INFERRED_BEST, 10 / 3, 8 / 3, INFERRED_WORST], abs=0.01
+    )
+
+
+def test_a_single_ranked_answer_gets_the_middle_rating():
+    parsed = parse_review("FINAL RANKING:\n1. Response B", [B])
+    assert parsed.ranking == [B]
+    assert parsed.ratings == {B: (INFERRED_BEST + INFERRED_WORST) / 2}
+    assert parsed.ratings_inferred
+
+
+def test_partial_ratings_are_not_inferred_for_the_rest():
+    text = "FINAL RANKING:\n1. Response A (5/5)\n2. Response B\n3. Response C"
+    parsed = parse_review(text, [A, B, C])
+    assert parsed.ranking == [A, B, C]
+    assert parsed.ratings == {A: 5}
+    assert not parsed.ratings_inferred
+
+
+@pytest.mark.parametrize(
+    ("line", "rating"),
+    [
+        ("1. Response A (4/5)", 4),
+        ("1. Response A - 4.5/5", 4.5),
+        ("1. Response A: 4 out of 5", 4),
+        ("1. Response A - Rating: 3/5", 3),
+        ("1. Response A - Score: 2", 2),
+        ("1. Response A - Rating: 4. Strong.", 4),
+        ("1. Response A - rated 3.5 overall", 3.5),
+        ("1. Response A (7/10)", 3.5),
+        ("1. Response A (0/5) - nothing usable", 1),
+        ("1. Response A **4/5**", 4),
+    ],
+)
+def test_rating_forms_on_a_ranking_line(line: str, rating: float):
+    parsed = parse_review(f"FINAL RANKING:\n{line}\n2. Response B (3/5)", [A, B])
+    assert parsed.ratings[A] == pytest.approx(rating)
+
+
+@pytest.mark.parametrize(
+    "line",
+    [
+        "1. Response A (6/5) - impossible",
+        "1. Response A - released 4/5/2024",
+        "1. Response A - passes 4/50 tests",
+        "1. Response A - 12/5 stars",
+        "1. Response A - scored 10 points higher",
+    ],
+)
+def test_numbers_that_are_not_ratings_are_ignored(line: str):
+    parsed = parse_review(f"FINAL RANKING:\n{line}\n2. Response B (3/5)", [A, B])
+    assert A not in parsed.ratings
+    assert parsed.ranking == [A, B]
+
+
+def test_the_last_final_ranking_outside_quotations_wins():
+    text = (
+        "FINAL RANKING:\n1. Response A\n2. Response B\n\n"
+        "On reflection I change my mind.\n\n"
+        "FINAL RANKING:\n1. Response B (4/5)\n2. Response A (3/5)\n"
+    )
+    parsed = parse_review(text, [A, B])
+    assert parsed.ranking == [B, A]
+    assert parsed.ratings == {B: 4, A: 3}
+
+
+def test_a_final_ranking_heading_naming_no_shown_label_is_not_a_section():
+    text = (
+        "**Response A** (4/5): fine.\n**Response B** (2/5): weak.\n\n"
+        "FINAL RANKING:\n1. Response C (5/5)\n"
+    )
+    parsed = parse_review(text, [A, B])
+    assert not parsed.found_final_section
+    assert parsed.ranking == [A, B]
+
+
+def test_final_ranking_heading_beats_an_earlier_plain_ranking_heading():
+    text = (
+        "Ranking:\n1. Response A\n2. Response B\n\n"
+        "Some more thoughts about both.\n\n"
+        "FINAL RANKING:\n1. Response B\n2. Response A\n\n"
+        "Ranking: not that it matters, Response A was close.\n"
+    )
+    assert parse_review(text, [A, B]).ranking == [B, A]
+
+
+def test_prose_that_starts_with_rankings_is_not_a_heading():
+    text = (
+        "FINAL RANKING:\n1. Response A (4/5)\n2. Response B (3/5)\n\n"
+        "Rankings aside, Response B was close to Response A.\n"
+    )
+    assert parse_review(text, [A, B]).ranking == [A, B]
+
+
+def test_unclosed_fence_hides_everything_after_it():
+    # A quotation the reviewer never closed cannot be told from its own words: the parser
+    # errs on the side of ignoring it rather than letting quoted text rank answers.
+    text = (
+        "Response A is fine (4/5).\n```\nFINAL RANKING:\n1. Response B (5/5)\n2. Response A (1/5)\n"
+    )
+    parsed = parse_review(text, [A, B])
+    assert parsed.ranking == [A]
+    assert parsed.ratings == {A: 4}
+
+
+def test_quoted_label_is_still_the_reviewers_own_wording():
+    text = (
+        '"Response A" (4/5): clear.\n'
+        '"Response B" (2/5): vague.\n'
+        'FINAL RANKING: "Response A" > "Response B"'
+    )
+    parsed = parse_review(text, [A, B])
+    assert parsed.ranking == [A, B]
+    assert parsed.ratings == {A: 4, B: 2}
+
+
+def test_critique_is_capped():
+    text = "**Response A** (3/5): " + "word " * 2000 + "\nFINAL RANKING:\n1. Response A"
+    parsed = parse_review(text, [A])
+    assert 0 < len(parsed.critiques[A]) <= 1500
+
+
+@pytest.mark.parametrize(
+    "nasty",
+    [
+        (" " * 5000 + "*" * 5000 + "response" + "-" * 5000 + "\n") * 5,
+        "1" * 20000 + "/5\n" + '"' * 10001,
+        "“" * 64000,  # opening quotes that never close
+        "FINAL RANKING: Response Z\n" * 2500,  # headings that no shown label follows
+        "FINAL RANKING" + " " * 60000,
+        "**Response A** " * 4000,
+    ],
+    ids=[
+        "markup-runs",
+        "digits-and-quotes",
+        "open-curly-quotes",
+        "many-headings",
+        "heading-spaces",
+        "bold-labels",
+    ],
+)
+def test_pathological_reviews_parse_in_linear_time(nasty: str):
+    import time
+
+    started = time.perf_counter()
+    parse_review(nasty, [A, B])
+    assert time.perf_counter() - started < 1.0
