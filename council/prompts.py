@@ -103,11 +103,12 @@ def review_prompt(
 
 
 def format_critiques_for_refinement(critiques: Sequence[CritiqueItem]) -> str:
-    """Seed 003's peer-feedback text: one block per reviewer."""
+    """Seed 003's peer-feedback text: one "Peer evaluation from {critic_model}:" block per
+    reviewer, with the rating it gave (when it gave one) on the line below."""
     blocks = []
     for item in critiques:
-        rated = f" (rated your answer {item.rating:g}/5)" if item.rating is not None else ""
-        blocks.append(f"Peer evaluation from {item.source_model}{rated}:\n{item.critique_text}")
+        rated = f"Rating of your answer: {item.rating:g}/5\n" if item.rating is not None else ""
+        blocks.append(f"Peer evaluation from {item.source_model}:\n{rated}{item.critique_text}")
     return "\n\n".join(blocks)
 
 

@@ -11,12 +11,18 @@ from pydantic import BaseModel, Field
 
 from council.changes import detect_significant_changes, summarize_changes
 from council.iteration import CritiqueItem, IterationRound, RefinementResult, RejectedCritique
-from council.prompts import REFINED_HEADER
 
-# Only the keys our prompt asks for: an answer that merely shows some JSON with an
-# "answer" key must stay plain text.
+# Only the keys our prompt asks for: a reply whose JSON has an "answer" key is not ours.
 ANSWER_KEYS = ("final_answer", "refined_response")
-_FENCED_JSON = re.compile(r"```(?:json|JSON)?\s*\n(.*?)\n?```", re.DOTALL)
+# A reply is structured when one JSON object is the reply: alone, in a code fence, or with
+# a short remark around it ("Here is my refined response:"). An answer that merely shows
+# some JSON among its prose stays plain text.
+MAX_PROSE_AROUND_JSON = 300
+_FENCED_JSON = re.compile(r"```(?:json|JSON)?[ \t]*\n(.*?)\n?```", re.DOTALL)
+_ANSWER_START = re.compile(r'"(?:final_answer|refined_response)"\s{0,20}:\s{0,20}"')
+_REFINED_HEADER = re.compile(
+    r"^[\s#*_]{0,10}refined\s{1,3}response[\s*_]{0,4}(?::|\n|$)[\s*_]{0,4}", re.IGNORECASE
+)
 
 
 class RefinementTask(BaseModel):
@@ -49,18 +55,41 @@ def plan_refinements(
     for label, model in label_to_model.items():
         aimed = [c for c in critiques.get(label, []) if c.source_model != model]
         if model in answers and aimed:
-            tasks.append(RefinementTask(model=model, label=label, original=answers[model], critiques=aimed))
+            tasks.append(
+                RefinementTask(model=model, label=label, original=answers[model], critiques=aimed)
+            )
     return tasks
 
 
 def _json_candidates(text: str) -> list[str]:
-    candidates = [m.group(1) for m in _FENCED_JSON.finditer(text)]
+    """JSON objects that could be the whole reply, most likely first."""
     stripped = text.strip()
+    candidates = [
+        m.group(1)
+        for m in _FENCED_JSON.finditer(stripped)
+        if len(stripped) - len(m.group(0)) <= MAX_PROSE_AROUND_JSON
+    ]
     candidates.append(stripped)
     first, last = stripped.find("{"), stripped.rfind("}")
-    if 0 <= first < last:
+    if 0 <= first < last and first + len(stripped) - 1 - last <= MAX_PROSE_AROUND_JSON:
         candidates.append(stripped[first : last + 1])
     return candidates
+
+
+def _cut_off_answer(text: str) -> str | None:
+    """The answer of a JSON reply that was cut off (a reply over its size cap)."""
+    body = text.strip()
+    if body.startswith("```"):
+        body = body.partition("\n")[2]
+    match = _ANSWER_START.search(body) if body.startswith("{") else None
+    if not match:
+        return None
+    for cut in range(7):  # drop a half-written escape sequence at the cut
+        try:
+            return json.decoder.scanstring(body[: len(body) - cut] + '"', match.end(), False)[0]
+        except ValueError:
+            continue
+    return None
 
 
 def _as_text(value: Any) -> str | None:
@@ -71,18 +100,23 @@ def _as_text(value: Any) -> str | None:
     return str(value)
 
 
+def _critique_text(item: Any) -> str:
+    if isinstance(item, dict):
+        return _as_text(item.get("critique") or item.get("text")) or ""
+    return str(item)
+
+
 def _strings(value: Any) -> list[str]:
-    if isinstance(value, list):
-        return [str(v) for v in value if str(v).strip()]
-    return [str(value)] if value else []
+    items = value if isinstance(value, list) else [value] if value else []
+    return [text for text in map(_critique_text, items) if text.strip()]
 
 
 def _rejections(value: Any) -> list[RejectedCritique]:
     rejected = []
     for item in value if isinstance(value, list) else []:
         if isinstance(item, dict):
-            critique = _as_text(item.get("critique") or item.get("text")) or ""
-            rejected.append(RejectedCritique(critique=critique, reason=_as_text(item.get("reason")) or ""))
+            reason = _as_text(item.get("reason")) or ""
+            rejected.append(RejectedCritique(critique=_critique_text(item), reason=reason))
         elif str(item).strip():
             rejected.append(RejectedCritique(critique=str(item)))
     return rejected
@@ -109,18 +143,20 @@ def _flag(value: Any) -> bool | None:
 
 
 def parse_refinement(text: str | None) -> ParsedRefinement:
-    """The structured JSON form, JSON in a code fence, or plain text (all of it the answer)."""
+    """The structured JSON form, JSON in a code fence, or plain text (all of it the answer).
+
+    A structured reply whose answer is empty, or a bare "REFINED RESPONSE:" header, gives
+    an empty final_answer: the caller keeps the original answer (seed 003).
+    """
     text = text or ""
     for candidate in _json_candidates(text):
         try:
             data = json.loads(candidate, strict=False)
         except (ValueError, RecursionError):
             continue
-        if not isinstance(data, dict):
+        if not isinstance(data, dict) or not any(key in data for key in ANSWER_KEYS):
             continue
-        answer = next((_as_text(data[k]) for k in ANSWER_KEYS if data.get(k)), None)
-        if not answer or not answer.strip():
-            continue
+        answer = next((_as_text(data[k]) for k in ANSWER_KEYS if data.get(k)), None) or ""
         return ParsedRefinement(
             final_answer=answer.strip(),
             structured=True,
@@ -131,10 +167,12 @@ def parse_refinement(text: str | None) -> ParsedRefinement:
             changed_from_original=_flag(data.get("changed_from_original")),
             improvement_explanation=_as_text(data.get("improvement_explanation")),
         )
+    cut_off = _cut_off_answer(text)
+    if cut_off is not None:
+        return ParsedRefinement(final_answer=cut_off.strip(), structured=True)
     plain = text.strip()
-    if plain.upper().startswith(REFINED_HEADER):
-        plain = plain[len(REFINED_HEADER) :].strip()
-    return ParsedRefinement(final_answer=plain)
+    header = _REFINED_HEADER.match(plain)
+    return ParsedRefinement(final_answer=plain[header.end() :].strip() if header else plain)
 
 
 def refinement_result(
