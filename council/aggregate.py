@@ -13,16 +13,24 @@ def aggregate_rankings(
 ) -> list[AggregateRanking]:
     """Best first: by average rank (lower is better), then by mean rating.
 
-    A review of a model's own answer never counts, whatever the parser let through.
+    A review of a model's own answer never counts, whatever the parser let through: nor
+    does it push the other answers down that reviewer's list. Positions are counted among
+    the labels that count, each once.
     """
     positions: dict[str, list[int]] = {label: [] for label in label_to_model}
     ratings: dict[str, list[float]] = {label: [] for label in label_to_model}
+
+    def counts(label: str, reviewer: str) -> bool:
+        return label in label_to_model and label_to_model[label] != reviewer
+
     for review in reviews:
-        for position, label in enumerate(review.parsed_ranking, start=1):
-            if label in positions and label_to_model[label] != review.model:
-                positions[label].append(position)
+        ranked = [
+            label for label in dict.fromkeys(review.parsed_ranking) if counts(label, review.model)
+        ]
+        for position, label in enumerate(ranked, start=1):
+            positions[label].append(position)
         for label, rating in review.ratings.items():
-            if label in ratings and label_to_model[label] != review.model:
+            if counts(label, review.model):
                 ratings[label].append(rating)
     entries = [
         AggregateRanking(
