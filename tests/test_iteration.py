@@ -1,0 +1,361 @@
+"""Iteration state and termination rules: seed 002's tests (time passed in), seed 004's
+quality threshold, the order of the checks, token charging and the summary."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime, timedelta
+
+import pytest
+from pydantic import ValidationError
+
+from council import (
+    IterationConfig,
+    IterationRound,
+    IterationState,
+    TerminationReason,
+    charge_tokens,
+    complete_round,
+    get_iteration_summary,
+    initialize_iteration_state,
+    quality_threshold_met,
+    should_continue_iteration,
+    start_new_round,
+    terminate_iteration,
+)
+
+NOW = datetime(2026, 1, 2, 12, 0, tzinfo=UTC)
+
+
+def finished_round(number: int, changed: list[str], unchanged: list[str]) -> IterationRound:
+    return IterationRound(
+        round_number=number,
+        started_at=NOW,
+        completed_at=NOW,
+        critiques={},
+        refinements=[],
+        models_that_changed=changed,
+        models_unchanged=unchanged,
+    )
+
+
+# --- seed 002's unit tests ----------------------------------------------------------------
+
+
+def test_initialize_state():
+    config = IterationConfig(enabled=True, max_rounds=3)
+    state = initialize_iteration_state(config)
+
+    assert state.enabled is True
+    assert state.max_rounds == 3
+    assert state.current_round == 0
+    assert len(state.rounds) == 0
+
+
+def test_should_continue_first_round():
+    state = IterationState(enabled=True, max_rounds=2, current_round=0)
+    should_continue, reason = should_continue_iteration(state)
+
+    assert should_continue is True
+    assert reason is None
+
+
+def test_should_stop_at_max_rounds():
+    state = IterationState(enabled=True, max_rounds=2, current_round=2)
+    should_continue, reason = should_continue_iteration(state)
+
+    assert should_continue is False
+    assert reason == TerminationReason.MAX_ROUNDS
+
+
+def test_should_stop_on_convergence():
+    state = IterationState(
+        enabled=True,
+        max_rounds=3,
+        current_round=1,
+        rounds=[finished_round(1, changed=[], unchanged=["gpt-4", "claude"])],
+    )
+    should_continue, reason = should_continue_iteration(state)
+
+    assert should_continue is False
+    assert reason == TerminationReason.CONVERGENCE
+
+
+def test_context_budget_limit():
+    state = IterationState(
+        enabled=True,
+        max_rounds=5,
+        current_round=1,
+        total_tokens_used=46000,
+        context_budget=50000,
+    )
+    should_continue, reason = should_continue_iteration(state)
+
+    assert should_continue is False
+    assert reason == TerminationReason.CONTEXT_LIMIT
+
+
+def test_start_new_round():
+    state = IterationState(enabled=True, max_rounds=3, current_round=0)
+    new_round = start_new_round(state, NOW)
+
+    assert state.current_round == 1
+    assert len(state.rounds) == 1
+    assert new_round.round_number == 1
+
+
+def test_iteration_summary():
+    state = IterationState(
+        enabled=True,
+        max_rounds=2,
+        current_round=2,
+        terminated=True,
+        termination_reason=TerminationReason.MAX_ROUNDS,
+        total_tokens_used=25000,
+        rounds=[finished_round(1, changed=["gpt-4"], unchanged=["claude"])],
+    )
+
+    summary = get_iteration_summary(state)
+
+    assert summary["rounds_completed"] == 1
+    assert summary["total_refinements"] == 1
+    assert summary["terminated_reason"] == "max_rounds_reached"
+
+
+# --- the rest of the rules ----------------------------------------------------------------
+
+
+def test_disabled_iteration_never_continues_and_gives_no_reason():
+    assert should_continue_iteration(IterationState(enabled=False)) == (False, None)
+
+
+def test_initialize_carries_every_setting_from_the_config():
+    config = IterationConfig(
+        max_rounds=4, quality_threshold=3.5, context_budget=1234, auto_stop_on_convergence=False
+    )
+    state = initialize_iteration_state(config)
+    assert (state.max_rounds, state.quality_threshold, state.context_budget) == (4, 3.5, 1234)
+    assert state.stop_on_convergence is False
+    assert not state.terminated and state.termination_reason is None
+
+
+def test_rounds_beyond_five_are_refused():
+    with pytest.raises(ValidationError):
+        IterationState(max_rounds=6)
+    with pytest.raises(ValidationError):
+        IterationState(max_rounds=0)
+
+
+def test_budget_stop_is_strictly_above_ninety_percent():
+    at_limit = IterationState(
+        enabled=True, max_rounds=5, total_tokens_used=45_000, context_budget=50_000
+    )
+    over = at_limit.model_copy(update={"total_tokens_used": 45_001})
+    assert should_continue_iteration(at_limit) == (True, None)
+    assert should_continue_iteration(over) == (False, TerminationReason.CONTEXT_LIMIT)
+
+
+def test_a_round_with_changes_lets_iteration_continue():
+    state = IterationState(
+        enabled=True,
+        max_rounds=3,
+        current_round=1,
+        rounds=[finished_round(1, ["gpt-4"], ["claude"])],
+    )
+    assert should_continue_iteration(state) == (True, None)
+
+
+def test_convergence_is_ignored_when_the_user_turned_it_off():
+    state = IterationState(
+        enabled=True,
+        max_rounds=3,
+        current_round=1,
+        stop_on_convergence=False,
+        rounds=[finished_round(1, [], ["gpt-4", "claude"])],
+    )
+    assert should_continue_iteration(state) == (True, None)
+
+
+# --- seed 004's quality threshold ----------------------------------------------------------
+
+
+def test_stops_when_every_answer_meets_the_quality_threshold():
+    state = IterationState(
+        enabled=True, max_rounds=3, quality_threshold=3.0, latest_scores={"m1": 3.0, "m2": 4.5}
+    )
+    assert quality_threshold_met(state)
+    assert should_continue_iteration(state) == (False, TerminationReason.QUALITY_THRESHOLD_MET)
+
+
+def test_continues_while_any_answer_is_below_the_threshold():
+    state = IterationState(
+        enabled=True, max_rounds=3, quality_threshold=3.0, latest_scores={"m1": 4.9, "m2": 2.99}
+    )
+    assert not quality_threshold_met(state)
+    assert should_continue_iteration(state) == (True, None)
+
+
+def test_seed_004_default_threshold_is_thirty_percent_of_five():
+    low = IterationState(enabled=True, latest_scores={"m1": 1.4, "m2": 5.0})
+    fine = IterationState(enabled=True, latest_scores={"m1": 1.5, "m2": 1.5})
+    assert low.quality_threshold == 1.5
+    assert should_continue_iteration(low) == (True, None)
+    assert should_continue_iteration(fine) == (False, TerminationReason.QUALITY_THRESHOLD_MET)
+
+
+def test_no_scores_yet_does_not_meet_the_threshold():
+    state = IterationState(enabled=True, quality_threshold=0.0)
+    assert not quality_threshold_met(state)
+    assert should_continue_iteration(state) == (True, None)
+
+
+# --- the order of the checks ----------------------------------------------------------------
+
+
+def everything_says_stop() -> IterationState:
+    """A state where every stop condition holds at once."""
+    return IterationState(
+        enabled=True,
+        max_rounds=2,
+        current_round=2,
+        total_tokens_used=49_000,
+        context_budget=50_000,
+        latest_scores={"m1": 5.0, "m2": 5.0},
+        rounds=[finished_round(1, [], ["m1", "m2"]), finished_round(2, [], ["m1", "m2"])],
+    )
+
+
+def test_user_stop_is_checked_first():
+    state = everything_says_stop()
+    terminate_iteration(state, TerminationReason.USER_STOP)
+    assert state.terminated
+    assert should_continue_iteration(state) == (False, TerminationReason.USER_STOP)
+
+
+def test_quality_then_max_rounds_then_budget_then_convergence():
+    state = everything_says_stop()
+    assert should_continue_iteration(state)[1] == TerminationReason.QUALITY_THRESHOLD_MET
+    state.latest_scores = {"m1": 1.0, "m2": 5.0}
+    assert should_continue_iteration(state)[1] == TerminationReason.MAX_ROUNDS
+    state.max_rounds = 5
+    assert should_continue_iteration(state)[1] == TerminationReason.CONTEXT_LIMIT
+    state.total_tokens_used = 0
+    assert should_continue_iteration(state)[1] == TerminationReason.CONVERGENCE
+    state.critiques_pending = 0
+    assert should_continue_iteration(state)[1] == TerminationReason.CONVERGENCE
+    state.stop_on_convergence = False
+    assert should_continue_iteration(state)[1] == TerminationReason.NO_CHANGES
+
+
+def test_stops_when_the_latest_review_left_no_critiques_to_refine_from():
+    state = IterationState(enabled=True, max_rounds=3)
+    assert should_continue_iteration(state) == (True, None)  # not known yet
+    state.critiques_pending = 2
+    assert should_continue_iteration(state) == (True, None)
+    state.critiques_pending = 0
+    assert should_continue_iteration(state) == (False, TerminationReason.NO_CHANGES)
+
+
+def test_an_earlier_termination_reason_is_kept():
+    state = IterationState(enabled=True, max_rounds=5)
+    terminate_iteration(state, TerminationReason.ERROR)
+    assert should_continue_iteration(state) == (False, TerminationReason.ERROR)
+
+
+# --- rounds, tokens and the summary ---------------------------------------------------------
+
+
+def test_complete_round_uses_the_time_and_tokens_it_is_given():
+    state = IterationState(enabled=True, max_rounds=3)
+    round_data = start_new_round(state, NOW)
+    round_data.models_that_changed.append("m1")
+    complete_round(state, round_data, 1200, NOW + timedelta(seconds=90))
+
+    assert state.rounds[-1].started_at == NOW
+    assert state.rounds[-1].completed_at == NOW + timedelta(seconds=90)
+    assert state.rounds[-1].tokens_used == 1200
+    assert state.rounds[-1].models_that_changed == ["m1"]
+    assert state.total_tokens_used == 1200
+
+
+def test_rounds_are_numbered_in_order():
+    state = IterationState(enabled=True, max_rounds=3)
+    numbers = []
+    for minute in range(3):
+        round_data = start_new_round(state, NOW + timedelta(minutes=minute))
+        complete_round(state, round_data, 10, NOW + timedelta(minutes=minute, seconds=30))
+        numbers.append(round_data.round_number)
+    assert numbers == [1, 2, 3]
+    assert state.current_round == 3
+    assert state.total_tokens_used == 30
+
+
+def test_charge_tokens_counts_work_outside_rounds_towards_the_budget():
+    state = IterationState(enabled=True, max_rounds=5, context_budget=1000)
+    charge_tokens(state, 600)
+    assert should_continue_iteration(state) == (True, None)
+    charge_tokens(state, 301)
+    assert state.total_tokens_used == 901
+    assert state.rounds == []
+    assert should_continue_iteration(state) == (False, TerminationReason.CONTEXT_LIMIT)
+
+
+def test_summary_without_rounds_still_has_a_terminated_reason():
+    state = IterationState(enabled=True, max_rounds=2, total_tokens_used=700)
+    summary = get_iteration_summary(state)
+    assert "terminated_reason" in summary
+    assert summary["terminated_reason"] is None
+    assert summary["rounds_completed"] == 0
+    assert summary["tokens_used"] == 700
+
+    terminate_iteration(state, TerminationReason.QUALITY_THRESHOLD_MET)
+    assert get_iteration_summary(state)["terminated_reason"] == "quality_threshold_met"
+
+
+def test_summary_with_rounds():
+    state = IterationState(enabled=True, max_rounds=3, latest_scores={"m1": 4.0, "m2": 3.5})
+    first = start_new_round(state, NOW)
+    first.models_that_changed += ["m1", "m2"]
+    complete_round(state, first, 500, NOW + timedelta(seconds=12))
+    second = start_new_round(state, NOW + timedelta(seconds=20))
+    second.models_that_changed.append("m1")
+    second.models_unchanged.append("m2")
+    terminate_iteration(state, TerminationReason.USER_STOP)  # stopped mid-round
+
+    summary = get_iteration_summary(state)
+
+    assert summary["rounds_completed"] == 2
+    assert summary["max_rounds"] == 3
+    assert summary["total_refinements"] == 3
+    assert summary["total_unchanged"] == 1
+    assert summary["terminated_reason"] == "user_stopped"
+    assert summary["tokens_used"] == 500
+    assert summary["final_scores"] == {"m1": 4.0, "m2": 3.5}
+    assert summary["round_summaries"] == [
+        {
+            "round": 1,
+            "models_changed": 2,
+            "models_unchanged": 0,
+            "tokens_used": 500,
+            "duration_seconds": 12.0,
+        },
+        {
+            "round": 2,
+            "models_changed": 1,
+            "models_unchanged": 1,
+            "tokens_used": 0,
+            "duration_seconds": None,
+        },
+    ]
+
+
+def test_state_survives_a_json_round_trip():
+    # The state travels through Temporal payloads and workflow history as JSON.
+    state = IterationState(enabled=True, max_rounds=3, latest_scores={"m1": 2.5})
+    round_data = start_new_round(state, NOW)
+    complete_round(state, round_data, 42, NOW + timedelta(seconds=1))
+    terminate_iteration(state, TerminationReason.CONVERGENCE)
+
+    again = IterationState.model_validate_json(state.model_dump_json())
+
+    assert again == state
+    assert again.termination_reason is TerminationReason.CONVERGENCE
