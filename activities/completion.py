@@ -1,0 +1,176 @@
+"""One reply as it arrives: content (capped), finish reason, usage, who answered.
+
+The same accumulator reads streamed chunks and whole (non-streamed) completions, so both
+paths obey the same size cap and the same error rules.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from activities.errors import (
+    CallFailure,
+    ErrorType,
+    describe_error_object,
+    error_type_for_status,
+    one_line,
+    status_of_error_object,
+)
+from council.calls import TokenUsage
+from council.changes import estimate_tokens
+
+MAX_SERVED_BY_CHARS = 200
+
+
+def _text_of(content: Any) -> str:
+    """Message content: a string, or a list of parts ({"type": "text", "text": ...})."""
+    if isinstance(content, str):
+        return content
+    if isinstance(content, list):
+        return "".join(
+            part.get("text") or "" if isinstance(part, dict) else str(part) for part in content
+        )
+    return ""
+
+
+def provider_error(error: Any, default_status: int, where: str) -> CallFailure:
+    """An error object sent inside a reply (a mid-stream event, or a 200 with an error body)."""
+    status = status_of_error_object(error, default_status)
+    kind = error_type_for_status(status)
+    message = one_line(describe_error_object(error), 400) or "no error message"
+    return CallFailure(kind, f"provider error {where} (code {status}): {message}", status=status)
+
+
+class Completion:
+    def __init__(self, max_content_bytes: int) -> None:
+        self.max_content_bytes = max(1, max_content_bytes)
+        self._parts: list[str] = []
+        self.content_bytes = 0
+        self.truncated = False
+        self.finish_reason: str | None = None
+        self.served_by: str | None = None
+        self.usage: dict[str, Any] | None = None
+        self.done = False
+        # Progress, for heartbeats.
+        self.received_bytes = 0
+        self.chunks = 0
+        self.streaming = False
+
+    @property
+    def content(self) -> str:
+        return "".join(self._parts)
+
+    def progress(self) -> dict[str, Any]:
+        return {
+            "received_bytes": self.received_bytes,
+            "chunks": self.chunks,
+            "content_bytes": self.content_bytes,
+        }
+
+    def add_content(self, text: str) -> None:
+        if self.truncated or not text:
+            return
+        data = text.encode("utf-8")
+        room = self.max_content_bytes - self.content_bytes
+        if len(data) > room:
+            # Cut on a character boundary: drop a partial multi-byte sequence at the end.
+            text = data[:room].decode("utf-8", "ignore")
+            self.truncated = True
+        self._parts.append(text)
+        self.content_bytes += len(text.encode("utf-8"))
+
+    def _note_model(self, data: dict[str, Any]) -> None:
+        model = data.get("model")
+        if self.served_by is None and isinstance(model, str) and model:
+            self.served_by = model[:MAX_SERVED_BY_CHARS]
+
+    def _note_usage(self, data: dict[str, Any]) -> None:
+        usage = data.get("usage")
+        if isinstance(usage, dict) and usage:
+            self.usage = usage
+
+    def apply_chunk(self, chunk: dict[str, Any]) -> None:
+        """One streamed `chat.completion.chunk` (or an error event)."""
+        self.chunks += 1
+        if chunk.get("error"):
+            raise provider_error(chunk["error"], 502, "mid-stream")
+        self._note_model(chunk)
+        self._note_usage(chunk)
+        choices = chunk.get("choices")
+        if choices is None:
+            return  # a usage-only or bookkeeping chunk
+        if not isinstance(choices, list):
+            raise CallFailure(
+                ErrorType.MALFORMED_RESPONSE, "a stream chunk's choices are not a list"
+            )
+        for choice in choices[:1]:
+            if not isinstance(choice, dict):
+                raise CallFailure(ErrorType.MALFORMED_RESPONSE, "a stream choice is not an object")
+            delta = choice.get("delta") or choice.get("message") or {}
+            if isinstance(delta, dict):
+                self.add_content(_text_of(delta.get("content")))
+            if choice.get("finish_reason"):
+                self.finish_reason = str(choice["finish_reason"])
+        if self.finish_reason == "error":
+            raise CallFailure(
+                ErrorType.PROVIDER_UNAVAILABLE,
+                "the provider ended the stream with finish_reason=error",
+            )
+
+    def apply_completion(self, body: Any) -> None:
+        """A whole `chat.completion` object (the non-streaming reply)."""
+        if not isinstance(body, dict):
+            raise CallFailure(ErrorType.MALFORMED_RESPONSE, "the reply is not a JSON object")
+        if body.get("error"):
+            raise provider_error(body["error"], 502, "in the reply body")
+        self._note_model(body)
+        self._note_usage(body)
+        choices = body.get("choices")
+        if not isinstance(choices, list) or not choices or not isinstance(choices[0], dict):
+            raise CallFailure(ErrorType.MALFORMED_RESPONSE, "the reply has no choices")
+        choice = choices[0]
+        message = choice.get("message") or {}
+        text = _text_of(message.get("content")) if isinstance(message, dict) else ""
+        self.add_content(text or _text_of(choice.get("text")))
+        if choice.get("finish_reason"):
+            self.finish_reason = str(choice["finish_reason"])
+        self.chunks += 1
+        self.done = True
+
+
+def _count(usage: dict[str, Any], *keys: str) -> int | None:
+    for key in keys:
+        value = usage.get(key)
+        if isinstance(value, bool):
+            continue
+        if isinstance(value, int | float):
+            return int(value)
+    return None
+
+
+def token_usage(raw: dict[str, Any] | None, prompt_texts: list[str], content: str) -> TokenUsage:
+    """The provider's usage as reported; an estimate (flagged) only when it reported none."""
+    prompt = completion = None
+    if raw:
+        prompt = _count(raw, "prompt_tokens", "input_tokens")
+        completion = _count(raw, "completion_tokens", "output_tokens")
+    if prompt is None and completion is None:
+        prompt_estimate = estimate_tokens(*prompt_texts)
+        completion_estimate = estimate_tokens(content)
+        return TokenUsage(
+            prompt_tokens=prompt_estimate,
+            completion_tokens=completion_estimate,
+            total_tokens=prompt_estimate + completion_estimate,
+            estimated=True,
+        )
+    prompt, completion = prompt or 0, completion or 0
+    total = _count(raw or {}, "total_tokens")
+    cost = (raw or {}).get("cost")
+    return TokenUsage(
+        prompt_tokens=prompt,
+        completion_tokens=completion,
+        total_tokens=total if total is not None else prompt + completion,
+        cost_usd=float(cost)
+        if isinstance(cost, int | float) and not isinstance(cost, bool)
+        else None,
+    )

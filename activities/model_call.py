@@ -1,0 +1,147 @@
+"""The model-call activity: one activity attempt is one chat-completions request.
+
+    gateway = ModelGateway.from_env()
+    Worker(..., activities=[gateway.call_model])
+    ...
+    await gateway.aclose()
+
+The activity never retries by itself: every failure is an ApplicationError whose type
+and retry rule Temporal acts on (see activities.errors). While the request is in
+flight it heartbeats, so a heartbeat timeout notices a dead worker within seconds, and
+a cancellation (a stop, a heartbeat timeout, worker shutdown) aborts the request.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import time
+from collections.abc import Mapping
+from typing import Self
+
+import httpx
+from temporalio import activity
+from temporalio.exceptions import ApplicationError
+
+from activities.completion import Completion, token_usage
+from activities.errors import CallFailure, ErrorType, application_error, one_line
+from activities.llm_client import ChatClient, make_http_client
+from activities.settings import GatewaySettings
+from council.calls import ModelCall, ModelReply
+
+DEFAULT_HEARTBEAT_SECONDS = 5.0
+MIN_HEARTBEAT_SECONDS = 0.1
+MAX_HEARTBEAT_SECONDS = 5.0
+REDACTED = "[redacted]"
+
+
+def heartbeat_interval(info: activity.Info) -> float:
+    """A third of the heartbeat timeout, within 0.1-5 s; 5 s when none is set."""
+    timeout = info.heartbeat_timeout
+    if not timeout:
+        return DEFAULT_HEARTBEAT_SECONDS
+    return min(MAX_HEARTBEAT_SECONDS, max(MIN_HEARTBEAT_SECONDS, timeout.total_seconds() / 3))
+
+
+async def _heartbeat_while_running(completion: Completion, interval: float) -> None:
+    while True:
+        activity.heartbeat(completion.progress())
+        await asyncio.sleep(interval)
+
+
+def _shutting_down() -> bool:
+    details = activity.cancellation_details()
+    if details is not None:
+        return details.worker_shutdown and not details.cancel_requested
+    return activity.is_worker_shutdown()
+
+
+class ModelGateway:
+    """The worker's access to models: settings, the key and one shared HTTP client."""
+
+    def __init__(
+        self,
+        settings: GatewaySettings | None = None,
+        *,
+        transport: httpx.AsyncBaseTransport | None = None,
+    ) -> None:
+        self.settings = settings or GatewaySettings()
+        self._http = make_http_client(self.settings, transport)
+        self._client = ChatClient(self.settings, self._http)
+        self._secrets = self.settings.secrets()
+
+    @classmethod
+    def from_env(cls, env: Mapping[str, str] | None = None) -> ModelGateway:
+        return cls(GatewaySettings.from_env(env))
+
+    async def aclose(self) -> None:
+        await self._http.aclose()
+
+    async def __aenter__(self) -> Self:
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.aclose()
+
+    def redact(self, text: str) -> str:
+        for secret in self._secrets:
+            text = text.replace(secret, REDACTED)
+        return text
+
+    @activity.defn(name="call_model")
+    async def call_model(self, call: ModelCall) -> ModelReply:
+        info = activity.info()
+        completion = Completion(call.max_response_bytes)
+        beating = asyncio.create_task(
+            _heartbeat_while_running(completion, heartbeat_interval(info))
+        )
+        started = time.monotonic()
+        try:
+            await self._client.complete(call, completion)
+        except CallFailure as failure:
+            raise self._error(failure, call.model, info.attempt) from None
+        except asyncio.CancelledError:
+            if _shutting_down():
+                # Fail this attempt so that Temporal retries it on another worker now,
+                # rather than after a heartbeat timeout.
+                raise ApplicationError(
+                    one_line(f"{call.model}: the worker shut down during the call"),
+                    type=ErrorType.WORKER_SHUTDOWN.value,
+                ) from None
+            raise
+        finally:
+            beating.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await beating
+        latency_ms = int((time.monotonic() - started) * 1000)
+
+        content = completion.content
+        if not content.strip():
+            reason = completion.finish_reason or "none"
+            raise self._error(
+                CallFailure(
+                    ErrorType.EMPTY_CONTENT, f"the reply has no content (finish_reason={reason})"
+                ),
+                call.model,
+                info.attempt,
+            )
+        return ModelReply(
+            model=call.model,
+            content=content,
+            served_by=completion.served_by,
+            finish_reason=completion.finish_reason,
+            usage=token_usage(completion.usage, [m.content for m in call.messages], content),
+            latency_ms=latency_ms,
+            truncated=completion.truncated,
+        )
+
+    def _error(self, failure: CallFailure, model: str, attempt: int) -> ApplicationError:
+        error = application_error(failure, model, attempt)
+        if not any(secret in error.message for secret in self._secrets):
+            return error
+        return ApplicationError(
+            self.redact(error.message),
+            type=error.type,
+            non_retryable=error.non_retryable,
+            next_retry_delay=error.next_retry_delay,
+        )

@@ -1,0 +1,130 @@
+"""Where and how the worker calls models: read from the worker's environment only.
+
+The API key lives here and nowhere else: it never enters a workflow input, an activity
+argument or result, an error message, a log line or a heartbeat.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from urllib.parse import urlsplit
+
+OPENROUTER_BASE_URL = "https://openrouter.ai/api/v1"
+APP_TITLE = "Council"
+
+_FALSE = {"0", "false", "no", "off"}
+_TRUE = {"1", "true", "yes", "on"}
+
+
+class SettingsError(ValueError):
+    """A worker setting that cannot be used; the message names the variable."""
+
+
+@dataclass(frozen=True)
+class GatewaySettings:
+    base_url: str = OPENROUTER_BASE_URL
+    api_key: str | None = field(default=None, repr=False)
+    stream: bool = True
+    extra_headers: Mapping[str, str] = field(default_factory=dict, repr=False)
+    connect_timeout: float = 10.0
+    # Longest silence while waiting for the next bytes of a reply; for a server that
+    # does not stream, the time it may take to produce the whole reply.
+    read_timeout: float = 300.0
+    # Largest raw reply the worker reads (a non-streamed JSON body, or a whole stream).
+    max_body_bytes: int = 8_000_000
+    max_connections: int = 256
+
+    @classmethod
+    def from_env(cls, env: Mapping[str, str] | None = None) -> GatewaySettings:
+        env = os.environ if env is None else env
+        key = (env.get("COUNCIL_LLM_API_KEY") or "").strip() or (
+            env.get("OPENROUTER_API_KEY") or ""
+        ).strip()
+        return cls(
+            base_url=(env.get("COUNCIL_LLM_BASE_URL") or "").strip() or OPENROUTER_BASE_URL,
+            api_key=key or None,
+            stream=_flag(env, "COUNCIL_LLM_STREAM", default=True),
+            extra_headers=_headers(env, "COUNCIL_LLM_EXTRA_HEADERS"),
+            connect_timeout=_seconds(env, "COUNCIL_LLM_CONNECT_TIMEOUT", 10.0),
+            read_timeout=_seconds(env, "COUNCIL_LLM_READ_TIMEOUT", 300.0),
+        )
+
+    @property
+    def chat_url(self) -> str:
+        return self.base_url.rstrip("/") + "/chat/completions"
+
+    @property
+    def host(self) -> str:
+        """Host and port of the base URL, without any credentials it might carry."""
+        parts = urlsplit(self.base_url)
+        return parts.hostname + (f":{parts.port}" if parts.port else "") if parts.hostname else "?"
+
+    @property
+    def is_openrouter(self) -> bool:
+        host = urlsplit(self.base_url).hostname or ""
+        return host == "openrouter.ai" or host.endswith(".openrouter.ai")
+
+    def secrets(self) -> list[str]:
+        """Values that must never appear in anything the worker reports."""
+        values = [self.api_key or ""]
+        values += [v for k, v in self.extra_headers.items() if _sensitive(k)]
+        parts = urlsplit(self.base_url)
+        values += [parts.password or ""]
+        return [v for v in values if len(v) >= 4]
+
+    def headers(self, stream: bool) -> dict[str, str]:
+        headers = {"Accept": "text/event-stream" if stream else "application/json"}
+        if self.is_openrouter:
+            headers["X-Title"] = APP_TITLE
+        headers.update(self.extra_headers)
+        if self.api_key:
+            headers["Authorization"] = f"Bearer {self.api_key}"
+        return headers
+
+
+def _sensitive(header: str) -> bool:
+    name = header.lower()
+    return any(word in name for word in ("auth", "key", "token", "secret", "cookie"))
+
+
+def _flag(env: Mapping[str, str], name: str, default: bool) -> bool:
+    value = (env.get(name) or "").strip().lower()
+    if not value:
+        return default
+    if value in _TRUE:
+        return True
+    if value in _FALSE:
+        return False
+    raise SettingsError(f"{name} must be one of 1/0, true/false, yes/no, on/off (got {value!r})")
+
+
+def _seconds(env: Mapping[str, str], name: str, default: float) -> float:
+    value = (env.get(name) or "").strip()
+    if not value:
+        return default
+    try:
+        seconds = float(value)
+    except ValueError:
+        raise SettingsError(f"{name} must be a number of seconds (got {value!r})") from None
+    if seconds <= 0:
+        raise SettingsError(f"{name} must be positive (got {value!r})")
+    return seconds
+
+
+def _headers(env: Mapping[str, str], name: str) -> dict[str, str]:
+    value = (env.get(name) or "").strip()
+    if not value:
+        return {}
+    # The value may hold credentials: never echo it.
+    try:
+        data = json.loads(value)
+    except ValueError:
+        raise SettingsError(
+            f'{name} must be a JSON object such as {{"X-Header": "value"}}'
+        ) from None
+    if not isinstance(data, dict) or not all(isinstance(v, str) for v in data.values()):
+        raise SettingsError(f"{name} must be a JSON object of string header values")
+    return {str(k): v for k, v in data.items()}
