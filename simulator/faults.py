@@ -1,0 +1,177 @@
+"""Fault injection: what goes wrong with which request, reproducibly.
+
+A config maps a model name (or "*", the default for every model) to a FaultSpec. A
+model's entry overrides the default field by field. Every random draw comes from a
+generator seeded with (seed, model, prompt hash, how many times this prompt was seen),
+so a run replays identically however concurrent requests interleave, and a retried
+request gets a fresh draw.
+"""
+
+from __future__ import annotations
+
+import random
+import threading
+from dataclasses import dataclass
+from typing import Annotated, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, RootModel, field_validator, model_validator
+
+from council.calls import Stage
+
+DEFAULT_KEY = "*"
+Probability = Annotated[float, Field(ge=0.0, le=1.0)]
+FaultKind = Literal["hang", "error", "truncate", "malformed", "empty"]
+
+
+class FaultSpec(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    latency: float | tuple[float, float] | None = Field(
+        default=None, description="seconds before the reply: fixed, or [min, max] drawn uniformly"
+    )
+    errors: dict[int, Probability] = Field(
+        default_factory=dict, description="HTTP status -> probability, e.g. {500: 0.2, 429: 0.1}"
+    )
+    retry_after: float | str | None = Field(
+        default=None, description="Retry-After of 429 and 503 replies: seconds, or an HTTP date"
+    )
+    hang: Probability = 0.0
+    truncate: Probability = 0.0
+    malformed: Probability = 0.0
+    empty: Probability = 0.0
+    stages: list[Stage] | None = Field(
+        default=None, description="apply the faults (not the latency) only in these stages"
+    )
+    max_faults: int | None = Field(
+        default=None, ge=0, description="inject at most this many faults per model, then behave"
+    )
+    pad_to_bytes: int | None = Field(
+        default=None, ge=0, le=50_000_000, description="pad replies with filler to this many bytes"
+    )
+
+    @field_validator("errors")
+    @classmethod
+    def _statuses(cls, errors: dict[int, float]) -> dict[int, float]:
+        for status in errors:
+            if not 400 <= status <= 599:
+                raise ValueError(f"error status {status} is not an HTTP error status (400-599)")
+        return errors
+
+    @field_validator("latency")
+    @classmethod
+    def _latency(
+        cls, latency: float | tuple[float, float] | None
+    ) -> float | tuple[float, float] | None:
+        if isinstance(latency, tuple):
+            low, high = latency
+            if not 0 <= low <= high:
+                raise ValueError("latency [min, max] needs 0 <= min <= max")
+        elif latency is not None and latency < 0:
+            raise ValueError("latency must not be negative")
+        return latency
+
+    @model_validator(mode="after")
+    def _total(self) -> FaultSpec:
+        if self.fault_probability() > 1.0 + 1e-9:
+            raise ValueError("the fault probabilities of one model add up to more than 1")
+        return self
+
+    def fault_probability(self) -> float:
+        return self.hang + sum(self.errors.values()) + self.truncate + self.malformed + self.empty
+
+
+class FaultConfig(RootModel[dict[str, FaultSpec]]):
+    root: dict[str, FaultSpec] = Field(default_factory=dict)
+
+    def for_model(self, model: str) -> FaultSpec:
+        base = self.root.get(DEFAULT_KEY, FaultSpec())
+        own = self.root.get(model)
+        if own is None:
+            return base
+        merged = base.model_dump()
+        merged.update(own.model_dump(include=own.model_fields_set))
+        return FaultSpec.model_validate(merged)
+
+
+@dataclass(frozen=True)
+class Plan:
+    """What the simulator does with one request."""
+
+    latency: float = 0.0
+    fault: FaultKind | None = None
+    status: int | None = None
+    retry_after: float | str | None = None
+    pad_to_bytes: int | None = None
+
+
+class FaultInjector:
+    """Draws the plan of each request from the current config. Thread-safe."""
+
+    def __init__(self, config: FaultConfig | None = None, seed: int = 0) -> None:
+        self.seed = seed
+        self._config = config or FaultConfig()
+        self._lock = threading.Lock()
+        self._seen: dict[tuple[str, str], int] = {}
+        self._injected: dict[str, int] = {}
+
+    @property
+    def config(self) -> FaultConfig:
+        return self._config
+
+    def replace(self, config: FaultConfig) -> None:
+        with self._lock:
+            self._config = config
+            self._injected.clear()
+
+    def reset(self) -> None:
+        with self._lock:
+            self._seen.clear()
+            self._injected.clear()
+
+    def plan(self, model: str, stage: Stage, prompt_sha: str) -> Plan:
+        with self._lock:
+            spec = self._config.for_model(model)
+            occurrence = self._seen.get((model, prompt_sha), 0)
+            self._seen[(model, prompt_sha)] = occurrence + 1
+            rng = random.Random(f"{self.seed}|{model}|{prompt_sha}|{occurrence}")
+            latency = _latency(spec, rng)
+            draw = rng.random()
+            fault, status = None, None
+            allowed = spec.stages is None or stage in spec.stages
+            budget = spec.max_faults is None or self._injected.get(model, 0) < spec.max_faults
+            if allowed and budget:
+                fault, status = _pick(spec, draw)
+                if fault is not None:
+                    self._injected[model] = self._injected.get(model, 0) + 1
+        return Plan(
+            latency=latency,
+            fault=fault,
+            status=status,
+            retry_after=spec.retry_after,
+            pad_to_bytes=spec.pad_to_bytes,
+        )
+
+
+def _latency(spec: FaultSpec, rng: random.Random) -> float:
+    if spec.latency is None:
+        return 0.0
+    if isinstance(spec.latency, tuple):
+        return rng.uniform(*spec.latency)
+    return float(spec.latency)
+
+
+def _pick(spec: FaultSpec, draw: float) -> tuple[FaultKind | None, int | None]:
+    """Walk the outcomes in a fixed order; the draw lands in one or in none."""
+    outcomes: list[tuple[FaultKind, int | None, float]] = [("hang", None, spec.hang)]
+    outcomes += [("error", status, p) for status, p in sorted(spec.errors.items())]
+    outcomes += [
+        ("truncate", None, spec.truncate),
+        ("malformed", None, spec.malformed),
+        ("empty", None, spec.empty),
+    ]
+    edge = 0.0
+    for kind, status, probability in outcomes:
+        edge += probability
+        if probability > 0 and draw < edge:
+            return kind, status
+    return None, None

@@ -1,0 +1,362 @@
+"""The simulated council members and what each writes at every stage.
+
+Four personas make the protocol visible: answers of different quality, reviews that
+rate them by one rule (simulator.quality), refinements that add what the critiques
+ask for, and a chairman's synthesis. Everything is a pure function of the persona and
+the prompt, so the same request always gets the same reply. Any model name that is not
+one of the four maps to one of them by a hash of the name.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from dataclasses import dataclass
+
+from council.calls import Stage
+from simulator.quality import (
+    REQUESTS,
+    SIMULATED_MARK,
+    Assessment,
+    assess,
+    critique,
+    ranking_reason,
+    requested_gaps,
+    topic_of,
+)
+from simulator.reading import Critique, Prompt
+
+SYNTHESIS_LABEL = "(Simulated council synthesis)"
+MAX_POINTS = 8
+
+
+@dataclass(frozen=True)
+class Persona:
+    name: str
+    model: str
+    description: str
+    quality: str  # thorough | good | medium | terse
+    review_style: str = "standard"  # standard | headers
+    critique_gaps: int | None = None  # how many gaps its critiques name (None: all)
+    diligence: int | None = None  # how many requested gaps a refinement fills (None: all)
+    refine_format: str = "json"  # json | fenced | preamble | plain
+
+
+PERSONAS = (
+    Persona(
+        "Atlas",
+        "sim/atlas",
+        "thorough: key points, an example and a caveat",
+        "thorough",
+        refine_format="json",
+    ),
+    Persona(
+        "Borealis",
+        "sim/borealis",
+        "good: organised and reasoned, no example",
+        "good",
+        refine_format="fenced",
+    ),
+    Persona(
+        "Cirrus",
+        "sim/cirrus",
+        "terse and weak: one sentence; fixes two gaps per refinement",
+        "terse",
+        critique_gaps=2,
+        diligence=2,
+        refine_format="plain",
+    ),
+    Persona(
+        "Drift",
+        "sim/drift",
+        "medium: one reasoned paragraph; reviews in markdown headers",
+        "medium",
+        review_style="headers",
+        diligence=3,
+        refine_format="preamble",
+    ),
+)
+DEFAULT_MODELS = [p.model for p in PERSONAS]
+_BY_MODEL = {p.model: p for p in PERSONAS}
+
+
+def persona_for(model: str) -> Persona:
+    if model in _BY_MODEL:
+        return _BY_MODEL[model]
+    digest = hashlib.sha256(model.encode("utf-8")).digest()
+    return PERSONAS[digest[0] % len(PERSONAS)]
+
+
+def _cap(text: str) -> str:
+    return text[:1].upper() + text[1:]
+
+
+# ---- stage 1 -------------------------------------------------------------------------
+
+
+def answer(persona: Persona, question: str) -> str:
+    topic = topic_of(question)
+    if persona.quality == "thorough":
+        return (
+            f"{SIMULATED_MARK} A thorough answer on {topic}.\n\n"
+            "Key points:\n"
+            f"1. Start with the core idea: on {topic}, it is easiest to reason once the facts "
+            "that are settled are separated from the assumptions.\n"
+            "2. Look at the main factors one at a time, because each of them changes how much "
+            "the others matter.\n"
+            "3. Check every conclusion against evidence from more than one source before "
+            "relying on it.\n"
+            "4. Prefer the simplest explanation that still accounts for all of the facts.\n\n"
+            f"Example: for instance, someone looking into {topic} would first list what is "
+            "certain, then test each assumption against it, which quickly shows where the real "
+            "uncertainty lies.\n\n"
+            "Caveat: this is a general overview; however, the specifics of a real situation can "
+            "change the conclusion, so verify the details that matter to you."
+        )
+    if persona.quality == "good":
+        return (
+            f"{SIMULATED_MARK} On {topic}, three points matter most:\n"
+            "- The core idea comes first, because everything else builds on it.\n"
+            "- The main factors should be weighed together rather than one by one.\n"
+            "- Conclusions need checking against reliable evidence before they are trusted.\n"
+            "Taken together, these points give a sound working answer."
+        )
+    if persona.quality == "medium":
+        return (
+            f"{SIMULATED_MARK} {_cap(topic)} comes down to a few central factors. The most "
+            "important one is the core mechanism, because it determines how the other factors "
+            "play out in practice. Looking at that mechanism first usually leads to a sensible "
+            "conclusion, and the remaining details can be filled in afterwards."
+        )
+    return f"{SIMULATED_MARK} {_cap(topic)}: it depends on the context."
+
+
+# ---- stage 2 -------------------------------------------------------------------------
+
+
+def review(persona: Persona, prompt: Prompt) -> str:
+    judged = {label: assess(text, prompt.question) for label, text in prompt.answers.items()}
+    ranked = sorted(judged, key=lambda label: (-judged[label].rating, label))
+    if persona.review_style == "headers":
+        return _review_with_headers(persona, judged, ranked)
+    paragraphs = [
+        f"**{label}** Rating: {a.rating}/5. {critique(a, persona.critique_gaps)}"
+        for label, a in judged.items()
+    ]
+    ranking = [
+        f"{i}. {label} ({judged[label].rating}/5) - {ranking_reason(judged[label])}"
+        for i, label in enumerate(ranked, start=1)
+    ]
+    return (
+        f"(Simulated review by {persona.name}.)\n\n"
+        + "\n\n".join(paragraphs)
+        + "\n\nFINAL RANKING:\n"
+        + "\n".join(ranking)
+    )
+
+
+def _review_with_headers(persona: Persona, judged: dict[str, Assessment], ranked: list[str]) -> str:
+    sections = [
+        f"### {label}\n**{a.rating} out of 5.** {critique(a, persona.critique_gaps)}"
+        for label, a in judged.items()
+    ]
+    ranking = [
+        f"{i}. **{label}**: {judged[label].rating} out of 5, {ranking_reason(judged[label])}"
+        for i, label in enumerate(ranked, start=1)
+    ]
+    return (
+        f"## Peer review (simulated, by {persona.name})\n\n"
+        + "\n\n".join(sections)
+        + "\n\n## Final ranking\n"
+        + "\n".join(ranking)
+    )
+
+
+# ---- stage 2.5 -----------------------------------------------------------------------
+
+_ADDITIONS = {
+    "example": (
+        "For example, applied to {topic}: list what is known for certain, test one assumption "
+        "against it, and see whether the conclusion still holds."
+    ),
+    "reason": (
+        "This holds because each factor constrains the others, so getting the central one "
+        "right removes most of the uncertainty."
+    ),
+    "depth": (
+        "In more depth: the answer rests on separating settled facts from assumptions, "
+        "weighing the main factors together, and checking the result against independent "
+        "evidence before relying on it."
+    ),
+    "structure": (
+        "Key points:\n- Separate settled facts from assumptions.\n- Weigh the main factors "
+        "together.\n- Check conclusions against evidence."
+    ),
+    "caveat": (
+        "Caveat: this is a general answer; however, specific circumstances can change it, so "
+        "verify the details that matter."
+    ),
+}
+_DONE = {
+    "example": "added a concrete example",
+    "reason": "explained why the answer holds",
+    "depth": "developed the answer in more depth",
+    "structure": "organised the key points as a list",
+    "caveat": "added a caveat",
+}
+
+
+@dataclass
+class Refinement:
+    final_answer: str
+    accepted: list[str]
+    rejected: list[dict[str, str]]
+    filled: list[str]
+    deferred: list[str]
+
+    @property
+    def changed(self) -> bool:
+        return bool(self.filled)
+
+
+def refine(persona: Persona, prompt: Prompt) -> Refinement:
+    """Fill the gaps the critiques ask for, as far as this persona's diligence goes."""
+    original = prompt.original.strip()
+    missing = set(assess(original, prompt.question).gaps)
+    wanted = requested_gaps([c.text for c in prompt.critiques])
+    to_fill = [gap for gap in wanted if gap in missing]
+    limit = persona.diligence if persona.diligence is not None else len(to_fill)
+    filled, deferred = to_fill[:limit], to_fill[limit:]
+    topic = topic_of(prompt.question)
+    additions = [_ADDITIONS[gap].format(topic=topic) for gap in filled]
+    accepted, rejected = [], []
+    for item in prompt.critiques:
+        asked = requested_gaps([item.text])
+        if any(gap in filled for gap in asked):
+            accepted.append(_quote(item))
+        elif asked and not any(gap in missing for gap in asked):
+            rejected.append({"critique": _quote(item), "reason": "the answer already covers this"})
+    return Refinement(
+        final_answer="\n\n".join([original, *additions]) if additions else original,
+        accepted=accepted,
+        rejected=rejected,
+        filled=filled,
+        deferred=deferred,
+    )
+
+
+def _and(items: list[str]) -> str:
+    return items[0] if len(items) == 1 else ", ".join(items[:-1]) + " and " + items[-1]
+
+
+def _quote(item: Critique) -> str:
+    return f"{item.reviewer}: {item.text}"
+
+
+def refinement_reply(persona: Persona, prompt: Prompt) -> str:
+    result = refine(persona, prompt)
+    if persona.refine_format == "plain":
+        return result.final_answer
+    if result.changed:
+        explanation = "I " + _and([_DONE[g] for g in result.filled]) + "."
+        if result.deferred:
+            explanation += " Still to do: " + _and([REQUESTS[g] for g in result.deferred]) + "."
+        reasoning = "The reviewers pointed at concrete gaps; I filled the ones I could."
+    else:
+        explanation = "The reviewers found nothing missing, so I keep my answer."
+        reasoning = "The feedback was praise or asked for what the answer already has."
+    after = assess(result.final_answer, prompt.question).rating
+    data = {
+        "critiques_accepted": result.accepted,
+        "critiques_rejected": result.rejected,
+        "refinement_reasoning": reasoning,
+        "final_answer": result.final_answer,
+        "confidence": round(min(0.95, 0.45 + 0.1 * after), 2),
+        "changed_from_original": result.changed,
+        "improvement_explanation": explanation,
+    }
+    text = json.dumps(data, indent=2, ensure_ascii=False)
+    if persona.refine_format == "fenced":
+        return f"```json\n{text}\n```"
+    if persona.refine_format == "preamble":
+        return f"Here is my refined answer, addressing the peer feedback:\n\n{text}"
+    return text
+
+
+# ---- stage 3 -------------------------------------------------------------------------
+
+
+def _body(text: str) -> str:
+    return text.replace(SIMULATED_MARK, "").strip()
+
+
+def _list_items(text: str) -> list[str]:
+    items = []
+    for line in text.splitlines():
+        stripped = line.strip()
+        for marker in ("- ", "* ", "• "):
+            if stripped.startswith(marker):
+                items.append(stripped[len(marker) :].strip())
+                break
+        else:
+            head, _, rest = stripped.partition(". ")
+            if head.isdigit() and rest:
+                items.append(rest.strip())
+    return items
+
+
+def _paragraph_with(texts: list[str], words: tuple[str, ...]) -> str | None:
+    for text in texts:
+        for paragraph in _body(text).split("\n\n"):
+            lowered = paragraph.lower()
+            if any(word in lowered for word in words) and not _list_items(paragraph):
+                return paragraph.strip()
+    return None
+
+
+def synthesis(persona: Persona, prompt: Prompt) -> str:
+    topic = topic_of(prompt.question)
+    council = sorted(
+        prompt.council,
+        key=lambda a: -(a.mean_rating if a.mean_rating is not None else 0.0),
+    )
+    if not council:
+        return f"{SYNTHESIS_LABEL}\n\nThe council produced no answers to synthesize on {topic}."
+    best = council[0]
+    texts = [a.text for a in council]
+    points: list[str] = []
+    for text in texts:
+        for item in _list_items(_body(text)):
+            if item.lower() not in {p.lower() for p in points} and len(points) < MAX_POINTS:
+                points.append(item)
+    standing = (
+        f" (mean peer rating {best.mean_rating:.2f}/5)" if best.mean_rating is not None else ""
+    )
+    opening = (
+        f"{SYNTHESIS_LABEL} {_cap(topic)}: the council's combined answer, led by the answer "
+        f"from {best.model}{standing}, with the points the other members added."
+    )
+    parts = [opening]
+    if points:
+        parts.append("Key points:\n" + "\n".join(f"- {p}" for p in points))
+    else:
+        parts.append(_body(best.text))
+    for words in (("because",), ("for example", "for instance"), ("caveat", "however")):
+        paragraph = _paragraph_with(texts, words)
+        if paragraph and paragraph not in parts:
+            parts.append(paragraph)
+    parts.append(
+        f"(Written by the Council simulator as chairman persona {persona.name}; "
+        "no real model was called.)"
+    )
+    return "\n\n".join(parts)
+
+
+def reply(persona: Persona, prompt: Prompt) -> str:
+    if prompt.stage is Stage.REVIEW:
+        return review(persona, prompt)
+    if prompt.stage is Stage.REFINE:
+        return refinement_reply(persona, prompt)
+    if prompt.stage is Stage.SYNTHESIS:
+        return synthesis(persona, prompt)
+    return answer(persona, prompt.question)

@@ -1,0 +1,137 @@
+"""What a simulated model reads in a prompt: the stage, the question and the framed texts.
+
+The openings are council.prompts' own constants; the rest follows the layout of the
+prompts that module builds. Anything unrecognised is a stage 1 question.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+
+from council.calls import Stage
+from council.prompts import CHAIRMAN_OPENING, REFINE_OPENING, REVIEW_OPENING
+
+_LENGTH_NOTE = re.compile(r"\s*\(Keep your reply under about [\d,]+ words\.\)\s*$")
+_REVIEW_QUESTION = re.compile(
+    r"QUESTION:\n(.*?)\n\n(?:Judge the answers on these criteria:|Below are the other)", re.DOTALL
+)
+_REFINE_QUESTION = re.compile(
+    r"QUESTION: (.*?)\n(?:\nThe evaluation criteria were:.*?\n)?\nYOUR ORIGINAL RESPONSE:",
+    re.DOTALL,
+)
+_CHAIRMAN_QUESTION = re.compile(r"QUESTION:\n(.*?)\n\nTHE COUNCIL'S FINAL ANSWERS", re.DOTALL)
+_RESPONSE_FRAME = re.compile(r'<response label="([^"]+)">\n(.*?)\n</response>', re.DOTALL)
+_ORIGINAL_FRAME = re.compile(r"<original>\n(.*?)\n</original>", re.DOTALL)
+_ANSWER_FRAME = re.compile(
+    r'<answer model="([^"]*)" standing="([^"]*)">\n(.*?)\n</answer>', re.DOTALL
+)
+_FEEDBACK = re.compile(r"PEER FEEDBACK:\n(.*?)\n\n---\n", re.DOTALL)
+_PEER = re.compile(
+    r"^Peer evaluation from (.+?)(?: \(rated your answer ([\d.]+)/5\))?:$", re.MULTILINE
+)
+_RATING_LINE = re.compile(r"^\s*Rating of your answer: ([\d.]+)/5\s*\n?")
+_MEAN_RATING = re.compile(r"mean peer rating ([\d.]+)/5")
+
+
+@dataclass
+class Critique:
+    reviewer: str
+    text: str
+    rating: float | None = None
+
+
+@dataclass
+class ChairmanAnswer:
+    model: str
+    text: str
+    mean_rating: float | None = None
+
+
+@dataclass
+class Prompt:
+    stage: Stage
+    question: str
+    answers: dict[str, str] = field(default_factory=dict)  # review: label -> answer
+    original: str = ""  # refinement: the answer to refine
+    critiques: list[Critique] = field(default_factory=list)  # refinement
+    council: list[ChairmanAnswer] = field(default_factory=list)  # synthesis
+
+
+def prompt_text(messages: list[dict]) -> str:
+    """The text the simulated model answers: the last user message."""
+    for message in reversed(messages):
+        if message.get("role") == "user":
+            return content_text(message.get("content"))
+    return content_text(messages[-1].get("content")) if messages else ""
+
+
+def content_text(content: object) -> str:
+    if isinstance(content, str):
+        return content
+    if isinstance(content, list):
+        return "".join(
+            str(part.get("text", "")) if isinstance(part, dict) else str(part) for part in content
+        )
+    return ""
+
+
+def detect_stage(text: str) -> Stage:
+    start = text.lstrip()
+    if start.startswith(REVIEW_OPENING):
+        return Stage.REVIEW
+    if start.startswith(REFINE_OPENING):
+        return Stage.REFINE
+    if start.startswith(CHAIRMAN_OPENING):
+        return Stage.SYNTHESIS
+    return Stage.ANSWER
+
+
+def _question(pattern: re.Pattern[str], text: str) -> str:
+    match = pattern.search(text)
+    return match.group(1).strip() if match else ""
+
+
+def read_prompt(text: str) -> Prompt:
+    stage = detect_stage(text)
+    if stage is Stage.REVIEW:
+        return Prompt(
+            stage=stage,
+            question=_question(_REVIEW_QUESTION, text),
+            answers={m.group(1): m.group(2) for m in _RESPONSE_FRAME.finditer(text)},
+        )
+    if stage is Stage.REFINE:
+        original = _ORIGINAL_FRAME.search(text)
+        return Prompt(
+            stage=stage,
+            question=_question(_REFINE_QUESTION, text),
+            original=original.group(1) if original else "",
+            critiques=_critiques(text),
+        )
+    if stage is Stage.SYNTHESIS:
+        council = []
+        for m in _ANSWER_FRAME.finditer(text):
+            rating = _MEAN_RATING.search(m.group(2))
+            council.append(
+                ChairmanAnswer(m.group(1), m.group(3), float(rating.group(1)) if rating else None)
+            )
+        return Prompt(stage=stage, question=_question(_CHAIRMAN_QUESTION, text), council=council)
+    return Prompt(stage=stage, question=_LENGTH_NOTE.sub("", text).strip())
+
+
+def _critiques(text: str) -> list[Critique]:
+    section = _FEEDBACK.search(text)
+    if not section:
+        return []
+    body = section.group(1)
+    heads = list(_PEER.finditer(body))
+    critiques = []
+    for i, head in enumerate(heads):
+        end = heads[i + 1].start() if i + 1 < len(heads) else len(body)
+        rating = float(head.group(2)) if head.group(2) else None
+        text = body[head.end() : end].strip()
+        line = _RATING_LINE.match(text)
+        if line:
+            rating, text = float(line.group(1)), text[line.end() :].strip()
+        critiques.append(Critique(head.group(1), text, rating))
+    return critiques

@@ -1,0 +1,521 @@
+"""The simulator's HTTP server: OpenAI-compatible endpoints, fault injection, a request log.
+
+    app = build_app(SimulatorConfig(...))          # a Starlette app, for any ASGI server
+    with SimulatorServer() as sim:                 # in-process, on a free port
+        ... sim.url, sim.log(), sim.set_faults({...}), sim.reset()
+
+Endpoints: GET /v1/models, POST /v1/chat/completions (streamed or not), and the control
+endpoints GET /_sim/log[?since=N], GET|POST /_sim/faults, POST /_sim/reset.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import hashlib
+import json
+import logging
+import socket
+import threading
+import time
+from collections.abc import Mapping
+from typing import Any, Self
+
+import uvicorn
+from starlette.applications import Starlette
+from starlette.requests import Request
+from starlette.responses import JSONResponse, Response
+from starlette.routing import Route
+from starlette.types import Receive, Scope, Send
+
+from council.calls import Stage
+from simulator import wire
+from simulator.config import FaultConfigError, SimulatorConfig, parse_faults
+from simulator.faults import FaultConfig, FaultInjector, Plan
+from simulator.log import LogEntry, RequestLog
+from simulator.personas import PERSONAS, persona_for, reply
+from simulator.reading import prompt_text, read_prompt
+
+SSE_HEADERS = [
+    (b"content-type", b"text/event-stream; charset=utf-8"),
+    (b"cache-control", b"no-cache"),
+    wire.SIMULATED_HEADER,
+]
+FILLER = " (simulated filler to make this reply large)"
+_WAIT_STEP = 0.25
+
+
+class Simulator:
+    """The state behind one simulator app: its config, fault injector and request log."""
+
+    def __init__(self, config: SimulatorConfig | None = None) -> None:
+        self.config = config or SimulatorConfig()
+        self.faults = FaultInjector(self.config.faults, seed=self.config.seed)
+        self.log = RequestLog()
+        self.closing = False
+
+    def set_faults(self, faults: Any) -> FaultConfig:
+        config = parse_faults(faults)
+        self.faults.replace(config)
+        return config
+
+    def reset(self) -> None:
+        self.log.clear()
+        self.faults.reset()
+
+
+class _DropConnection(Exception):
+    """Raised to make the ASGI server close the connection mid-reply (a truncated stream)."""
+
+
+class _QuietDrops(logging.Filter):
+    """Keep deliberate connection drops out of the server's error log."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        exc = record.exc_info[1] if record.exc_info else None
+        return not _is_drop(exc)
+
+
+def _is_drop(exc: BaseException | None) -> bool:
+    if isinstance(exc, _DropConnection):
+        return True
+    if isinstance(exc, BaseExceptionGroup):
+        return all(_is_drop(e) for e in exc.exceptions)
+    return False
+
+
+_QUIET = _QuietDrops()
+
+
+class _ClientWatch:
+    """Notices when the client goes away (a cancelled call closes its connection)."""
+
+    def __init__(self, receive: Receive) -> None:
+        self.gone = asyncio.Event()
+        self._task = asyncio.ensure_future(self._watch(receive))
+
+    async def _watch(self, receive: Receive) -> None:
+        while True:
+            message = await receive()
+            if message["type"] == "http.disconnect":
+                self.gone.set()
+                return
+
+    def stop(self) -> None:
+        self._task.cancel()
+
+
+class _Exchange:
+    """One chat-completions request, from plan to reply."""
+
+    def __init__(
+        self,
+        sim: Simulator,
+        send: Send,
+        client: _ClientWatch,
+        entry: LogEntry,
+        plan: Plan,
+        payload: dict[str, Any],
+    ) -> None:
+        self.sim = sim
+        self.send = send
+        self.client = client
+        self.entry = entry
+        self.plan = plan
+        self.payload = payload
+        self.model = payload["model"]
+        self.messages = payload["messages"]
+        self.stream = payload.get("stream") is True
+        self.reply_id = f"chatcmpl-sim-{entry.prompt_sha256[:12]}-{entry.seq}"
+        self.created = int(time.time())
+
+    def finish(self, outcome: str, status: int | None = None) -> None:
+        self.sim.log.finish(self.entry, outcome, status)
+
+    async def wait(self, seconds: float) -> bool:
+        """Sleep; True if the client left (or the server is stopping) first."""
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + seconds
+        while not self.client.gone.is_set() and not self.sim.closing:
+            remaining = deadline - loop.time()
+            if remaining <= 0:
+                return False
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(self.client.gone.wait(), min(remaining, _WAIT_STEP))
+        return True
+
+    async def run(self) -> None:
+        plan = self.plan
+        if plan.fault == "hang":
+            await self.wait(self.sim.config.hang_seconds)
+            self.finish("disconnected" if self.client.gone.is_set() else "hang")
+            return
+        # A streamed reply waits inside the stream, with keep-alives; the rest wait here.
+        waits_here = not self.stream or plan.fault == "error"
+        if waits_here and plan.latency and await self.wait(plan.latency):
+            self.finish("disconnected")
+            return
+        if plan.fault == "error":
+            await self.send_error(plan.status or 500)
+            return
+        content, finish_reason = self.content()
+        if self.stream:
+            await self.send_stream(content, finish_reason)
+        else:
+            await self.send_json(content, finish_reason)
+
+    def content(self) -> tuple[str, str]:
+        if self.plan.fault == "empty":
+            return "", "stop"
+        persona = persona_for(self.model)
+        text = reply(persona, read_prompt(prompt_text(self.messages)))
+        if self.plan.pad_to_bytes:
+            need = self.plan.pad_to_bytes - len(text.encode("utf-8"))
+            if need > 0:
+                text += (FILLER * (need // len(FILLER) + 1))[:need]
+        max_tokens = self.payload.get("max_tokens")
+        if isinstance(max_tokens, int) and max_tokens > 0 and wire.tokens(text) > max_tokens:
+            return text[: max_tokens * 4], "length"
+        return text, "stop"
+
+    def usage(self, content: str) -> dict[str, Any]:
+        return wire.usage([prompt_text([m]) for m in self.messages], content)
+
+    async def start(self, status: int, headers: list[tuple[bytes, bytes]]) -> None:
+        await self.send({"type": "http.response.start", "status": status, "headers": headers})
+
+    async def body(self, data: bytes, more: bool = True) -> None:
+        await self.send({"type": "http.response.body", "body": data, "more_body": more})
+
+    async def send_error(self, status: int) -> None:
+        message = f"Simulated {status} {wire.phrase(status)} for {self.model}"
+        headers = [(b"content-type", b"application/json"), wire.SIMULATED_HEADER]
+        retry_after = self.plan.retry_after
+        if status in (429, 503) and retry_after is not None:
+            value = f"{retry_after:g}" if isinstance(retry_after, int | float) else str(retry_after)
+            headers.append((b"retry-after", value.encode("latin-1")))
+            message += f"; retry after {value}"
+        if status == 401:
+            # Like a careless provider, echo the key it was given: the gateway must redact it.
+            token = self.payload.get("_bearer")
+            message += f": the API key {token!r} is not valid" if token else ": no API key was sent"
+        body = json.dumps(wire.error(status, message)).encode()
+        headers.append((b"content-length", str(len(body)).encode()))
+        self.finish("error", status)
+        await self.start(status, headers)
+        await self.body(body, more=False)
+
+    async def send_json(self, content: str, finish_reason: str) -> None:
+        data = wire.completion(
+            self.reply_id, self.created, self.model, content, finish_reason, self.usage(content)
+        )
+        raw = json.dumps(data, ensure_ascii=False).encode("utf-8")
+        fault = self.plan.fault
+        if fault == "malformed":
+            raw = raw[: len(raw) // 2]
+        headers = [
+            (b"content-type", b"application/json"),
+            (b"content-length", str(len(raw)).encode()),
+            wire.SIMULATED_HEADER,
+        ]
+        if fault == "truncate":
+            self.finish("truncated", 200)
+            await self.start(200, headers)
+            await self.body(raw[: len(raw) // 2])
+            raise _DropConnection
+        self.finish(self._outcome(), 200)
+        await self.start(200, headers)
+        await self.body(raw, more=False)
+
+    def _outcome(self) -> str:
+        if self.plan.fault in ("malformed", "empty"):
+            return self.plan.fault
+        return "ok"
+
+    async def send_stream(self, content: str, finish_reason: str) -> None:
+        await self.start(200, SSE_HEADERS)
+        await self.body(b": SIMULATOR PROCESSING\n\n")
+        if await self.keepalive(self.plan.latency):
+            self.finish("disconnected", 200)
+            return
+        parts = wire.pieces(content, self.sim.config.chunk_chars)
+        fault = self.plan.fault
+        if fault == "truncate":
+            parts = parts[: max(1, len(parts) // 2)]
+        chunk = self._chunk
+        await self.body(wire.sse(chunk({"role": "assistant", "content": ""})))
+        for i, part in enumerate(parts):
+            if self.client.gone.is_set():
+                self.finish("disconnected", 200)
+                return
+            if fault == "malformed" and i == len(parts) // 2:
+                self.finish("malformed", 200)
+                await self.body(
+                    b'data: {"id": "'
+                    + self.reply_id.encode()
+                    + b'", "choices": [{"delta": {"content": "\n\n'
+                )
+                await self.body(wire.sse("[DONE]"), more=False)
+                return
+            await self.body(wire.sse(chunk({"content": part})))
+            await asyncio.sleep(0)
+        if fault == "truncate":
+            self.finish("truncated", 200)
+            raise _DropConnection
+        await self.body(wire.sse(chunk({}, finish_reason)))
+        await self.body(wire.sse(chunk(usage=self.usage(content))))
+        self.finish(self._outcome(), 200)
+        await self.body(wire.sse("[DONE]"), more=False)
+
+    def _chunk(
+        self,
+        delta: dict[str, Any] | None = None,
+        finish_reason: str | None = None,
+        usage: dict[str, Any] | None = None,
+    ) -> dict[str, Any]:
+        return wire.chunk(self.reply_id, self.created, self.model, delta, finish_reason, usage)
+
+    async def keepalive(self, seconds: float) -> bool:
+        """Wait, sending keep-alive comments; True if the client left first."""
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + seconds
+        while True:
+            remaining = deadline - loop.time()
+            if remaining <= 0:
+                return self.client.gone.is_set()
+            if await self.wait(min(remaining, self.sim.config.keepalive_seconds)):
+                return True
+            if deadline - loop.time() > 0:
+                await self.body(b": SIMULATOR PROCESSING\n\n")
+
+
+def _bad_request(message: str) -> JSONResponse:
+    return JSONResponse(wire.error(400, message), status_code=400)
+
+
+class ChatCompletions:
+    """POST /v1/chat/completions, as a raw ASGI app: it must notice disconnects and be
+    able to drop a connection mid-reply, which a plain response class cannot."""
+
+    def __init__(self, sim: Simulator) -> None:
+        self.sim = sim
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        request = Request(scope, receive)
+        try:
+            payload = json.loads(await request.body())
+        except ValueError:
+            await _bad_request("the request body is not JSON")(scope, receive, send)
+            return
+        problem = _invalid(payload)
+        if problem:
+            await _bad_request(problem)(scope, receive, send)
+            return
+        auth = request.headers.get("authorization", "")
+        bearer = auth[7:].strip() if auth.lower().startswith("bearer ") else ""
+        payload["_bearer"] = bearer
+        messages = payload["messages"]
+        prompt = read_prompt(prompt_text(messages))
+        digest = hashlib.sha256(
+            json.dumps(messages, sort_keys=True, ensure_ascii=False).encode("utf-8")
+        ).hexdigest()
+        model = payload["model"]
+        entry = self.sim.log.start(
+            model=model,
+            stage=prompt.stage.value,
+            persona=persona_for(model).name,
+            stream=payload.get("stream") is True,
+            prompt_sha256=digest,
+            authorized=bool(bearer),
+        )
+        plan = self.sim.faults.plan(model, Stage(prompt.stage), digest)
+        entry.fault = plan.fault if plan.fault != "error" else f"error {plan.status}"
+        client = _ClientWatch(receive)
+        try:
+            await _Exchange(self.sim, send, client, entry, plan, payload).run()
+        except _DropConnection:
+            raise
+        except (OSError, asyncio.CancelledError):
+            self.sim.log.finish(entry, "disconnected")
+            raise
+        except Exception:
+            self.sim.log.finish(entry, "server_error", 500)
+            raise
+        finally:
+            client.stop()
+            self.sim.log.finish(entry, "disconnected" if client.gone.is_set() else "server_error")
+
+
+def _invalid(payload: Any) -> str | None:
+    if not isinstance(payload, dict):
+        return "the request body must be a JSON object"
+    if not isinstance(payload.get("model"), str) or not payload["model"].strip():
+        return "'model' is required"
+    messages = payload.get("messages")
+    if not isinstance(messages, list) or not messages:
+        return "'messages' must be a non-empty list"
+    if not all(isinstance(m, dict) and "content" in m for m in messages):
+        return "every message needs a role and content"
+    return None
+
+
+def build_app(config: SimulatorConfig | Simulator | None = None) -> Starlette:
+    """The simulator as a Starlette app; its state is `app.state.simulator`."""
+    sim = config if isinstance(config, Simulator) else Simulator(config)
+    logger = logging.getLogger("uvicorn.error")
+    if _QUIET not in logger.filters:
+        logger.addFilter(_QUIET)
+
+    async def index(request: Request) -> Response:
+        return JSONResponse(
+            {
+                "name": "Council simulator",
+                "simulated": True,
+                "note": "Every reply is generated by simulated personas; no real model is called.",
+                "base_url": str(request.base_url).rstrip("/") + "/v1",
+                "models": [p.model for p in PERSONAS],
+            }
+        )
+
+    async def models(request: Request) -> Response:
+        return JSONResponse(
+            {
+                "object": "list",
+                "data": [
+                    {
+                        "id": p.model,
+                        "object": "model",
+                        "created": 0,
+                        "owned_by": wire.OWNER,
+                        "name": f"{p.name} (simulated)",
+                        "description": f"Simulated model ({p.description})",
+                    }
+                    for p in PERSONAS
+                ],
+            }
+        )
+
+    async def get_log(request: Request) -> Response:
+        try:
+            since = int(request.query_params.get("since", "0"))
+        except ValueError:
+            return _bad_request("'since' must be an integer")
+        return JSONResponse(sim.log.snapshot(since))
+
+    async def faults(request: Request) -> Response:
+        if request.method == "POST":
+            try:
+                sim.set_faults(json.loads(await request.body() or b"{}"))
+            except (ValueError, FaultConfigError) as err:
+                return _bad_request(str(err))
+        return JSONResponse(sim.faults.config.model_dump(exclude_defaults=True))
+
+    async def reset(request: Request) -> Response:
+        sim.reset()
+        return JSONResponse({"reset": True})
+
+    app = Starlette(
+        routes=[
+            Route("/", index, methods=["GET"]),
+            Route("/v1/models", models, methods=["GET"]),
+            Route("/v1/chat/completions", ChatCompletions(sim), methods=["POST"]),
+            Route("/_sim/log", get_log, methods=["GET"]),
+            Route("/_sim/faults", faults, methods=["GET", "POST"]),
+            Route("/_sim/reset", reset, methods=["POST"]),
+        ]
+    )
+    app.state.simulator = sim
+    return app
+
+
+class SimulatorServer:
+    """The simulator on a background thread, for tests, the demo and benchmarks."""
+
+    def __init__(
+        self,
+        config: SimulatorConfig | None = None,
+        *,
+        host: str = "127.0.0.1",
+        port: int = 0,
+    ) -> None:
+        self.simulator = Simulator(config)
+        self.host = host
+        self.port = port
+        self._server: uvicorn.Server | None = None
+        self._thread: threading.Thread | None = None
+
+    @property
+    def root_url(self) -> str:
+        return f"http://{self.host}:{self.port}"
+
+    @property
+    def url(self) -> str:
+        """The OpenAI-compatible base URL (set COUNCIL_LLM_BASE_URL to this)."""
+        return f"{self.root_url}/v1"
+
+    def start(self, timeout: float = 10.0) -> SimulatorServer:
+        family, kind, proto, _, address = socket.getaddrinfo(
+            self.host, self.port, type=socket.SOCK_STREAM, proto=socket.IPPROTO_TCP
+        )[0]
+        # The protocol must be explicit: asyncio sets TCP_NODELAY only on sockets whose
+        # proto is IPPROTO_TCP, and without it every reply waits ~40 ms for a delayed ACK.
+        sock = socket.socket(family, kind, proto)
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        sock.bind(address)
+        sock.listen(1024)
+        self.port = sock.getsockname()[1]
+        self.simulator.closing = False
+        config = uvicorn.Config(
+            build_app(self.simulator),
+            log_config=None,
+            access_log=False,
+            lifespan="off",
+            loop="asyncio",
+            http="h11",
+            ws="none",
+            timeout_graceful_shutdown=2,
+        )
+        self._server = uvicorn.Server(config)
+        self._thread = threading.Thread(
+            target=self._server.run,
+            kwargs={"sockets": [sock]},
+            name=f"council-simulator-{self.port}",
+            daemon=True,
+        )
+        self._thread.start()
+        deadline = time.monotonic() + timeout
+        while not self._server.started:
+            if not self._thread.is_alive() or time.monotonic() > deadline:
+                self.stop()
+                raise RuntimeError(f"the simulator did not start on {self.root_url}")
+            time.sleep(0.005)
+        return self
+
+    def stop(self, timeout: float = 5.0) -> None:
+        if self._server is None or self._thread is None:
+            return
+        self.simulator.closing = True
+        self._server.should_exit = True
+        self._thread.join(timeout)
+        if self._thread.is_alive():
+            self._server.force_exit = True
+            self._thread.join(timeout)
+        self._server = self._thread = None
+
+    def __enter__(self) -> Self:
+        return self.start()
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
+
+    def log(self, since: int = 0) -> dict[str, Any]:
+        """Entries, counts per model and stage, outcomes and the in-flight count."""
+        return self.simulator.log.snapshot(since)
+
+    def reset(self) -> None:
+        """Clear the log and the fault counters (the fault config stays)."""
+        self.simulator.reset()
+
+    def set_faults(self, faults: Mapping[str, Any] | FaultConfig | str | None) -> FaultConfig:
+        """Replace the fault config (a mapping as in --faults; None or {} for no faults)."""
+        return self.simulator.set_faults(faults)

@@ -1,0 +1,120 @@
+"""The OpenAI chat-completions wire format, as the simulator writes it."""
+
+from __future__ import annotations
+
+import json
+import math
+from http import HTTPStatus
+from typing import Any
+
+SYSTEM_FINGERPRINT = "council-simulator"
+OWNER = "council-simulator"
+SIMULATED_HEADER = (b"x-council-simulator", b"simulated")
+
+
+def tokens(text: str) -> int:
+    return math.ceil(len(text) / 4)
+
+
+def usage(prompt_texts: list[str], content: str) -> dict[str, Any]:
+    prompt = max(1, sum(tokens(t) for t in prompt_texts))
+    completion = tokens(content)
+    # The simulator is free: a cost of 0 exercises the cost path honestly.
+    return {
+        "prompt_tokens": prompt,
+        "completion_tokens": completion,
+        "total_tokens": prompt + completion,
+        "cost": 0.0,
+    }
+
+
+def completion(
+    reply_id: str, created: int, model: str, content: str, finish_reason: str, usage: dict[str, Any]
+) -> dict[str, Any]:
+    return {
+        "id": reply_id,
+        "object": "chat.completion",
+        "created": created,
+        "model": model,
+        "system_fingerprint": SYSTEM_FINGERPRINT,
+        "choices": [
+            {
+                "index": 0,
+                "message": {"role": "assistant", "content": content},
+                "finish_reason": finish_reason,
+            }
+        ],
+        "usage": usage,
+    }
+
+
+def chunk(
+    reply_id: str,
+    created: int,
+    model: str,
+    delta: dict[str, Any] | None = None,
+    finish_reason: str | None = None,
+    usage: dict[str, Any] | None = None,
+) -> dict[str, Any]:
+    data: dict[str, Any] = {
+        "id": reply_id,
+        "object": "chat.completion.chunk",
+        "created": created,
+        "model": model,
+        "system_fingerprint": SYSTEM_FINGERPRINT,
+        "choices": []
+        if delta is None
+        else [{"index": 0, "delta": delta, "finish_reason": finish_reason}],
+    }
+    if usage is not None:
+        data["usage"] = usage
+    return data
+
+
+def sse(data: dict[str, Any] | str) -> bytes:
+    payload = data if isinstance(data, str) else json.dumps(data, ensure_ascii=False)
+    return f"data: {payload}\n\n".encode()
+
+
+def error(status: int, message: str) -> dict[str, Any]:
+    """OpenRouter's error shape: {"error": {"code", "message", "metadata"}}."""
+    return {
+        "error": {
+            "code": status,
+            "message": message,
+            "type": _error_type(status),
+            "metadata": {"provider_name": OWNER},
+        }
+    }
+
+
+def _error_type(status: int) -> str:
+    if status == 429:
+        return "rate_limit_error"
+    if status in (401, 403):
+        return "authentication_error"
+    if status < 500:
+        return "invalid_request_error"
+    return "server_error"
+
+
+def phrase(status: int) -> str:
+    try:
+        return HTTPStatus(status).phrase
+    except ValueError:
+        return "Error"
+
+
+def pieces(text: str, size: int) -> list[str]:
+    """Split text into stream deltas of about `size` characters, at spaces where possible."""
+    out: list[str] = []
+    start = 0
+    while start < len(text):
+        end = min(len(text), start + size)
+        if end < len(text):
+            space = text.rfind(" ", start + 1, end)
+            if space > start:
+                end = space + 1
+        out.append(text[start:end])
+        start = end
+    return out
