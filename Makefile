@@ -13,4 +13,4 @@ $(STAMP): requirements.txt requirements-dev.txt
 	touch $(STAMP)
 
 test: $(STAMP)
-	$(BIN)/python -m pytest
+	$(BIN)/python -m pytest -q

@@ -156,7 +156,7 @@ async def follow(handle: Any) -> None:
 
 async def print_outcome(handle: Any, as_json: bool) -> int:
     try:
-        record: DeliberationRecord = await handle.result(result_type=DeliberationRecord)
+        record: DeliberationRecord = await handle.result()
     except Exception as error:  # the workflow failed: say why in one line
         cause = getattr(error, "cause", None) or error
         err.print(f"deliberation {handle.id} failed: {cause}", markup=False)
@@ -186,6 +186,7 @@ async def cmd_start(args: argparse.Namespace) -> int:
         task_queue=connection.task_queue(),
         static_summary=request.question[:200],
         static_details=_details(request),
+        result_type=DeliberationRecord,
     )
     if not args.wait:
         print(wid)
@@ -198,7 +199,7 @@ async def cmd_start(args: argparse.Namespace) -> int:
 
 async def _handle(workflow: str) -> Any:
     client = await connection.connect()
-    handle = client.get_workflow_handle(workflow)
+    handle = client.get_workflow_handle(workflow, result_type=DeliberationRecord)
     try:
         await handle.describe()
     except Exception:
@@ -234,7 +235,7 @@ async def cmd_show(args: argparse.Namespace) -> int:
         if running:
             record = await handle.query("record", result_type=DeliberationRecord, rpc_timeout=QUERY_TIMEOUT)
         else:
-            record = await handle.result(result_type=DeliberationRecord)
+            record = await handle.result()
     except Exception as error:
         cause = getattr(error, "cause", None) or error
         err.print(f"{args.id}: {description.status.name.lower() if description.status else ''}: {cause}", markup=False)

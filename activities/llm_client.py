@@ -72,22 +72,34 @@ def _content_kind(content_type: str) -> str:
     return "unknown"
 
 
+CALL_ID_HEADER = "X-Council-Call"
+
+
 class ChatClient:
     def __init__(self, settings: GatewaySettings, http: httpx.AsyncClient) -> None:
         self.settings = settings
         self.http = http
 
-    async def complete(self, call: ModelCall, completion: Completion) -> None:
-        """Fill `completion` with the reply to `call`, or raise CallFailure."""
+    async def complete(
+        self, call: ModelCall, completion: Completion, call_id: str | None = None
+    ) -> None:
+        """Fill `completion` with the reply to `call`, or raise CallFailure.
+
+        `call_id` (workflow id / activity id) goes out as X-Council-Call, so a provider's
+        or the simulator's logs can tell a retry of a call from a new call.
+        """
         settings = self.settings
         stream = settings.stream
+        headers = settings.headers(stream)
+        if call_id:
+            headers[CALL_ID_HEADER] = call_id
         headers_received = False
         try:
             async with self.http.stream(
                 "POST",
                 settings.chat_url,
                 json=request_body(call, settings, stream),
-                headers=settings.headers(stream),
+                headers=headers,
             ) as response:
                 headers_received = True
                 await self._read(response, completion)

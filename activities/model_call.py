@@ -97,7 +97,7 @@ class ModelGateway:
         )
         started = time.monotonic()
         try:
-            await self._client.complete(call, completion)
+            await self._client.complete(call, completion, f"{info.workflow_id}/{info.activity_id}")
         except CallFailure as failure:
             raise self._error(failure, call.model, info.attempt) from None
         except asyncio.CancelledError:

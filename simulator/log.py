@@ -26,6 +26,7 @@ class LogEntry:
     stream: bool
     prompt_sha256: str
     authorized: bool
+    call_id: str | None = None  # X-Council-Call: the same for every attempt of one call
     fault: str | None = None
     status: int | None = None
     outcome: str | None = None  # ok, empty, error, hang, truncated, malformed, disconnected

@@ -327,6 +327,7 @@ class ChatCompletions:
             stream=payload.get("stream") is True,
             prompt_sha256=digest,
             authorized=bool(bearer),
+            call_id=request.headers.get("x-council-call"),
         )
         plan = self.sim.faults.plan(model, Stage(prompt.stage), digest)
         entry.fault = plan.fault if plan.fault != "error" else f"error {plan.status}"

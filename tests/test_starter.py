@@ -1,0 +1,120 @@
+"""The command line as a user runs it: `python starter.py ...` in a subprocess."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import sys
+
+import pytest
+
+from app.devstack import ROOT
+from council.models import DeliberationRecord
+from tests.sim_fixtures import wait_until
+from tests.temporal_fixtures import FOUR_MODELS, Council, temporal_address
+
+
+async def starter(*args: str, env: dict[str, str] | None = None, timeout: float = 60) -> tuple[int, str, str]:
+    process = await asyncio.create_subprocess_exec(
+        sys.executable,
+        "starter.py",
+        *args,
+        cwd=ROOT,
+        env={**os.environ, **(env or {})},
+        stdout=asyncio.subprocess.PIPE,
+        stderr=asyncio.subprocess.PIPE,
+    )
+    out, err = await asyncio.wait_for(process.communicate(), timeout)
+    return process.returncode, out.decode(), err.decode()
+
+
+@pytest.fixture
+def cli_env(council: Council, temporal) -> dict[str, str]:
+    return {
+        "TEMPORAL_ADDRESS": temporal_address(temporal),
+        "COUNCIL_TASK_QUEUE": council.task_queue,
+        "COUNCIL_MODELS": ",".join(FOUR_MODELS),
+    }
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (["", "--model", "a/b", "--model", "c/d"], "QUESTION must not be empty"),
+        (["Q?", "--model", "a/b"], "--model: need 2 to 12 models, got 1"),
+        (["Q?", "--model", "a/b", "--model", "a/b"], "'a/b' is listed twice"),
+        (["Q?", "--max-rounds", "9"], "--max-rounds must be between 1 and 5 (got 9)"),
+        (["Q?", "--quality-threshold", "7.5"], "--quality-threshold must be between 0.0 and 5.0 (got 7.5)"),
+        (["Q?", "--token-budget", "0"], "--token-budget must be between 1 and"),
+        (["Q?", "--max-rounds", "two"], "argument --max-rounds: invalid int value: 'two'"),
+        (["x" * 20_001], "QUESTION is too long: at most 20000 characters"),
+    ],
+)
+async def test_bad_input_exits_2_with_one_line(args: list[str], message: str) -> None:
+    # An unreachable server proves that validation happens before anything starts.
+    code, out, err = await starter("start", *args, env={"TEMPORAL_ADDRESS": "127.0.0.1:1"})
+    assert code == 2
+    assert out == ""
+    assert err.count("\n") == 1 and message in err, err
+
+
+async def test_unreachable_server_names_the_address() -> None:
+    code, out, err = await starter("start", "Q?", env={"TEMPORAL_ADDRESS": "127.0.0.1:1"})
+    assert code == 2 and out == ""
+    assert err.startswith("starter: cannot reach the Temporal server at 127.0.0.1:1")
+    assert err.count("\n") == 1
+    code, _, err = await starter("list", env={"TEMPORAL_ADDRESS": "127.0.0.1:1"})
+    assert code == 2 and "127.0.0.1:1" in err
+
+
+async def test_start_wait_json_prints_the_record(council: Council, cli_env: dict[str, str]) -> None:
+    code, out, err = await starter("start", "Is a hot dog a sandwich?", "--wait", "--json", env=cli_env)
+    assert code == 0, err
+    record = DeliberationRecord.model_validate_json(out)
+    assert record.query == "Is a hot dog a sandwich?"
+    assert record.stage3 is not None and record.status == "completed"
+    assert json.loads(out)["role"] == "assistant"
+    # Progress went to stderr, the record alone to stdout.
+    assert "stage 1 answer" in err and "finished" in err
+
+
+async def test_start_watch_show_list(council: Council, cli_env: dict[str, str]) -> None:
+    code, out, err = await starter("start", "Why is the sky blue?", "--id", "sky-blue-1", env=cli_env)
+    assert code == 0 and out == "sky-blue-1\n", err
+
+    code, _, err = await starter("watch", "sky-blue-1", env=cli_env)
+    assert code == 0
+    assert "round_start" not in err  # rendered lines, not raw kinds
+    assert "▶ stage 2 review" in err and "✔ finished" in err
+
+    code, out, _ = await starter("show", "sky-blue-1", env=cli_env)
+    assert code == 0
+    assert out.startswith("# Council deliberation `sky-blue-1`")
+    assert "## Final answer (chairman: sim/atlas)" in out and "## Round 1" in out
+
+    code, out, _ = await starter("show", "sky-blue-1", "--json", env=cli_env)
+    assert code == 0 and DeliberationRecord.model_validate_json(out).id == "sky-blue-1"
+
+    code, out, _ = await starter("list", "--json", env=cli_env)
+    rows = {row["id"]: row for row in json.loads(out)}
+    assert rows["sky-blue-1"]["status"] == "completed"
+    assert rows["sky-blue-1"]["reason"] == "quality_threshold_met"
+
+    code, _, err = await starter("show", "no-such-run", env=cli_env)
+    assert code == 2 and "no deliberation with id 'no-such-run'" in err
+
+
+async def test_stop_from_the_command_line(council: Council, cli_env: dict[str, str]) -> None:
+    council.sim.set_faults({"*": {"latency": 0.4}})
+    code, out, _ = await starter("start", "Tabs or spaces?", "--id", "tabs-1", env=cli_env)
+    assert code == 0
+    await wait_until(lambda: council.sim.log()["total"] >= 4, timeout=10)
+    code, _, err = await starter("stop", "tabs-1", "--reason", "seen enough", env=cli_env)
+    assert code == 0, err
+    handle = council.client.get_workflow_handle("tabs-1", result_type=DeliberationRecord)
+    record = await handle.result()
+    assert record.iteration["terminated_reason"] == "user_stopped"
+    assert record.stop_reason == "seen enough"
+    code, _, err = await starter("stop", "tabs-1", env=cli_env)
+    assert code == 1 and "not running" in err
