@@ -1,16 +1,37 @@
+# Quick start: `make demo` (one deliberation end to end) and `make test` (the suite).
+# Both create .venv and install what they need; only python3 (3.11+) is required.
 PYTHON ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
+DB := data/temporal.db
 
-.PHONY: install test demo
+.PHONY: install demo test server worker simulator clean
 
 install: $(STAMP)
 
 $(STAMP): requirements.txt requirements-dev.txt
 	$(PYTHON) -m venv $(VENV)
-	$(BIN)/python -m pip install --quiet -r requirements-dev.txt
+	$(BIN)/python -m pip install --quiet --disable-pip-version-check -r requirements-dev.txt
 	touch $(STAMP)
+
+# One deliberation with live progress; starts (and afterwards stops) whatever is missing.
+demo: $(STAMP)
+	$(BIN)/python demo.py
 
 test: $(STAMP)
 	$(BIN)/python -m pytest -q
+
+# Keep the Temporal server and Web UI (http://localhost:8233) up to browse past runs.
+server: $(STAMP)
+	@mkdir -p data
+	$(BIN)/temporal server start-dev --db-filename $(DB) --ui-disable-news-fetch --log-level warn
+
+worker: $(STAMP)
+	$(BIN)/python worker.py
+
+simulator: $(STAMP)
+	$(BIN)/python -m simulator --port 8800
+
+clean:
+	rm -rf $(VENV) data .pytest_cache .hypothesis

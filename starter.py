@@ -53,7 +53,7 @@ FLAGS = {
 POLL_SECONDS = 0.5
 QUERY_TIMEOUT = timedelta(seconds=5)
 
-err = Console(stderr=True, highlight=False)
+err = Console(stderr=True, highlight=False, soft_wrap=True)
 
 
 class UsageError(Exception):

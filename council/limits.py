@@ -3,8 +3,9 @@
 Temporal refuses a payload over 2 MB (and warns from 512 KB), and the workflow's result
 is the whole record. The record holds, for each model, its stage 1 answer, the
 stage 2.5 original and corrected answers, an original and a refined answer per round,
-and one review per review stage. The cap on a reply's size is chosen so that all of
-these together stay inside RECORD_BUDGET_BYTES.
+and one review per review stage; and, per review stage, one critique of each answer by
+each other model. The cap on a reply's size is chosen so that all of these together
+stay inside RECORD_BUDGET_BYTES, a quarter below the 2 MB limit.
 """
 
 from __future__ import annotations
@@ -22,6 +23,9 @@ MIN_THRESHOLD = 0.0
 MAX_THRESHOLD = 5.0
 MAX_TOKEN_BUDGET = 100_000_000
 
+# One reviewer's critique of one answer, as extracted from its review.
+MAX_CRITIQUE_CHARS = 600
+
 # Rough conversion used for length guidance in prompts only.
 BYTES_PER_WORD = 6
 
@@ -31,9 +35,15 @@ def texts_per_model(max_rounds: int) -> int:
     return 3 + 2 * max_rounds + (max_rounds + 1)
 
 
+def critique_bytes(models: int, max_rounds: int) -> int:
+    """Room the critiques can take in the record: every review stage, every pair."""
+    return (max_rounds + 1) * models * max(models - 1, 0) * MAX_CRITIQUE_CHARS
+
+
 def response_byte_cap(models: int, max_rounds: int, ceiling: int = MAX_RESPONSE_BYTES) -> int:
     """Largest reply (UTF-8 bytes) a call may return in a run of this shape."""
-    share = RECORD_BUDGET_BYTES // (max(models, 1) * texts_per_model(max_rounds))
+    room = RECORD_BUDGET_BYTES - critique_bytes(models, max_rounds)
+    share = room // (max(models, 1) * texts_per_model(max_rounds))
     return max(MIN_RESPONSE_BYTES, min(ceiling, share))
 
 

@@ -42,8 +42,8 @@ from itertools import chain, pairwise
 from pydantic import BaseModel, Field
 
 from council.labels import LABEL_PREFIX
+from council.limits import MAX_CRITIQUE_CHARS
 
-MAX_CRITIQUE_CHARS = 1_500
 INFERRED_BEST = 4.0
 INFERRED_WORST = 2.0
 # Lines (of any kind) allowed between a ranking heading and its first ranked label.
