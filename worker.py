@@ -33,6 +33,9 @@ def build_worker(client, gateway: ModelGateway, queue: str | None = None, **opti
         activities=[gateway.call_model],
         max_concurrent_activities=int(os.environ.get("COUNCIL_MAX_CONCURRENT_CALLS", "200")),
         graceful_shutdown_timeout=timedelta(seconds=5),
+        # After a crash, the dead worker's sticky queue holds the next workflow task
+        # until this passes (SDK default 10 s); then any worker takes it from history.
+        sticky_queue_schedule_to_start_timeout=timedelta(seconds=4),
         **options,
     )
 

@@ -57,7 +57,8 @@ class CallPolicy(BaseModel):
     """Timeouts and retries of every model call."""
 
     call_timeout_seconds: float = Field(default=300, ge=1, le=3600)
-    heartbeat_timeout_seconds: float = Field(default=30, ge=1, le=600)
+    # The activity heartbeats every third of this (at most every 5 s) while a call runs.
+    heartbeat_timeout_seconds: float = Field(default=10, ge=1, le=600)
     max_attempts: int = Field(default=6, ge=1, le=20)
     initial_retry_seconds: float = Field(default=1, ge=0.1, le=60)
     max_retry_seconds: float = Field(default=30, ge=1, le=600)
