@@ -145,6 +145,19 @@ async def test_non_retryable_error_is_not_retried(council: Council) -> None:
     assert len(drift) == 1
 
 
+async def test_bad_key_ends_the_run_within_seconds(council: Council) -> None:
+    council.sim.set_faults({"*": {"errors": {"401": 1.0}}})
+    started = asyncio.get_running_loop().time()
+    handle = await council.start()
+    with pytest.raises(WorkflowFailureError) as failure:
+        await handle.result()
+    assert asyncio.get_running_loop().time() - started < 5
+    message = failure.value.cause.message
+    for model in FOUR_MODELS:
+        assert f"{model}: Unauthorized: {model}: HTTP 401" in message
+    assert len(council.sim.log()["entries"]) == 4  # one attempt each, no retries
+
+
 async def test_fewer_than_two_answers_fails_clearly(council: Council) -> None:
     council.sim.set_faults({"*": {"errors": {"404": 1.0}}, "sim/atlas": {"errors": {}}})
     handle = await council.start()
@@ -184,6 +197,13 @@ async def test_invalid_request_fails_without_retrying(council: Council) -> None:
         ({"max_rounds": 9}, "max_rounds must be between 1 and 5 (got 9)"),
         ({"models": ["sim/atlas"]}, "models: need 2 to 12 models, got 1"),
         ({"quality_threshold": -1}, "quality_threshold must be between 0.0 and 5.0"),
+        ({"token_budget": 0}, "token_budget must be between 1 and"),
+        ({"question": "   "}, "question must not be empty"),
+        ({"question": "x" * 20_001}, "question is too long: at most 20000 characters"),
+        ({"models": ["sim/atlas", "sim/atlas"]}, "'sim/atlas' is listed twice"),
+        ({"models": [f"m{i}" for i in range(13)]}, "models: need 2 to 12 models, got 13"),
+        ({"max_rounds": "many"}, "max_rounds"),
+        ({"surprise": 1}, "surprise is not a known field"),
     ]:
         handle = await council.client.start_workflow(
             "Deliberation",
