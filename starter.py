@@ -128,18 +128,22 @@ def ui_url(workflow: str) -> str:
     return f"{base}/namespaces/{namespace}/workflows/{workflow}"
 
 
+async def running(handle: Any) -> bool:
+    description = await handle.describe()
+    return description.status is not None and description.status.name == "RUNNING"
+
+
 async def follow(handle: Any) -> None:
     """Print progress events to stderr until the deliberation closes."""
     seq = 0
-    waiting_noted = False
+    waiting_noted = closed = False
     while True:
         try:
             progress: Progress = await handle.query(
                 "progress", seq, result_type=Progress, rpc_timeout=QUERY_TIMEOUT
             )
         except Exception:  # no worker yet, or the run just closed
-            description = await handle.describe()
-            if description.status is not None and description.status.name != "RUNNING":
+            if not await running(handle):
                 return
             if not waiting_noted:
                 err.print("[dim]waiting for a worker to pick the deliberation up…[/dim]")
@@ -149,8 +153,9 @@ async def follow(handle: Any) -> None:
         for event in progress.events:
             err.print(event_line(event), markup=False)
         seq = progress.next_seq
-        if progress.finished:
+        if progress.finished or closed:
             return
+        closed = not await running(handle)  # if so, one last read for the final events
         await asyncio.sleep(POLL_SECONDS)
 
 
@@ -159,7 +164,7 @@ async def print_outcome(handle: Any, as_json: bool) -> int:
         record: DeliberationRecord = await handle.result()
     except Exception as error:  # the workflow failed: say why in one line
         cause = getattr(error, "cause", None) or error
-        err.print(f"deliberation {handle.id} failed: {cause}", markup=False)
+        err.print(f"deliberation {handle.id} failed: {getattr(cause, 'message', cause)}", markup=False)
         return 1
     if as_json:
         print(record.model_dump_json(indent=2))
@@ -209,9 +214,10 @@ async def _handle(workflow: str) -> Any:
 
 async def cmd_stop(args: argparse.Namespace) -> int:
     handle = await _handle(args.id)
-    description = await handle.describe()
-    if description.status is not None and description.status.name != "RUNNING":
-        err.print(f"{args.id} is not running ({description.status.name.lower()})", markup=False)
+    if not await running(handle):
+        description = await handle.describe()
+        status = description.status.name.lower() if description.status else "unknown"
+        err.print(f"{args.id} is not running ({status})", markup=False)
         return 1
     await handle.signal("stop", args.reason)
     err.print(f"stop requested for {args.id}; the council synthesizes what it has", markup=False)
@@ -220,10 +226,10 @@ async def cmd_stop(args: argparse.Namespace) -> int:
 
 async def cmd_watch(args: argparse.Namespace) -> int:
     handle = await _handle(args.id)
-    await follow(handle)
+    await follow(handle)  # a closed run replays its events, if a worker answers queries
     description = await handle.describe()
     status = description.status.name.lower() if description.status else "unknown"
-    err.print(f"{args.id}: {status}", markup=False)
+    err.print(f"{args.id}: {status} (the record: python starter.py show {args.id})", markup=False)
     return 0 if status in ("completed", "running") else 1
 
 

@@ -51,12 +51,12 @@ async def run() -> None:
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGINT, signal.SIGTERM):
         loop.add_signal_handler(sig, stop.set)
-    log.info(
-        "worker ready: task queue %s, namespace %s, models via %s (%s)",
-        task_queue(),
-        client.namespace,
-        gateway.settings.base_url,
-        "API key set" if gateway.settings.api_key else "no API key",
+    # Printed whatever the log level: app.devstack waits for this line.
+    print(
+        f"worker ready: task queue {task_queue()}, namespace {client.namespace}, models via "
+        f"{gateway.settings.base_url} ({'API key set' if gateway.settings.api_key else 'no API key'})",
+        file=sys.stderr,
+        flush=True,
     )
     async with worker:
         await stop.wait()

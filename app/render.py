@@ -158,7 +158,7 @@ def record_markdown(record: DeliberationRecord) -> str:
     if record.errors:
         out += ["## Failed calls", ""]
         out += [
-            f"- {Stage(e.stage).title}, round {e.round}, {e.model}: {e.message}" for e in record.errors
+            f"- {Stage(e.stage).title}, round {e.round}: {e.describe()}" for e in record.errors
         ]
         out.append("")
     return "\n".join(out)

@@ -158,6 +158,10 @@ class CallError(BaseModel):
     message: str
     error_type: str | None = None
 
+    def describe(self) -> str:
+        """One line that names the model once."""
+        return self.message if self.message.startswith(self.model) else f"{self.model}: {self.message}"
+
 
 class DeliberationRecord(BaseModel):
     """The workflow's result: seed 003's assistant message, extended."""

@@ -154,7 +154,7 @@ async def test_bad_key_ends_the_run_within_seconds(council: Council) -> None:
     assert asyncio.get_running_loop().time() - started < 5
     message = failure.value.cause.message
     for model in FOUR_MODELS:
-        assert f"{model}: Unauthorized: {model}: HTTP 401" in message
+        assert f"{model}: HTTP 401 Unauthorized from" in message
     assert len(council.sim.log()["entries"]) == 4  # one attempt each, no retries
 
 

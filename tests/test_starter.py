@@ -118,3 +118,15 @@ async def test_stop_from_the_command_line(council: Council, cli_env: dict[str, s
     assert record.stop_reason == "seen enough"
     code, _, err = await starter("stop", "tabs-1", env=cli_env)
     assert code == 1 and "not running" in err
+
+
+async def test_a_failing_run_ends_watch_and_wait_with_status_1(
+    council: Council, cli_env: dict[str, str]
+) -> None:
+    council.sim.set_faults({"*": {"errors": {"401": 1.0}}})
+    code, _, err = await starter("start", "Doomed?", "--id", "doomed-1", "--wait", env=cli_env, timeout=30)
+    assert code == 1
+    assert "✗ sim/atlas failed" in err
+    assert "deliberation doomed-1 failed: fewer than two models answered (0 of 4)" in err, err[err.index("deliberation doomed-1 failed"):][:200]
+    code, _, err = await starter("watch", "doomed-1", env=cli_env, timeout=30)
+    assert code == 1 and "doomed-1: failed" in err

@@ -104,7 +104,7 @@ class Deliberation:
         ]
         self._answers = {result.model: result.response for result in self.record.stage1}
         if len(self._answers) < 2 and not self.stopping:
-            failures = "; ".join(f"{e.model}: {e.message}" for e in self.record.errors)
+            failures = "; ".join(e.describe() for e in self.record.errors)
             raise ApplicationError(
                 f"fewer than two models answered ({len(self._answers)} of "
                 f"{len(self.request.models)}): {failures or 'no answers'}",
@@ -168,7 +168,7 @@ class Deliberation:
                 for task in tasks
             },
         )
-        failures = {e.model: e.message for e in self.record.errors if e.stage == Stage.REFINE and e.round == n}
+        failures = {e.model: e.describe() for e in self.record.errors if e.stage == Stage.REFINE and e.round == n}
         results = [
             refinement_result(
                 task,
@@ -219,7 +219,7 @@ class Deliberation:
                 return
         raise ApplicationError(
             "no model could write the synthesis: "
-            + "; ".join(f"{e.model}: {e.message}" for e in self.record.errors if e.stage == Stage.SYNTHESIS),
+            + "; ".join(e.describe() for e in self.record.errors if e.stage == Stage.SYNTHESIS),
             type="SynthesisFailed",
             non_retryable=True,
         )
@@ -307,7 +307,7 @@ class Deliberation:
                 stage=stage,
                 round=round_number,
                 model=model,
-                message=str(cause),
+                message=getattr(cause, "message", None) or str(cause),
                 error_type=getattr(cause, "type", None) or type(cause).__name__,
             )
             self.record.errors.append(error)
