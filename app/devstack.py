@@ -123,17 +123,19 @@ def wait_for(check, what: str, process: Process | None = None, timeout: float = 
 
 
 def start_temporal(
-    db_file: Path,
+    db_file: Path | None,
     port: int = 7233,
     ui_port: int | None = 8233,
     namespaces: tuple[str, ...] = ("default",),
     log_path: Path | None = None,
 ) -> Process:
-    """The embedded Temporal dev server (SQLite file, Web UI unless ui_port is None)."""
-    db_file.parent.mkdir(parents=True, exist_ok=True)
-    command = [
-        temporal_binary(), "server", "start-dev",
-        "--db-filename", str(db_file),
+    """The embedded Temporal dev server (SQLite file, in memory when db_file is None;
+    Web UI unless ui_port is None)."""
+    command = [temporal_binary(), "server", "start-dev"]
+    if db_file is not None:
+        db_file.parent.mkdir(parents=True, exist_ok=True)
+        command += ["--db-filename", str(db_file)]
+    command += [
         "--ip", "127.0.0.1",
         "--port", str(port),
         "--log-level", "warn",
