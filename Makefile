@@ -6,7 +6,7 @@ BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 DB := data/temporal.db
 
-.PHONY: install demo test server worker simulator clean
+.PHONY: install demo test server worker simulator chaos clean
 
 install: $(STAMP)
 
@@ -32,6 +32,10 @@ worker: $(STAMP)
 
 simulator: $(STAMP)
 	$(BIN)/python -m simulator --port 8800
+
+# 30 deliberations under worker kills, a server restart and fault storms (a few minutes).
+chaos: $(STAMP)
+	$(BIN)/python chaos.py
 
 clean:
 	rm -rf $(VENV) data .pytest_cache .hypothesis
