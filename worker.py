@@ -21,6 +21,7 @@ from temporalio.worker import Worker
 from activities.model_call import ModelGateway
 from app.connection import ServerUnreachable, connect, ensure_search_attributes, task_queue
 from workflows.deliberation import Deliberation
+from workflows.judge import JudgeAnswers
 
 log = logging.getLogger("council.worker")
 
@@ -29,7 +30,7 @@ def build_worker(client, gateway: ModelGateway, queue: str | None = None, **opti
     return Worker(
         client,
         task_queue=queue or task_queue(),
-        workflows=[Deliberation],
+        workflows=[Deliberation, JudgeAnswers],
         activities=[gateway.call_model],
         max_concurrent_activities=int(os.environ.get("COUNCIL_MAX_CONCURRENT_CALLS", "200")),
         graceful_shutdown_timeout=timedelta(seconds=5),

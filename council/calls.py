@@ -18,6 +18,7 @@ class Stage(StrEnum):
     REVIEW = "stage2"
     REFINE = "stage2_5"
     SYNTHESIS = "stage3"
+    JUDGE = "judge"  # the evaluation harness's judge model, outside the protocol
 
     @property
     def title(self) -> str:
@@ -29,6 +30,7 @@ STAGE_TITLES = {
     Stage.REVIEW: "stage 2 review",
     Stage.REFINE: "stage 2.5 refinement",
     Stage.SYNTHESIS: "stage 3 synthesis",
+    Stage.JUDGE: "evaluation judge",
 }
 
 

@@ -1,0 +1,69 @@
+"""The evaluation harness's judge: grade free-text replies against a reference answer.
+
+One activity per reply (the same model-call activity as the deliberation), in parallel.
+A call that fails for good leaves that reply without a verdict; the harness then keeps
+the exact-match result.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from datetime import timedelta
+
+from temporalio import workflow
+from temporalio.common import RetryPolicy
+from temporalio.exceptions import ActivityError
+
+with workflow.unsafe.imports_passed_through():
+    from council.calls import ModelCall, ModelReply, Stage
+    from evaluation.judge import JudgeRequest, JudgeResult, judge_prompt, parse_verdict
+
+CALL_MODEL = "call_model"
+MAX_RESPONSE_BYTES = 16_000
+
+
+@workflow.defn(name="JudgeAnswers")
+class JudgeAnswers:
+    @workflow.run
+    async def run(self, request: JudgeRequest) -> JudgeResult:
+        replies = await asyncio.gather(
+            *(self._grade(request, i, candidate) for i, candidate in enumerate(request.candidates))
+        )
+        result = JudgeResult(model=request.model, verdicts=[], replies=[])
+        for i, (reply, error) in enumerate(replies):
+            if reply is None:
+                result.verdicts.append(None)
+                result.replies.append("")
+                result.errors.append(f"reply {i + 1}: {error}")
+                continue
+            result.usage.add(reply.usage)
+            result.verdicts.append(parse_verdict(reply.content))
+            result.replies.append(reply.content)
+        return result
+
+    async def _grade(self, request: JudgeRequest, index: int, candidate: str) -> tuple[ModelReply | None, str]:
+        call = ModelCall(
+            model=request.model,
+            messages=judge_prompt(request.question, request.reference, candidate),
+            stage=Stage.JUDGE,
+            max_response_bytes=MAX_RESPONSE_BYTES,
+        )
+        policy = request.policy
+        try:
+            reply = await workflow.execute_activity(
+                CALL_MODEL,
+                call,
+                result_type=ModelReply,
+                summary=f"{call.summary} · reply {index + 1} of {len(request.candidates)}",
+                start_to_close_timeout=timedelta(seconds=policy.call_timeout_seconds),
+                heartbeat_timeout=timedelta(seconds=policy.heartbeat_timeout_seconds),
+                retry_policy=RetryPolicy(
+                    initial_interval=timedelta(seconds=policy.initial_retry_seconds),
+                    maximum_interval=timedelta(seconds=policy.max_retry_seconds),
+                    maximum_attempts=policy.max_attempts,
+                    non_retryable_error_types=["PayloadSizeError"],
+                ),
+            )
+        except ActivityError as err:
+            return None, str(err.cause if err.cause is not None else err)
+        return reply, ""
