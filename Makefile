@@ -6,7 +6,7 @@ BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 DB := data/temporal.db
 
-.PHONY: install demo test server worker simulator chaos clean
+.PHONY: install demo test server worker simulator chaos eval clean
 
 install: $(STAMP)
 
@@ -21,6 +21,12 @@ demo: $(STAMP)
 
 test: $(STAMP)
 	$(BIN)/python -m pytest -q
+
+# The bundled dataset through the council (simulated models without an API key); a rerun
+# resumes. Another dataset or options: make eval DATASET=my.jsonl EVAL_ARGS="--limit 10".
+DATASET ?= datasets/arithmetic_logic.jsonl
+eval: $(STAMP)
+	$(BIN)/python -m evaluation.local $(DATASET) $(EVAL_ARGS)
 
 # Keep the Temporal server and Web UI (http://localhost:8233) up to browse past runs.
 server: $(STAMP)

@@ -5,8 +5,10 @@
     python starter.py watch ID
     python starter.py show ID [--json | --markdown]
     python starter.py list
+    python starter.py eval DATASET.jsonl [--concurrency N] [--limit N] [--out DIR] [--judge M]
 
-Exit status: 0 done, 1 the deliberation failed, 2 bad input or the server is unreachable.
+Exit status: 0 done, 1 the deliberation (for eval: any problem's) failed, 2 bad input or the
+server is unreachable.
 """
 
 from __future__ import annotations
@@ -29,6 +31,7 @@ from council.iteration import DEFAULT_MAX_ROUNDS, DEFAULT_QUALITY_THRESHOLD, DEF
 from council.models import DeliberationRecord, DeliberationRequest
 from council.progress import Progress
 from council.validation import InvalidRequest, validate_request
+from evaluation import cli as evaluation
 
 WORKFLOW = "Deliberation"
 # OpenRouter ids; COUNCIL_MODELS (comma-separated) or --model replaces them.
@@ -283,6 +286,31 @@ async def cmd_list(args: argparse.Namespace) -> int:
     return 0
 
 
+async def cmd_eval(args: argparse.Namespace) -> int:
+    template = build_request(argparse.Namespace(**{**vars(args), "question": evaluation.TEMPLATE_QUESTION}))
+    try:
+        plan = evaluation.prepare(args, template, connection.task_queue())
+    except evaluation.BadInput as error:
+        raise UsageError(str(error)) from None
+    client = await connection.connect()
+    return await evaluation.execute(client, plan, args.json, err)
+
+
+def council_options(command: argparse.ArgumentParser) -> None:
+    """How the council deliberates: the options of `start`, shared with `eval`."""
+    command.add_argument("--model", action="append", help="a council model (repeat; 2 to 12)")
+    command.add_argument("--chairman", help="the model that writes the synthesis")
+    command.add_argument("--max-rounds", type=int, default=DEFAULT_MAX_ROUNDS)
+    command.add_argument("--quality-threshold", type=float, default=DEFAULT_QUALITY_THRESHOLD)
+    command.add_argument("--token-budget", type=int, default=DEFAULT_TOKEN_BUDGET)
+    command.add_argument("--no-convergence-stop", action="store_true", help="keep refining when nothing changed")
+    command.add_argument("--criterion", action="append", help='evaluation criterion "name[:description]" (repeat)')
+    command.add_argument("--temperature", type=float)
+    command.add_argument("--call-timeout", type=float, help="seconds per model call attempt")
+    command.add_argument("--heartbeat-timeout", type=float, help="seconds without a heartbeat before a retry")
+    command.add_argument("--max-attempts", type=int, help="attempts per model call")
+
+
 def parser() -> argparse.ArgumentParser:
     top = Parser(prog="starter.py", description="Start and follow council deliberations.")
     commands = top.add_subparsers(dest="command", required=True, parser_class=Parser)
@@ -290,17 +318,7 @@ def parser() -> argparse.ArgumentParser:
     start = commands.add_parser("start", help="start a deliberation")
     start.add_argument("question")
     start.add_argument("--id", help="workflow id (default: council-<question>-<random>)")
-    start.add_argument("--model", action="append", help="a council model (repeat; 2 to 12)")
-    start.add_argument("--chairman", help="the model that writes the synthesis")
-    start.add_argument("--max-rounds", type=int, default=DEFAULT_MAX_ROUNDS)
-    start.add_argument("--quality-threshold", type=float, default=DEFAULT_QUALITY_THRESHOLD)
-    start.add_argument("--token-budget", type=int, default=DEFAULT_TOKEN_BUDGET)
-    start.add_argument("--no-convergence-stop", action="store_true", help="keep refining when nothing changed")
-    start.add_argument("--criterion", action="append", help='evaluation criterion "name[:description]" (repeat)')
-    start.add_argument("--temperature", type=float)
-    start.add_argument("--call-timeout", type=float, help="seconds per model call attempt")
-    start.add_argument("--heartbeat-timeout", type=float, help="seconds without a heartbeat before a retry")
-    start.add_argument("--max-attempts", type=int, help="attempts per model call")
+    council_options(start)
     start.add_argument("--wait", action="store_true", help="follow progress and print the answer")
     start.add_argument("--json", action="store_true", help="with --wait: print the record as JSON")
     start.set_defaults(run=cmd_start)
@@ -320,6 +338,12 @@ def parser() -> argparse.ArgumentParser:
     fmt.add_argument("--json", action="store_true")
     fmt.add_argument("--markdown", action="store_true")
     show.set_defaults(run=cmd_show)
+
+    evaluate = commands.add_parser("eval", help="deliberate on every problem of a dataset and score the answers")
+    evaluate.add_argument("dataset", help="a JSONL file: id, question, answer[, kind]")
+    council_options(evaluate)
+    evaluation.add_arguments(evaluate)
+    evaluate.set_defaults(run=cmd_eval)
 
     listing = commands.add_parser("list", help="list recent deliberations")
     listing.add_argument("--limit", type=int, default=20)

@@ -1,0 +1,131 @@
+"""`python starter.py eval DATASET.jsonl`: the harness on the command line.
+
+starter.py parses the council's options (the same as `start`) and these; this module
+loads the dataset, prints progress on stderr, the tables on stdout (or report.json with
+--json), and returns the exit status: 0 all problems deliberated, 1 some failed.
+Bad input raises BadInput (starter.py exits with status 2 and the one-line reason).
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import sys
+from pathlib import Path
+
+from rich.console import Console
+from temporalio.client import Client
+
+from council.models import MODEL_ID, DeliberationRequest
+from evaluation.dataset import BadInput, load_dataset
+from evaluation.report import print_report
+from evaluation.runner import EvalPlan, EvalSettings, Evaluation, plan
+from evaluation.scoring import SOURCES, ProblemScore
+
+TEMPLATE_QUESTION = "(evaluation: every problem sets its own question)"
+MAX_TAG_CHARS = 40
+
+__all__ = ["BadInput", "TEMPLATE_QUESTION", "add_arguments", "execute", "prepare"]
+
+
+def _positive(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"invalid int value: {text!r}") from None
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"must be at least 1 (got {value})")
+    return value
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--concurrency", type=_positive, default=4, help="deliberations at a time (default 4)")
+    parser.add_argument("--limit", type=_positive, help="only the first N problems of the dataset")
+    parser.add_argument("--out", help="output folder (default data/eval/<dataset name>)")
+    parser.add_argument("--judge", help="a judge model for text answers that do not match exactly")
+    parser.add_argument("--tag", help="a label that makes a separate set of runs with the same settings")
+    parser.add_argument("--json", action="store_true", help="print report.json on stdout instead of tables")
+
+
+def prepare(args: argparse.Namespace, template: DeliberationRequest, task_queue: str) -> EvalPlan:
+    """Everything checked before anything starts; BadInput says what is wrong."""
+    dataset = load_dataset(args.dataset)
+    if args.judge is not None and not MODEL_ID.match(args.judge.strip()):
+        raise BadInput(f"--judge: {args.judge!r} is not a model id")
+    if args.tag is not None and not (0 < len(args.tag) <= MAX_TAG_CHARS):
+        raise BadInput(f"--tag: 1 to {MAX_TAG_CHARS} characters (got {len(args.tag)})")
+    out = Path(args.out) if args.out else Path("data") / "eval" / dataset.name
+    settings = EvalSettings(
+        template=template,
+        task_queue=task_queue,
+        out_dir=out,
+        concurrency=args.concurrency,
+        limit=args.limit,
+        judge=args.judge.strip() if args.judge else None,
+        tag=args.tag,
+    )
+    return plan(dataset, settings)
+
+
+def _progress_line(score: ProblemScore, done: int, total: int, last_stage: str) -> str:
+    width = len(str(total))
+    head = f"[{done:>{width}}/{total}] {score.id}"
+    if score.status != "completed":
+        return f"{head}: FAILED ({SOURCES[score.source]}): {score.error}"
+    first = list(score.answers["stage 1"].values())
+    final = list(score.answers[last_stage].values())
+    chairman = score.chairman
+    mark = "✓" if chairman and chairman.correct else "✗"
+    rounds = f"{score.rounds_completed} round{'s' if score.rounds_completed != 1 else ''}"
+    return (
+        f"{head}: chairman {mark} {chairman.answer if chairman else '-'} (expected {score.expected}) · "
+        f"right at stage 1 {sum(r.correct for r in first)}/{len(first)}, at the end "
+        f"{sum(r.correct for r in final)}/{len(final)} · {rounds} · {score.usage.total_tokens:,} tokens · "
+        f"{SOURCES[score.source]}"
+    )
+
+
+async def execute(client: Client, eval_plan: EvalPlan, as_json: bool, err: Console) -> int:
+    settings = eval_plan.settings
+    dataset = eval_plan.dataset
+    template = settings.template
+    err.print(
+        f"eval: {dataset.name}: {len(eval_plan.problems)} of {len(dataset)} problems "
+        f"(sha256 {dataset.sha256[:12]}) · council {', '.join(template.models)} · chairman "
+        f"{template.chairman} · up to {template.max_rounds} rounds · {settings.concurrency} at a time",
+        markup=False,
+    )
+    err.print(
+        f"eval: workflow ids {eval_plan.id_pattern}: a rerun of this command resumes "
+        f"(completed problems are not deliberated again)",
+        markup=False,
+    )
+    last_stage = f"round {template.max_rounds}"
+
+    def progress(score: ProblemScore, done: int, total: int) -> None:
+        err.print(_progress_line(score, done, total, last_stage), markup=False, highlight=False)
+
+    try:
+        report = await Evaluation(client, eval_plan, progress).run()
+    except (asyncio.CancelledError, KeyboardInterrupt):
+        err.print(
+            "eval: interrupted; deliberations in flight go on in Temporal, and the same command resumes",
+            markup=False,
+        )
+        raise
+    if as_json:
+        print(report.model_dump_json(indent=2))
+    else:
+        print_report(report, Console(width=None if sys.stdout.isatty() else 160, highlight=False))
+    outputs = settings.out_dir
+    if report.run.simulated:
+        err.print("eval: these answers were written by the SIMULATOR, not by real models", markup=False)
+    err.print(
+        f"eval: report {outputs / 'report.json'} · plot {outputs / 'accuracy.png'} · raw outputs "
+        f"{outputs / 'raw_outputs'}/",
+        markup=False,
+    )
+    if report.failed:
+        err.print(f"eval: {report.failed} problem(s) failed; rerun to retry them", markup=False)
+        return 1
+    return 0

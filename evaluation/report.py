@@ -1,0 +1,265 @@
+"""The evaluation report: accuracy by stage and round, usage, per-problem results; as
+report.json and as tables on a terminal.
+
+Accuracies count the problems whose deliberation completed; a failed one is listed with
+its error and counted in no accuracy.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import TYPE_CHECKING
+
+from pydantic import BaseModel, Field
+from rich.console import Console
+from rich.table import Table
+
+from evaluation.dataset import INSTRUCTION
+from evaluation.scoring import SOURCES, ProblemScore, stage_names
+
+if TYPE_CHECKING:
+    from evaluation.runner import EvalPlan
+
+CHAIRMAN = "chairman"
+MAJORITY = "majority vote"
+
+
+class Cell(BaseModel):
+    correct: int = 0
+    total: int = 0
+    accuracy: float | None = None
+
+    def count(self, correct: bool) -> None:
+        self.total += 1
+        self.correct += int(correct)
+        self.accuracy = round(self.correct / self.total, 4)
+
+    def __str__(self) -> str:
+        if not self.total or self.accuracy is None:
+            return "-"
+        return f"{self.accuracy:.0%} ({self.correct}/{self.total})"
+
+
+class Accuracy(BaseModel):
+    models: dict[str, dict[str, Cell]] = Field(description="model -> stage -> its answers alone")
+    majority_vote: dict[str, Cell] = Field(description="stage -> the majority of the models' answers")
+    chairman: Cell
+
+
+class UsageSummary(BaseModel):
+    prompt_tokens: int = 0
+    completion_tokens: int = 0
+    total_tokens: int = 0
+    cost_usd: float | None = None
+    calls: int = 0
+    tokens_per_problem: float | None = None
+    cost_per_problem_usd: float | None = None
+    judge_tokens: int = 0
+    judge_calls: int = 0
+
+
+class DatasetInfo(BaseModel):
+    name: str
+    path: str
+    sha256: str
+    problems: int
+    evaluated: int
+
+
+class RunInfo(BaseModel):
+    key: str
+    workflow_ids: str
+    task_queue: str
+    models: list[str]
+    chairman: str
+    max_rounds: int
+    quality_threshold: float
+    token_budget: int
+    stop_on_convergence: bool
+    judge: str | None
+    tag: str | None
+    concurrency: int
+    instruction: str
+    started_at: datetime
+    duration_seconds: float
+    simulated: bool = Field(description="the answers came from the simulator, not real models")
+
+
+class EvalReport(BaseModel):
+    dataset: DatasetInfo
+    run: RunInfo
+    stages: list[str]
+    accuracy: Accuracy
+    majority_ties: dict[str, int] = Field(description="stage -> votes decided by the tie rule")
+    completed: int
+    failed: int
+    sources: dict[str, int] = Field(description="how each problem's deliberation was obtained")
+    usage: UsageSummary
+    problems: list[ProblemScore]
+
+
+def build_report(
+    plan: EvalPlan,
+    scores: list[ProblemScore],
+    started_at: datetime,
+    duration_seconds: float,
+) -> EvalReport:
+    template = plan.settings.template
+    stages = stage_names(template.max_rounds)
+    done = [s for s in scores if s.status == "completed"]
+    models = {model: {stage: Cell() for stage in stages} for model in template.models}
+    majority = {stage: Cell() for stage in stages}
+    chairman = Cell()
+    ties = dict.fromkeys(stages, 0)
+    usage = UsageSummary()
+    costs = []
+    for score in done:
+        for stage in stages:
+            for model, reading in score.answers[stage].items():
+                models.setdefault(model, {s: Cell() for s in stages})[stage].count(reading.correct)
+            majority[stage].count(score.majority[stage].correct)
+            ties[stage] += int(score.majority[stage].tie)
+        chairman.count(bool(score.chairman and score.chairman.correct))
+        for name in ("prompt_tokens", "completion_tokens", "total_tokens", "calls"):
+            setattr(usage, name, getattr(usage, name) + getattr(score.usage, name))
+        if score.usage.cost_usd is not None:
+            costs.append(score.usage.cost_usd)
+        if score.judge:
+            usage.judge_tokens += score.judge.usage.total_tokens
+            usage.judge_calls += score.judge.usage.calls
+    if costs:
+        usage.cost_usd = round(sum(costs), 8)
+    if done:
+        usage.tokens_per_problem = round(usage.total_tokens / len(done), 1)
+        usage.cost_per_problem_usd = round(usage.cost_usd / len(done), 8) if usage.cost_usd is not None else None
+    sources: dict[str, int] = {}
+    for score in scores:
+        sources[score.source] = sources.get(score.source, 0) + 1
+    return EvalReport(
+        dataset=DatasetInfo(
+            name=plan.dataset.name,
+            path=str(plan.dataset.path),
+            sha256=plan.dataset.sha256,
+            problems=len(plan.dataset),
+            evaluated=len(scores),
+        ),
+        run=RunInfo(
+            key=plan.key,
+            workflow_ids=plan.id_pattern,
+            task_queue=plan.settings.task_queue,
+            models=list(template.models),
+            chairman=template.chairman or template.models[0],
+            max_rounds=template.max_rounds,
+            quality_threshold=template.quality_threshold,
+            token_budget=template.token_budget,
+            stop_on_convergence=template.stop_on_convergence,
+            judge=plan.settings.judge,
+            tag=plan.settings.tag,
+            concurrency=plan.settings.concurrency,
+            instruction=INSTRUCTION,
+            started_at=started_at,
+            duration_seconds=round(duration_seconds, 2),
+            simulated=any(s.simulated for s in done),
+        ),
+        stages=stages,
+        accuracy=Accuracy(models=models, majority_vote=majority, chairman=chairman),
+        majority_ties=ties,
+        completed=len(done),
+        failed=len(scores) - len(done),
+        sources=sources,
+        usage=usage,
+        problems=scores,
+    )
+
+
+# ---- on a terminal ------------------------------------------------------------------
+
+
+def _mark(correct: bool) -> str:
+    return "[green]✓[/green]" if correct else "[red]✗[/red]"
+
+
+def _cost(value: float | None) -> str:
+    return "-" if value is None else f"${value:.4f}"
+
+
+def accuracy_table(report: EvalReport) -> Table:
+    simulated = " · SIMULATED models" if report.run.simulated else ""
+    table = Table(
+        title=f"Accuracy on {report.dataset.name} ({report.completed} problems{simulated})",
+        title_justify="left",
+    )
+    table.add_column("")
+    for stage in report.stages:
+        table.add_column(stage, justify="right")
+    table.add_column(CHAIRMAN, justify="right")
+    for model, cells in report.accuracy.models.items():
+        table.add_row(model, *(str(cells[s]) for s in report.stages), "")
+    table.add_row(
+        MAJORITY, *(str(report.accuracy.majority_vote[s]) for s in report.stages), "", end_section=True
+    )
+    table.add_row(
+        f"{CHAIRMAN} (stage 3)", *("" for _ in report.stages), str(report.accuracy.chairman)
+    )
+    return table
+
+
+def problems_table(report: EvalReport) -> Table:
+    last = report.stages[-1]
+    table = Table(title="Per problem", title_justify="left")
+    for name, justify in (
+        ("problem", "left"),
+        ("expected", "left"),
+        ("stage 1", "right"),
+        ("vote", "center"),
+        (last, "right"),
+        ("chairman", "left"),
+        ("rounds", "right"),
+        ("ended", "left"),
+        ("tokens", "right"),
+        ("cost", "right"),
+        ("run", "left"),
+    ):
+        table.add_column(name, justify=justify, overflow="fold")
+    for score in report.problems:
+        if score.status != "completed":
+            table.add_row(score.id, score.expected, "", "", "", f"[red]failed: {score.error}[/red]",
+                          "", "", "", "", score.source)
+            continue
+        first = score.answers[report.stages[0]].values()
+        final = score.answers[last].values()
+        chairman = score.chairman
+        table.add_row(
+            score.id,
+            score.expected,
+            f"{sum(r.correct for r in first)}/{len(first)}",
+            _mark(score.majority[report.stages[0]].correct),
+            f"{sum(r.correct for r in final)}/{len(final)}",
+            f"{_mark(bool(chairman and chairman.correct))} {chairman.answer if chairman else '-'}",
+            str(score.rounds_completed),
+            score.terminated_reason or "-",
+            f"{score.usage.total_tokens:,}",
+            _cost(score.usage.cost_usd),
+            score.source,
+        )
+    return table
+
+
+def print_report(report: EvalReport, out: Console, per_problem: bool = True) -> None:
+    if per_problem:
+        out.print(problems_table(report))
+    out.print(accuracy_table(report))
+    usage = report.usage
+    ties = ", ".join(f"{stage} {n}" for stage, n in report.majority_ties.items() if n) or "none"
+    out.print(
+        f"tokens {usage.total_tokens:,} ({usage.tokens_per_problem or 0:,.0f} per problem) in "
+        f"{usage.calls:,} calls · cost {_cost(usage.cost_usd)} ({_cost(usage.cost_per_problem_usd)} per problem)"
+        + (f" · judge {usage.judge_tokens:,} tokens in {usage.judge_calls} calls" if usage.judge_calls else ""),
+        markup=False,
+    )
+    out.print(
+        f"majority-vote ties (broken in favour of the answer given first in --model order): {ties}",
+        markup=False,
+    )
+    sources = ", ".join(f"{n} {SOURCES.get(k, k)}" for k, n in report.sources.items())
+    out.print(f"runs: {sources} · {report.run.duration_seconds:.1f} s", markup=False)

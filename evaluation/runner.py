@@ -1,0 +1,291 @@
+"""Every problem of a dataset as a deliberation on Temporal, a few at a time, resumable.
+
+Each problem's workflow id is derived from the dataset (its name and a hash of its content
+together with the council's settings: the "run key") and the problem's id:
+
+    eval-<dataset>-<run key>-<problem id>
+
+so a rerun of the same command finds the runs of the first one. For each problem, in order:
+a saved record with that workflow id in the raw outputs is read back; otherwise Temporal is
+asked: a completed run's result is fetched (no model is called again), a running one is
+awaited, a failed, terminated, cancelled or timed-out one is started again as a new run of
+the same id (id reuse policy ALLOW_DUPLICATE_FAILED_ONLY), and a problem never seen is
+started. Interrupting the harness leaves the deliberations running in Temporal; the next
+run picks them up.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+import json
+import re
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+from temporalio.client import Client, WorkflowFailureError
+from temporalio.common import WorkflowIDConflictPolicy, WorkflowIDReusePolicy
+from temporalio.exceptions import WorkflowAlreadyStartedError
+from temporalio.service import RPCError, RPCStatusCode
+
+from council.models import DeliberationRecord, DeliberationRequest
+from council.validation import validate_request
+from evaluation.dataset import INSTRUCTION, Dataset, Problem
+from evaluation.judge import JudgeRequest, JudgeResult
+from evaluation.outputs import Outputs, write_atomically
+from evaluation.plot import plot_accuracy
+from evaluation.report import EvalReport, build_report
+from evaluation.scoring import (
+    JudgeSummary,
+    ProblemScore,
+    ProblemUsage,
+    Source,
+    failed_problem,
+    judge_candidates,
+    score_problem,
+)
+
+DELIBERATION = "Deliberation"
+JUDGE = "JudgeAnswers"
+# What a run key depends on: the answers could differ if any of these did.
+KEY_SETTINGS = {
+    "models",
+    "chairman",
+    "max_rounds",
+    "quality_threshold",
+    "token_budget",
+    "stop_on_convergence",
+    "criteria",
+    "temperature",
+}
+
+
+@dataclass
+class EvalSettings:
+    template: DeliberationRequest  # the council's settings; each problem sets the question
+    task_queue: str
+    out_dir: Path
+    concurrency: int = 4
+    limit: int | None = None
+    judge: str | None = None
+    tag: str | None = None
+
+
+@dataclass
+class EvalPlan:
+    """What a run will do, before it does it (the command line prints it)."""
+
+    dataset: Dataset
+    settings: EvalSettings
+    key: str
+    problems: tuple[Problem, ...] = field(default_factory=tuple)
+
+    def workflow_id(self, problem: Problem) -> str:
+        return workflow_id(self.dataset, self.key, problem)
+
+    @property
+    def id_pattern(self) -> str:
+        return workflow_id(self.dataset, self.key, None)
+
+
+def slug(name: str) -> str:
+    return re.sub(r"[^a-z0-9]+", "-", name.lower()).strip("-")[:40].rstrip("-") or "dataset"
+
+
+def run_key(dataset: Dataset, template: DeliberationRequest, tag: str | None = None) -> str:
+    """A hash of the dataset's content, the council's settings, the answer instruction and
+    the tag: the same command gives the same key, any change that matters a new one."""
+    settings = template.model_dump(mode="json", include=KEY_SETTINGS)
+    blob = json.dumps(
+        {"dataset": dataset.sha256, "settings": settings, "instruction": INSTRUCTION, "tag": tag},
+        sort_keys=True,
+    )
+    return hashlib.sha256(blob.encode("utf-8")).hexdigest()[:10]
+
+
+def workflow_id(dataset: Dataset, key: str, problem: Problem | None) -> str:
+    return f"eval-{slug(dataset.name)}-{key}-{problem.id if problem else '<problem id>'}"
+
+
+def plan(dataset: Dataset, settings: EvalSettings) -> EvalPlan:
+    problems = dataset.problems[: settings.limit] if settings.limit else dataset.problems
+    return EvalPlan(dataset, settings, run_key(dataset, settings.template, settings.tag), problems)
+
+
+def problem_request(template: DeliberationRequest, problem: Problem) -> DeliberationRequest:
+    return validate_request({**template.model_dump(mode="json"), "question": problem.prompt()})
+
+
+def _failure(error: BaseException) -> str:
+    cause = getattr(error, "cause", None) or error
+    message = getattr(cause, "message", None) or str(cause)
+    return message.splitlines()[0] if message else type(cause).__name__
+
+
+class Evaluation:
+    def __init__(
+        self,
+        client: Client,
+        eval_plan: EvalPlan,
+        on_problem: Callable[[ProblemScore, int, int], None] | None = None,
+    ) -> None:
+        self.client = client
+        self.plan = eval_plan
+        self.settings = eval_plan.settings
+        self.outputs = Outputs(self.settings.out_dir)
+        self.on_problem = on_problem
+        self._done = 0
+
+    async def run(self) -> EvalReport:
+        started_at = datetime.now(UTC)
+        clock = time.monotonic()
+        slots = asyncio.Semaphore(self.settings.concurrency)
+
+        async def one(problem: Problem) -> ProblemScore:
+            async with slots:
+                score = await self.solve(problem)
+            self._done += 1
+            if self.on_problem:
+                self.on_problem(score, self._done, len(self.plan.problems))
+            return score
+
+        scores = await asyncio.gather(*(one(problem) for problem in self.plan.problems))
+        report = build_report(
+            self.plan,
+            list(scores),
+            started_at=started_at,
+            duration_seconds=time.monotonic() - clock,
+        )
+        write_atomically(self.outputs.report_path, report.model_dump_json(indent=2))
+        plot_accuracy(report, self.outputs.plot_path)
+        return report
+
+    # ---- one problem ------------------------------------------------------------------
+
+    async def solve(self, problem: Problem) -> ProblemScore:
+        wid = self.plan.workflow_id(problem)
+        record = self.outputs.saved_record(problem.id, wid)
+        source: Source = "saved"
+        if record is None:
+            request = problem_request(self.settings.template, problem)
+            try:
+                record, source = await self._run_workflow(
+                    DELIBERATION,
+                    request.model_dump(mode="json"),
+                    wid,
+                    DeliberationRecord,
+                    summary=f"eval {self.plan.dataset.name} · {problem.id}: {problem.question}"[:200],
+                    memo={"dataset": self.plan.dataset.name, "problem": problem.id, "run_key": self.plan.key},
+                )
+            except _Failed as failed:
+                return failed_problem(problem, wid, failed.source, failed.message)
+            except RPCError as err:  # the run itself may be fine: a rerun finds it
+                return failed_problem(problem, wid, "started", f"Temporal: {err.message}")
+            self.outputs.save_record(problem.id, record)
+        max_rounds = self.settings.template.max_rounds
+        verdicts, summary = await self._judge(problem, record, wid, max_rounds)
+        score = score_problem(problem, record, max_rounds, wid, source, verdicts, summary)
+        self.outputs.save_refined(problem, record, score)
+        return score
+
+    async def _judge(
+        self, problem: Problem, record: DeliberationRecord, wid: str, max_rounds: int
+    ) -> tuple[dict[str, bool | None], JudgeSummary | None]:
+        model = self.settings.judge
+        candidates = judge_candidates(problem, record, max_rounds) if model else []
+        if not model or not candidates:
+            return {}, None
+        digest = hashlib.sha256(json.dumps([model, candidates]).encode("utf-8")).hexdigest()[:8]
+        judge_id = f"{wid}-judge-{digest}"
+        result = self.outputs.saved_judgement(problem.id, judge_id)
+        if result is None:
+            request = JudgeRequest(
+                model=model,
+                question=problem.question,
+                reference=problem.answer,
+                candidates=candidates,
+                policy=self.settings.template.policy,
+            )
+            try:
+                result, _ = await self._run_workflow(
+                    JUDGE,
+                    request.model_dump(mode="json"),
+                    judge_id,
+                    JudgeResult,
+                    summary=f"judge {model} · eval {self.plan.dataset.name} · {problem.id}",
+                    memo={"dataset": self.plan.dataset.name, "problem": problem.id, "run_key": self.plan.key},
+                )
+            except _Failed:
+                result = JudgeResult(model=model, verdicts=[None] * len(candidates), replies=[""] * len(candidates))
+            else:
+                self.outputs.save_judgement(problem.id, judge_id, candidates, result)
+        verdicts = dict(zip(candidates, result.verdicts, strict=False))
+        summary = JudgeSummary(
+            model=model,
+            asked=len(candidates),
+            turned_correct=sum(1 for v in result.verdicts if v is True),
+            no_verdict=sum(1 for v in result.verdicts if v is None),
+            usage=ProblemUsage(**result.usage.model_dump(include=set(ProblemUsage.model_fields))),
+        )
+        return verdicts, summary
+
+    # ---- starting, finding and awaiting workflows -------------------------------------
+
+    async def _status(self, wid: str) -> str | None:
+        try:
+            description = await self.client.get_workflow_handle(wid).describe()
+        except RPCError as err:
+            if err.status == RPCStatusCode.NOT_FOUND:
+                return None
+            raise
+        return description.status.name if description.status else None
+
+    async def _run_workflow(
+        self,
+        workflow: str,
+        arg: dict[str, Any],
+        wid: str,
+        result_type: type,
+        summary: str,
+        memo: dict[str, Any],
+    ) -> tuple[Any, Source]:
+        status = await self._status(wid)
+        source: Source
+        if status == "COMPLETED":
+            source = "reused"
+            handle = self.client.get_workflow_handle(wid, result_type=result_type)
+        elif status == "RUNNING":
+            source = "awaited"
+            handle = self.client.get_workflow_handle(wid, result_type=result_type)
+        else:
+            source = "started" if status is None else "restarted"
+            try:
+                handle = await self.client.start_workflow(
+                    workflow,
+                    arg,
+                    id=wid,
+                    task_queue=self.settings.task_queue,
+                    result_type=result_type,
+                    id_reuse_policy=WorkflowIDReusePolicy.ALLOW_DUPLICATE_FAILED_ONLY,
+                    id_conflict_policy=WorkflowIDConflictPolicy.USE_EXISTING,
+                    static_summary=summary,
+                    memo=memo,
+                )
+            except WorkflowAlreadyStartedError:  # another harness completed it meanwhile
+                source = "reused"
+                handle = self.client.get_workflow_handle(wid, result_type=result_type)
+        try:
+            return await handle.result(), source
+        except WorkflowFailureError as err:
+            raise _Failed(source, _failure(err)) from None
+
+
+class _Failed(Exception):
+    def __init__(self, source: Source, message: str) -> None:
+        super().__init__(message)
+        self.source = source
+        self.message = message

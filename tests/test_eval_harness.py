@@ -1,0 +1,312 @@
+"""The evaluation harness on a real Temporal dev server with the simulator: end to end
+through `starter.py eval`, interrupted and resumed, failed and running deliberations,
+the judge, and bad input."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import struct
+import sys
+import uuid
+from collections import Counter
+from pathlib import Path
+
+import pytest
+from temporalio.common import WorkflowIDReusePolicy
+
+import starter
+from app.devstack import ROOT
+from council.models import DeliberationRecord
+from council.validation import validate_request
+from evaluation.cli import TEMPLATE_QUESTION
+from evaluation.dataset import Dataset, Problem, load_dataset
+from evaluation.runner import EvalSettings, Evaluation, plan, problem_request
+from tests.sim_fixtures import wait_until
+from tests.temporal_fixtures import FOUR_MODELS, Council, request, temporal_address
+
+BUNDLED = ROOT / "datasets" / "arithmetic_logic.jsonl"
+# Refinement fixes (arith-03, logic-04), two rounds (arith-02), all right at once (arith-04),
+# a fraction (frac-03) and a text answer (text-03).
+SUBSET = ("arith-02", "arith-03", "arith-04", "frac-03", "logic-04", "text-03")
+
+
+def subset(tmp_path: Path, ids: tuple[str, ...] = SUBSET, name: str = "subset") -> Path:
+    lines = {json.loads(line)["id"]: line for line in BUNDLED.read_text().splitlines() if line.strip()}
+    path = tmp_path / f"{name}.jsonl"
+    path.write_text("".join(lines[i] + "\n" for i in ids), encoding="utf-8")
+    return path
+
+
+async def eval_cli(*args: str, env: dict[str, str], timeout: float = 90) -> tuple[int, str, str]:
+    process = await asyncio.create_subprocess_exec(
+        sys.executable, "starter.py", "eval", *args,
+        cwd=ROOT,
+        env={**os.environ, **env},
+        stdout=asyncio.subprocess.PIPE,
+        stderr=asyncio.subprocess.PIPE,
+    )
+    out, err = await asyncio.wait_for(process.communicate(), timeout)
+    return process.returncode, out.decode(), err.decode()
+
+
+def fresh_tag() -> str:
+    """Runs of one test never meet another test's: same dataset and settings, other tag."""
+    return f"test-{uuid.uuid4().hex[:8]}"
+
+
+@pytest.fixture
+def cli_env(council: Council, temporal) -> dict[str, str]:
+    return {
+        "TEMPORAL_ADDRESS": temporal_address(temporal),
+        "COUNCIL_TASK_QUEUE": council.task_queue,
+        "COUNCIL_MODELS": ",".join(FOUR_MODELS),
+    }
+
+
+def stage1_calls(council: Council) -> int:
+    return sum(stages.get("stage1", 0) for stages in council.sim.log()["counts"].values())
+
+
+def png_size(path: Path) -> tuple[int, int]:
+    data = path.read_bytes()
+    assert data[:8] == b"\x89PNG\r\n\x1a\n"
+    return struct.unpack(">II", data[16:24])
+
+
+# ---- end to end ----------------------------------------------------------------------
+
+
+def final_replies(record: DeliberationRecord) -> dict[str, str | None]:
+    current: dict[str, str | None] = {m: None for m in record.models}
+    current.update({s.model: s.response for s in record.stage1})
+    for round_data in record.rounds:
+        for refinement in round_data.refinements:
+            current[refinement.model] = refinement.refined_response
+    return current
+
+
+def majority_is_right(problem: Problem, replies: dict[str, str | None]) -> bool:
+    answers = [problem.read(replies[m]) for m in FOUR_MODELS]
+    shown = [a.shown for a in answers if a is not None]
+    if not shown:
+        return False
+    counts = Counter(shown)
+    top = max(counts.values())
+    winner = next(s for s in shown if counts[s] == top)  # ties: first in council order
+    return problem.is_correct(next(a for a in answers if a is not None and a.shown == winner))
+
+
+async def test_eval_end_to_end_on_a_subset(council: Council, cli_env, tmp_path: Path) -> None:
+    dataset = load_dataset(subset(tmp_path))
+    out = tmp_path / "out"
+    tag = fresh_tag()
+    code, stdout, stderr = await eval_cli(
+        str(dataset.path), "--out", str(out), "--concurrency", "3", "--tag", tag, env=cli_env
+    )
+    assert code == 0, stderr
+    assert "Accuracy on subset (6 problems · SIMULATED models)" in stdout
+    assert "majority vote" in stdout and "chairman (stage 3)" in stdout
+    assert stderr.count("deliberated now") == 6 and "[6/6]" in stderr
+    assert stage1_calls(council) == 4 * 6  # every problem deliberated once
+
+    report = json.loads((out / "report.json").read_text())
+    assert report["completed"] == 6 and report["failed"] == 0
+    assert report["stages"] == ["stage 1", "round 1", "round 2"]
+    assert report["run"]["simulated"] is True and report["run"]["models"] == FOUR_MODELS
+    by_id = {p.id: p for p in dataset.problems}
+    right = {model: {"stage 1": 0, "round 2": 0} for model in FOUR_MODELS}
+    votes = {"stage 1": 0, "round 2": 0}
+    chairman = tokens = 0
+    for score in report["problems"]:
+        problem = by_id[score["id"]]
+        record = DeliberationRecord.model_validate_json(
+            (out / "raw_outputs" / f"{problem.id}_record.json").read_text()
+        )
+        assert record.id == score["workflow_id"] and record.query == problem.prompt()
+        first = {m: None for m in FOUR_MODELS} | {s.model: s.response for s in record.stage1}
+        last = final_replies(record)
+        for model in FOUR_MODELS:
+            for stage, replies in (("stage 1", first), ("round 2", last)):
+                correct = problem.is_correct(problem.read(replies[model]))
+                assert score["answers"][stage][model]["correct"] == correct, (problem.id, stage, model)
+                right[model][stage] += correct
+        for stage, replies in (("stage 1", first), ("round 2", last)):
+            assert score["majority"][stage]["correct"] == majority_is_right(problem, replies)
+            votes[stage] += majority_is_right(problem, replies)
+        chairman += problem.is_correct(problem.read(record.stage3.response))
+        tokens += record.usage.total_tokens
+        assert score["usage"]["total_tokens"] == record.usage.total_tokens
+        assert score["rounds_completed"] == len(record.rounds)
+
+        refined = json.loads((out / "raw_outputs" / f"{problem.id}_stage3_refined.json").read_text())
+        assert refined["problem_id"] == problem.id and refined["expected_answer"] == problem.answer
+        assert set(refined["refined_solutions"]) == set(FOUR_MODELS)
+        for model, solution in refined["refined_solutions"].items():
+            assert solution["final_answer_correct"] == score["answers"]["round 2"][model]["correct"]
+            assert solution["original_solution"] == first[model]
+
+    accuracy = report["accuracy"]
+    for model in FOUR_MODELS:
+        for stage in ("stage 1", "round 2"):
+            assert accuracy["models"][model][stage] == {
+                "correct": right[model][stage], "total": 6, "accuracy": round(right[model][stage] / 6, 4),
+            }
+    assert {s: accuracy["majority_vote"][s]["correct"] for s in votes} == votes
+    assert accuracy["chairman"]["correct"] == chairman
+    assert report["usage"]["total_tokens"] == tokens
+    # The simulated solvers slip, and the refinements fix some of the slips.
+    assert sum(r["stage 1"] for r in right.values()) < sum(r["round 2"] for r in right.values())
+    fixed = json.loads((out / "raw_outputs" / "arith-03_stage3_refined.json").read_text())
+    assert any(
+        not s["original_answer_correct"] and s["final_answer_correct"] and s["critiques_accepted"]
+        for s in fixed["refined_solutions"].values()
+    )
+    width, height = png_size(out / "accuracy.png")
+    assert width > 400 and height > 300
+
+    # The same command again deliberates nothing: every record is read back.
+    council.sim.reset()
+    code, _, stderr = await eval_cli(str(dataset.path), "--out", str(out), "--tag", tag, "--json", env=cli_env)
+    assert code == 0, stderr
+    assert council.sim.log()["total"] == 0
+    again = json.loads((out / "report.json").read_text())
+    assert again["sources"] == {"saved": 6} and again["accuracy"] == report["accuracy"]
+
+
+async def test_an_interrupted_eval_resumes_without_deliberating_again(
+    council: Council, cli_env, tmp_path: Path
+) -> None:
+    dataset = subset(tmp_path)
+    out = tmp_path / "out"
+    raw = out / "raw_outputs"
+    council.sim.set_faults({"*": {"latency": 0.1}})  # slow enough to interrupt partway
+    args = (str(dataset), "--out", str(out), "--concurrency", "2", "--tag", fresh_tag())
+    process = await asyncio.create_subprocess_exec(
+        sys.executable, "starter.py", "eval", *args,
+        cwd=ROOT, env={**os.environ, **cli_env},
+        stdout=asyncio.subprocess.DEVNULL, stderr=asyncio.subprocess.DEVNULL,
+    )
+    await wait_until(lambda: len(list(raw.glob("*_record.json"))) >= 2, timeout=60, step=0.05)
+    process.kill()  # SIGKILL: no chance to clean up
+    await process.wait()
+    done = {p.name.removesuffix("_record.json") for p in raw.glob("*_record.json")}
+    assert 2 <= len(done) < 6 and not (out / "report.json").exists()
+
+    code, _, stderr = await eval_cli(*args, env=cli_env)
+    assert code == 0, stderr
+    report = json.loads((out / "report.json").read_text())
+    assert report["completed"] == 6 and {p["id"] for p in report["problems"]} == set(SUBSET)
+    sources = {p["id"]: p["source"] for p in report["problems"]}
+    assert all(sources[i] == "saved" for i in done)
+    # Each problem was deliberated once: the interrupted ones were awaited or fetched.
+    assert stage1_calls(council) == 4 * 6
+    assert sum(1 for s in sources.values() if s == "started") <= 6 - len(done)
+
+
+# ---- failed and running deliberations ----------------------------------------------------
+
+
+def settings(council: Council, out: Path, **options) -> EvalSettings:
+    template = validate_request(request(TEMPLATE_QUESTION))
+    options.setdefault("tag", fresh_tag())
+    return EvalSettings(template=template, task_queue=council.task_queue, out_dir=out, **options)
+
+
+async def test_failed_runs_are_reported_then_retried_and_running_ones_awaited(
+    council: Council, tmp_path: Path
+) -> None:
+    dataset: Dataset = load_dataset(subset(tmp_path, ("arith-04", "unit-02", "logic-03")))
+    eval_plan = plan(dataset, settings(council, tmp_path / "out", concurrency=3))
+    first, second, third = dataset.problems
+    # Three of the four models refuse every stage 1 call: too few answers, the run fails.
+    refuse = {"errors": {"400": 1.0}, "stages": ["stage1"]}
+    council.sim.set_faults({m: refuse for m in FOUR_MODELS[1:]})
+    report = await Evaluation(council.client, eval_plan).run()
+    assert report.failed == 3 and report.completed == 0
+    assert all("fewer than two models answered" in (p.error or "") for p in report.problems)
+    failed_run = (await council.client.get_workflow_handle(eval_plan.workflow_id(first)).describe()).run_id
+
+    # Without the faults: one problem is already running when the harness starts.
+    council.sim.set_faults({"*": {"latency": 0.2}})
+    council.sim.reset()
+    running = await council.client.start_workflow(
+        "Deliberation",
+        problem_request(eval_plan.settings.template, third).model_dump(mode="json"),
+        id=eval_plan.workflow_id(third),
+        task_queue=council.task_queue,
+        id_reuse_policy=WorkflowIDReusePolicy.ALLOW_DUPLICATE_FAILED_ONLY,
+    )
+    report = await Evaluation(council.client, eval_plan).run()
+    assert report.failed == 0 and report.completed == 3
+    sources = {p.id: p.source for p in report.problems}
+    assert sources == {first.id: "restarted", second.id: "restarted", third.id: "awaited"}
+    assert stage1_calls(council) == 4 * 3  # the running one was not started twice
+    retried = await council.client.get_workflow_handle(eval_plan.workflow_id(first)).describe()
+    assert retried.run_id != failed_run and retried.status.name == "COMPLETED"
+    assert (await running.describe()).status.name == "COMPLETED"
+
+    # Without the raw outputs, completed runs are fetched from Temporal.
+    for path in (tmp_path / "out" / "raw_outputs").glob("*_record.json"):
+        path.unlink()
+    council.sim.reset()
+    report = await Evaluation(council.client, eval_plan).run()
+    assert {p.source for p in report.problems} == {"reused"} and council.sim.log()["total"] == 0
+
+
+async def test_a_judge_grades_text_replies_that_do_not_match_exactly(council: Council, tmp_path: Path) -> None:
+    dataset = load_dataset(subset(tmp_path, ("text-01", "text-02", "text-05")))
+    judged_settings = settings(council, tmp_path / "out", judge="sim/atlas")
+    report = await Evaluation(council.client, plan(dataset, judged_settings)).run()
+    assert report.completed == 3 and report.run.judge == "sim/atlas"
+    assert report.usage.judge_calls > 0
+    rescued = [
+        (score.id, stage, model)
+        for score in report.problems
+        for stage, readings in score.answers.items()
+        for model, reading in readings.items()
+        if reading.judged is True
+    ]
+    assert rescued, "the judge found no correct free-text reply"
+    for score_id, stage, model in rescued:
+        score = next(s for s in report.problems if s.id == score_id)
+        assert score.answers[stage][model].correct
+    # Cirrus ends with "It must be X.": exact matching alone does not count it.
+    assert any(model == "sim/cirrus" for _, _, model in rescued)
+    judged = json.loads((tmp_path / "out" / "raw_outputs" / f"{rescued[0][0]}_judge.json").read_text())
+    assert "-judge-" in judged["workflow_id"] and True in judged["result"]["verdicts"]
+
+    council.sim.reset()  # a rerun asks neither the council nor the judge again
+    again = await Evaluation(council.client, plan(dataset, judged_settings)).run()
+    assert council.sim.log()["total"] == 0 and again.accuracy == report.accuracy
+
+
+# ---- bad input --------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (["missing.jsonl"], "cannot read dataset missing.jsonl"),
+        (["{bad}"], "bad.jsonl line 2: answer: is required"),
+        (["{good}", "--concurrency", "0"], "argument --concurrency: must be at least 1 (got 0)"),
+        (["{good}", "--model", "a/b"], "--model: need 2 to 12 models, got 1"),
+        (["{good}", "--max-rounds", "9"], "--max-rounds must be between 1 and 5 (got 9)"),
+        (["{good}", "--judge", "not a model!"], "--judge: 'not a model!' is not a model id"),
+        (["{good}"], "cannot reach the Temporal server at 127.0.0.1:1"),
+    ],
+)
+def test_bad_input_exits_2_with_one_line(args, message, tmp_path, monkeypatch, capsys) -> None:
+    good = subset(tmp_path, ("arith-01",), name="good")
+    bad = tmp_path / "bad.jsonl"
+    bad.write_text(good.read_text() + '{"id": "x", "question": "q?"}\n')
+    monkeypatch.setenv("TEMPORAL_ADDRESS", "127.0.0.1:1")  # validation comes before connecting
+    monkeypatch.chdir(tmp_path)
+    argv = ["eval", *(a.format(good=good, bad=bad) for a in args)]
+    assert starter.main(argv) == 2
+    captured = capsys.readouterr()
+    assert captured.out == ""
+    assert captured.err.startswith("starter: ") and captured.err.count("\n") == 1
+    assert message in captured.err, captured.err
+    assert not (tmp_path / "data").exists()  # nothing was written
