@@ -26,17 +26,21 @@ def plot_accuracy(report: EvalReport, path: Path) -> Path:
     x = list(range(len(stages)))
     figure = Figure(figsize=(8, 4.8), dpi=110)
     axes = figure.subplots()
-    for model, cells in report.accuracy.models.items():
-        axes.plot(x, [_percent(cells[s]) for s in stages], marker="o", linewidth=1.5, label=model)
+    # The vote goes underneath, wide and grey, so a model with the same accuracy stays visible.
     axes.plot(
         x,
         [_percent(report.accuracy.majority_vote[s]) for s in stages],
         marker="s",
+        markersize=11,
         linestyle="--",
-        color="black",
-        linewidth=2,
+        color="0.55",
+        linewidth=4,
+        alpha=0.7,
+        zorder=1,
         label="majority vote",
     )
+    for model, cells in report.accuracy.models.items():
+        axes.plot(x, [_percent(cells[s]) for s in stages], marker="o", linewidth=1.5, zorder=3, label=model)
     chairman = _percent(report.accuracy.chairman)
     axes.scatter([len(stages)], [chairman], marker="*", s=260, color="crimson", zorder=5, label="chairman")
     if chairman == chairman:  # not NaN
