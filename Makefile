@@ -6,7 +6,7 @@ BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 DB := data/temporal.db
 
-.PHONY: install demo test server worker simulator chaos eval clean
+.PHONY: install demo test server worker simulator codec-server chaos eval clean
 
 install: $(STAMP)
 
@@ -31,7 +31,13 @@ eval: $(STAMP)
 # Keep the Temporal server and Web UI (http://localhost:8233) up to browse past runs.
 server: $(STAMP)
 	@mkdir -p data
-	$(BIN)/temporal server start-dev --db-filename $(DB) --ui-disable-news-fetch --log-level warn
+	$(BIN)/temporal server start-dev --db-filename $(DB) --ui-disable-news-fetch --log-level warn \
+		$(if $(COUNCIL_CODEC_ENDPOINT),--ui-codec-endpoint $(COUNCIL_CODEC_ENDPOINT))
+
+# Decrypts payloads for the Web UI and CLI (needs COUNCIL_PAYLOAD_KEY); with it, run
+# `make server COUNCIL_CODEC_ENDPOINT=http://127.0.0.1:8081`. See docs/deployment.md.
+codec-server: $(STAMP)
+	$(BIN)/python -m app.codec_server --port 8081
 
 worker: $(STAMP)
 	$(BIN)/python worker.py

@@ -73,7 +73,9 @@ def default_models() -> list[str]:
     return [m.strip() for m in configured.split(",") if m.strip()] or list(DEFAULT_MODELS)
 
 
-def workflow_id(question: str) -> str:
+def workflow_id(question: str, readable: bool = True) -> str:
+    if not readable:  # ids are stored in clear: with encrypted payloads, no question in it
+        return f"council-{uuid.uuid4().hex[:12]}"
     slug = re.sub(r"[^a-z0-9]+", "-", question.lower()).strip("-")[:40].rstrip("-") or "question"
     return f"council-{slug}-{uuid.uuid4().hex[:6]}"
 
@@ -186,7 +188,7 @@ async def print_outcome(handle: Any, as_json: bool) -> int:
 async def cmd_start(args: argparse.Namespace) -> int:
     request = build_request(args)
     client = await connection.connect()
-    wid = args.id or workflow_id(request.question)
+    wid = args.id or workflow_id(request.question, readable=client.data_converter.payload_codec is None)
     handle = await client.start_workflow(
         WORKFLOW,
         request.model_dump(mode="json"),
@@ -356,7 +358,7 @@ def main(argv: list[str] | None = None) -> int:
     try:
         args = parser().parse_args(argv)
         return asyncio.run(args.run(args))
-    except (UsageError, connection.ServerUnreachable) as error:
+    except (UsageError, connection.ServerUnreachable, connection.ConfigError) as error:
         print(f"starter: {error}", file=sys.stderr)
         return 2
     except KeyboardInterrupt:

@@ -5,6 +5,9 @@
 Reads TEMPORAL_ADDRESS / TEMPORAL_NAMESPACE (or a Temporal config profile),
 COUNCIL_TASK_QUEUE, COUNCIL_LLM_BASE_URL and COUNCIL_LLM_API_KEY (or OPENROUTER_API_KEY).
 The API key stays in this process: it never enters a workflow input, result or history.
+Throughput: COUNCIL_MAX_CONCURRENT_CALLS (this worker, default 200) and
+COUNCIL_MAX_CALLS_PER_SECOND (model calls started per second on the whole task queue,
+all workers together). Payload encryption: COUNCIL_PAYLOAD_KEY (see app/codec.py).
 """
 
 from __future__ import annotations
@@ -19,11 +22,31 @@ from datetime import timedelta
 from temporalio.worker import Worker
 
 from activities.model_call import ModelGateway
-from app.connection import ServerUnreachable, connect, ensure_search_attributes, task_queue
+from app.connection import (
+    ConfigError,
+    ServerUnreachable,
+    connect,
+    encryption_note,
+    ensure_search_attributes,
+    task_queue,
+)
 from workflows.deliberation import Deliberation
 from workflows.judge import JudgeAnswers
 
 log = logging.getLogger("council.worker")
+
+
+def _env_number(name: str, kind: type[int] | type[float]) -> int | float | None:
+    value = os.environ.get(name, "").strip()
+    if not value:
+        return None
+    try:
+        number = kind(value)
+    except ValueError:
+        number = 0
+    if number <= 0:
+        raise ConfigError(f"{name} must be a positive {kind.__name__} (got {value!r})")
+    return number
 
 
 def build_worker(client, gateway: ModelGateway, queue: str | None = None, **options) -> Worker:
@@ -32,7 +55,9 @@ def build_worker(client, gateway: ModelGateway, queue: str | None = None, **opti
         task_queue=queue or task_queue(),
         workflows=[Deliberation, JudgeAnswers],
         activities=[gateway.call_model],
-        max_concurrent_activities=int(os.environ.get("COUNCIL_MAX_CONCURRENT_CALLS", "200")),
+        max_concurrent_activities=_env_number("COUNCIL_MAX_CONCURRENT_CALLS", int) or 200,
+        # A provider quota, enforced by the server across every worker of the queue.
+        max_task_queue_activities_per_second=_env_number("COUNCIL_MAX_CALLS_PER_SECOND", float),
         graceful_shutdown_timeout=timedelta(seconds=5),
         # After a crash, the dead worker's sticky queue holds the next workflow task
         # until this passes (SDK default 10 s); then any worker takes it from history.
@@ -52,6 +77,7 @@ async def run() -> None:
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGINT, signal.SIGTERM):
         loop.add_signal_handler(sig, stop.set)
+    log.info("%s", encryption_note(client.data_converter))
     # Printed whatever the log level: app.devstack waits for this line.
     print(
         f"worker ready: task queue {task_queue()}, namespace {client.namespace}, models via "
@@ -73,7 +99,7 @@ def main() -> int:
     )
     try:
         asyncio.run(run())
-    except ServerUnreachable as err:
+    except (ServerUnreachable, ConfigError) as err:
         print(f"worker: {err}", file=sys.stderr)
         return 2
     return 0

@@ -1,8 +1,20 @@
-"""Connecting to Temporal: the environment contract, the data converter, search attributes."""
+"""Connecting to Temporal: the environment contract, the data converter, search attributes.
+
+The client's connection comes from the Temporal SDK's environment configuration
+(temporalio.envconfig): TEMPORAL_ADDRESS, TEMPORAL_NAMESPACE, TEMPORAL_API_KEY,
+TEMPORAL_TLS*, TEMPORAL_GRPC_META_*, and the TOML profiles chosen by TEMPORAL_PROFILE and
+TEMPORAL_CONFIG_FILE; with none of them, localhost:7233 and the namespace `default`.
+The data converter (pydantic JSON, AES-GCM encrypted when COUNCIL_PAYLOAD_KEY is set)
+is built here, once, for the worker, the starter, the demo and the replay tests.
+"""
 
 from __future__ import annotations
 
+import dataclasses
 import os
+import re
+from collections.abc import Mapping
+from pathlib import Path
 from typing import Any
 
 from temporalio.api.enums.v1 import IndexedValueType
@@ -13,8 +25,10 @@ from temporalio.api.operatorservice.v1 import (
 from temporalio.client import Client
 from temporalio.common import SearchAttributeIndexedValueType
 from temporalio.contrib.pydantic import pydantic_data_converter
+from temporalio.converter import DataConverter, DefaultFailureConverterWithEncodedAttributes
 from temporalio.envconfig import ClientConfigProfile
 
+from app.codec import CodecConfigError, codec_from_env
 from workflows import search_attributes
 
 DEFAULT_ADDRESS = "localhost:7233"
@@ -26,16 +40,77 @@ class ServerUnreachable(RuntimeError):
     """The Temporal server did not answer; the message names the address."""
 
 
+class ConfigError(ValueError):
+    """A connection or encryption setting that cannot be used: a one-line message that
+    names the variable (or the config file) and never contains a secret."""
+
+
 def task_queue() -> str:
     return os.environ.get("COUNCIL_TASK_QUEUE") or DEFAULT_TASK_QUEUE
 
 
-def connect_options() -> dict[str, Any]:
-    """Client.connect arguments from TEMPORAL_* variables and config profiles (envconfig)."""
-    options: dict[str, Any] = dict(ClientConfigProfile.load().to_client_connect_config())
+_TLS_FILES = (
+    "TEMPORAL_TLS_CLIENT_CERT_PATH",
+    "TEMPORAL_TLS_CLIENT_KEY_PATH",
+    "TEMPORAL_TLS_SERVER_CA_CERT_PATH",
+)
+
+
+def connect_options(env: Mapping[str, str] | None = None) -> dict[str, Any]:
+    """Client.connect arguments from TEMPORAL_* variables and config profiles (envconfig).
+
+    An empty TEMPORAL_* variable counts as unset (a compose file passes `${VAR:-}`).
+    """
+    env = os.environ if env is None else env
+    present = {k: v for k, v in env.items() if not k.startswith("TEMPORAL_") or v.strip()}
+    tls = present.get("TEMPORAL_TLS", "").strip().lower()
+    if tls and tls not in ("true", "false", "1", "0"):
+        raise ConfigError(f"TEMPORAL_TLS must be true or false (got {present['TEMPORAL_TLS']!r})")
+    config_file = present.get("TEMPORAL_CONFIG_FILE")
+    if config_file and not Path(config_file).is_file():
+        raise ConfigError(f"TEMPORAL_CONFIG_FILE: no such file: {config_file}")
+    try:
+        profile = ClientConfigProfile.load(override_env_vars=present)
+        options: dict[str, Any] = dict(profile.to_client_connect_config())
+    except OSError as err:
+        named = [v for v in _TLS_FILES if present.get(v) == getattr(err, "filename", None)]
+        where = named[0] if named else "a TLS file of the Temporal config profile"
+        raise ConfigError(f"{where}: cannot read {err.filename}: {err.strerror}") from None
+    except Exception as err:  # the SDK's ConfigError: a bad TOML file, an unknown profile
+        # Leave out the quoted source lines of a TOML error: they may hold an api_key.
+        lines = [line.strip() for line in str(err).splitlines() if line.strip()]
+        detail = "; ".join(line for line in lines if not re.match(r"^\d*\s*\|", line))[:300]
+        if "not found" in detail and present.get("TEMPORAL_PROFILE"):
+            detail = f"TEMPORAL_PROFILE: {detail}"
+        raise ConfigError(f"Temporal client configuration: {detail}") from None
     options.setdefault("target_host", DEFAULT_ADDRESS)
     options.setdefault("namespace", DEFAULT_NAMESPACE)
     return options
+
+
+def data_converter(env: Mapping[str, str] | None = None) -> DataConverter:
+    """Pydantic JSON payloads, encrypted with AES-GCM when COUNCIL_PAYLOAD_KEY is set.
+
+    With encryption, failure messages and stack traces travel as encrypted payloads too.
+    """
+    try:
+        codec = codec_from_env(env)
+    except CodecConfigError as err:
+        raise ConfigError(str(err)) from None
+    if codec is None:
+        return pydantic_data_converter
+    return dataclasses.replace(
+        pydantic_data_converter,
+        payload_codec=codec,
+        failure_converter_class=DefaultFailureConverterWithEncodedAttributes,
+    )
+
+
+def encryption_note(converter: DataConverter) -> str:
+    """For a log line: whether payloads are encrypted, and with which key id."""
+    codec = converter.payload_codec
+    key_id = getattr(codec, "key_id", None)
+    return f"payloads encrypted (key id {key_id})" if key_id else "payloads not encrypted"
 
 
 def address() -> str:
@@ -43,9 +118,9 @@ def address() -> str:
 
 
 async def connect(**overrides: Any) -> Client:
-    options = {**connect_options(), **overrides}
+    options = {"data_converter": data_converter(), **connect_options(), **overrides}
     try:
-        return await Client.connect(data_converter=pydantic_data_converter, **options)
+        return await Client.connect(**options)
     except RuntimeError as err:
         raise ServerUnreachable(
             f"cannot reach the Temporal server at {options['target_host']} "

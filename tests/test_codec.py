@@ -1,0 +1,274 @@
+"""Payload encryption: key settings, the AES-GCM codec, key rotation, and the codec
+server's protocol, CORS and token (in process, over ASGI)."""
+
+from __future__ import annotations
+
+import base64
+import json
+
+import pytest
+from google.protobuf import json_format
+import httpx
+from temporalio.api.common.v1 import Payload, Payloads
+from temporalio.converter import DefaultFailureConverterWithEncodedAttributes
+
+from app import connection
+from app.codec import (
+    ENCODING,
+    KEY_ID_METADATA,
+    CodecConfigError,
+    CodecError,
+    EncryptionCodec,
+    PayloadKeys,
+    fingerprint,
+    new_key,
+)
+from app.codec_server import app_from_env, create_app, cors_origins
+
+KEY = new_key()
+OTHER_KEY = new_key()
+
+
+def plain_payload(text: str = "the council's secret answer") -> Payload:
+    return Payload(metadata={"encoding": b"json/plain"}, data=json.dumps(text).encode())
+
+
+def codec(env: dict[str, str]) -> EncryptionCodec:
+    keys = PayloadKeys.from_env(env)
+    assert keys is not None
+    return EncryptionCodec(keys)
+
+
+# ---- settings ---------------------------------------------------------------------
+
+
+def test_no_key_means_no_encryption() -> None:
+    assert PayloadKeys.from_env({}) is None
+    assert connection.data_converter({}).payload_codec is None
+
+
+@pytest.mark.parametrize(
+    "written",
+    [
+        KEY,
+        base64.b64decode(KEY).hex(),
+        base64.b64decode(KEY).hex().upper(),
+        base64.urlsafe_b64encode(base64.b64decode(KEY)).decode().rstrip("="),
+        f"  {KEY}\n",
+    ],
+    ids=["base64", "hex", "HEX", "urlsafe-unpadded", "whitespace"],
+)
+def test_key_is_read_as_base64_or_hex(written: str) -> None:
+    keys = PayloadKeys.from_env({"COUNCIL_PAYLOAD_KEY": written})
+    assert keys is not None and keys.current == base64.b64decode(KEY)
+    assert keys.current_id == fingerprint(base64.b64decode(KEY))
+
+
+@pytest.mark.parametrize(
+    ("env", "message"),
+    [
+        ({"COUNCIL_PAYLOAD_KEY": "c2hvcnQ="}, "COUNCIL_PAYLOAD_KEY must be 32 random bytes written as base64 or hex (it decodes to 5 bytes"),
+        ({"COUNCIL_PAYLOAD_KEY": "not a key at all!"}, "COUNCIL_PAYLOAD_KEY must be 32 random bytes written as base64 or hex (it is neither"),
+        ({"COUNCIL_PAYLOAD_KEY": "ab" * 31}, "(it decodes to "),
+        ({"COUNCIL_PAYLOAD_KEY_ID": "k1"}, "COUNCIL_PAYLOAD_KEY_ID is set but COUNCIL_PAYLOAD_KEY is not"),
+        ({"COUNCIL_PAYLOAD_OLD_KEYS": f"k0:{KEY}"}, "COUNCIL_PAYLOAD_OLD_KEYS is set but COUNCIL_PAYLOAD_KEY is not"),
+        ({"COUNCIL_PAYLOAD_KEY": KEY, "COUNCIL_PAYLOAD_KEY_ID": "has space"}, "COUNCIL_PAYLOAD_KEY_ID: a key id is 1 to 100 characters"),
+        ({"COUNCIL_PAYLOAD_KEY": KEY, "COUNCIL_PAYLOAD_OLD_KEYS": "k0:tooshort"}, "COUNCIL_PAYLOAD_OLD_KEYS (entry 1) must be 32 random bytes"),
+        (
+            {"COUNCIL_PAYLOAD_KEY": KEY, "COUNCIL_PAYLOAD_KEY_ID": "k1", "COUNCIL_PAYLOAD_OLD_KEYS": f"k1:{OTHER_KEY}"},
+            "COUNCIL_PAYLOAD_OLD_KEYS (entry 1): key id 'k1' names two different keys",
+        ),
+    ],
+)
+def test_bad_settings_get_one_line_naming_the_variable(env: dict[str, str], message: str) -> None:
+    with pytest.raises(CodecConfigError) as caught:
+        PayloadKeys.from_env(env)
+    text = str(caught.value)
+    assert message in text and "\n" not in text
+    for secret in (KEY, OTHER_KEY, "c2hvcnQ=", "tooshort"):
+        assert secret not in text
+    # connection.data_converter turns it into the ConfigError the worker and starter print.
+    with pytest.raises(connection.ConfigError, match="COUNCIL_PAYLOAD"):
+        connection.data_converter(env)
+
+
+def test_keys_never_show_in_reprs() -> None:
+    keys = PayloadKeys.from_env({"COUNCIL_PAYLOAD_KEY": KEY, "COUNCIL_PAYLOAD_OLD_KEYS": OTHER_KEY})
+    raw = base64.b64decode(KEY)
+    for text in (repr(keys), repr(EncryptionCodec(keys)), repr(connection.data_converter({"COUNCIL_PAYLOAD_KEY": KEY}))):
+        assert KEY not in text and raw.hex() not in text and str(raw) not in text
+
+
+def test_converter_encrypts_failures_too() -> None:
+    converter = connection.data_converter({"COUNCIL_PAYLOAD_KEY": KEY, "COUNCIL_PAYLOAD_KEY_ID": "k1"})
+    assert isinstance(converter.payload_codec, EncryptionCodec)
+    assert converter.failure_converter_class is DefaultFailureConverterWithEncodedAttributes
+    assert connection.encryption_note(converter) == "payloads encrypted (key id k1)"
+    assert connection.encryption_note(connection.data_converter({})) == "payloads not encrypted"
+
+
+# ---- the codec ----------------------------------------------------------------------
+
+
+async def test_round_trip_hides_data_and_metadata() -> None:
+    c = codec({"COUNCIL_PAYLOAD_KEY": KEY, "COUNCIL_PAYLOAD_KEY_ID": "2024-q4"})
+    original = plain_payload()
+    [sealed] = await c.encode([original])
+    assert sealed.metadata["encoding"] == ENCODING
+    assert sealed.metadata[KEY_ID_METADATA] == b"2024-q4"
+    assert set(sealed.metadata) == {"encoding", KEY_ID_METADATA}
+    assert b"secret answer" not in sealed.SerializeToString()
+    assert b"json/plain" not in sealed.SerializeToString()
+    [opened] = await c.decode([sealed])
+    assert opened == original
+    # A fresh nonce every time: equal payloads do not look equal.
+    [again] = await c.encode([original])
+    assert again.data != sealed.data
+
+
+async def test_unencrypted_payloads_pass_through_decode() -> None:
+    c = codec({"COUNCIL_PAYLOAD_KEY": KEY})
+    original = plain_payload("written before encryption was turned on")
+    assert await c.decode([original]) == [original]
+
+
+async def test_rotation_old_keys_still_decrypt() -> None:
+    before = codec({"COUNCIL_PAYLOAD_KEY": OTHER_KEY, "COUNCIL_PAYLOAD_KEY_ID": "2024"})
+    [old] = await before.encode([plain_payload("old run")])
+    after = codec(
+        {"COUNCIL_PAYLOAD_KEY": KEY, "COUNCIL_PAYLOAD_KEY_ID": "2025", "COUNCIL_PAYLOAD_OLD_KEYS": f"2024:{OTHER_KEY}"}
+    )
+    [new] = await after.encode([plain_payload("new run")])
+    assert new.metadata[KEY_ID_METADATA] == b"2025"
+    assert await after.decode([old, new]) == [plain_payload("old run"), plain_payload("new run")]
+    # A bare old key is named by its fingerprint, the default key id.
+    unnamed_before = codec({"COUNCIL_PAYLOAD_KEY": OTHER_KEY})
+    [fingerprinted] = await unnamed_before.encode([plain_payload("x")])
+    unnamed_after = codec({"COUNCIL_PAYLOAD_KEY": KEY, "COUNCIL_PAYLOAD_OLD_KEYS": OTHER_KEY})
+    assert await unnamed_after.decode([fingerprinted]) == [plain_payload("x")]
+
+
+async def test_missing_key_and_tampering_are_named_without_secrets() -> None:
+    writer = codec({"COUNCIL_PAYLOAD_KEY": OTHER_KEY, "COUNCIL_PAYLOAD_KEY_ID": "retired"})
+    [sealed] = await writer.encode([plain_payload()])
+    reader = codec({"COUNCIL_PAYLOAD_KEY": KEY, "COUNCIL_PAYLOAD_KEY_ID": "current"})
+    with pytest.raises(CodecError, match="key id 'retired', which this process does not have .*COUNCIL_PAYLOAD_OLD_KEYS"):
+        await reader.decode([sealed])
+
+    tampered = Payload()
+    tampered.CopyFrom(sealed)
+    tampered.data = sealed.data[:-1] + bytes([sealed.data[-1] ^ 1])
+    with pytest.raises(CodecError, match="failed authentication") as caught:
+        await writer.decode([tampered])
+    assert OTHER_KEY not in str(caught.value)
+
+    # The key id is bound to the ciphertext: relabelling a payload does not work either.
+    relabelled = Payload()
+    relabelled.CopyFrom(sealed)
+    relabelled.metadata[KEY_ID_METADATA] = b"other"
+    both = codec({"COUNCIL_PAYLOAD_KEY": OTHER_KEY, "COUNCIL_PAYLOAD_KEY_ID": "other", "COUNCIL_PAYLOAD_OLD_KEYS": f"retired:{OTHER_KEY}"})
+    with pytest.raises(CodecError, match="failed authentication"):
+        await both.decode([relabelled])
+
+
+# ---- the codec server -----------------------------------------------------------------
+
+
+def as_json(*payloads: Payload) -> str:
+    return json_format.MessageToJson(Payloads(payloads=payloads))
+
+
+def from_json(text: str) -> list[Payload]:
+    return list(json_format.Parse(text, Payloads()).payloads)
+
+
+def http(app) -> httpx.AsyncClient:
+    return httpx.AsyncClient(transport=httpx.ASGITransport(app=app), base_url="http://codec")
+
+
+@pytest.fixture
+async def server():
+    app = create_app(
+        codec({"COUNCIL_PAYLOAD_KEY": KEY, "COUNCIL_PAYLOAD_KEY_ID": "k1"}),
+        origins=["http://localhost:8233"],
+        token="codec-token-123",
+    )
+    async with http(app) as client:
+        yield client
+
+
+AUTH = {"Authorization": "Bearer codec-token-123", "X-Namespace": "default"}
+
+
+async def test_encode_then_decode_over_http(server: httpx.AsyncClient) -> None:
+    encoded = await server.post("/encode", content=as_json(plain_payload()), headers=AUTH)
+    assert encoded.status_code == 200
+    [sealed] = from_json(encoded.text)
+    assert sealed.metadata["encoding"] == ENCODING and b"secret" not in sealed.data
+    # The CLI templates the namespace into the path; both forms answer.
+    for path in ("/decode", "/council-prod/decode"):
+        decoded = await server.post(path, content=encoded.text, headers=AUTH)
+        assert decoded.status_code == 200, decoded.text
+        assert from_json(decoded.text) == [plain_payload()]
+        assert decoded.headers["content-type"] == "application/json"
+
+
+async def test_token_is_required_and_compared_exactly(server: httpx.AsyncClient) -> None:
+    body = as_json(plain_payload())
+    for headers in ({}, {"Authorization": "Bearer wrong"}, {"Authorization": "codec-token-123"}):
+        response = await server.post("/decode", content=body, headers=headers)
+        assert response.status_code == 401 and response.headers["www-authenticate"] == "Bearer"
+    assert (await server.get("/health")).json() == {"status": "ok"}  # no token for the health check
+
+
+async def test_cors_for_the_ui_origin_only(server: httpx.AsyncClient) -> None:
+    preflight = {
+        "Origin": "http://localhost:8233",
+        "Access-Control-Request-Method": "POST",
+        "Access-Control-Request-Headers": "content-type,x-namespace,authorization",
+    }
+    allowed = await server.options("/decode", headers=preflight)  # no token on a preflight
+    assert allowed.status_code == 200
+    assert allowed.headers["access-control-allow-origin"] == "http://localhost:8233"
+    assert allowed.headers["access-control-allow-credentials"] == "true"
+    assert "x-namespace" in allowed.headers["access-control-allow-headers"].lower()
+
+    denied = await server.options("/decode", headers={**preflight, "Origin": "http://evil.example"})
+    assert denied.status_code == 400
+    assert "access-control-allow-origin" not in denied.headers
+
+    # A real request from the UI origin carries the header, even when refused.
+    refused = await server.post("/decode", content="{}", headers={"Origin": "http://localhost:8233"})
+    assert refused.status_code == 401
+    assert refused.headers["access-control-allow-origin"] == "http://localhost:8233"
+
+
+async def test_bad_bodies_and_unknown_keys_get_400(server: httpx.AsyncClient) -> None:
+    assert (await server.post("/decode", content="not json", headers=AUTH)).status_code == 400
+    other = codec({"COUNCIL_PAYLOAD_KEY": OTHER_KEY, "COUNCIL_PAYLOAD_KEY_ID": "elsewhere"})
+    sealed = other.encrypt(plain_payload())
+    response = await server.post("/decode", content=as_json(sealed), headers=AUTH)
+    assert response.status_code == 400 and "key id 'elsewhere'" in response.text
+    assert OTHER_KEY not in response.text and KEY not in response.text
+    assert (await server.get("/decode")).status_code == 405
+
+
+async def test_server_settings_from_env() -> None:
+    with pytest.raises(CodecConfigError, match="COUNCIL_PAYLOAD_KEY is not set"):
+        app_from_env({})
+    assert cors_origins({}) == [
+        "http://localhost:8233",
+        "http://127.0.0.1:8233",
+        "http://localhost:8080",
+        "http://127.0.0.1:8080",
+    ]
+    assert cors_origins({"COUNCIL_CODEC_CORS_ORIGINS": "https://ui.example.com/, http://localhost:8080"}) == [
+        "https://ui.example.com",
+        "http://localhost:8080",
+    ]
+    with pytest.raises(CodecConfigError, match="COUNCIL_CODEC_CORS_ORIGINS: 'ui.example.com' is not an origin"):
+        cors_origins({"COUNCIL_CODEC_CORS_ORIGINS": "ui.example.com"})
+    # Without a token, no Authorization header is needed.
+    async with http(app_from_env({"COUNCIL_PAYLOAD_KEY": KEY})) as open_app:
+        encoded = await open_app.post("/encode", content=as_json(plain_payload()))
+    assert encoded.status_code == 200
