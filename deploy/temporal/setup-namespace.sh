@@ -1,0 +1,47 @@
+#!/bin/sh
+# Creates the Council namespace and registers the search attributes the deliberation
+# workflow sets. Runs in temporalio/admin-tools once the server is healthy; safe to
+# repeat. Reads TEMPORAL_ADDRESS, TEMPORAL_NAMESPACE, NAMESPACE_RETENTION and
+# SEARCH_ATTRIBUTES ("Name=Type ...", types as `temporal operator search-attribute
+# create --type` takes them).
+set -eu
+
+NAMESPACE=${TEMPORAL_NAMESPACE:-default}
+
+attempt=0
+until temporal operator cluster health >/dev/null 2>&1; do
+  attempt=$((attempt + 1))
+  if [ "$attempt" -ge 60 ]; then
+    echo "setup: the Temporal server at $TEMPORAL_ADDRESS is not healthy after 60 tries" >&2
+    exit 1
+  fi
+  sleep 2
+done
+
+if temporal operator namespace describe --namespace "$NAMESPACE" >/dev/null 2>&1; then
+  echo "setup: namespace $NAMESPACE exists"
+else
+  temporal operator namespace create --namespace "$NAMESPACE" --retention "${NAMESPACE_RETENTION:-30d}"
+  echo "setup: created namespace $NAMESPACE"
+fi
+
+# A new namespace takes a few seconds to reach every frontend's cache.
+attempt=0
+until existing=$(temporal operator search-attribute list --namespace "$NAMESPACE" 2>/dev/null); do
+  attempt=$((attempt + 1))
+  if [ "$attempt" -ge 60 ]; then
+    echo "setup: namespace $NAMESPACE is not usable after 60 tries" >&2
+    exit 1
+  fi
+  sleep 1
+done
+for attribute in $SEARCH_ATTRIBUTES; do
+  name=${attribute%%=*}
+  type=${attribute##*=}
+  if printf '%s\n' "$existing" | grep -qw "$name"; then
+    echo "setup: search attribute $name exists"
+  else
+    temporal operator search-attribute create --namespace "$NAMESPACE" --name "$name" --type "$type"
+    echo "setup: registered search attribute $name ($type)"
+  fi
+done
