@@ -8,7 +8,9 @@ and score every stage.
     evaluation.runner    the deliberations: bounded concurrency, resumption
     evaluation.report    accuracy tables, report.json, raw outputs
     evaluation.plot      the PNG of accuracy by stage and round
+    evaluation.outputs   report.json, the plot and raw outputs on disk
     evaluation.cli       `python starter.py eval DATASET.jsonl`
+    evaluation.local     `make eval`: the above, starting the server, simulator and worker
 
 Importing this package starts nothing and imports neither Temporal's client nor matplotlib.
 """
