@@ -8,6 +8,15 @@ set -eu
 
 NAMESPACE=${TEMPORAL_NAMESPACE:-default}
 
+# The server listens on IPv4 (BIND_ON_IP=0.0.0.0): connect over IPv4 even where the
+# service name also resolves to an IPv6 address.
+host=${TEMPORAL_ADDRESS%:*}
+port=${TEMPORAL_ADDRESS##*:}
+ipv4=$(getent ahostsv4 "$host" 2>/dev/null | awk 'NR == 1 { print $1 }') || true
+if [ -n "$ipv4" ]; then
+  export TEMPORAL_ADDRESS="$ipv4:$port"
+fi
+
 attempt=0
 until temporal operator cluster health >/dev/null 2>&1; do
   attempt=$((attempt + 1))
