@@ -19,6 +19,7 @@ import signal
 import sys
 from datetime import timedelta
 
+from temporalio.service import RPCError
 from temporalio.worker import Worker
 
 from activities.model_call import ModelGateway
@@ -68,7 +69,17 @@ def build_worker(client, gateway: ModelGateway, queue: str | None = None, **opti
 
 async def run() -> None:
     client = await connect()
-    added = await ensure_search_attributes(client)
+    try:
+        added = await ensure_search_attributes(client)
+    except RPCError as err:  # e.g. Temporal Cloud, or a key without operator rights
+        log.warning(
+            "could not check or register the search attributes CouncilStage, CouncilRound and "
+            "CouncilTerminationReason on namespace %s (%s): an operator must register them "
+            "(docs/deployment.md)",
+            client.namespace,
+            err.message,
+        )
+        added = []
     if added:
         log.info("registered search attributes: %s", ", ".join(added))
     gateway = ModelGateway.from_env()

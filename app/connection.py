@@ -22,11 +22,13 @@ from temporalio.api.operatorservice.v1 import (
     AddSearchAttributesRequest,
     ListSearchAttributesRequest,
 )
+from temporalio.api.workflowservice.v1 import DescribeNamespaceRequest
 from temporalio.client import Client
 from temporalio.common import SearchAttributeIndexedValueType
 from temporalio.contrib.pydantic import pydantic_data_converter
 from temporalio.converter import DataConverter, DefaultFailureConverterWithEncodedAttributes
 from temporalio.envconfig import ClientConfigProfile
+from temporalio.service import RPCError, RPCStatusCode
 
 from app.codec import CodecConfigError, codec_from_env
 from workflows import search_attributes
@@ -120,12 +122,24 @@ def address() -> str:
 async def connect(**overrides: Any) -> Client:
     options = {"data_converter": data_converter(), **connect_options(), **overrides}
     try:
-        return await Client.connect(**options)
+        client = await Client.connect(**options)
     except RuntimeError as err:
         raise ServerUnreachable(
             f"cannot reach the Temporal server at {options['target_host']} "
             f"(namespace {options['namespace']}): {str(err).splitlines()[0]}"
         ) from None
+    try:
+        await client.workflow_service.describe_namespace(
+            DescribeNamespaceRequest(namespace=client.namespace)
+        )
+    except RPCError as err:
+        if err.status == RPCStatusCode.NOT_FOUND:
+            raise ConfigError(
+                f"TEMPORAL_NAMESPACE: there is no namespace {client.namespace!r} on the "
+                f"Temporal server at {options['target_host']}"
+            ) from None
+        # Anything else (such as a key without the right to describe): later calls say.
+    return client
 
 
 _INDEXED_TYPES = {

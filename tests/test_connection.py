@@ -208,6 +208,22 @@ async def test_api_key_reaches_the_server(temporal, monkeypatch: pytest.MonkeyPa
     assert address in str(caught.value) and "tc-test-api-key" not in str(caught.value)
 
 
+async def test_a_missing_namespace_is_one_line(temporal) -> None:
+    address = temporal.client.service_client.config.target_host
+    env = clean_env(TEMPORAL_ADDRESS=address, TEMPORAL_NAMESPACE="council-nowhere")
+    for command in (["starter.py", "list"], ["worker.py"]):
+        process = await asyncio.create_subprocess_exec(
+            sys.executable, *command, cwd=devstack.ROOT, env=env,
+            stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE,
+        )
+        out, err = await asyncio.wait_for(process.communicate(), 60)
+        assert process.returncode == 2, err.decode()
+        assert err.decode().endswith(
+            f"TEMPORAL_NAMESPACE: there is no namespace 'council-nowhere' on the Temporal server at {address}\n"
+        )
+        assert err.decode().count("\n") == 1
+
+
 # ---- a worker and the CLI in a non-default namespace -------------------------------------
 
 
