@@ -16,8 +16,9 @@ with workflow.unsafe.imports_passed_through():
     from council import prompts
     from council.aggregate import aggregate_rankings, mean_ratings
     from council.calls import ChatMessage, ModelCall, ModelReply, Stage
-    from council.critiques import extract_critiques_from_rankings
+    from council.critiques import critiques_from_parsed
     from council.iteration import (
+        CritiqueItem,
         IterationState,
         TerminationReason,
         charge_tokens,
@@ -54,6 +55,8 @@ class Deliberation:
         self._record: DeliberationRecord | None = None
         self._answers: dict[str, str] = {}  # model -> its current answer
         self._reviews: list[Stage2Result] = []  # the latest review stage
+        # Label -> the critiques in self._reviews, parsed once when the reviews arrive.
+        self._critiques: dict[str, list[CritiqueItem]] = {}
         self._stage: Stage | None = None
 
     # ---- the protocol -------------------------------------------------------------
@@ -124,11 +127,13 @@ class Deliberation:
                 )
         replies = await self._fan_out(Stage.REVIEW, round_number, calls)
         reviews = []
+        parsed_reviews = []
         for reviewer in self._answers:
             if reviewer not in replies:
                 continue
             text = replies[reviewer].content
             parsed = parse_review(text, labels_shown_to(reviewer, labels))
+            parsed_reviews.append((reviewer, parsed))
             reviews.append(
                 Stage2Result(
                     model=reviewer,
@@ -142,10 +147,10 @@ class Deliberation:
             self.record.stage2 = reviews
         if reviews:
             self._reviews = reviews
+            self._critiques = critiques_from_parsed(parsed_reviews)
             self.record.aggregate_rankings = aggregate_rankings(reviews, labels)
             self.state.latest_scores = mean_ratings(self.record.aggregate_rankings)
-        critiques = extract_critiques_from_rankings(self._reviews, labels)
-        self.state.critiques_pending = len(plan_refinements(self._answers, critiques, labels))
+        self.state.critiques_pending = len(plan_refinements(self._answers, self._critiques, labels))
         self._update_details()
         return reviews
 
@@ -155,7 +160,7 @@ class Deliberation:
         n = round_data.round_number
         self._event(EventKind.ROUND_START, round=n, message=f"round {n} of {self.state.max_rounds}")
         labels = self.record.label_to_model
-        round_data.critiques = extract_critiques_from_rankings(self._reviews, labels)
+        round_data.critiques = {label: list(items) for label, items in self._critiques.items()}
         tasks = plan_refinements(self._answers, round_data.critiques, labels)
         cap = self.request.response_byte_cap
         replies = await self._fan_out(

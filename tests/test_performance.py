@@ -1,0 +1,66 @@
+"""Performance fixes found by profiling the worker under load (bench/, `make bench`):
+each must keep the protocol's results exactly as they were."""
+
+from __future__ import annotations
+
+import pytest
+
+from council import critiques as critiques_module
+from council import reviews as reviews_module
+from council.critiques import critiques_from_parsed, extract_critiques_from_rankings
+from council.labels import labels_shown_to
+from council.reviews import parse_review
+from council.stages import Stage2Result
+from tests.review_cases import CASES
+from tests.temporal_fixtures import Council
+
+MODELS = {"Response A": "m/a", "Response B": "m/b", "Response C": "m/c", "Response D": "m/d", "Response E": "m/e"}
+
+
+def _reviewer_for(shown: tuple[str, ...]) -> str:
+    """A model whose own label is one the case's reviewer was not shown."""
+    own = [label for label in MODELS if label not in shown]
+    return MODELS[own[0]] if own else "m/outsider"
+
+
+@pytest.mark.parametrize("case", CASES, ids=lambda c: c.name)
+def test_critiques_from_parsed_reviews_equal_those_from_the_texts(case) -> None:
+    reviewer = _reviewer_for(case.shown)
+    review = Stage2Result(model=reviewer, ranking=case.text)
+    parsed = parse_review(case.text, labels_shown_to(reviewer, MODELS))
+    assert critiques_from_parsed([(reviewer, parsed)]) == extract_critiques_from_rankings(
+        [review], MODELS
+    )
+
+
+def test_critiques_keep_the_reviewers_order() -> None:
+    reviews = [
+        Stage2Result(model=_reviewer_for(case.shown), ranking=case.text) for case in CASES[:6]
+    ]
+    parsed = [
+        (r.model, parse_review(r.ranking, labels_shown_to(r.model, MODELS))) for r in reviews
+    ]
+    assert critiques_from_parsed(parsed) == extract_critiques_from_rankings(reviews, MODELS)
+
+
+async def test_a_deliberation_parses_each_review_once(
+    council: Council, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The workflow used to parse every review three times (for the record, for the
+    critiques, and again when the next round began): the top hotspot of our own code in
+    the worker's profile."""
+    parsed: list[str] = []
+
+    def counting(text, shown):
+        parsed.append(text)
+        return parse_review(text, shown)
+
+    # The workflow's sandbox imports parse_review from council.reviews for each new run.
+    monkeypatch.setattr(reviews_module, "parse_review", counting)
+    monkeypatch.setattr(critiques_module, "parse_review", counting)
+    record = await council.run(quality_threshold=5, max_rounds=2, stop_on_convergence=False)
+    review_stages = 1 + len(record.rounds)
+    assert len(record.rounds) == 2
+    assert len(parsed) == review_stages * 4  # was 32: 12 + 8 for the critiques + 12 again
+
+
