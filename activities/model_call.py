@@ -44,9 +44,12 @@ def heartbeat_interval(info: activity.Info) -> float:
 
 
 async def _heartbeat_while_running(completion: Completion, interval: float) -> None:
+    # The first beat comes after one interval, not at once: the heartbeat timeout runs
+    # from the start of the attempt anyway, and a call that ends sooner then costs the
+    # server no heartbeat at all (every heartbeat is a write to the workflow's state).
     while True:
-        activity.heartbeat(completion.progress())
         await asyncio.sleep(interval)
+        activity.heartbeat(completion.progress())
 
 
 def _shutting_down() -> bool:

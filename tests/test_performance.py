@@ -3,10 +3,18 @@ each must keep the protocol's results exactly as they were."""
 
 from __future__ import annotations
 
-import pytest
+import dataclasses
+from datetime import timedelta
 
+import pytest
+from temporalio.testing import ActivityEnvironment
+
+from activities.model_call import ModelGateway
+from activities.settings import GatewaySettings
 from council import critiques as critiques_module
+from council import prompts
 from council import reviews as reviews_module
+from council.calls import ModelCall, Stage
 from council.critiques import critiques_from_parsed, extract_critiques_from_rankings
 from council.labels import labels_shown_to
 from council.reviews import parse_review
@@ -14,7 +22,7 @@ from council.stages import Stage2Result
 from tests.review_cases import CASES
 from tests.temporal_fixtures import Council
 
-MODELS = {"Response A": "m/a", "Response B": "m/b", "Response C": "m/c", "Response D": "m/d", "Response E": "m/e"}
+MODELS = {f"Response {x}": f"m/{x.lower()}" for x in "ABCDE"}
 
 
 def _reviewer_for(shown: tuple[str, ...]) -> str:
@@ -64,3 +72,20 @@ async def test_a_deliberation_parses_each_review_once(
     assert len(parsed) == review_stages * 4  # was 32: 12 + 8 for the critiques + 12 again
 
 
+
+async def test_a_call_shorter_than_the_heartbeat_interval_sends_no_heartbeat(sim) -> None:
+    """The first heartbeat used to go out as the call started: one write on the server
+    for every model call, however short."""
+    beats: list[tuple] = []
+    env = ActivityEnvironment()
+    env.info = dataclasses.replace(env.info, heartbeat_timeout=timedelta(seconds=3))
+    env.on_heartbeat = lambda *details: beats.append(details)
+    gateway = ModelGateway(GatewaySettings(base_url=sim.url))
+    messages = prompts.answer_prompt("Why is the sky blue?", 4_000)
+    call = ModelCall(model="sim/atlas", messages=messages, stage=Stage.ANSWER)
+    try:
+        reply = await env.run(gateway.call_model, call)
+    finally:
+        await gateway.aclose()
+    assert reply.content
+    assert beats == []
