@@ -96,7 +96,18 @@ ADVERSARIES = (
         review_style="quoting",
     ),
 )
-ALL_PERSONAS = PERSONAS + ADVERSARIES
+# Named only: a member that never takes up a critique, so that its answer stays weak,
+# the quality threshold is never met and a deliberation runs every round it may (the
+# benchmarks use it to fix the number of rounds).
+STUBBORN = Persona(
+    "Mule",
+    "sim/mule",
+    "stubborn: a one-line answer it never changes, whatever the critiques ask",
+    "terse",
+    diligence=0,
+    refine_format="plain",
+)
+ALL_PERSONAS = PERSONAS + ADVERSARIES + (STUBBORN,)
 _BY_MODEL = {p.model: p for p in ALL_PERSONAS}
 
 
