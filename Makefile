@@ -6,7 +6,7 @@ BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 DB := data/temporal.db
 
-.PHONY: install demo test server worker simulator codec-server chaos eval clean
+.PHONY: install demo test server worker simulator codec-server chaos eval bench clean
 
 install: $(STAMP)
 
@@ -48,6 +48,12 @@ simulator: $(STAMP)
 # 30 deliberations under worker kills, a server restart and fault storms (a few minutes).
 chaos: $(STAMP)
 	$(BIN)/python chaos.py
+
+# Figures against bare Temporal and plain asyncio, written to bench/RESULTS.md (about 10
+# minutes; starts its own server, simulator and workers). Development sizes, or a
+# selection: make bench BENCH_ARGS=--quick, make bench BENCH_ARGS="--only throughput".
+bench: $(STAMP)
+	$(BIN)/python -m bench $(BENCH_ARGS)
 
 clean:
 	rm -rf $(VENV) data .pytest_cache .hypothesis

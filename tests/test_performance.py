@@ -47,9 +47,7 @@ def test_critiques_keep_the_reviewers_order() -> None:
     reviews = [
         Stage2Result(model=_reviewer_for(case.shown), ranking=case.text) for case in CASES[:6]
     ]
-    parsed = [
-        (r.model, parse_review(r.ranking, labels_shown_to(r.model, MODELS))) for r in reviews
-    ]
+    parsed = [(r.model, parse_review(r.ranking, labels_shown_to(r.model, MODELS))) for r in reviews]
     assert critiques_from_parsed(parsed) == extract_critiques_from_rankings(reviews, MODELS)
 
 
@@ -72,7 +70,6 @@ async def test_a_deliberation_parses_each_review_once(
     review_stages = 1 + len(record.rounds)
     assert len(record.rounds) == 2
     assert len(parsed) == review_stages * 4  # was 32: 12 + 8 for the critiques + 12 again
-
 
 
 async def test_a_call_shorter_than_the_heartbeat_interval_sends_no_heartbeat(sim) -> None:

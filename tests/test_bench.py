@@ -1,0 +1,79 @@
+"""The benchmarks' own pieces (bench/): the no-durability baseline runs the same protocol
+as the workflow, the closed loop keeps its runs in flight, profiles are read right.
+The benchmarks themselves run with `make bench`, not here."""
+
+from __future__ import annotations
+
+import asyncio
+from pathlib import Path
+
+from bench.plain_asyncio import PlainCouncil
+from bench.profiling import read_profile
+from bench.stack import CpuMeter, council_plan, council_request, stages_of
+from bench.throughput import Sizes, closed_loop
+from simulator import SimulatorServer
+from tests.temporal_fixtures import Council
+
+
+async def test_the_asyncio_baseline_makes_the_workflows_calls(
+    council: Council, sim: SimulatorServer
+) -> None:
+    request = council_request(4, 2)
+    record = await council.run(
+        **{key: value for key, value in request.items() if key != "question"},
+        question=request["question"],
+    )
+    by_workflow = sim.log()["counts"]
+    sim.reset()
+    plain = PlainCouncil(sim.url)
+    try:
+        result = await plain.deliberate(request)
+    finally:
+        await plain.aclose()
+    assert sim.log()["counts"] == by_workflow
+    assert result.calls == record.usage.calls == sum(council_plan(4, 2)) == 25
+    assert result.rounds == len(record.rounds) == 2
+    assert result.terminated_reason == record.iteration["terminated_reason"]
+    assert stages_of(2) == len(council_plan(4, 2)) == 7
+
+
+class _Run:
+    def __init__(self, seconds: float) -> None:
+        self.seconds = seconds
+
+    async def result(self) -> None:
+        await asyncio.sleep(self.seconds)
+
+    async def terminate(self, reason: str) -> None:
+        pass
+
+
+async def test_the_closed_loop_ramps_up_and_counts_inside_the_window() -> None:
+    started: list[float] = []
+
+    async def start() -> _Run:
+        started.append(asyncio.get_running_loop().time())
+        return _Run(0.05)
+
+    result = await closed_loop(start, Sizes(in_flight=10, settle=0.1, window=0.5), CpuMeter({}))
+    # 10 runs of 50 ms in flight for 0.5 s: about 100 complete inside the window.
+    assert 50 <= result.completed <= 110
+    assert result.failed == 0 and result.started >= result.completed
+    assert result.cpu["bench driver"] is not None
+
+
+def test_a_py_spy_profile_is_read_by_function(tmp_path: Path) -> None:
+    raw = tmp_path / "profile.txt"
+    raw.write_text(
+        "run (worker.py:1);call_model (activities/model_call.py:100);"
+        "stream (httpx/_client.py:5) 30\n"
+        "run (worker.py:1);activate (temporalio/worker/_workflow.py:9);"
+        "parse_review (council/reviews.py:426);_clean (council/reviews.py:155) 10\n"
+        "run (worker.py:1);select (selectors.py:1) 60\n"
+    )
+    total, own, self_samples, packages = read_profile(raw)
+    assert total == 100
+    assert own["call_model (activities/model_call.py)"] == 30
+    assert own["parse_review (council/reviews.py)"] == 10
+    assert self_samples["select (selectors.py)"] == 60
+    assert packages["httpx"] == 30 and packages["council"] == 10
