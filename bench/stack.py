@@ -171,6 +171,7 @@ class Stack:
         self.simulator: devstack.Process | None = None
         self.client: Client | None = None
         self._http = httpx.Client(timeout=30)
+        self._workers: list[WorkerProcess] = []  # stopped on close if still running
 
     async def start(self) -> Stack:
         self.workdir.mkdir(parents=True, exist_ok=True)
@@ -209,6 +210,8 @@ class Stack:
 
     def close(self) -> None:
         self._http.close()
+        for worker in self._workers:
+            worker.process.stop()
         for process in (self.simulator, self.temporal):
             if process is not None:
                 process.stop()
@@ -260,7 +263,9 @@ class Stack:
         """`python worker.py`, the worker a user runs, on its own task queue."""
         queue = queue or f"bench-council-{uuid.uuid4().hex[:8]}"
         log = self.workdir / f"worker-{queue}.log"
-        return WorkerProcess(devstack.start_worker(self.worker_env(queue), log), queue)
+        worker = WorkerProcess(devstack.start_worker(self.worker_env(queue), log), queue)
+        self._workers.append(worker)
+        return worker
 
     def start_bare_worker(self) -> WorkerProcess:
         """The bare-Temporal baseline's worker: same options, no-op activities."""
@@ -269,8 +274,10 @@ class Stack:
         process = devstack.spawn(
             "bare worker", [sys.executable, "-m", "bench.bare_worker"], log, self.worker_env(queue)
         )
+        worker = WorkerProcess(process, queue)
+        self._workers.append(worker)
         devstack.wait_for(lambda: "worker ready" in process.log_text(), "bare worker", process)
-        return WorkerProcess(process, queue)
+        return worker
 
     # ---- runs ----
 
