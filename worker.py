@@ -51,6 +51,7 @@ def _env_number(name: str, kind: type[int] | type[float]) -> int | float | None:
 
 
 def build_worker(client, gateway: ModelGateway, queue: str | None = None, **options) -> Worker:
+    calls_per_second = _env_number("COUNCIL_MAX_CALLS_PER_SECOND", float)
     return Worker(
         client,
         task_queue=queue or task_queue(),
@@ -58,7 +59,10 @@ def build_worker(client, gateway: ModelGateway, queue: str | None = None, **opti
         activities=[gateway.call_model],
         max_concurrent_activities=_env_number("COUNCIL_MAX_CONCURRENT_CALLS", int) or 200,
         # A provider quota, enforced by the server across every worker of the queue.
-        max_task_queue_activities_per_second=_env_number("COUNCIL_MAX_CALLS_PER_SECOND", float),
+        max_task_queue_activities_per_second=calls_per_second,
+        # Eager activities (where the server allows them) skip the task queue, and with it
+        # the server's rate limit: only without a limit.
+        disable_eager_activity_execution=calls_per_second is not None,
         graceful_shutdown_timeout=timedelta(seconds=5),
         # After a crash, the dead worker's sticky queue holds the next workflow task
         # until this passes (SDK default 10 s); then any worker takes it from history.

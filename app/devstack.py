@@ -122,6 +122,9 @@ def wait_for(check, what: str, process: Process | None = None, timeout: float = 
     raise RuntimeError(f"{what}: not ready after {timeout:.0f} s")
 
 
+EAGER_ACTIVITIES = "system.enableActivityEagerExecution"
+
+
 def start_temporal(
     db_file: Path | None,
     port: int = 7233,
@@ -139,6 +142,9 @@ def start_temporal(
         "--ip", "127.0.0.1",
         "--port", str(port),
         "--log-level", "warn",
+        # The worker that completes a workflow task starts the activities it schedules
+        # itself, without a poll round trip: about 20 ms less per stage.
+        "--dynamic-config-value", f"{EAGER_ACTIVITIES}=true",
     ]
     for namespace in namespaces:
         command += ["--namespace", namespace]

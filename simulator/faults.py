@@ -27,7 +27,7 @@ class FaultSpec(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
     latency: float | tuple[float, float] | None = Field(
-        default=None, description="seconds before the reply: fixed, or [min, max] drawn uniformly"
+        default=None, description="seconds the call takes (a stream is paced over them): fixed, or [min, max]"
     )
     errors: dict[int, Probability] = Field(
         default_factory=dict, description="HTTP status -> probability, e.g. {500: 0.2, 429: 0.1}"

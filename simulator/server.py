@@ -43,6 +43,7 @@ SSE_HEADERS = [
 ]
 FILLER = " (simulated filler to make this reply large)"
 _WAIT_STEP = 0.25
+FIRST_TOKEN_SHARE = 0.5
 
 
 class Simulator:
@@ -116,8 +117,11 @@ class _Exchange:
         entry: LogEntry,
         plan: Plan,
         payload: dict[str, Any],
+        arrived: float,
     ) -> None:
         self.sim = sim
+        # The latency counts from the request's arrival, the simulator's own work included.
+        self.ends_at = arrived + plan.latency
         self.send = send
         self.client = client
         self.entry = entry
@@ -152,7 +156,7 @@ class _Exchange:
             return
         # A streamed reply waits inside the stream, with keep-alives; the rest wait here.
         waits_here = not self.stream or plan.fault == "error"
-        if waits_here and plan.latency and await self.wait(plan.latency):
+        if waits_here and plan.latency and await self.wait(self.time_left()):
             self.finish("disconnected")
             return
         if plan.fault == "error":
@@ -163,6 +167,9 @@ class _Exchange:
             await self.send_stream(content, finish_reason)
         else:
             await self.send_json(content, finish_reason)
+
+    def time_left(self) -> float:
+        return max(0.0, self.ends_at - asyncio.get_running_loop().time())
 
     def content(self) -> tuple[str, str]:
         if self.plan.fault == "empty":
@@ -235,10 +242,15 @@ class _Exchange:
     async def send_stream(self, content: str, finish_reason: str) -> None:
         await self.start(200, SSE_HEADERS)
         await self.body(b": SIMULATOR PROCESSING\n\n")
-        if await self.keepalive(self.plan.latency):
+        # Like a real model, the reply streams over the call's latency: the first token
+        # comes after a share of it, the rest are paced to end when the latency is up.
+        loop = asyncio.get_running_loop()
+        ends_at = self.ends_at
+        if await self.keepalive(self.time_left() - self.plan.latency * (1 - FIRST_TOKEN_SHARE)):
             self.finish("disconnected", 200)
             return
         parts = wire.pieces(content, self.sim.config.chunk_chars)
+        pace = max(0.0, ends_at - loop.time()) / max(len(parts), 1)
         fault = self.plan.fault
         if fault == "truncate":
             parts = parts[: max(1, len(parts) // 2)]
@@ -258,7 +270,8 @@ class _Exchange:
                 await self.body(wire.sse("[DONE]"), more=False)
                 return
             await self.body(wire.sse(chunk({"content": part})))
-            await asyncio.sleep(0)
+            # Sleep to the next chunk's time (never drifting past the end), or just yield.
+            await asyncio.sleep(max(0.0, ends_at - pace * (len(parts) - i - 1) - loop.time()))
         if fault == "truncate":
             self.finish("truncated", 200)
             raise _DropConnection
@@ -301,6 +314,7 @@ class ChatCompletions:
         self.sim = sim
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        arrived = asyncio.get_running_loop().time()
         request = Request(scope, receive)
         try:
             payload = json.loads(await request.body())
@@ -333,7 +347,7 @@ class ChatCompletions:
         entry.fault = plan.fault if plan.fault != "error" else f"error {plan.status}"
         client = _ClientWatch(receive)
         try:
-            await _Exchange(self.sim, send, client, entry, plan, payload).run()
+            await _Exchange(self.sim, send, client, entry, plan, payload, arrived).run()
         except _DropConnection:
             raise
         except (OSError, asyncio.CancelledError):
