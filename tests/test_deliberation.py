@@ -103,6 +103,16 @@ async def test_max_rounds_reached(council: Council) -> None:
     assert len(record.rounds[0].reviews) == 4
 
 
+async def test_convergence_when_no_answer_changes(council: Council) -> None:
+    # sim/mule never takes up a critique; sim/atlas is only praised: nothing changes.
+    record = await council.run(models=["sim/atlas", "sim/mule"], quality_threshold=5, max_rounds=3)
+    assert record.iteration["terminated_reason"] == "models_converged"
+    [round_one] = record.rounds
+    assert round_one.models_that_changed == []
+    assert sorted(round_one.models_unchanged) == ["sim/atlas", "sim/mule"]
+    assert min(record.iteration["final_scores"].values()) < 5
+
+
 async def test_token_budget_stops_refinement(council: Council) -> None:
     record = await council.run(quality_threshold=5, token_budget=500)
     assert record.iteration["terminated_reason"] == "context_limit_reached"
