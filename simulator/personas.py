@@ -10,7 +10,6 @@ one of the four maps to one of them by a hash of the name.
 from __future__ import annotations
 
 import hashlib
-import json
 from dataclasses import dataclass
 
 from council.calls import Stage
@@ -25,6 +24,7 @@ from simulator.quality import (
     requested_gaps,
     topic_of,
 )
+from simulator import wire
 from simulator.reading import Critique, Prompt
 
 SYNTHESIS_LABEL = "(Simulated council synthesis)"
@@ -373,12 +373,7 @@ def refinement_reply(persona: Persona, prompt: Prompt) -> str:
         "changed_from_original": result.changed,
         "improvement_explanation": explanation,
     }
-    text = json.dumps(data, indent=2, ensure_ascii=False)
-    if persona.refine_format == "fenced":
-        return f"```json\n{text}\n```"
-    if persona.refine_format == "preamble":
-        return f"Here is my refined answer, addressing the peer feedback:\n\n{text}"
-    return text
+    return wire.refinement_text(persona.refine_format, data)
 
 
 # ---- stage 3 -------------------------------------------------------------------------

@@ -28,7 +28,6 @@ from __future__ import annotations
 
 import functools
 import hashlib
-import json
 import os
 import re
 from dataclasses import dataclass
@@ -41,6 +40,7 @@ from evaluation.answers import DEFAULT_LETTERS, Answer, format_number, normalize
 from evaluation.dataset import DatasetError, Problem, load_dataset
 from evaluation.judge import read_judge_prompt
 from simulator.quality import SIMULATED_MARK
+from simulator import wire
 from simulator.reading import Critique, Prompt
 
 DATASETS = Path(__file__).resolve().parents[1] / "datasets"
@@ -376,12 +376,7 @@ def _refinement_reply(
         "changed_from_original": changed,
         "improvement_explanation": explanation,
     }
-    text = json.dumps(data, indent=2, ensure_ascii=False)
-    if persona.refine_format == "fenced":
-        return f"```json\n{text}\n```"
-    if persona.refine_format == "preamble":
-        return f"Here is my refined answer, addressing the peer feedback:\n\n{text}"
-    return text
+    return wire.refinement_text(persona.refine_format, data)
 
 
 def synthesis(persona: PersonaLike, problem: Problem, prompt: Prompt) -> str:

@@ -12,6 +12,16 @@ OWNER = "council-simulator"
 SIMULATED_HEADER = (b"x-council-simulator", b"simulated")
 
 
+def refinement_text(refine_format: str, data: dict[str, Any]) -> str:
+    """A structured refinement (seed 001's fields) in one of the forms models use."""
+    text = json.dumps(data, indent=2, ensure_ascii=False)
+    if refine_format == "fenced":
+        return f"```json\n{text}\n```"
+    if refine_format == "preamble":
+        return f"Here is my refined answer, addressing the peer feedback:\n\n{text}"
+    return text
+
+
 def tokens(text: str) -> int:
     return math.ceil(len(text) / 4)
 
