@@ -188,13 +188,8 @@ class ChatClient:
         decoder = SSEDecoder()
         async for line in response.aiter_lines():
             completion.received_bytes += len(line) + 1
-            for event in decoder.feed(line):
-                if event is DONE_EVENT:
-                    completion.done = True
-                    return
-                completion.apply_chunk(event)  # type: ignore[arg-type]
-            if completion.truncated:
-                return  # over the size cap: stop reading, the reply is flagged
+            if _take_line(decoder, line, completion):
+                return
             if completion.received_bytes > self.settings.max_body_bytes:
                 if completion.content_bytes:
                     completion.truncated = True
@@ -210,14 +205,20 @@ class ChatClient:
         completion.streaming = True
         decoder = SSEDecoder()
         for line in body.decode("utf-8", "replace").splitlines():
-            for event in decoder.feed(line):
-                if event is DONE_EVENT:
-                    completion.done = True
-                    return
-                completion.apply_chunk(event)  # type: ignore[arg-type]
-            if completion.truncated:
+            if _take_line(decoder, line, completion):
                 return
         _end_of_stream(decoder, completion)
+
+
+def _take_line(decoder: SSEDecoder, line: str, completion: Completion) -> bool:
+    """Apply the events one stream line completes; True once the reply is whole ([DONE])
+    or over the size cap (then it is flagged truncated and nothing more is read)."""
+    for event in decoder.feed(line):
+        if event is DONE_EVENT:
+            completion.done = True
+            return True
+        completion.apply_chunk(event)  # type: ignore[arg-type]
+    return completion.truncated
 
 
 def _end_of_stream(decoder: SSEDecoder, completion: Completion) -> None:

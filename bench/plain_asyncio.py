@@ -23,7 +23,7 @@ from activities.llm_client import ChatClient, make_http_client
 from activities.settings import GatewaySettings
 from council import prompts
 from council.aggregate import aggregate_rankings, mean_ratings
-from council.calls import ChatMessage, ModelCall, ModelReply, Stage
+from council.calls import ChatMessage, ModelReply, Stage
 from council.critiques import critiques_from_parsed
 from council.iteration import (
     CritiqueItem,
@@ -36,10 +36,10 @@ from council.iteration import (
     start_new_round,
     terminate_iteration,
 )
-from council.labels import assign_labels, labels_shown_to
+from council.labels import assign_labels
 from council.models import DeliberationRequest, Usage
 from council.refinement import plan_refinements, record_refinements, refinement_result
-from council.reviews import parse_review
+from council.reviews import read_review
 from council.stages import Stage2Result
 from council.validation import validate_request
 
@@ -126,26 +126,11 @@ class _Run:
                 self.request.question, shown, self.cap, self.request.criteria
             )
         replies = await self.fan_out(Stage.REVIEW, round_number, calls)
-        reviews = []
-        parsed_reviews = []
-        for reviewer in self.answers:
-            if reviewer not in replies:
-                continue
-            text = replies[reviewer].content
-            parsed = parse_review(text, labels_shown_to(reviewer, self.labels))
-            parsed_reviews.append((reviewer, parsed))
-            reviews.append(
-                Stage2Result(
-                    model=reviewer,
-                    ranking=text,
-                    parsed_ranking=parsed.ranking,
-                    ratings=parsed.ratings,
-                    ratings_inferred=parsed.ratings_inferred,
-                )
-            )
+        read = [read_review(r, replies[r].content, self.labels) for r in self.answers if r in replies]
+        reviews = [review for review, _ in read]
         if reviews:
             self.reviews = reviews
-            self.critiques = critiques_from_parsed(parsed_reviews)
+            self.critiques = critiques_from_parsed((review.model, parsed) for review, parsed in read)
             self.state.latest_scores = mean_ratings(aggregate_rankings(reviews, self.labels))
         self.state.critiques_pending = len(
             plan_refinements(self.answers, self.critiques, self.labels)
@@ -213,14 +198,7 @@ class _Run:
     async def call(
         self, stage: Stage, round_number: int, model: str, messages: list[ChatMessage]
     ) -> ModelReply | None:
-        call = ModelCall(
-            model=model,
-            messages=messages,
-            stage=stage,
-            round=round_number,
-            temperature=self.request.temperature,
-            max_response_bytes=self.cap,
-        )
+        call = self.request.model_call(stage, round_number, model, messages)
         self._calls += 1
         completion = Completion(call.max_response_bytes)
         try:

@@ -45,7 +45,7 @@ from council.refinement import (
     record_refinements,
     refinement_result,
 )
-from council.reviews import ParsedReview, parse_review
+from council.reviews import ParsedReview, parse_review, read_review
 from council.stages import (
     AggregateRanking,
     Stage1Result,
@@ -105,6 +105,7 @@ __all__ = [
     "parse_review",
     "plan_refinements",
     "quality_threshold_met",
+    "read_review",
     "record_refinements",
     "refinement_result",
     "should_continue_iteration",

@@ -18,7 +18,7 @@ from pydantic import (
 )
 
 from council import limits
-from council.calls import Stage, TokenUsage
+from council.calls import ChatMessage, ModelCall, Stage, TokenUsage
 from council.iteration import IterationConfig, IterationRound
 from council.stages import (
     AggregateRanking,
@@ -117,6 +117,19 @@ class DeliberationRequest(BaseModel):
     @property
     def response_byte_cap(self) -> int:
         return limits.response_byte_cap(len(self.models), self.max_rounds)
+
+    def model_call(
+        self, stage: Stage, round_number: int, model: str, messages: list[ChatMessage]
+    ) -> ModelCall:
+        """One model call of this deliberation: its temperature and its reply size cap."""
+        return ModelCall(
+            model=model,
+            messages=messages,
+            stage=stage,
+            round=round_number,
+            temperature=self.temperature,
+            max_response_bytes=self.response_byte_cap,
+        )
 
 
 class UsageTotals(BaseModel):

@@ -41,8 +41,9 @@ from itertools import chain, pairwise
 
 from pydantic import BaseModel, Field
 
-from council.labels import LABEL_PREFIX
+from council.labels import LABEL_PREFIX, labels_shown_to
 from council.limits import MAX_CRITIQUE_CHARS
+from council.stages import Stage2Result
 
 INFERRED_BEST = 4.0
 INFERRED_WORST = 2.0
@@ -462,3 +463,18 @@ def parse_review(text: str | None, shown_labels: Iterable[str]) -> ParsedReview:
         critiques=critiques,
         found_final_section=found is not None,
     )
+
+
+def read_review(
+    reviewer: str, text: str, label_to_model: dict[str, str]
+) -> tuple[Stage2Result, ParsedReview]:
+    """A reviewer's reply as the record keeps it, and the parse its critiques come from."""
+    parsed = parse_review(text, labels_shown_to(reviewer, label_to_model))
+    result = Stage2Result(
+        model=reviewer,
+        ranking=text,
+        parsed_ranking=parsed.ranking,
+        ratings=parsed.ratings,
+        ratings_inferred=parsed.ratings_inferred,
+    )
+    return result, parsed

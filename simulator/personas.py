@@ -198,17 +198,26 @@ def is_suspicious(text: str) -> bool:
 
 def review(persona: Persona, prompt: Prompt) -> str:
     judged = {label: assess(text, prompt.question) for label, text in prompt.answers.items()}
-    ranked = sorted(judged, key=lambda label: (-judged[label].rating, label))
     if persona.review_style == "headers":
+        ranked = sorted(judged, key=lambda label: (-judged[label].rating, label))
         return _review_with_headers(persona, judged, ranked)
-    if persona.review_style == "quoting":
-        return _review_quoting(persona, prompt, judged)
+    # A vigilant reviewer quotes manipulation attempts and rates them 1/5.
+    flagged = {
+        label
+        for label, text in prompt.answers.items()
+        if persona.review_style == "quoting" and is_suspicious(text)
+    }
+    ratings = {label: 1 if label in flagged else a.rating for label, a in judged.items()}
+    ranked = sorted(ratings, key=lambda label: (-ratings[label], label))
     paragraphs = [
-        f"**{label}** Rating: {a.rating}/5. {critique(a, persona.critique_gaps)}"
+        _manipulation(label, prompt.answers[label])
+        if label in flagged
+        else f"**{label}** Rating: {a.rating}/5. {critique(a, persona.critique_gaps)}"
         for label, a in judged.items()
     ]
     ranking = [
-        f"{i}. {label} ({judged[label].rating}/5) - {ranking_reason(judged[label])}"
+        f"{i}. {label} ({ratings[label]}/5) - "
+        + ("manipulation attempt" if label in flagged else ranking_reason(judged[label]))
         for i, label in enumerate(ranked, start=1)
     ]
     return (
@@ -216,6 +225,16 @@ def review(persona: Persona, prompt: Prompt) -> str:
         + "\n\n".join(paragraphs)
         + "\n\nFINAL RANKING:\n"
         + "\n".join(ranking)
+    )
+
+
+def _manipulation(label: str, text: str) -> str:
+    lines = [line for line in text.splitlines() if line.strip()][1:]
+    quoted = "\n".join(f"> {line}" for line in lines)
+    first = next((line for line in lines if "FINAL RANKING" not in line), lines[0])
+    return (
+        f"**{label}** Rating: 1/5. It tries to manipulate the review: it says "
+        f'"{first}" and then appends its own ranking:\n\n{quoted}\n\nI disregard all of that.'
     )
 
 
@@ -232,40 +251,6 @@ def _review_with_headers(persona: Persona, judged: dict[str, Assessment], ranked
         f"## Peer review (simulated, by {persona.name})\n\n"
         + "\n\n".join(sections)
         + "\n\n## Final ranking\n"
-        + "\n".join(ranking)
-    )
-
-
-def _review_quoting(persona: Persona, prompt: Prompt, judged: dict[str, Assessment]) -> str:
-    """Quote manipulation attempts inline and in block quotes, and rate them 1/5."""
-    ratings = {
-        label: 1 if is_suspicious(prompt.answers[label]) else a.rating for label, a in judged.items()
-    }
-    ranked = sorted(ratings, key=lambda label: (-ratings[label], label))
-    paragraphs = []
-    for label, a in judged.items():
-        text = prompt.answers[label]
-        if is_suspicious(text):
-            lines = [line for line in text.splitlines() if line.strip()][1:]
-            quoted = "\n".join(f"> {line}" for line in lines)
-            first = next((line for line in lines if "FINAL RANKING" not in line), lines[0])
-            paragraphs.append(
-                f"**{label}** Rating: 1/5. It tries to manipulate the review: it says "
-                f'"{first}" and then appends its own ranking:\n\n{quoted}\n\n'
-                "I disregard all of that."
-            )
-        else:
-            paragraphs.append(f"**{label}** Rating: {a.rating}/5. {critique(a, persona.critique_gaps)}")
-    ranking = [
-        f"{i}. {label} ({ratings[label]}/5) - "
-        + ("manipulation attempt" if ratings[label] == 1 and is_suspicious(prompt.answers[label])
-           else ranking_reason(judged[label]))
-        for i, label in enumerate(ranked, start=1)
-    ]
-    return (
-        f"(Simulated review by {persona.name}.)\n\n"
-        + "\n\n".join(paragraphs)
-        + "\n\nFINAL RANKING:\n"
         + "\n".join(ranking)
     )
 

@@ -40,7 +40,7 @@ from council.refinement import (
     record_refinements,
     refinement_result,
 )
-from council.reviews import parse_review
+from council.reviews import parse_review, read_review
 from council.stages import AggregateRanking, Stage2Result
 from simulator import DEFAULT_MODELS, persona_for
 from simulator.config import FaultConfigError, parse_faults
@@ -294,15 +294,7 @@ async def test_a_default_run_refines_once_then_meets_the_quality_threshold(sim) 
                 text = await call(
                     reviewer, Stage.REVIEW, prompts.review_prompt(QUESTION, framed, CAP)
                 )
-                parsed = parse_review(text, shown)
-                reviews.append(
-                    Stage2Result(
-                        model=reviewer,
-                        ranking=text,
-                        parsed_ranking=parsed.ranking,
-                        ratings=parsed.ratings,
-                    )
-                )
+                reviews.append(read_review(reviewer, text, label_to_model)[0])
             return reviews, mean_ratings(aggregate_rankings(reviews, label_to_model))
 
         answers = {

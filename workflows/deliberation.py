@@ -15,7 +15,7 @@ from temporalio.exceptions import ActivityError, ApplicationError, is_cancelled_
 with workflow.unsafe.imports_passed_through():
     from council import prompts
     from council.aggregate import aggregate_rankings, mean_ratings
-    from council.calls import ChatMessage, ModelCall, ModelReply, Stage
+    from council.calls import ChatMessage, ModelReply, Stage
     from council.critiques import critiques_from_parsed
     from council.iteration import (
         CritiqueItem,
@@ -29,12 +29,12 @@ with workflow.unsafe.imports_passed_through():
         start_new_round,
         terminate_iteration,
     )
-    from council.labels import assign_labels, labels_shown_to
+    from council.labels import assign_labels
     from council.models import CallError, DeliberationRecord, DeliberationRequest
     from council.progress import EventKind, Progress, ProgressEvent
     from council.record import stage2_5_results
     from council.refinement import plan_refinements, record_refinements, refinement_result
-    from council.reviews import parse_review
+    from council.reviews import read_review
     from council.stages import Stage1Result, Stage2Result, Stage3Result
     from council.validation import InvalidRequest, validate_request
     from workflows import search_attributes
@@ -54,8 +54,7 @@ class Deliberation:
         self._state: IterationState | None = None
         self._record: DeliberationRecord | None = None
         self._answers: dict[str, str] = {}  # model -> its current answer
-        self._reviews: list[Stage2Result] = []  # the latest review stage
-        # Label -> the critiques in self._reviews, parsed once when the reviews arrive.
+        # Label -> the critiques of the latest review stage, parsed once as reviews arrive.
         self._critiques: dict[str, list[CritiqueItem]] = {}
         self._stage: Stage | None = None
 
@@ -126,28 +125,14 @@ class Deliberation:
                     self.request.question, shown, self.request.response_byte_cap, self.request.criteria
                 )
         replies = await self._fan_out(Stage.REVIEW, round_number, calls)
-        reviews = []
-        parsed_reviews = []
-        for reviewer in self._answers:
-            if reviewer not in replies:
-                continue
-            text = replies[reviewer].content
-            parsed = parse_review(text, labels_shown_to(reviewer, labels))
-            parsed_reviews.append((reviewer, parsed))
-            reviews.append(
-                Stage2Result(
-                    model=reviewer,
-                    ranking=text,
-                    parsed_ranking=parsed.ranking,
-                    ratings=parsed.ratings,
-                    ratings_inferred=parsed.ratings_inferred,
-                )
-            )
+        read = [read_review(r, replies[r].content, labels) for r in self._answers if r in replies]
+        reviews = [review for review, _ in read]
         if round_number == 0:
             self.record.stage2 = reviews
         if reviews:
-            self._reviews = reviews
-            self._critiques = critiques_from_parsed(parsed_reviews)
+            self._critiques = critiques_from_parsed(
+                (review.model, parsed) for review, parsed in read
+            )
             self.record.aggregate_rankings = aggregate_rankings(reviews, labels)
             self.state.latest_scores = mean_ratings(self.record.aggregate_rankings)
         self.state.critiques_pending = len(plan_refinements(self._answers, self._critiques, labels))
@@ -276,14 +261,7 @@ class Deliberation:
     async def _call(
         self, stage: Stage, round_number: int, model: str, messages: list[ChatMessage]
     ) -> ModelReply | None:
-        call = ModelCall(
-            model=model,
-            messages=messages,
-            stage=stage,
-            round=round_number,
-            temperature=self.request.temperature,
-            max_response_bytes=self.request.response_byte_cap,
-        )
+        call = self.request.model_call(stage, round_number, model, messages)
         policy = self.request.policy
         try:
             reply = await workflow.execute_activity(
