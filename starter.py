@@ -27,7 +27,12 @@ from rich.console import Console
 
 from app import connection
 from app.render import event_line, record_markdown
-from council.iteration import DEFAULT_MAX_ROUNDS, DEFAULT_QUALITY_THRESHOLD, DEFAULT_TOKEN_BUDGET
+from council.iteration import (
+    DEFAULT_MAX_ROUNDS,
+    DEFAULT_MIN_ROUNDS,
+    DEFAULT_QUALITY_THRESHOLD,
+    DEFAULT_TOKEN_BUDGET,
+)
 from council.models import DeliberationRecord, DeliberationRequest
 from council.progress import Progress
 from council.validation import InvalidRequest, validate_request
@@ -46,8 +51,10 @@ FLAGS = {
     "models": "--model",
     "chairman": "--chairman",
     "max_rounds": "--max-rounds",
+    "min_rounds": "--min-rounds",
     "quality_threshold": "--quality-threshold",
     "token_budget": "--token-budget",
+    "max_cost_usd": "--max-cost",
     "temperature": "--temperature",
     "policy.call_timeout_seconds": "--call-timeout",
     "policy.heartbeat_timeout_seconds": "--heartbeat-timeout",
@@ -85,10 +92,13 @@ def build_request(args: argparse.Namespace) -> DeliberationRequest:
         "question": args.question,
         "models": args.model or default_models(),
         "max_rounds": args.max_rounds,
+        "min_rounds": args.min_rounds,
         "quality_threshold": args.quality_threshold,
         "token_budget": args.token_budget,
         "stop_on_convergence": not args.no_convergence_stop,
     }
+    if args.max_cost is not None:
+        data["max_cost_usd"] = args.max_cost
     chairman = args.chairman or os.environ.get("COUNCIL_CHAIRMAN")
     if chairman:
         data["chairman"] = chairman
@@ -119,11 +129,12 @@ def build_request(args: argparse.Namespace) -> DeliberationRequest:
 
 
 def _details(request: DeliberationRequest) -> str:
+    cost = f" · **cost budget:** ${request.max_cost_usd:g}" if request.max_cost_usd else ""
     return (
         f"**Models:** {', '.join(request.models)}  \n"
         f"**Chairman:** {request.chairman}  \n"
-        f"**Max rounds:** {request.max_rounds} · **quality threshold:** {request.quality_threshold:g}/5"
-        f" · **token budget:** {request.token_budget:,}"
+        f"**Rounds:** {request.min_rounds} to {request.max_rounds} · **quality threshold:** "
+        f"{request.quality_threshold:g}/5 · **token budget:** {request.token_budget:,}{cost}"
     )
 
 
@@ -179,7 +190,7 @@ async def print_outcome(handle: Any, as_json: bool) -> int:
         reason = record.iteration.get("terminated_reason")
         err.print(
             f"\nended: {reason} · {record.usage.total_tokens:,} tokens in {record.usage.calls} calls"
-            f" · full record: python starter.py show {record.id}",
+            f" · {record.usage.cost_line()} · full record: python starter.py show {record.id}",
             markup=False,
         )
     return 0
@@ -303,8 +314,24 @@ def council_options(command: argparse.ArgumentParser) -> None:
     command.add_argument("--model", action="append", help="a council model (repeat; 2 to 12)")
     command.add_argument("--chairman", help="the model that writes the synthesis")
     command.add_argument("--max-rounds", type=int, default=DEFAULT_MAX_ROUNDS)
-    command.add_argument("--quality-threshold", type=float, default=DEFAULT_QUALITY_THRESHOLD)
+    command.add_argument(
+        "--min-rounds",
+        type=int,
+        default=DEFAULT_MIN_ROUNDS,
+        help="refinement rounds that run whatever the ratings (0: only while a rating is low)",
+    )
+    command.add_argument(
+        "--quality-threshold",
+        type=float,
+        default=DEFAULT_QUALITY_THRESHOLD,
+        help="another round runs while any peer rating (1-5) is below this",
+    )
     command.add_argument("--token-budget", type=int, default=DEFAULT_TOKEN_BUDGET)
+    command.add_argument(
+        "--max-cost",
+        type=float,
+        help="USD, as the provider reports it: the loop ends past 90%% of it",
+    )
     command.add_argument("--no-convergence-stop", action="store_true", help="keep refining when nothing changed")
     command.add_argument("--criterion", action="append", help='evaluation criterion "name[:description]" (repeat)')
     command.add_argument("--temperature", type=float)

@@ -8,12 +8,9 @@ from council.progress import EventKind, ProgressEvent
 
 
 def _where(event: ProgressEvent) -> str:
-    parts = []
     if event.stage is not None:
-        parts.append(event.stage.title)
-    if event.round:
-        parts.append(f"round {event.round}")
-    return " · ".join(parts)
+        return event.stage.place(event.round or 0)
+    return f"round {event.round}" if event.round else ""
 
 
 def event_line(event: ProgressEvent) -> str:
@@ -26,11 +23,13 @@ def event_line(event: ProgressEvent) -> str:
     if kind == EventKind.STAGE_COMPLETE:
         return f"■ {where}: {event.message or 'done'}"
     if kind == EventKind.ROUND_START:
-        return f"↻ refinement {event.message}"
+        return f"↻ {event.message}"
     if kind == EventKind.ROUND_COMPLETE:
-        scores = event.data.get("scores", {})
-        shown = ", ".join(f"{m} {s:.1f}" for m, s in scores.items())
-        return f"✓ round {event.round} complete: {event.message}" + (f" · ratings {shown}" if shown else "")
+        return _round_complete(event)
+    if kind == EventKind.MODEL_REFINED:
+        return _refined(event)
+    if kind == EventKind.NOTICE:
+        return f"  ! {event.message}"
     if kind == EventKind.MODEL_COMPLETE:
         data = event.data
         extra = " (truncated at the size cap)" if data.get("truncated") else ""
@@ -53,17 +52,49 @@ def event_line(event: ProgressEvent) -> str:
     return f"{kind.value} {where} {event.message}".strip()
 
 
+def _round_complete(event: ProgressEvent) -> str:
+    data = event.data
+    head = (
+        f"✓ {event.message}" if not event.round else f"✓ round {event.round} complete: {event.message}"
+    )
+    scores = data.get("scores", {})
+    lowest = data.get("lowest", {})
+    if scores:
+        head += " · mean ratings " + ", ".join(f"{m} {s:.1f}" for m, s in scores.items())
+    if lowest:
+        low = min(lowest.values())
+        threshold = data.get("threshold")
+        gate = "" if threshold is None else (" (below the threshold)" if low < threshold else "")
+        head += f" · lowest rating {low:g}{gate}"
+    return head
+
+
+def _refined(event: ProgressEvent) -> str:
+    data = event.data
+    if data.get("failed"):
+        return f"  ↳ {event.model} kept its previous answer: {event.message}"
+    verdict = "changed its answer" if data.get("changed") else "kept its answer"
+    parts = [f"  ↳ {event.model} {verdict}: {event.message}"]
+    if data.get("accepted") or data.get("rejected"):
+        parts.append(f"accepted {data.get('accepted', 0)}, rejected {data.get('rejected', 0)} critique(s)")
+    else:
+        parts.append(f"{data.get('critiques', 0)} critique(s)")
+    if data.get("confidence") is not None:
+        parts.append(f"confidence {data['confidence']:.2f}")
+    return " · ".join(parts)
+
+
 def _fmt(value: float | None, pattern: str = "{:.2f}") -> str:
     return "-" if value is None else pattern.format(value)
 
 
 def _usage_line(record: DeliberationRecord) -> str:
     usage = record.usage
-    cost = f" · cost ${usage.cost_usd:.4f}" if usage.cost_usd is not None else ""
     estimated = f" ({usage.estimated_calls} estimated)" if usage.estimated_calls else ""
     return (
         f"{usage.total_tokens:,} tokens ({usage.prompt_tokens:,} prompt, "
-        f"{usage.completion_tokens:,} completion) in {usage.calls} calls{estimated}{cost}"
+        f"{usage.completion_tokens:,} completion) in {usage.calls} calls{estimated}"
+        f" · {usage.cost_line()}"
     )
 
 
@@ -92,17 +123,17 @@ def record_markdown(record: DeliberationRecord) -> str:
     out += [
         "## Council",
         "",
-        "| model | label | mean peer rating | average rank | rated by |",
-        "| --- | --- | --- | --- | --- |",
+        "| model | label | mean peer rating | lowest rating | average rank | rated by |",
+        "| --- | --- | --- | --- | --- | --- |",
     ]
     for entry in record.aggregate_rankings:
         out.append(
             f"| {entry.model} | {entry.label} | {_fmt(entry.mean_rating)} | "
-            f"{_fmt(entry.average_rank)} | {entry.ratings_count} |"
+            f"{_fmt(entry.lowest_rating, '{:g}')} | {_fmt(entry.average_rank)} | {entry.ratings_count} |"
         )
     for model in record.models:
         if model not in labels:
-            out.append(f"| {model} | dropped | - | - | 0 |")
+            out.append(f"| {model} | dropped | - | - | - | 0 |")
     out.append("")
 
     out += ["## Stage 1: answers", ""]
@@ -113,10 +144,11 @@ def record_markdown(record: DeliberationRecord) -> str:
     for review in record.stage2:
         ratings = ", ".join(f"{label} {rating:g}" for label, rating in review.ratings.items())
         inferred = " (inferred from the ranking)" if review.ratings_inferred else ""
+        shown = f" · shown in the order {', '.join(review.presented_order)}" if review.presented_order else ""
         out += [
             f"### Review by {review.model}",
             "",
-            f"Ranking: {' > '.join(review.parsed_ranking) or '-'} · ratings: {ratings or '-'}{inferred}",
+            f"Ranking: {' > '.join(review.parsed_ranking) or '-'} · ratings: {ratings or '-'}{inferred}{shown}",
             "",
             review.ranking,
             "",
@@ -145,9 +177,11 @@ def record_markdown(record: DeliberationRecord) -> str:
                 + (f" · accepted {len(refinement.critiques_accepted)}" if refinement.critiques_accepted else "")
                 + (f" · rejected {len(refinement.critiques_rejected)}" if refinement.critiques_rejected else ""),
                 "",
-                refinement.refined_response,
-                "",
             ]
+            if refinement.reasoning_steps:
+                out += [f"{i}. {step}" for i, step in enumerate(refinement.reasoning_steps, start=1)]
+                out.append("")
+            out += [refinement.refined_response, ""]
         if round_data.reviews:
             out.append("Ratings after the round: " + "; ".join(
                 f"{r.model}: " + ", ".join(f"{label} {v:g}" for label, v in r.ratings.items())
@@ -158,7 +192,7 @@ def record_markdown(record: DeliberationRecord) -> str:
     if record.errors:
         out += ["## Failed calls", ""]
         out += [
-            f"- {Stage(e.stage).title}, round {e.round}: {e.describe()}" for e in record.errors
+            f"- {Stage(e.stage).place(e.round)}: {e.describe()}" for e in record.errors
         ]
         out.append("")
     return "\n".join(out)

@@ -22,7 +22,7 @@ from activities.errors import CallFailure
 from activities.llm_client import ChatClient, make_http_client
 from activities.settings import GatewaySettings
 from council import prompts
-from council.aggregate import aggregate_rankings, mean_ratings
+from council.aggregate import aggregate_rankings
 from council.calls import ChatMessage, ModelReply, Stage
 from council.critiques import critiques_from_parsed
 from council.iteration import (
@@ -31,12 +31,14 @@ from council.iteration import (
     TerminationReason,
     charge_tokens,
     complete_round,
+    end_if_all_failed,
     initialize_iteration_state,
+    note_review,
     should_continue_iteration,
     start_new_round,
     terminate_iteration,
 )
-from council.labels import assign_labels
+from council.labels import assign_labels, presentation_orders
 from council.models import DeliberationRequest, Usage
 from council.refinement import plan_refinements, record_refinements, refinement_result
 from council.reviews import read_review
@@ -100,6 +102,7 @@ class _Run:
         if len(self.answers) < 2:
             raise RuntimeError(f"fewer than two models answered: {self.failures}")
         self.labels = assign_labels(list(self.answers), rng)
+        self.rng = rng
         await self.review(0)
         charge_tokens(self.state, self.usage.total_tokens)
         while True:
@@ -119,22 +122,24 @@ class _Run:
         )
 
     async def review(self, round_number: int) -> list[Stage2Result]:
-        calls = {}
-        for reviewer in self.answers:
-            shown = {label: self.answers[m] for label, m in self.labels.items() if m != reviewer}
-            calls[reviewer] = prompts.review_prompt(
-                self.request.question, shown, self.cap, self.request.criteria
-            )
+        orders = presentation_orders(self.labels, self.rng)
+        calls = prompts.review_prompts(
+            self.request.question, self.answers, self.labels, orders, self.cap, self.request.criteria
+        )
         replies = await self.fan_out(Stage.REVIEW, round_number, calls)
-        read = [read_review(r, replies[r].content, self.labels) for r in self.answers if r in replies]
+        read = [
+            read_review(r, replies[r].content, self.labels, orders[r])
+            for r in self.answers
+            if r in replies
+        ]
         reviews = [review for review, _ in read]
         if reviews:
             self.reviews = reviews
             self.critiques = critiques_from_parsed((review.model, parsed) for review, parsed in read)
-            self.state.latest_scores = mean_ratings(aggregate_rankings(reviews, self.labels))
-        self.state.critiques_pending = len(
-            plan_refinements(self.answers, self.critiques, self.labels)
-        )
+        rankings = aggregate_rankings(reviews, self.labels) if reviews else []
+        pending = plan_refinements(self.answers, self.critiques, self.labels)
+        note_review(self.state, rankings, len(pending))
+        end_if_all_failed(self.state, [model in replies for model in calls])
         return reviews
 
     async def refinement_round(self) -> None:
@@ -166,7 +171,8 @@ class _Run:
             for task in tasks
         ]
         self.answers = record_refinements(round_data, self.answers, results)
-        round_data.reviews = await self.review(n)
+        if not end_if_all_failed(self.state, [r.error is None for r in results]):
+            round_data.reviews = await self.review(n)
         complete_round(self.state, round_data, self.usage.total_tokens - tokens_before, _now())
 
     async def synthesize(self) -> str:
@@ -218,4 +224,5 @@ class _Run:
             truncated=completion.truncated,
         )
         self.usage.record(model, stage, reply.usage)
+        self.state.cost_usd = self.usage.cost_usd
         return reply

@@ -38,6 +38,7 @@ def aggregate_rankings(
             label=label,
             average_rank=round(fmean(positions[label]), 2) if positions[label] else None,
             mean_rating=round(fmean(ratings[label]), 2) if ratings[label] else None,
+            lowest_rating=min(ratings[label]) if ratings[label] else None,
             rankings_count=len(positions[label]),
             ratings_count=len(ratings[label]),
         )
@@ -56,3 +57,8 @@ def aggregate_rankings(
 def mean_ratings(rankings: Sequence[AggregateRanking]) -> dict[str, float]:
     """Model -> mean peer rating, for the models that were rated at all."""
     return {e.model: e.mean_rating for e in rankings if e.mean_rating is not None}
+
+
+def lowest_ratings(rankings: Sequence[AggregateRanking]) -> dict[str, float]:
+    """Model -> its lowest individual peer rating, for the models that were rated at all."""
+    return {e.model: e.lowest_rating for e in rankings if e.lowest_rating is not None}

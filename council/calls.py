@@ -24,6 +24,15 @@ class Stage(StrEnum):
     def title(self) -> str:
         return STAGE_TITLES[self]
 
+    def place(self, round_number: int) -> str:
+        """Where in the protocol: "stage 1 answer", "stage 2.5 refinement · round 1", and
+        for the review that follows refinement round n, "stage 2 review after round n"."""
+        if not round_number:
+            return self.title
+        if self is Stage.REVIEW:
+            return f"{self.title} after round {round_number}"
+        return f"{self.title} · round {round_number}"
+
 
 STAGE_TITLES = {
     Stage.ANSWER: "stage 1 answer",
@@ -55,8 +64,7 @@ class ModelCall(BaseModel):
     @property
     def summary(self) -> str:
         """One line for the Temporal UI: stage, round, model."""
-        where = f" · round {self.round}" if self.round else ""
-        return f"{self.stage.title}{where} · {self.model}"
+        return f"{self.stage.place(self.round)} · {self.model}"
 
 
 class TokenUsage(BaseModel):

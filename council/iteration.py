@@ -1,20 +1,37 @@
-"""Iteration state and termination rules (seed 002), plus the quality threshold (seed 004).
+"""Iteration state and the termination rules of the refinement loop.
 
 Time is always passed in: the workflow supplies workflow.now(), tests a fixed datetime.
+
+The loop runs at least `min_rounds` refinement rounds, then another round only while
+some individual peer rating of some current answer is below the quality threshold.
+`should_continue_iteration` checks the rules in one fixed order; when two hold at once,
+the first one named is the reason reported:
+
+1. the run already ended: the user stopped it, or every call of a round failed
+2. every peer rating is at least the threshold (only once min_rounds have run)
+3. max_rounds have run
+4. the tokens spent passed 90 % of the token budget
+5. the reported cost passed 90 % of the cost budget
+6. no answer changed significantly in the last round (only once min_rounds have run)
+7. the latest review gave no model a critique to refine from
 """
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from datetime import datetime
 from enum import StrEnum
 from typing import Any
 
 from pydantic import BaseModel, Field
 
-from council.stages import Stage2Result
+from council.aggregate import lowest_ratings, mean_ratings
+from council.stages import AggregateRanking, Stage2Result
 
 DEFAULT_MAX_ROUNDS = 2
+DEFAULT_MIN_ROUNDS = 1
 DEFAULT_TOKEN_BUDGET = 50_000
+# 30 % of the 1-5 scale: a rating below it asks for another round.
 DEFAULT_QUALITY_THRESHOLD = 1.5
 BUDGET_STOP_FRACTION = 0.9
 
@@ -27,6 +44,14 @@ class TerminationReason(StrEnum):
     ERROR = "error_occurred"
     CONTEXT_LIMIT = "context_limit_reached"
     QUALITY_THRESHOLD_MET = "quality_threshold_met"
+    COST_LIMIT = "cost_limit_reached"
+
+
+class QualityGate(StrEnum):
+    """What the quality threshold is compared with."""
+
+    EVERY_RATING = "every_rating"  # each individual peer rating of each answer
+    MEAN_RATING = "mean_rating"  # each answer's mean peer rating (the first release's rule)
 
 
 class CritiqueItem(BaseModel):
@@ -60,7 +85,10 @@ class RefinementResult(BaseModel):
     confidence: float | None = Field(default=None, ge=0.0, le=1.0)
     changed_from_original: bool | None = None
     improvement_explanation: str | None = None
-    # Set when the call failed and the model kept its previous answer (seed 003).
+    reasoning_steps: list[str] = Field(default_factory=list)
+    # The model's whole reply, as it arrived (within the reply size cap).
+    raw_response: str | None = None
+    # Set when the call failed and the model kept its previous answer.
     error: str | None = None
 
 
@@ -81,6 +109,7 @@ class IterationRound(BaseModel):
 class IterationState(BaseModel):
     enabled: bool = False
     max_rounds: int = Field(default=DEFAULT_MAX_ROUNDS, ge=1, le=5)
+    min_rounds: int = Field(default=DEFAULT_MIN_ROUNDS, ge=0, le=5)
     current_round: int = 0
     rounds: list[IterationRound] = Field(default_factory=list)
     terminated: bool = False
@@ -88,9 +117,17 @@ class IterationState(BaseModel):
     total_tokens_used: int = 0
     context_budget: int = DEFAULT_TOKEN_BUDGET
     quality_threshold: float = DEFAULT_QUALITY_THRESHOLD
+    quality_gate: QualityGate = QualityGate.EVERY_RATING
     stop_on_convergence: bool = True
+    # A round whose every call failed for good ends the loop (error_occurred).
+    end_on_failed_round: bool = True
+    # Cost in USD as the providers reported it (None: no call reported a cost).
+    cost_usd: float | None = None
+    max_cost_usd: float | None = None
     # Mean peer rating (1-5) of each model's current answer, from the latest review.
     latest_scores: dict[str, float] = Field(default_factory=dict)
+    # The lowest individual peer rating of each model's current answer, same review.
+    lowest_ratings: dict[str, float] = Field(default_factory=dict)
     # How many models the latest review gave critiques to (None: not known yet).
     critiques_pending: int | None = None
 
@@ -98,47 +135,103 @@ class IterationState(BaseModel):
 class IterationConfig(BaseModel):
     enabled: bool = True
     max_rounds: int = DEFAULT_MAX_ROUNDS
+    min_rounds: int = DEFAULT_MIN_ROUNDS
     auto_stop_on_convergence: bool = True
     min_change_threshold: float = 0.1
     quality_threshold: float = DEFAULT_QUALITY_THRESHOLD
+    quality_gate: QualityGate = QualityGate.EVERY_RATING
     context_budget: int = DEFAULT_TOKEN_BUDGET
+    max_cost_usd: float | None = None
+    end_on_failed_round: bool = True
+
+    def first_release(self) -> IterationConfig:
+        """The rules deliberations started before min rounds existed run by: no minimum,
+        the threshold compared with mean ratings, and a failed round does not end the loop."""
+        return self.model_copy(
+            update={
+                "min_rounds": 0,
+                "quality_gate": QualityGate.MEAN_RATING,
+                "end_on_failed_round": False,
+            }
+        )
 
 
 def initialize_iteration_state(config: IterationConfig) -> IterationState:
     return IterationState(
         enabled=config.enabled,
         max_rounds=config.max_rounds,
+        min_rounds=config.min_rounds,
         context_budget=config.context_budget,
         quality_threshold=config.quality_threshold,
+        quality_gate=config.quality_gate,
         stop_on_convergence=config.auto_stop_on_convergence,
+        max_cost_usd=config.max_cost_usd,
+        end_on_failed_round=config.end_on_failed_round,
     )
 
 
 def quality_threshold_met(state: IterationState) -> bool:
-    """Seed 004: another round is wanted while any answer is rated below the threshold."""
-    scores = state.latest_scores.values()
-    return bool(scores) and min(scores) >= state.quality_threshold
+    """No rating of the latest review is below the threshold (and there are ratings)."""
+    if state.quality_gate is QualityGate.MEAN_RATING:
+        ratings = state.latest_scores.values()
+    else:
+        ratings = state.lowest_ratings.values()
+    return bool(ratings) and min(ratings) >= state.quality_threshold
+
+
+def over_budget(spent: float | None, budget: float | None) -> bool:
+    """Spent more than 90 % of a budget (never, without a budget or a figure)."""
+    return spent is not None and budget is not None and spent > budget * BUDGET_STOP_FRACTION
 
 
 def should_continue_iteration(
     state: IterationState,
 ) -> tuple[bool, TerminationReason | None]:
-    """Whether another refinement round should run, and if not, why."""
+    """Whether another refinement round should run, and if not, why (in the order of the
+    module's docstring)."""
     if not state.enabled:
         return False, None
     if state.terminated:
         return False, state.termination_reason
-    if quality_threshold_met(state):
+    minimum_done = state.current_round >= state.min_rounds
+    if minimum_done and quality_threshold_met(state):
         return False, TerminationReason.QUALITY_THRESHOLD_MET
     if state.current_round >= state.max_rounds:
         return False, TerminationReason.MAX_ROUNDS
-    if state.total_tokens_used > state.context_budget * BUDGET_STOP_FRACTION:
+    if over_budget(state.total_tokens_used, state.context_budget):
         return False, TerminationReason.CONTEXT_LIMIT
-    if state.stop_on_convergence and state.rounds and not state.rounds[-1].models_that_changed:
+    if over_budget(state.cost_usd, state.max_cost_usd):
+        return False, TerminationReason.COST_LIMIT
+    if (
+        minimum_done
+        and state.stop_on_convergence
+        and state.rounds
+        and not state.rounds[-1].models_that_changed
+    ):
         return False, TerminationReason.CONVERGENCE
     if state.critiques_pending == 0:
         return False, TerminationReason.NO_CHANGES
     return True, None
+
+
+def note_review(
+    state: IterationState, rankings: Sequence[AggregateRanking], refinements_pending: int
+) -> None:
+    """What a review tells the rules: the ratings of the current answers (when it gave
+    any) and how many models have critiques to refine from."""
+    if rankings:
+        state.latest_scores = mean_ratings(rankings)
+        state.lowest_ratings = lowest_ratings(rankings)
+    state.critiques_pending = refinements_pending
+
+
+def end_if_all_failed(state: IterationState, succeeded: Sequence[bool]) -> bool:
+    """A stage of the loop whose every call failed for good ends it with error_occurred,
+    unless it has ended already or the rules say otherwise. True if it ended it here."""
+    if not succeeded or any(succeeded) or state.terminated or not state.end_on_failed_round:
+        return False
+    terminate_iteration(state, TerminationReason.ERROR)
+    return True
 
 
 def start_new_round(state: IterationState, now: datetime) -> IterationRound:
@@ -171,11 +264,16 @@ def get_iteration_summary(state: IterationState) -> dict[str, Any]:
     reason = state.termination_reason.value if state.termination_reason else None
     common = {
         "max_rounds": state.max_rounds,
+        "min_rounds": state.min_rounds,
         "terminated_reason": reason,
         "tokens_used": state.total_tokens_used,
         "token_budget": state.context_budget,
+        "cost_usd": state.cost_usd,
+        "max_cost_usd": state.max_cost_usd,
         "quality_threshold": state.quality_threshold,
+        "quality_gate": state.quality_gate.value,
         "final_scores": dict(state.latest_scores),
+        "final_lowest_ratings": dict(state.lowest_ratings),
     }
     if not state.rounds:
         return {"message": "No iterations performed", "rounds_completed": 0, **common}

@@ -22,6 +22,7 @@ MAX_ROUNDS = 5
 MIN_THRESHOLD = 0.0
 MAX_THRESHOLD = 5.0
 MAX_TOKEN_BUDGET = 100_000_000
+MAX_COST_USD = 10_000.0
 
 # One reviewer's critique of one answer, as extracted from its review.
 MAX_CRITIQUE_CHARS = 600
@@ -31,8 +32,9 @@ BYTES_PER_WORD = 6
 
 
 def texts_per_model(max_rounds: int) -> int:
-    """Replies of one model the record can hold: 3 answers + 2 per round + 1 review per review stage."""
-    return 3 + 2 * max_rounds + (max_rounds + 1)
+    """Replies of one model the record can hold: 3 answers, 3 per round (the original,
+    the refined answer and the raw reply) and 1 review per review stage."""
+    return 3 + 3 * max_rounds + (max_rounds + 1)
 
 
 def critique_bytes(models: int, max_rounds: int) -> int:

@@ -12,6 +12,7 @@ from pydantic import (
     ConfigDict,
     Field,
     StringConstraints,
+    ValidationInfo,
     field_validator,
     model_serializer,
     model_validator,
@@ -19,7 +20,14 @@ from pydantic import (
 
 from council import limits
 from council.calls import ChatMessage, ModelCall, Stage, TokenUsage
-from council.iteration import IterationConfig, IterationRound
+from council.iteration import (
+    DEFAULT_MAX_ROUNDS,
+    DEFAULT_MIN_ROUNDS,
+    DEFAULT_QUALITY_THRESHOLD,
+    DEFAULT_TOKEN_BUDGET,
+    IterationConfig,
+    IterationRound,
+)
 from council.stages import (
     AggregateRanking,
     Stage1Result,
@@ -75,11 +83,15 @@ class DeliberationRequest(BaseModel):
     ]
     models: list[ModelId]
     chairman: ModelId | None = None
-    max_rounds: int = Field(default=2, ge=limits.MIN_ROUNDS, le=limits.MAX_ROUNDS)
+    max_rounds: int = Field(default=DEFAULT_MAX_ROUNDS, ge=limits.MIN_ROUNDS, le=limits.MAX_ROUNDS)
+    # Refinement rounds that run whatever the ratings say (at most max_rounds).
+    min_rounds: int = Field(default=DEFAULT_MIN_ROUNDS, ge=0, le=limits.MAX_ROUNDS)
     quality_threshold: float = Field(
-        default=1.5, ge=limits.MIN_THRESHOLD, le=limits.MAX_THRESHOLD
+        default=DEFAULT_QUALITY_THRESHOLD, ge=limits.MIN_THRESHOLD, le=limits.MAX_THRESHOLD
     )
-    token_budget: int = Field(default=50_000, ge=1, le=limits.MAX_TOKEN_BUDGET)
+    token_budget: int = Field(default=DEFAULT_TOKEN_BUDGET, ge=1, le=limits.MAX_TOKEN_BUDGET)
+    # Cost in USD as the providers report it; the loop ends past 90 % of it.
+    max_cost_usd: float | None = Field(default=None, gt=0, le=limits.MAX_COST_USD)
     stop_on_convergence: bool = True
     criteria: EvaluationCriteria | None = None
     temperature: float | None = Field(default=None, ge=0, le=2)
@@ -99,6 +111,16 @@ class DeliberationRequest(BaseModel):
             seen.add(model)
         return models
 
+    @field_validator("min_rounds")
+    @classmethod
+    def _min_within_max(cls, min_rounds: int, info: ValidationInfo) -> int:
+        max_rounds = info.data.get("max_rounds")
+        if max_rounds is not None and min_rounds > max_rounds:
+            raise ValueError(
+                f"must be between 0 and {max_rounds}, the maximum rounds (got {min_rounds})"
+            )
+        return min_rounds
+
     @model_validator(mode="after")
     def _default_chairman(self) -> DeliberationRequest:
         if self.chairman is None:
@@ -109,9 +131,11 @@ class DeliberationRequest(BaseModel):
         return IterationConfig(
             enabled=True,
             max_rounds=self.max_rounds,
+            min_rounds=self.min_rounds,
             auto_stop_on_convergence=self.stop_on_convergence,
             quality_threshold=self.quality_threshold,
             context_budget=self.token_budget,
+            max_cost_usd=self.max_cost_usd,
         )
 
     @property
@@ -136,9 +160,12 @@ class UsageTotals(BaseModel):
     prompt_tokens: int = 0
     completion_tokens: int = 0
     total_tokens: int = 0
+    # The sum of the costs the providers reported; None when no call reported one.
     cost_usd: float | None = None
     calls: int = 0
     estimated_calls: int = 0
+    # Calls whose provider reported no cost: cost_usd leaves them out.
+    calls_without_cost: int = 0
 
     def add(self, usage: TokenUsage) -> None:
         self.prompt_tokens += usage.prompt_tokens
@@ -146,8 +173,20 @@ class UsageTotals(BaseModel):
         self.total_tokens += usage.total_tokens
         if usage.cost_usd is not None:
             self.cost_usd = round((self.cost_usd or 0.0) + usage.cost_usd, 10)
+        else:
+            self.calls_without_cost += 1
         self.calls += 1
         self.estimated_calls += int(usage.estimated)
+
+    def cost_line(self) -> str:
+        """The cost for a person: "cost $0.0123", "cost not reported", or the sum with
+        the calls it leaves out."""
+        if self.cost_usd is None:
+            return "cost not reported"
+        missing = (
+            f" ({self.calls_without_cost} call(s) reported no cost)" if self.calls_without_cost else ""
+        )
+        return f"cost ${self.cost_usd:.4f}{missing}"
 
 
 class Usage(UsageTotals):

@@ -19,6 +19,8 @@ class EventKind(StrEnum):
     MODEL_COMPLETE = "model_complete"
     MODEL_FAILED = "model_failed"
     MODEL_CANCELLED = "model_cancelled"
+    MODEL_REFINED = "model_refined"
+    NOTICE = "notice"
     STOP_REQUESTED = "stop_requested"
     FALLBACK = "fallback"
     TERMINATED = "terminated"
@@ -44,8 +46,12 @@ class Progress(BaseModel):
     stage: Stage | None = None
     round: int = 0
     max_rounds: int = 0
+    min_rounds: int = 0
     finished: bool = False
     terminated_reason: str | None = None
     scores: dict[str, float] = Field(default_factory=dict)
+    lowest_ratings: dict[str, float] = Field(default_factory=dict)
     tokens_used: int = 0
     token_budget: int = 0
+    cost_usd: float | None = None
+    max_cost_usd: float | None = None

@@ -9,7 +9,7 @@ frame and speak to the reviewer as the prompt.
 from __future__ import annotations
 
 import re
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 
 from council.calls import ChatMessage
 from council.iteration import CritiqueItem
@@ -102,6 +102,28 @@ def review_prompt(
     )
 
 
+def review_prompts(
+    question: str,
+    answers: Mapping[str, str],
+    label_to_model: Mapping[str, str],
+    orders: Mapping[str, Sequence[str]],
+    byte_cap: int,
+    criteria: EvaluationCriteria | None = None,
+) -> dict[str, list[ChatMessage]]:
+    """Stage 2 for every member that has an answer: the others' answers, in the order
+    `orders` gives that reviewer (model -> labels; see council.labels.presentation_orders)."""
+    return {
+        reviewer: review_prompt(
+            question,
+            {label: answers[label_to_model[label]] for label in orders[reviewer]},
+            byte_cap,
+            criteria,
+        )
+        for reviewer in answers
+        if reviewer in orders
+    }
+
+
 def format_critiques_for_refinement(critiques: Sequence[CritiqueItem]) -> str:
     """Seed 003's peer-feedback text: one "Peer evaluation from {critic_model}:" block per
     reviewer, with the rating it gave (when it gave one) on the line below."""
@@ -144,6 +166,8 @@ def build_refinement_prompt(
         '  "critiques_accepted": ["each critique you accept"],\n'
         '  "critiques_rejected": [{"critique": "a critique you reject", "reason": "why"}],\n'
         '  "refinement_reasoning": "how you weighed the feedback",\n'
+        '  "reasoning_steps": ["the steps of your reasoning, where the question calls for '
+        'them"],\n'
         '  "final_answer": "your complete refined response, self-contained, written for '
         'the person who asked",\n'
         '  "confidence": 0.8,\n'

@@ -43,6 +43,7 @@ class ParsedRefinement(BaseModel):
     confidence: float | None = None
     changed_from_original: bool | None = None
     improvement_explanation: str | None = None
+    reasoning_steps: list[str] = Field(default_factory=list)
 
 
 def plan_refinements(
@@ -111,6 +112,19 @@ def _strings(value: Any) -> list[str]:
     return [text for text in map(_critique_text, items) if text.strip()]
 
 
+def _steps(value: Any) -> list[str]:
+    """Reasoning steps: a list of strings (or of objects with a step's text), or one text."""
+    items = value if isinstance(value, list) else [value] if value else []
+    steps = []
+    for item in items:
+        if isinstance(item, dict):
+            item = item.get("step") or item.get("text") or item.get("description") or ""
+        text = _as_text(item) or ""
+        if text.strip():
+            steps.append(text.strip())
+    return steps
+
+
 def _rejections(value: Any) -> list[RejectedCritique]:
     rejected = []
     for item in value if isinstance(value, list) else []:
@@ -166,6 +180,7 @@ def parse_refinement(text: str | None) -> ParsedRefinement:
             confidence=_confidence(data.get("confidence")),
             changed_from_original=_flag(data.get("changed_from_original")),
             improvement_explanation=_as_text(data.get("improvement_explanation")),
+            reasoning_steps=_steps(data.get("reasoning_steps")),
         )
     cut_off = _cut_off_answer(text)
     if cut_off is not None:
@@ -181,15 +196,18 @@ def refinement_result(
     error: str | None = None,
     min_change: float = 0.1,
 ) -> RefinementResult:
-    """What a refinement did. A failed or empty call keeps the original answer (seed 003)."""
+    """What a refinement did. A failed or empty call keeps the original answer; the reply
+    itself is kept as it arrived."""
     addressed = [c.critique_text for c in task.critiques]
-    parsed = parse_refinement(reply) if reply is not None and error is None else None
+    raw = reply if error is None else None
+    parsed = parse_refinement(reply) if raw is not None else None
     if parsed is None or not parsed.final_answer:
         return RefinementResult(
             model=task.model,
             original_response=task.original,
             refined_response=task.original,
             critiques_addressed=addressed,
+            raw_response=raw,
             error=error or "the refinement was empty",
         )
     changed = detect_significant_changes(task.original, parsed.final_answer, min_change)
@@ -200,6 +218,7 @@ def refinement_result(
         critiques_addressed=addressed,
         changes_made=changed,
         change_summary=summarize_changes(task.original, parsed.final_answer) if changed else None,
+        raw_response=raw,
         **parsed.model_dump(exclude={"final_answer", "structured"}),
     )
 

@@ -466,7 +466,10 @@ def parse_review(text: str | None, shown_labels: Iterable[str]) -> ParsedReview:
 
 
 def read_review(
-    reviewer: str, text: str, label_to_model: dict[str, str]
+    reviewer: str,
+    text: str,
+    label_to_model: dict[str, str],
+    presented_order: Sequence[str] = (),
 ) -> tuple[Stage2Result, ParsedReview]:
     """A reviewer's reply as the record keeps it, and the parse its critiques come from."""
     parsed = parse_review(text, labels_shown_to(reviewer, label_to_model))
@@ -476,5 +479,6 @@ def read_review(
         parsed_ranking=parsed.ranking,
         ratings=parsed.ratings,
         ratings_inferred=parsed.ratings_inferred,
+        presented_order=list(presented_order),
     )
     return result, parsed

@@ -20,6 +20,9 @@ class Stage2Result(BaseModel):
     ratings_inferred: bool = Field(
         default=False, description="the reviewer gave only a ranking; ratings come from positions"
     )
+    presented_order: list[str] = Field(
+        default_factory=list, description="the labels in the order the reviewer was shown them"
+    )
 
 
 class Stage2_5Result(BaseModel):
@@ -41,5 +44,8 @@ class AggregateRanking(BaseModel):
     label: str
     average_rank: float | None = Field(default=None, description="lower is better")
     mean_rating: float | None = Field(default=None, description="1-5, higher is better")
+    lowest_rating: float | None = Field(
+        default=None, description="the lowest individual peer rating (the quality gate's figure)"
+    )
     rankings_count: int = 0
     ratings_count: int = 0

@@ -16,23 +16,27 @@ class InvalidRequest(ValueError):
     """A request that must not start: the message is one line, for the user."""
 
 
-def _field_bounds(model: type[BaseModel], loc: tuple[Any, ...]) -> tuple[Any, Any]:
+def _field_bounds(model: type[BaseModel], loc: tuple[Any, ...]) -> tuple[Any, Any, bool]:
+    """(lowest, highest, whether the lowest itself is excluded) of a constrained field."""
     low = high = None
+    exclusive = False
     target: Any = model
     info = None
     for part in loc:
         if not (isinstance(target, type) and issubclass(target, BaseModel)):
-            return None, None
+            return None, None, False
         info = target.model_fields.get(str(part))
         if info is None:
-            return None, None
+            return None, None, False
         target = info.annotation
     for meta in info.metadata if info else []:
-        if isinstance(meta, (annotated_types.Ge, annotated_types.Gt)):
-            low = getattr(meta, "ge", getattr(meta, "gt", None))
+        if isinstance(meta, annotated_types.Ge):
+            low = meta.ge
+        if isinstance(meta, annotated_types.Gt):
+            low, exclusive = meta.gt, True
         if isinstance(meta, (annotated_types.Le, annotated_types.Lt)):
             high = getattr(meta, "le", getattr(meta, "lt", None))
-    return low, high
+    return low, high, exclusive
 
 
 def _describe(model: type[BaseModel], error: dict[str, Any]) -> str:
@@ -41,7 +45,9 @@ def _describe(model: type[BaseModel], error: dict[str, Any]) -> str:
     got = error.get("input")
     kind = error.get("type", "")
     if kind in _RANGE_ERRORS:
-        low, high = _field_bounds(model, loc)
+        low, high, exclusive = _field_bounds(model, loc)
+        if low is not None and high is not None and exclusive:
+            return f"{field} must be more than {low} and at most {high} (got {got!r})"
         if low is not None and high is not None:
             return f"{field} must be between {low} and {high} (got {got!r})"
     if kind == "string_too_short":
@@ -56,6 +62,8 @@ def _describe(model: type[BaseModel], error: dict[str, Any]) -> str:
         return f"{field} is not a known field (allowed: {allowed})"
     message = error.get("msg", "is invalid")
     message = message.removeprefix("Value error, ")
+    if message.startswith("must "):
+        return f"{field} {message}"
     return f"{field}: {message}"
 
 

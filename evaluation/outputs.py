@@ -19,6 +19,7 @@ from typing import Any
 
 from pydantic import ValidationError
 
+from council.changes import detect_significant_changes
 from council.models import DeliberationRecord
 from evaluation.dataset import Problem
 from evaluation.judge import JudgeResult
@@ -120,12 +121,14 @@ def stage3_refined(problem: Problem, record: DeliberationRecord, score: ProblemS
             "critiques_accepted": refinement.critiques_accepted if refinement else [],
             "critiques_rejected": [c.model_dump() for c in refinement.critiques_rejected] if refinement else [],
             "refinement_reasoning": refinement.refinement_reasoning if refinement else None,
-            "reasoning_steps": None,  # the council's refinement reply has no separate steps
+            "reasoning_steps": refinement.reasoning_steps if refinement else [],
             "final_answer": reading.answer,
             "final_answer_correct": reading.correct,
             "refined_response": final_replies.get(model),
             "confidence": refinement.confidence if refinement else None,
-            "changed_from_original": final_replies.get(model) != originals[model],
+            "changed_from_original": detect_significant_changes(
+                originals[model], final_replies.get(model) or originals[model]
+            ),
             "improvement_explanation": refinement.improvement_explanation if refinement else None,
             "rounds_refined": rounds_refined.get(model, []),
         }

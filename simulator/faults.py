@@ -1,4 +1,5 @@
-"""Fault injection: what goes wrong with which request, reproducibly.
+"""Fault injection: what goes wrong with which request, reproducibly; and the few
+behaviours a test may script besides (a reviewer's ratings, the cost a reply reports).
 
 A config maps a model name (or "*", the default for every model) to a FaultSpec. A
 model's entry overrides the default field by field. Every random draw comes from a
@@ -11,7 +12,7 @@ from __future__ import annotations
 
 import random
 import threading
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Annotated, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, RootModel, field_validator, model_validator
@@ -48,6 +49,27 @@ class FaultSpec(BaseModel):
     pad_to_bytes: int | None = Field(
         default=None, ge=0, le=50_000_000, description="pad replies with filler to this many bytes"
     )
+    rating: int | None = Field(
+        default=None,
+        ge=1,
+        le=5,
+        description="as a reviewer, rate every answer this (its critique still names what is missing)",
+    )
+    ratings_by_author: dict[str, int] = Field(
+        default_factory=dict,
+        description="as a reviewer, rate the answers these models wrote so: model -> 1-5",
+    )
+    cost_per_million_tokens: float | None = Field(
+        default=0.0, ge=0, description="the cost each reply reports; null: it reports none"
+    )
+
+    @field_validator("ratings_by_author")
+    @classmethod
+    def _ratings(cls, ratings: dict[str, int]) -> dict[str, int]:
+        for model, rating in ratings.items():
+            if not 1 <= rating <= 5:
+                raise ValueError(f"the rating of {model}'s answers must be 1 to 5 (got {rating})")
+        return ratings
 
     @field_validator("errors")
     @classmethod
@@ -102,6 +124,9 @@ class Plan:
     status: int | None = None
     retry_after: float | str | None = None
     pad_to_bytes: int | None = None
+    rating: int | None = None
+    ratings_by_author: dict[str, int] = field(default_factory=dict)
+    cost_per_million_tokens: float | None = 0.0
 
 
 class FaultInjector:
@@ -149,6 +174,9 @@ class FaultInjector:
             status=status,
             retry_after=spec.retry_after,
             pad_to_bytes=spec.pad_to_bytes,
+            rating=spec.rating,
+            ratings_by_author=dict(spec.ratings_by_author),
+            cost_per_million_tokens=spec.cost_per_million_tokens,
         )
 
 

@@ -10,6 +10,7 @@ one of the four maps to one of them by a hash of the name.
 from __future__ import annotations
 
 import hashlib
+from collections.abc import Mapping
 from dataclasses import dataclass
 
 from council.calls import Stage
@@ -196,23 +197,27 @@ def is_suspicious(text: str) -> bool:
 # ---- stage 2 -------------------------------------------------------------------------
 
 
-def review(persona: Persona, prompt: Prompt) -> str:
+def review(persona: Persona, prompt: Prompt, scripted: Mapping[str, int] | None = None) -> str:
+    """Rate every shown answer by the quality rule, or as `scripted` (label -> rating) says."""
     judged = {label: assess(text, prompt.question) for label, text in prompt.answers.items()}
-    if persona.review_style == "headers":
-        ranked = sorted(judged, key=lambda label: (-judged[label].rating, label))
-        return _review_with_headers(persona, judged, ranked)
+    scripted = scripted or {}
     # A vigilant reviewer quotes manipulation attempts and rates them 1/5.
     flagged = {
         label
         for label, text in prompt.answers.items()
         if persona.review_style == "quoting" and is_suspicious(text)
     }
-    ratings = {label: 1 if label in flagged else a.rating for label, a in judged.items()}
+    ratings = {
+        label: 1 if label in flagged else scripted.get(label, a.rating)
+        for label, a in judged.items()
+    }
     ranked = sorted(ratings, key=lambda label: (-ratings[label], label))
+    if persona.review_style == "headers":
+        return _review_with_headers(persona, judged, ratings, ranked)
     paragraphs = [
         _manipulation(label, prompt.answers[label])
         if label in flagged
-        else f"**{label}** Rating: {a.rating}/5. {critique(a, persona.critique_gaps)}"
+        else f"**{label}** Rating: {ratings[label]}/5. {critique(a, persona.critique_gaps)}"
         for label, a in judged.items()
     ]
     ranking = [
@@ -238,13 +243,15 @@ def _manipulation(label: str, text: str) -> str:
     )
 
 
-def _review_with_headers(persona: Persona, judged: dict[str, Assessment], ranked: list[str]) -> str:
+def _review_with_headers(
+    persona: Persona, judged: dict[str, Assessment], ratings: dict[str, int], ranked: list[str]
+) -> str:
     sections = [
-        f"### {label}\n**{a.rating} out of 5.** {critique(a, persona.critique_gaps)}"
+        f"### {label}\n**{ratings[label]} out of 5.** {critique(a, persona.critique_gaps)}"
         for label, a in judged.items()
     ]
     ranking = [
-        f"{i}. **{label}**: {judged[label].rating} out of 5, {ranking_reason(judged[label])}"
+        f"{i}. **{label}**: {ratings[label]} out of 5, {ranking_reason(judged[label])}"
         for i, label in enumerate(ranked, start=1)
     ]
     return (
@@ -349,10 +356,14 @@ def refinement_reply(persona: Persona, prompt: Prompt) -> str:
         explanation = "The reviewers found nothing missing, so I keep my answer."
         reasoning = "The feedback was praise or asked for what the answer already has."
     after = assess(result.final_answer, prompt.question).rating
+    steps = [f"Read the {len(prompt.critiques)} critique(s) of my answer."]
+    steps += [f"The reviewers asked me to {REQUESTS[g]}: done." for g in result.filled]
+    steps += [f"Left for later: {REQUESTS[g]}." for g in result.deferred]
     data = {
         "critiques_accepted": result.accepted,
         "critiques_rejected": result.rejected,
         "refinement_reasoning": reasoning,
+        "reasoning_steps": steps,
         "final_answer": result.final_answer,
         "confidence": round(min(0.95, 0.45 + 0.1 * after), 2),
         "changed_from_original": result.changed,
@@ -430,12 +441,13 @@ def synthesis(persona: Persona, prompt: Prompt) -> str:
     return "\n\n".join(parts)
 
 
-def reply(persona: Persona, prompt: Prompt) -> str:
+def reply(persona: Persona, prompt: Prompt, ratings: Mapping[str, int] | None = None) -> str:
+    """What the persona writes; `ratings` (label -> 1-5) scripts a review's ratings."""
     solved = problems.reply(persona, prompt)  # a dataset problem with a known answer
     if solved is not None:
         return solved
     if prompt.stage is Stage.REVIEW:
-        return review(persona, prompt)
+        return review(persona, prompt, ratings)
     if prompt.stage is Stage.REFINE:
         return refinement_reply(persona, prompt)
     if prompt.stage is Stage.SYNTHESIS:

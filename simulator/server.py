@@ -18,6 +18,7 @@ import logging
 import socket
 import threading
 import time
+from collections import OrderedDict
 from collections.abc import Mapping
 from typing import Any, Self
 
@@ -29,12 +30,13 @@ from starlette.routing import Route
 from starlette.types import Receive, Scope, Send
 
 from council.calls import Stage
+from council.refinement import parse_refinement
 from simulator import wire
 from simulator.config import FaultConfigError, SimulatorConfig, parse_faults
 from simulator.faults import FaultConfig, FaultInjector, Plan
 from simulator.log import LogEntry, RequestLog
 from simulator.personas import ALL_PERSONAS, persona_for, reply
-from simulator.reading import prompt_text, read_prompt
+from simulator.reading import Prompt, prompt_text, read_prompt
 
 SSE_HEADERS = [
     (b"content-type", b"text/event-stream; charset=utf-8"),
@@ -46,6 +48,32 @@ _WAIT_STEP = 0.25
 FIRST_TOKEN_SHARE = 0.5
 
 
+class Authors:
+    """Which simulated model wrote an answer, so that a scripted reviewer can rate the
+    answers of a given member (FaultSpec.ratings_by_author). Thread-safe, bounded."""
+
+    MAX_TEXTS = 100_000
+
+    def __init__(self) -> None:
+        self._by_text: OrderedDict[str, str] = OrderedDict()
+        self._lock = threading.Lock()
+
+    @staticmethod
+    def _key(text: str) -> str:
+        return hashlib.sha256(text.strip().encode("utf-8")).hexdigest()
+
+    def note(self, text: str, model: str) -> None:
+        with self._lock:
+            self._by_text[self._key(text)] = model
+            self._by_text.move_to_end(self._key(text))
+            while len(self._by_text) > self.MAX_TEXTS:
+                self._by_text.popitem(last=False)
+
+    def of(self, text: str) -> str | None:
+        with self._lock:
+            return self._by_text.get(self._key(text))
+
+
 class Simulator:
     """The state behind one simulator app: its config, fault injector and request log."""
 
@@ -53,6 +81,7 @@ class Simulator:
         self.config = config or SimulatorConfig()
         self.faults = FaultInjector(self.config.faults, seed=self.config.seed)
         self.log = RequestLog()
+        self.authors = Authors()
         self.closing = False
 
     def set_faults(self, faults: Any) -> FaultConfig:
@@ -175,7 +204,12 @@ class _Exchange:
         if self.plan.fault == "empty":
             return "", "stop"
         persona = persona_for(self.model)
-        text = reply(persona, read_prompt(prompt_text(self.messages)))
+        prompt = read_prompt(prompt_text(self.messages))
+        text = reply(persona, prompt, self.scripted_ratings(prompt))
+        if prompt.stage is Stage.ANSWER:
+            self.sim.authors.note(text, self.model)
+        elif prompt.stage is Stage.REFINE:
+            self.sim.authors.note(parse_refinement(text).final_answer, self.model)
         if self.plan.pad_to_bytes:
             need = self.plan.pad_to_bytes - len(text.encode("utf-8"))
             if need > 0:
@@ -185,8 +219,20 @@ class _Exchange:
             return text[: max_tokens * 4], "length"
         return text, "stop"
 
+    def scripted_ratings(self, prompt: Prompt) -> dict[str, int]:
+        """Label -> the rating the test scripted for this reviewer (none: the quality rule)."""
+        plan = self.plan
+        ratings = {}
+        for label, text in prompt.answers.items():
+            rating = plan.ratings_by_author.get(self.sim.authors.of(text) or "", plan.rating)
+            if rating is not None:
+                ratings[label] = rating
+        return ratings
+
     def usage(self, content: str) -> dict[str, Any]:
-        return wire.usage([prompt_text([m]) for m in self.messages], content)
+        return wire.usage(
+            [prompt_text([m]) for m in self.messages], content, self.plan.cost_per_million_tokens
+        )
 
     async def start(self, status: int, headers: list[tuple[bytes, bytes]]) -> None:
         await self.send({"type": "http.response.start", "status": status, "headers": headers})

@@ -26,16 +26,21 @@ def tokens(text: str) -> int:
     return math.ceil(len(text) / 4)
 
 
-def usage(prompt_texts: list[str], content: str) -> dict[str, Any]:
+def usage(
+    prompt_texts: list[str], content: str, cost_per_million_tokens: float | None = 0.0
+) -> dict[str, Any]:
+    """OpenRouter's usage object. The simulator is free by default (a reported cost of 0);
+    a price makes it report one, and None leaves the cost out, as most providers do."""
     prompt = max(1, sum(tokens(t) for t in prompt_texts))
     completion = tokens(content)
-    # The simulator is free: a cost of 0 exercises the cost path honestly.
-    return {
+    data: dict[str, Any] = {
         "prompt_tokens": prompt,
         "completion_tokens": completion,
         "total_tokens": prompt + completion,
-        "cost": 0.0,
     }
+    if cost_per_million_tokens is not None:
+        data["cost"] = round((prompt + completion) * cost_per_million_tokens / 1_000_000, 10)
+    return data
 
 
 def completion(

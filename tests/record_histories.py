@@ -1,16 +1,19 @@
 """Record the workflow histories the replay tests run against the current code.
 
-    .venv/bin/python -m tests.record_histories
+    .venv/bin/python -m tests.record_histories [NAME ...] [--force]
 
-Run it when a protocol change ships behind workflow.patched: keep the old files (they
-prove old runs still replay) and add new ones. Each scenario runs on a throwaway dev
-server with the simulator.
+Run it when a protocol change ships behind workflow.patched: it records the scenarios
+that have no file yet (or those named), and keeps the old files, which prove that runs
+started before the change still replay. Add a scenario for each path the change takes.
+The files named first_release_* were recorded by the code before min rounds existed.
+Each scenario runs on a throwaway dev server with the simulator.
 """
 
 from __future__ import annotations
 
 import asyncio
 import json
+import sys
 import tempfile
 import uuid
 from pathlib import Path
@@ -20,6 +23,7 @@ from temporalio.contrib.pydantic import pydantic_data_converter
 
 from app.connection import ensure_search_attributes
 from app.devstack import free_port, start_temporal
+from council.calls import Stage
 from council.progress import EventKind, Progress
 from simulator import SimulatorConfig, SimulatorServer
 from tests.temporal_fixtures import council_worker, request
@@ -30,24 +34,44 @@ HERE = Path(__file__).parent / "histories"
 async def _until_refining(handle) -> None:
     while True:
         progress = await handle.query("progress", 0, result_type=Progress)
-        if any(e.kind == EventKind.ROUND_START for e in progress.events):
+        if any(e.kind == EventKind.STAGE_START and e.stage == Stage.REFINE for e in progress.events):
             return
         await asyncio.sleep(0.05)
 
 
-async def record_all(client: Client, sim: SimulatorServer) -> None:
+SCENARIOS = {
+    "quality_threshold_met": ({}, None),
+    "max_rounds_two_rounds": (
+        {"quality_threshold": 5, "max_rounds": 2, "stop_on_convergence": False},
+        None,
+    ),
+    "failing_model_and_chairman_fallback": (
+        {"chairman": "sim/oracle"},
+        {"sim/drift": {"errors": {"500": 1.0}}, "sim/oracle": {"errors": {"503": 1.0}}},
+    ),
+    "stopped_mid_refinement": ({"quality_threshold": 5}, {"*": {"latency": 0.3}}),
+    "invalid_request": ({"max_rounds": 9}, None),
+    # Since min rounds: good answers still refine once; a failed round ends the loop; the
+    # cost budget.
+    "min_rounds_good_answers_refine_once": (
+        {"models": ["sim/atlas", "sim/borealis", "sim/drift"]},
+        {"*": {"rating": 4}},
+    ),
+    "every_refinement_failed_error_occurred": (
+        {"quality_threshold": 5, "max_rounds": 2},
+        {"*": {"errors": {"503": 1.0}, "stages": ["stage2_5"]}},
+    ),
+    "cost_limit_reached": (
+        {"quality_threshold": 5, "max_rounds": 3, "max_cost_usd": 5.0},
+        {"*": {"cost_per_million_tokens": 1000.0}},
+    ),
+}
+
+
+async def record(client: Client, sim: SimulatorServer, names: list[str]) -> None:
     async with council_worker(client, sim) as council:
-        scenarios = {
-            "quality_threshold_met": ({}, None),
-            "max_rounds_two_rounds": ({"quality_threshold": 5, "max_rounds": 2, "stop_on_convergence": False}, None),
-            "failing_model_and_chairman_fallback": (
-                {"chairman": "sim/oracle"},
-                {"sim/drift": {"errors": {"500": 1.0}}, "sim/oracle": {"errors": {"503": 1.0}}},
-            ),
-            "stopped_mid_refinement": ({"quality_threshold": 5}, {"*": {"latency": 0.3}}),
-            "invalid_request": ({"max_rounds": 9}, None),
-        }
-        for name, (fields, faults) in scenarios.items():
+        for name in names:
+            fields, faults = SCENARIOS[name]
             sim.set_faults(faults)
             handle = await client.start_workflow(
                 "Deliberation",
@@ -59,15 +83,24 @@ async def record_all(client: Client, sim: SimulatorServer) -> None:
                 await _until_refining(handle)
                 await handle.signal("stop", "recorded stop")
             try:
-                await handle.result()
-            except Exception:
-                pass
+                outcome = (await handle.result())["iteration"]["terminated_reason"]
+            except Exception as error:
+                outcome = f"failed ({error})"
             history = await handle.fetch_history()
             (HERE / f"{name}.json").write_text(json.dumps(json.loads(history.to_json()), indent=1) + "\n")
-            print(f"recorded {name}: {len(history.events)} events")
+            print(f"recorded {name}: {outcome}, {len(history.events)} events")
 
 
-async def main() -> None:
+async def main(argv: list[str]) -> None:
+    force = "--force" in argv
+    names = [a for a in argv if not a.startswith("--")] or list(SCENARIOS)
+    unknown = [n for n in names if n not in SCENARIOS]
+    if unknown:
+        raise SystemExit(f"no scenario {', '.join(unknown)} (known: {', '.join(SCENARIOS)})")
+    names = [n for n in names if force or not (HERE / f"{n}.json").exists()]
+    if not names:
+        print("every scenario has its history; name one with --force to record it again")
+        return
     HERE.mkdir(exist_ok=True)
     with tempfile.TemporaryDirectory() as tmp:
         port = free_port()
@@ -76,10 +109,10 @@ async def main() -> None:
             client = await Client.connect(f"127.0.0.1:{port}", data_converter=pydantic_data_converter)
             await ensure_search_attributes(client)
             with SimulatorServer(SimulatorConfig(seed=7)) as sim:
-                await record_all(client, sim)
+                await record(client, sim, names)
         finally:
             server.stop()
 
 
 if __name__ == "__main__":
-    asyncio.run(main())
+    asyncio.run(main(sys.argv[1:]))

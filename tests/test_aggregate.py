@@ -111,3 +111,40 @@ def test_no_reviews():
 def test_mean_ratings_lists_only_rated_models():
     reviews = [review("m1", [B, C], {B: 4.5}), review("m2", [A], {A: 2})]
     assert mean_ratings(aggregate_rankings(reviews, LABELS)) == {"m2": 4.5, "m1": 2.0}
+
+
+def test_presentation_order_changes_neither_the_parse_nor_the_aggregate():
+    """A reviewer shown the answers in another order rates them the same way, and the
+    aggregate is computed from labels, never from positions."""
+    from council.prompts import review_prompt
+    from council.reviews import read_review
+    from simulator.personas import persona_for, review as simulated_review
+    from simulator.reading import read_prompt
+
+    answers = {
+        A: "[simulated] Short: it depends.",
+        B: "[simulated] A longer answer, because reasons matter; for example, this one.",
+        C: "[simulated] - one\n- two\n- three\nHowever, a caveat applies.",
+    }
+    labels = {A: "m1", B: "m2", C: "m3"}
+    reviewer = "sim/borealis"
+    results = []
+    for order in ([A, B, C], [C, A, B], [B, C, A]):
+        prompt = review_prompt("Why?", {label: answers[label] for label in order}, 64_000)
+        text = simulated_review(persona_for(reviewer), read_prompt(prompt[0].content))
+        results.append(read_review(reviewer, text, {**labels, "Response D": reviewer}, order)[0])
+    assert results[0].ratings == results[1].ratings == results[2].ratings
+    assert [r.presented_order for r in results] == [[A, B, C], [C, A, B], [B, C, A]]
+    aggregates = [aggregate_rankings([r], {**labels, "Response D": reviewer}) for r in results]
+    assert aggregates[0] == aggregates[1] == aggregates[2]
+
+
+def test_lowest_rating_is_the_lowest_individual_peer_rating():
+    reviews = [
+        review("m1", [B, C], {B: 5, C: 1}),
+        review("m2", [A, C], {A: 4, C: 5}),
+        review("m3", [B, A], {B: 4, A: 4}),
+    ]
+    rows = by_model(aggregate_rankings(reviews, LABELS))
+    assert (rows["m3"].mean_rating, rows["m3"].lowest_rating) == (3.0, 1)
+    assert rows["m1"].lowest_rating == 4 and rows["m2"].lowest_rating == 4

@@ -10,6 +10,7 @@ from temporalio.api.enums.v1 import EventType
 from temporalio.client import WorkflowFailureError
 from temporalio.exceptions import ApplicationError
 
+from council.aggregate import aggregate_rankings, lowest_ratings
 from council.calls import Stage
 from council.labels import labels_shown_to
 from council.progress import EventKind, Progress
@@ -63,8 +64,16 @@ async def test_full_deliberation(council: Council) -> None:
 
     progress: Progress = await handle.query("progress", 0, result_type=Progress)
     kinds = [e.kind for e in progress.events]
-    assert kinds.count(EventKind.ROUND_START) == len(record.rounds)
-    assert kinds.count(EventKind.ROUND_COMPLETE) == len(record.rounds)
+    # A round event for every review, the first one (round 0) included.
+    assert kinds.count(EventKind.ROUND_START) == len(record.rounds) + 1
+    assert kinds.count(EventKind.ROUND_COMPLETE) == len(record.rounds) + 1
+    first = next(e for e in progress.events if e.kind == EventKind.ROUND_COMPLETE)
+    assert first.round == 0 and first.data["review_round"] == 1
+    opening = aggregate_rankings(record.stage2, record.label_to_model)
+    assert first.data["lowest"] == lowest_ratings(opening)
+    assert first.data["lowest"]["sim/cirrus"] == 1  # the weak answer, before refining
+    refined = [e for e in progress.events if e.kind == EventKind.MODEL_REFINED]
+    assert len(refined) == sum(len(r.refinements) for r in record.rounds)
     assert kinds.count(EventKind.MODEL_COMPLETE) == record.usage.calls
     assert kinds[-1] == EventKind.FINISHED and progress.finished
     assert [e.seq for e in progress.events] == list(range(len(progress.events)))
@@ -93,6 +102,7 @@ async def test_ui_metadata(council: Council) -> None:
     assert "stage 1 answer · sim/cirrus" in summaries
     assert "stage 2 review · sim/atlas" in summaries
     assert any(s.startswith("stage 2.5 refinement · round 1 · ") for s in summaries)
+    assert "stage 2 review after round 1 · sim/drift" in summaries
     assert "stage 3 synthesis · round 1 · sim/atlas" in summaries
 
 
@@ -121,10 +131,10 @@ async def test_token_budget_stops_refinement(council: Council) -> None:
     assert record.stage3 is not None  # the chairman still synthesizes
 
 
-async def test_no_reviews_means_nothing_to_refine(council: Council) -> None:
+async def test_every_review_failing_ends_the_loop_with_error_occurred(council: Council) -> None:
     council.sim.set_faults({"*": {"errors": {"400": 1.0}, "stages": ["stage2"]}})
     record = await council.run()
-    assert record.iteration["terminated_reason"] == "no_significant_changes"
+    assert record.iteration["terminated_reason"] == "error_occurred"
     assert record.stage2 == [] and record.rounds == []
     assert {e.stage for e in record.errors} == {Stage.REVIEW}
     assert len(record.errors) == 4
@@ -179,18 +189,42 @@ async def test_fewer_than_two_answers_fails_clearly(council: Council) -> None:
     assert "sim/cirrus" in cause.message
 
 
-async def test_failed_refinement_keeps_the_previous_answer(council: Council) -> None:
+async def test_every_refinement_failing_ends_the_loop_with_error_occurred(
+    council: Council,
+) -> None:
     council.sim.set_faults({"*": {"errors": {"503": 1.0}, "stages": ["stage2_5"]}})
-    record = await council.run(quality_threshold=5, max_rounds=1)
+    record = await council.run(quality_threshold=5, max_rounds=3)
+    assert record.iteration["terminated_reason"] == "error_occurred"
     [round_one] = record.rounds
     assert round_one.refinements and all(r.error for r in round_one.refinements)
     for refinement in round_one.refinements:
         assert refinement.refined_response == refinement.original_response
+        assert refinement.raw_response is None
     assert round_one.models_that_changed == []
+    assert round_one.reviews == []  # no re-review of unchanged answers
     assert {e.stage for e in record.errors} == {Stage.REFINE}
+    assert len(record.errors) == 4
+    assert len(ok_requests(council.sim, Stage.REVIEW)) == 4  # the first review only
+    # The chairman synthesized from the last good answers: the stage 1 answers.
     assert record.stage2_5 is None or all(
         e.corrected_response == e.original_response for e in record.stage2_5
     )
+    assert record.stage3 is not None
+    chairman = [e for e in council.sim.log()["entries"] if e["stage"] == "stage3"]
+    assert [e["outcome"] for e in chairman] == ["ok"]
+
+
+async def test_one_failed_refinement_keeps_that_answer_and_the_loop_goes_on(
+    council: Council,
+) -> None:
+    council.sim.set_faults({"sim/drift": {"errors": {"400": 1.0}, "stages": ["stage2_5"]}})
+    record = await council.run(quality_threshold=5, max_rounds=1)
+    assert record.iteration["terminated_reason"] == "max_rounds_reached"
+    [round_one] = record.rounds
+    failed = [r for r in round_one.refinements if r.error]
+    assert [r.model for r in failed] == ["sim/drift"]
+    assert failed[0].refined_response == failed[0].original_response
+    assert len(round_one.reviews) == 4
 
 
 async def test_chairman_failure_falls_back_to_a_council_model(council: Council) -> None:

@@ -183,3 +183,46 @@ def test_the_judge_prompt_round_trips_and_the_simulated_judge_is_lenient() -> No
     assert parse_verdict(other) is False
     assert parse_verdict("no verdict here") is None
     assert parse_verdict("VERDICT: INCORRECT ... on reflection VERDICT: **CORRECT**") is True
+
+
+def test_a_refined_solution_counts_as_changed_only_when_it_changed_in_substance(bundled) -> None:
+    from datetime import UTC, datetime
+
+    from council.iteration import IterationRound, RefinementResult
+    from council.models import DeliberationRecord
+    from council.stages import Stage1Result
+    from evaluation.outputs import stage3_refined
+    from evaluation.scoring import score_problem
+
+    problem = bundled.problems[0]
+    original = "[simulated] Working: 6 times 6 is 36.\nFinal answer: 36"
+    round_one = IterationRound(
+        round_number=1,
+        started_at=datetime(2026, 1, 1, tzinfo=UTC),
+        refinements=[
+            RefinementResult(  # punctuation only: not a change
+                model="sim/atlas",
+                original_response=original,
+                refined_response=original.replace("36.", "36!"),
+                reasoning_steps=["Recheck the product."],
+            ),
+            RefinementResult(
+                model="sim/borealis",
+                original_response=original,
+                refined_response="[simulated] A different method entirely, with new steps.\nFinal answer: 35",
+            ),
+        ],
+    )
+    record = DeliberationRecord(
+        id="x",
+        query=problem.prompt(),
+        models=["sim/atlas", "sim/borealis"],
+        chairman="sim/atlas",
+        stage1=[Stage1Result(model=m, response=original) for m in ("sim/atlas", "sim/borealis")],
+        rounds=[round_one],
+    )
+    data = stage3_refined(problem, record, score_problem(problem, record, 1, "x", "saved"))
+    solutions = data["refined_solutions"]
+    assert solutions["sim/atlas"]["changed_from_original"] is False
+    assert solutions["sim/atlas"]["reasoning_steps"] == ["Recheck the product."]
+    assert solutions["sim/borealis"]["changed_from_original"] is True

@@ -18,6 +18,7 @@ from temporalio.common import WorkflowIDReusePolicy
 
 import starter
 from app.devstack import ROOT
+from council.changes import detect_significant_changes
 from council.models import DeliberationRecord
 from council.validation import validate_request
 from evaluation.cli import TEMPLATE_QUESTION
@@ -146,6 +147,11 @@ async def test_eval_end_to_end_on_a_subset(council: Council, cli_env, tmp_path: 
         for model, solution in refined["refined_solutions"].items():
             assert solution["final_answer_correct"] == score["answers"]["round 2"][model]["correct"]
             assert solution["original_solution"] == first[model]
+            # Changed means changed in substance (the change detection), not any edit.
+            assert solution["changed_from_original"] == detect_significant_changes(
+                first[model], last[model]
+            )
+            assert isinstance(solution["reasoning_steps"], list)
 
     accuracy = report["accuracy"]
     for model in FOUR_MODELS:

@@ -8,15 +8,20 @@ from datetime import UTC, datetime, timedelta
 import pytest
 from pydantic import ValidationError
 
+from council.iteration import over_budget
+from council.stages import AggregateRanking
 from council import (
     IterationConfig,
     IterationRound,
     IterationState,
+    QualityGate,
     TerminationReason,
     charge_tokens,
     complete_round,
+    end_if_all_failed,
     get_iteration_summary,
     initialize_iteration_state,
+    note_review,
     quality_threshold_met,
     should_continue_iteration,
     start_new_round,
@@ -130,10 +135,17 @@ def test_disabled_iteration_never_continues_and_gives_no_reason():
 
 def test_initialize_carries_every_setting_from_the_config():
     config = IterationConfig(
-        max_rounds=4, quality_threshold=3.5, context_budget=1234, auto_stop_on_convergence=False
+        max_rounds=4,
+        min_rounds=2,
+        quality_threshold=3.5,
+        context_budget=1234,
+        auto_stop_on_convergence=False,
+        max_cost_usd=0.5,
     )
     state = initialize_iteration_state(config)
     assert (state.max_rounds, state.quality_threshold, state.context_budget) == (4, 3.5, 1234)
+    assert (state.min_rounds, state.max_cost_usd) == (2, 0.5)
+    assert state.quality_gate is QualityGate.EVERY_RATING and state.end_on_failed_round
     assert state.stop_on_convergence is False
     assert not state.terminated and state.termination_reason is None
 
@@ -175,37 +187,178 @@ def test_convergence_is_ignored_when_the_user_turned_it_off():
     assert should_continue_iteration(state) == (True, None)
 
 
-# --- seed 004's quality threshold ----------------------------------------------------------
+# --- the quality gate: individual peer ratings, after the minimum rounds -------------------
 
 
-def test_stops_when_every_answer_meets_the_quality_threshold():
+def test_stops_once_no_individual_rating_is_below_the_threshold():
     state = IterationState(
-        enabled=True, max_rounds=3, quality_threshold=3.0, latest_scores={"m1": 3.0, "m2": 4.5}
+        enabled=True,
+        max_rounds=3,
+        current_round=1,
+        quality_threshold=3.0,
+        lowest_ratings={"m1": 3.0, "m2": 4.0},
     )
     assert quality_threshold_met(state)
     assert should_continue_iteration(state) == (False, TerminationReason.QUALITY_THRESHOLD_MET)
 
 
-def test_continues_while_any_answer_is_below_the_threshold():
+def test_one_low_rating_asks_for_another_round_however_good_the_mean():
+    # m2's mean is 4.25 (5, 5, 5, 2): only the individual rating of 2 is below 3.
     state = IterationState(
-        enabled=True, max_rounds=3, quality_threshold=3.0, latest_scores={"m1": 4.9, "m2": 2.99}
+        enabled=True,
+        max_rounds=3,
+        current_round=1,
+        quality_threshold=3.0,
+        latest_scores={"m1": 4.9, "m2": 4.25},
+        lowest_ratings={"m1": 4.0, "m2": 2.0},
     )
     assert not quality_threshold_met(state)
     assert should_continue_iteration(state) == (True, None)
 
 
-def test_seed_004_default_threshold_is_thirty_percent_of_five():
-    low = IterationState(enabled=True, latest_scores={"m1": 1.4, "m2": 5.0})
-    fine = IterationState(enabled=True, latest_scores={"m1": 1.5, "m2": 1.5})
+def test_the_default_threshold_is_thirty_percent_of_five():
+    low = IterationState(enabled=True, current_round=1, lowest_ratings={"m1": 1.0, "m2": 5.0})
+    fine = IterationState(enabled=True, current_round=1, lowest_ratings={"m1": 1.5, "m2": 1.5})
     assert low.quality_threshold == 1.5
     assert should_continue_iteration(low) == (True, None)
     assert should_continue_iteration(fine) == (False, TerminationReason.QUALITY_THRESHOLD_MET)
 
 
-def test_no_scores_yet_does_not_meet_the_threshold():
-    state = IterationState(enabled=True, quality_threshold=0.0)
+def test_no_ratings_yet_does_not_meet_the_threshold():
+    state = IterationState(enabled=True, current_round=1, quality_threshold=0.0)
     assert not quality_threshold_met(state)
     assert should_continue_iteration(state) == (True, None)
+
+
+def test_the_first_release_compared_mean_ratings():
+    state = IterationState(
+        enabled=True,
+        quality_gate=QualityGate.MEAN_RATING,
+        quality_threshold=3.0,
+        latest_scores={"m1": 3.0, "m2": 4.25},
+        lowest_ratings={"m1": 1.0, "m2": 2.0},
+    )
+    assert quality_threshold_met(state)
+
+
+# --- minimum rounds ----------------------------------------------------------------------------
+
+
+def good_ratings(**fields) -> IterationState:
+    """After the first review, every answer rated 4/5 by everyone."""
+    defaults = {
+        "enabled": True,
+        "latest_scores": {"m1": 4.0, "m2": 4.0},
+        "lowest_ratings": {"m1": 4.0, "m2": 4.0},
+        "critiques_pending": 2,
+    }
+    return IterationState(**{**defaults, **fields})
+
+
+def test_one_round_runs_by_default_even_when_every_rating_is_good():
+    state = good_ratings()
+    assert state.min_rounds == 1
+    assert should_continue_iteration(state) == (True, None)
+    state.current_round = 1
+    state.rounds = [finished_round(1, ["m1"], ["m2"])]
+    assert should_continue_iteration(state) == (False, TerminationReason.QUALITY_THRESHOLD_MET)
+
+
+def test_min_rounds_zero_is_the_pure_quality_gate():
+    assert should_continue_iteration(good_ratings(min_rounds=0)) == (
+        False,
+        TerminationReason.QUALITY_THRESHOLD_MET,
+    )
+
+
+def test_convergence_does_not_end_the_minimum_rounds():
+    state = good_ratings(min_rounds=2, max_rounds=3, current_round=1)
+    state.rounds = [finished_round(1, [], ["m1", "m2"])]
+    assert should_continue_iteration(state) == (True, None)
+    state.current_round = 2
+    state.rounds.append(finished_round(2, [], ["m1", "m2"]))
+    assert should_continue_iteration(state) == (False, TerminationReason.QUALITY_THRESHOLD_MET)
+    state.lowest_ratings = {"m1": 1.0, "m2": 4.0}
+    assert should_continue_iteration(state) == (False, TerminationReason.CONVERGENCE)
+
+
+@pytest.mark.parametrize(
+    ("change", "reason"),
+    [
+        ({"total_tokens_used": 46_000}, TerminationReason.CONTEXT_LIMIT),
+        ({"cost_usd": 0.91, "max_cost_usd": 1.0}, TerminationReason.COST_LIMIT),
+        ({"critiques_pending": 0}, TerminationReason.NO_CHANGES),
+    ],
+)
+def test_budgets_and_a_review_without_critiques_end_the_minimum_rounds(change, reason):
+    state = good_ratings(min_rounds=3, max_rounds=5, **change)
+    assert should_continue_iteration(state) == (False, reason)
+
+
+# --- the cost budget ---------------------------------------------------------------------------
+
+
+def test_cost_stop_is_strictly_above_ninety_percent():
+    state = IterationState(enabled=True, max_rounds=5, cost_usd=0.9, max_cost_usd=1.0)
+    assert should_continue_iteration(state) == (True, None)
+    state.cost_usd = 0.9001
+    assert should_continue_iteration(state) == (False, TerminationReason.COST_LIMIT)
+
+
+def test_no_reported_cost_or_no_cost_budget_never_stops_the_loop():
+    assert not over_budget(None, 1.0)
+    assert not over_budget(5.0, None)
+    state = IterationState(enabled=True, max_rounds=5, cost_usd=None, max_cost_usd=0.01)
+    assert should_continue_iteration(state) == (True, None)
+
+
+# --- a round whose every call failed -----------------------------------------------------------
+
+
+def test_a_stage_whose_every_call_failed_ends_the_loop_with_error_occurred():
+    state = IterationState(enabled=True, max_rounds=3)
+    assert not end_if_all_failed(state, [])  # no call, no failure
+    assert not end_if_all_failed(state, [False, True, False])
+    assert not state.terminated
+    assert end_if_all_failed(state, [False, False])
+    assert should_continue_iteration(state) == (False, TerminationReason.ERROR)
+
+
+def test_a_failed_stage_keeps_an_earlier_reason_and_the_first_release_ignores_it():
+    stopped = IterationState(enabled=True)
+    terminate_iteration(stopped, TerminationReason.USER_STOP)
+    assert not end_if_all_failed(stopped, [False])
+    assert stopped.termination_reason == TerminationReason.USER_STOP
+    first_release = initialize_iteration_state(IterationConfig().first_release())
+    assert not end_if_all_failed(first_release, [False, False])
+    assert not first_release.terminated
+
+
+def test_the_first_release_rules():
+    config = IterationConfig(min_rounds=2, max_cost_usd=3.0).first_release()
+    assert (config.min_rounds, config.quality_gate, config.end_on_failed_round) == (
+        0,
+        QualityGate.MEAN_RATING,
+        False,
+    )
+    assert config.max_cost_usd == 3.0
+
+
+# --- what a review tells the rules -----------------------------------------------------------
+
+
+def test_note_review_keeps_means_and_lowest_ratings():
+    state = IterationState(enabled=True)
+    rankings = [
+        AggregateRanking(model="m1", label="Response A", mean_rating=4.5, lowest_rating=4.0),
+        AggregateRanking(model="m2", label="Response B", mean_rating=None, lowest_rating=None),
+    ]
+    note_review(state, rankings, refinements_pending=1)
+    assert state.latest_scores == {"m1": 4.5}
+    assert state.lowest_ratings == {"m1": 4.0}
+    assert state.critiques_pending == 1
+    note_review(state, [], refinements_pending=0)  # a review that gave nothing
+    assert state.lowest_ratings == {"m1": 4.0} and state.critiques_pending == 0
 
 
 # --- the order of the checks ----------------------------------------------------------------
@@ -219,7 +372,11 @@ def everything_says_stop() -> IterationState:
         current_round=2,
         total_tokens_used=49_000,
         context_budget=50_000,
+        cost_usd=2.0,
+        max_cost_usd=1.0,
+        critiques_pending=0,
         latest_scores={"m1": 5.0, "m2": 5.0},
+        lowest_ratings={"m1": 5.0, "m2": 5.0},
         rounds=[finished_round(1, [], ["m1", "m2"]), finished_round(2, [], ["m1", "m2"])],
     )
 
@@ -231,19 +388,21 @@ def test_user_stop_is_checked_first():
     assert should_continue_iteration(state) == (False, TerminationReason.USER_STOP)
 
 
-def test_quality_then_max_rounds_then_budget_then_convergence():
+def test_the_documented_order_of_the_rules():
     state = everything_says_stop()
     assert should_continue_iteration(state)[1] == TerminationReason.QUALITY_THRESHOLD_MET
-    state.latest_scores = {"m1": 1.0, "m2": 5.0}
+    state.lowest_ratings = {"m1": 1.0, "m2": 5.0}
     assert should_continue_iteration(state)[1] == TerminationReason.MAX_ROUNDS
     state.max_rounds = 5
     assert should_continue_iteration(state)[1] == TerminationReason.CONTEXT_LIMIT
     state.total_tokens_used = 0
-    assert should_continue_iteration(state)[1] == TerminationReason.CONVERGENCE
-    state.critiques_pending = 0
+    assert should_continue_iteration(state)[1] == TerminationReason.COST_LIMIT
+    state.max_cost_usd = None
     assert should_continue_iteration(state)[1] == TerminationReason.CONVERGENCE
     state.stop_on_convergence = False
     assert should_continue_iteration(state)[1] == TerminationReason.NO_CHANGES
+    state.critiques_pending = 1
+    assert should_continue_iteration(state) == (True, None)
 
 
 def test_stops_when_the_latest_review_left_no_critiques_to_refine_from():

@@ -325,6 +325,35 @@ def test_a_changed_answer_is_recorded_with_its_summary():
     assert result.error is None
 
 
+@pytest.mark.parametrize(
+    ("steps", "expected"),
+    [
+        (["Recheck the sum.", "  ", "Add an example."], ["Recheck the sum.", "Add an example."]),
+        ([{"step": "Recheck the sum."}, {"text": "Add an example."}], ["Recheck the sum.", "Add an example."]),
+        ("One long step.", ["One long step."]),
+        (None, []),
+        (42, ["42"]),
+    ],
+)
+def test_reasoning_steps_are_kept_when_the_model_gives_them(steps, expected):
+    parsed = parse_refinement(json.dumps({**STRUCTURED, "reasoning_steps": steps}))
+    assert parsed.reasoning_steps == expected
+
+
+def test_the_raw_reply_is_kept_beside_the_parsed_answer():
+    reply = "```json\n" + json.dumps({**STRUCTURED, "reasoning_steps": ["a", "b"]}) + "\n```"
+    result = refinement_result(TASK, reply)
+    assert result.raw_response == reply
+    assert result.refined_response == STRUCTURED["final_answer"]
+    assert result.reasoning_steps == ["a", "b"]
+    plain = refinement_result(TASK, "Python is a language; for example print('hi').")
+    assert plain.raw_response == plain.refined_response
+    failed = refinement_result(TASK, None, error="HTTP 500")
+    assert failed.raw_response is None and failed.reasoning_steps == []
+    empty = refinement_result(TASK, '{"final_answer": ""}')
+    assert empty.raw_response == '{"final_answer": ""}' and empty.error
+
+
 def test_restating_the_same_answer_is_not_a_change():
     result = refinement_result(TASK, "Python is a programming language!")
     assert result.changes_made is False

@@ -22,7 +22,7 @@ from temporalio.testing import ActivityEnvironment
 from activities.model_call import ModelGateway
 from activities.settings import GatewaySettings
 from council import prompts
-from council.aggregate import aggregate_rankings, mean_ratings
+from council.aggregate import aggregate_rankings, lowest_ratings, mean_ratings
 from council.calls import ChatMessage, ModelCall, Stage
 from council.critiques import extract_critiques_from_rankings
 from council.iteration import (
@@ -31,6 +31,7 @@ from council.iteration import (
     IterationRound,
     TerminationReason,
     initialize_iteration_state,
+    note_review,
     should_continue_iteration,
 )
 from council.labels import assign_labels, labels_shown_to
@@ -286,7 +287,7 @@ async def test_a_default_run_refines_once_then_meets_the_quality_threshold(sim) 
             request = ModelCall(model=model, messages=messages, stage=stage, max_response_bytes=CAP)
             return (await env.run(gateway.call_model, request)).content
 
-        async def review(answers: dict[str, str]) -> tuple[list[Stage2Result], dict[str, float]]:
+        async def review(answers: dict[str, str]) -> tuple[list[Stage2Result], list]:
             reviews = []
             for reviewer in models:
                 shown = labels_shown_to(reviewer, label_to_model)
@@ -295,14 +296,16 @@ async def test_a_default_run_refines_once_then_meets_the_quality_threshold(sim) 
                     reviewer, Stage.REVIEW, prompts.review_prompt(QUESTION, framed, CAP)
                 )
                 reviews.append(read_review(reviewer, text, label_to_model)[0])
-            return reviews, mean_ratings(aggregate_rankings(reviews, label_to_model))
+            return reviews, aggregate_rankings(reviews, label_to_model)
 
         answers = {
             m: await call(m, Stage.ANSWER, prompts.answer_prompt(QUESTION, CAP)) for m in models
         }
-        reviews, scores = await review(answers)
-        state.latest_scores = scores
+        reviews, rankings = await review(answers)
+        note_review(state, rankings, refinements_pending=len(models))
+        scores = mean_ratings(rankings)
         assert scores["sim/cirrus"] < 1.5 <= min(s for m, s in scores.items() if m != "sim/cirrus")
+        assert lowest_ratings(rankings)["sim/cirrus"] == 1
         assert should_continue_iteration(state) == (True, None)
 
         state.current_round = 1
@@ -321,9 +324,10 @@ async def test_a_default_run_refines_once_then_meets_the_quality_threshold(sim) 
         assert round_one.models_unchanged == ["sim/atlas"]  # it received only praise
         state.rounds.append(round_one)
 
-        _, refined_scores = await review(answers)
-        state.latest_scores = refined_scores
-        assert min(refined_scores.values()) >= 1.5
+        _, refined = await review(answers)
+        note_review(state, refined, refinements_pending=len(models))
+        refined_scores = mean_ratings(refined)
+        assert min(lowest_ratings(refined).values()) >= 1.5
         assert refined_scores["sim/cirrus"] >= scores["sim/cirrus"] + 2
         assert should_continue_iteration(state) == (False, TerminationReason.QUALITY_THRESHOLD_MET)
 
@@ -535,3 +539,40 @@ def test_the_command_line_refuses_a_bad_fault_config() -> None:
         timeout=30,
     )
     assert result.returncode == 2 and result.stderr.startswith("simulator: fault config")
+
+
+# ---- scripted ratings and reported cost ------------------------------------------------
+
+
+async def test_a_reviewer_can_be_scripted_to_rate_everyone_or_one_author(sim) -> None:
+    answers = {m: ask(sim, m, prompts.answer_prompt(QUESTION, CAP)) for m in DEFAULT_MODELS}
+    framed = {"Response A": answers["sim/atlas"], "Response B": answers["sim/cirrus"]}
+    messages = prompts.review_prompt(QUESTION, framed, CAP)
+
+    def ratings(reviewer: str) -> dict[str, float]:
+        return parse_review(ask(sim, reviewer, messages), ["Response A", "Response B"]).ratings
+
+    assert ratings("sim/borealis") == {"Response A": 5, "Response B": 1}  # the quality rule
+    sim.set_faults({"*": {"rating": 4}})
+    assert ratings("sim/borealis") == {"Response A": 4, "Response B": 4}
+    assert ratings("sim/drift") == {"Response A": 4, "Response B": 4}  # the headers style too
+    sim.set_faults({"*": {"rating": 4}, "sim/borealis": {"ratings_by_author": {"sim/cirrus": 2}}})
+    assert ratings("sim/borealis") == {"Response A": 4, "Response B": 2}
+    assert ratings("sim/drift") == {"Response A": 4, "Response B": 4}
+    with pytest.raises(FaultConfigError, match="1 to 5"):
+        parse_faults({"*": {"ratings_by_author": {"sim/cirrus": 7}}})
+
+
+async def test_the_reported_cost_follows_the_price(sim) -> None:
+    async def usage() -> dict:
+        async with httpx.AsyncClient() as client:
+            body = {"model": "sim/atlas", "messages": [{"role": "user", "content": QUESTION}]}
+            reply = await client.post(f"{sim.url}/chat/completions", json=body)
+            return reply.json()["usage"]
+
+    assert (await usage())["cost"] == 0.0  # free by default, and says so
+    sim.set_faults({"*": {"cost_per_million_tokens": 2_000_000.0}})
+    priced = await usage()
+    assert priced["cost"] == priced["total_tokens"] * 2
+    sim.set_faults({"*": {"cost_per_million_tokens": None}})
+    assert "cost" not in await usage()

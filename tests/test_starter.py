@@ -48,6 +48,10 @@ def cli_env(council: Council, temporal) -> dict[str, str]:
         (["Q?", "--quality-threshold", "7.5"], "--quality-threshold must be between 0.0 and 5.0 (got 7.5)"),
         (["Q?", "--token-budget", "0"], "--token-budget must be between 1 and"),
         (["Q?", "--max-rounds", "two"], "argument --max-rounds: invalid int value: 'two'"),
+        (["Q?", "--min-rounds", "3"], "--min-rounds must be between 0 and 2, the maximum rounds (got 3)"),
+        (["Q?", "--min-rounds", "-1"], "--min-rounds must be between 0 and 5 (got -1)"),
+        (["Q?", "--max-cost", "0"], "--max-cost must be more than 0 and at most 10000.0 (got 0.0)"),
+        (["Q?", "--max-cost", "lots"], "argument --max-cost: invalid float value: 'lots'"),
         (["x" * 20_001], "QUESTION is too long: at most 20000 characters"),
     ],
 )
@@ -79,6 +83,20 @@ async def test_start_wait_json_prints_the_record(council: Council, cli_env: dict
     assert "stage 1 answer" in err and "finished" in err
 
 
+async def test_the_cost_line_says_when_the_provider_reports_no_cost(
+    council: Council, cli_env: dict[str, str]
+) -> None:
+    council.sim.set_faults({"*": {"cost_per_million_tokens": None}})
+    code, out, err = await starter("start", "Cats or dogs?", "--wait", "--max-cost", "0.5", env=cli_env)
+    assert code == 0, err
+    assert "cost not reported" in err and "$0.0000" not in err
+    assert "! the provider reports no cost: the cost budget cannot end the loop" in err
+    council.sim.set_faults({"*": {"cost_per_million_tokens": 1000.0}})
+    code, out, err = await starter("start", "Cats or dogs?", "--wait", env=cli_env)
+    assert code == 0 and "cost not reported" not in err
+    assert "· cost $" in err
+
+
 async def test_start_watch_show_list(council: Council, cli_env: dict[str, str]) -> None:
     code, out, err = await starter("start", "Why is the sky blue?", "--id", "sky-blue-1", env=cli_env)
     assert code == 0 and out == "sky-blue-1\n", err
@@ -87,6 +105,8 @@ async def test_start_watch_show_list(council: Council, cli_env: dict[str, str]) 
     assert code == 0
     assert "round_start" not in err  # rendered lines, not raw kinds
     assert "▶ stage 2 review" in err and "✔ finished" in err
+    assert "↻ review round 1: every member reviews" in err
+    assert "↳ sim/cirrus changed its answer" in err
 
     code, out, _ = await starter("show", "sky-blue-1", env=cli_env)
     assert code == 0

@@ -154,3 +154,20 @@ def test_cap_shrinks_with_more_models_and_rounds_but_never_below_the_floor():
     assert caps == sorted(caps, reverse=True)
     assert limits.response_byte_cap(1000, 5) == limits.MIN_RESPONSE_BYTES
     assert limits.response_byte_cap(2, 1, ceiling=10_000) == 10_000
+
+
+def test_min_rounds_defaults_to_one_and_stays_within_max_rounds():
+    assert validate_request(BASE).min_rounds == 1
+    assert validate_request({**BASE, "min_rounds": 0}).min_rounds == 0
+    assert validate_request({**BASE, "min_rounds": 4, "max_rounds": 4}).min_rounds == 4
+    assert reason(min_rounds=3) == "min_rounds must be between 0 and 2, the maximum rounds (got 3)"
+    assert reason(min_rounds=-1) == "min_rounds must be between 0 and 5 (got -1)"
+    config = validate_request({**BASE, "min_rounds": 0}).iteration_config()
+    assert config.min_rounds == 0
+
+
+def test_the_cost_budget_is_optional_and_positive():
+    assert validate_request(BASE).max_cost_usd is None
+    assert validate_request({**BASE, "max_cost_usd": 0.25}).iteration_config().max_cost_usd == 0.25
+    assert reason(max_cost_usd=0) == "max_cost_usd must be more than 0 and at most 10000.0 (got 0)"
+    assert reason(max_cost_usd=-2) .startswith("max_cost_usd must be more than 0")

@@ -14,22 +14,25 @@ from temporalio.exceptions import ActivityError, ApplicationError, is_cancelled_
 
 with workflow.unsafe.imports_passed_through():
     from council import prompts
-    from council.aggregate import aggregate_rankings, mean_ratings
+    from council.aggregate import aggregate_rankings
     from council.calls import ChatMessage, ModelReply, Stage
     from council.critiques import critiques_from_parsed
     from council.iteration import (
         CritiqueItem,
         IterationState,
         TerminationReason,
+        RefinementResult,
         charge_tokens,
         complete_round,
+        end_if_all_failed,
         get_iteration_summary,
         initialize_iteration_state,
+        note_review,
         should_continue_iteration,
         start_new_round,
         terminate_iteration,
     )
-    from council.labels import assign_labels
+    from council.labels import assign_labels, presentation_orders
     from council.models import CallError, DeliberationRecord, DeliberationRequest
     from council.progress import EventKind, Progress, ProgressEvent
     from council.record import stage2_5_results
@@ -37,7 +40,7 @@ with workflow.unsafe.imports_passed_through():
     from council.reviews import read_review
     from council.stages import Stage1Result, Stage2Result, Stage3Result
     from council.validation import InvalidRequest, validate_request
-    from workflows import search_attributes
+    from workflows import search_attributes, versions
     from workflows.details import current_details
 
 CALL_MODEL = "call_model"
@@ -64,8 +67,7 @@ class Deliberation:
     async def run(self, request: dict[str, Any]) -> DeliberationRecord:
         self._start(request)
         await self._stage1_collect_answers()
-        await self._stage2_collect_reviews(round_number=0)
-        charge_tokens(self.state, self.record.usage.total_tokens)
+        await self._opening_review()
         while True:
             go_on, reason = should_continue_iteration(self.state)
             if not go_on:
@@ -81,7 +83,10 @@ class Deliberation:
             self._request = validate_request(raw_request)
         except InvalidRequest as err:
             raise ApplicationError(str(err), type="InvalidRequest", non_retryable=True) from None
-        self._state = initialize_iteration_state(self.request.iteration_config())
+        config = self.request.iteration_config()
+        if not workflow.patched(versions.REFINE_BY_DEFAULT):
+            config = config.first_release()  # a run that started before the change
+        self._state = initialize_iteration_state(config)
         if self._stop_reason is not None:
             terminate_iteration(self._state, TerminationReason.USER_STOP)
         self._record = DeliberationRecord(
@@ -115,17 +120,44 @@ class Deliberation:
             )
         self.record.label_to_model = assign_labels(list(self._answers), workflow.random())
 
+    async def _opening_review(self) -> None:
+        """Stage 2 round 1: every member reviews the others' first answers."""
+        if not self.stopping:
+            self._event(
+                EventKind.ROUND_START,
+                stage=Stage.REVIEW,
+                round=0,
+                message="review round 1: every member reviews the others' answers",
+                data={"review_round": 1},
+            )
+        await self._stage2_collect_reviews(round_number=0)
+        charge_tokens(self.state, self.record.usage.total_tokens)
+        if self.request.max_cost_usd is not None and self.record.usage.cost_usd is None:
+            self._event(
+                EventKind.NOTICE,
+                message="the provider reports no cost: the cost budget cannot end the loop",
+            )
+        if not self.stopping:
+            self._round_complete(0, "review round 1 complete")
+
     async def _stage2_collect_reviews(self, round_number: int) -> list[Stage2Result]:
         labels = self.record.label_to_model
-        calls = {}
-        if len(self._answers) >= 2:
-            for reviewer in self._answers:
-                shown = {label: self._answers[m] for label, m in labels.items() if m != reviewer}
-                calls[reviewer] = prompts.review_prompt(
-                    self.request.question, shown, self.request.response_byte_cap, self.request.criteria
-                )
+        # Each reviewer sees the others' answers in its own order (position bias control).
+        orders = presentation_orders(labels, workflow.random()) if len(self._answers) >= 2 else {}
+        calls = prompts.review_prompts(
+            self.request.question,
+            self._answers,
+            labels,
+            orders,
+            self.request.response_byte_cap,
+            self.request.criteria,
+        )
         replies = await self._fan_out(Stage.REVIEW, round_number, calls)
-        read = [read_review(r, replies[r].content, labels) for r in self._answers if r in replies]
+        read = [
+            read_review(r, replies[r].content, labels, orders[r])
+            for r in self._answers
+            if r in replies
+        ]
         reviews = [review for review, _ in read]
         if round_number == 0:
             self.record.stage2 = reviews
@@ -134,8 +166,11 @@ class Deliberation:
                 (review.model, parsed) for review, parsed in read
             )
             self.record.aggregate_rankings = aggregate_rankings(reviews, labels)
-            self.state.latest_scores = mean_ratings(self.record.aggregate_rankings)
-        self.state.critiques_pending = len(plan_refinements(self._answers, self._critiques, labels))
+        pending = plan_refinements(self._answers, self._critiques, labels)
+        note_review(self.state, self.record.aggregate_rankings if reviews else [], len(pending))
+        if end_if_all_failed(self.state, [model in replies for model in calls]):
+            self._event(EventKind.NOTICE, stage=Stage.REVIEW, round=round_number,
+                        message="every review call failed: the loop ends (error_occurred)")
         self._update_details()
         return reviews
 
@@ -143,7 +178,12 @@ class Deliberation:
         tokens_before = self.record.usage.total_tokens
         round_data = start_new_round(self.state, workflow.now())
         n = round_data.round_number
-        self._event(EventKind.ROUND_START, round=n, message=f"round {n} of {self.state.max_rounds}")
+        self._event(
+            EventKind.ROUND_START,
+            round=n,
+            message=f"refinement round {n} of {self.state.max_rounds}, then review round {n + 1}",
+            data={"review_round": n + 1},
+        )
         labels = self.record.label_to_model
         round_data.critiques = {label: list(items) for label, items in self._critiques.items()}
         tasks = plan_refinements(self._answers, round_data.critiques, labels)
@@ -158,24 +198,74 @@ class Deliberation:
                 for task in tasks
             },
         )
-        failures = {e.model: e.describe() for e in self.record.errors if e.stage == Stage.REFINE and e.round == n}
+        failures = {
+            e.model: e.describe()
+            for e in self.record.errors
+            if e.stage == Stage.REFINE and e.round == n
+        }
         results = [
             refinement_result(
                 task,
                 replies[task.model].content if task.model in replies else None,
-                error=None if task.model in replies else failures.get(task.model, "stopped by the user"),
+                error=None
+                if task.model in replies
+                else failures.get(task.model, "stopped by the user"),
             )
             for task in tasks
         ]
         self._answers = record_refinements(round_data, self._answers, results)
-        round_data.reviews = await self._stage2_collect_reviews(round_number=n)
-        complete_round(self.state, round_data, self.record.usage.total_tokens - tokens_before, workflow.now())
+        self._report_refinements(n, results)
+        if end_if_all_failed(self.state, [r.error is None for r in results]):
+            self._event(EventKind.NOTICE, stage=Stage.REFINE, round=n,
+                        message="every refinement failed: the loop ends (error_occurred); "
+                        "the chairman works from the last good answers")
+        else:
+            round_data.reviews = await self._stage2_collect_reviews(round_number=n)
+        complete_round(
+            self.state, round_data, self.record.usage.total_tokens - tokens_before, workflow.now()
+        )
+        self._round_complete(
+            n,
+            f"{len(round_data.models_that_changed)} changed, "
+            f"{len(round_data.models_unchanged)} unchanged",
+            changed=round_data.models_that_changed,
+        )
+
+    def _report_refinements(self, round_number: int, results: list[RefinementResult]) -> None:
+        """One event per refinement: whether the answer changed, and how."""
+        for result in results:
+            if result.error is not None and self.stopping:
+                continue  # a cancelled call: MODEL_CANCELLED said so
+            self._event(
+                EventKind.MODEL_REFINED,
+                stage=Stage.REFINE,
+                round=round_number,
+                model=result.model,
+                message=result.error or result.change_summary or "no significant change",
+                data={
+                    "changed": result.changes_made,
+                    "failed": result.error is not None,
+                    "accepted": len(result.critiques_accepted),
+                    "rejected": len(result.critiques_rejected),
+                    "critiques": len(result.critiques_addressed),
+                    "confidence": result.confidence,
+                },
+            )
+
+    def _round_complete(self, round_number: int, message: str, changed: list[str] | None = None) -> None:
         self._event(
             EventKind.ROUND_COMPLETE,
-            round=n,
-            message=f"{len(round_data.models_that_changed)} changed, "
-            f"{len(round_data.models_unchanged)} unchanged",
-            data={"changed": round_data.models_that_changed, "scores": dict(self.state.latest_scores)},
+            round=round_number,
+            message=message,
+            data={
+                "review_round": round_number + 1,
+                "changed": changed or [],
+                "scores": dict(self.state.latest_scores),
+                "lowest": dict(self.state.lowest_ratings),
+                "threshold": self.state.quality_threshold,
+                "tokens": self.state.total_tokens_used,
+                "cost_usd": self.state.cost_usd,
+            },
         )
 
     async def _stage3_synthesize(self) -> None:
@@ -297,6 +387,7 @@ class Deliberation:
             self._event(EventKind.MODEL_FAILED, stage=stage, round=round_number, model=model, message=error.message)
             return None
         self.record.usage.record(model, stage, reply.usage)
+        self.state.cost_usd = self.record.usage.cost_usd
         self._event(
             EventKind.MODEL_COMPLETE,
             stage=stage,
@@ -332,11 +423,15 @@ class Deliberation:
             stage=self._stage,
             round=state.current_round if state else 0,
             max_rounds=state.max_rounds if state else 0,
+            min_rounds=state.min_rounds if state else 0,
             finished=bool(self._events) and self._events[-1].kind == EventKind.FINISHED,
             terminated_reason=state.termination_reason if state and state.terminated else None,
             scores=dict(state.latest_scores) if state else {},
+            lowest_ratings=dict(state.lowest_ratings) if state else {},
             tokens_used=self._record.usage.total_tokens if self._record else 0,
             token_budget=state.context_budget if state else 0,
+            cost_usd=state.cost_usd if state else None,
+            max_cost_usd=state.max_cost_usd if state else None,
         )
 
     @workflow.query(name="record")

@@ -14,22 +14,30 @@ def current_details(
         head = f"**Finished**: {state.termination_reason} after {len(state.rounds)} round(s)"
     else:
         where = stage.title if stage else "starting"
-        head = f"**{where}** · round {state.current_round} of {state.max_rounds}"
+        head = (
+            f"**{where}** · round {state.current_round} of {state.max_rounds}"
+            f" (at least {state.min_rounds})"
+        )
+    cost = f" · {record.usage.cost_line()}"
+    if state.max_cost_usd is not None:
+        cost += f" of budget ${state.max_cost_usd:g}"
     lines = [
         head,
-        f"tokens {record.usage.total_tokens:,} of budget {state.context_budget:,}"
+        f"tokens {record.usage.total_tokens:,} of budget {state.context_budget:,}{cost}"
         f" · quality threshold {state.quality_threshold:g}/5",
         "",
-        "| model | label | mean rating | average rank |",
-        "| --- | --- | --- | --- |",
+        "| model | label | mean rating | lowest rating | average rank |",
+        "| --- | --- | --- | --- | --- |",
     ]
     by_model = {entry.model: entry for entry in record.aggregate_rankings}
     labels = {model: label for label, model in record.label_to_model.items()}
     for model in record.models:
         entry = by_model.get(model)
         rating = f"{entry.mean_rating:.2f}" if entry and entry.mean_rating is not None else "-"
+        lowest = f"{entry.lowest_rating:g}" if entry and entry.lowest_rating is not None else "-"
         rank = f"{entry.average_rank:.2f}" if entry and entry.average_rank is not None else "-"
-        lines.append(f"| {model} | {labels.get(model, 'dropped' if record.stage1 else '-')} | {rating} | {rank} |")
+        label = labels.get(model, "dropped" if record.stage1 else "-")
+        lines.append(f"| {model} | {label} | {rating} | {lowest} | {rank} |")
     if record.errors:
         lines += ["", f"{len(record.errors)} failed call(s); see the record's errors."]
     return "\n".join(lines)

@@ -1,0 +1,11 @@
+"""Changes to the deliberation's protocol, for workflow.patched.
+
+A run that started before a change replays its history without the change's marker, so
+`workflow.patched(ID)` is False there and the workflow keeps the old behaviour; new runs
+record the marker and take the new path. Remove a branch only when no run that started
+before it can still be open (then move its ID to workflow.deprecate_patch).
+"""
+
+# Stage 2.5 runs at least min_rounds rounds, the quality gate compares each individual
+# rating with the threshold, and a round whose every call failed ends the loop.
+REFINE_BY_DEFAULT = "refine-by-default"
