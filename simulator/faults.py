@@ -62,6 +62,10 @@ class FaultSpec(BaseModel):
     cost_per_million_tokens: float | None = Field(
         default=0.0, ge=0, description="the cost each reply reports; null: it reports none"
     )
+    critiques: bool = Field(
+        default=True,
+        description="as a reviewer, write critiques (false: only the rated ranking, as some models do)",
+    )
 
     @field_validator("ratings_by_author")
     @classmethod
@@ -127,6 +131,7 @@ class Plan:
     rating: int | None = None
     ratings_by_author: dict[str, int] = field(default_factory=dict)
     cost_per_million_tokens: float | None = 0.0
+    critiques: bool = True
 
 
 class FaultInjector:
@@ -177,6 +182,7 @@ class FaultInjector:
             rating=spec.rating,
             ratings_by_author=dict(spec.ratings_by_author),
             cost_per_million_tokens=spec.cost_per_million_tokens,
+            critiques=spec.critiques,
         )
 
 

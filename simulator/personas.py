@@ -197,8 +197,14 @@ def is_suspicious(text: str) -> bool:
 # ---- stage 2 -------------------------------------------------------------------------
 
 
-def review(persona: Persona, prompt: Prompt, scripted: Mapping[str, int] | None = None) -> str:
-    """Rate every shown answer by the quality rule, or as `scripted` (label -> rating) says."""
+def review(
+    persona: Persona,
+    prompt: Prompt,
+    scripted: Mapping[str, int] | None = None,
+    critiques: bool = True,
+) -> str:
+    """Rate every shown answer by the quality rule, or as `scripted` (label -> rating) says;
+    without critiques, the review is the rated ranking alone."""
     judged = {label: assess(text, prompt.question) for label, text in prompt.answers.items()}
     scripted = scripted or {}
     # A vigilant reviewer quotes manipulation attempts and rates them 1/5.
@@ -212,6 +218,9 @@ def review(persona: Persona, prompt: Prompt, scripted: Mapping[str, int] | None 
         for label, a in judged.items()
     }
     ranked = sorted(ratings, key=lambda label: (-ratings[label], label))
+    if not critiques:
+        lines = [f"{i}. {label} ({ratings[label]}/5)" for i, label in enumerate(ranked, start=1)]
+        return "FINAL RANKING:\n" + "\n".join(lines)
     if persona.review_style == "headers":
         return _review_with_headers(persona, judged, ratings, ranked)
     paragraphs = [
@@ -441,13 +450,19 @@ def synthesis(persona: Persona, prompt: Prompt) -> str:
     return "\n\n".join(parts)
 
 
-def reply(persona: Persona, prompt: Prompt, ratings: Mapping[str, int] | None = None) -> str:
-    """What the persona writes; `ratings` (label -> 1-5) scripts a review's ratings."""
+def reply(
+    persona: Persona,
+    prompt: Prompt,
+    ratings: Mapping[str, int] | None = None,
+    critiques: bool = True,
+) -> str:
+    """What the persona writes; `ratings` (label -> 1-5) scripts a review's ratings, and
+    `critiques` whether a review has any."""
     solved = problems.reply(persona, prompt)  # a dataset problem with a known answer
     if solved is not None:
         return solved
     if prompt.stage is Stage.REVIEW:
-        return review(persona, prompt, ratings)
+        return review(persona, prompt, ratings, critiques)
     if prompt.stage is Stage.REFINE:
         return refinement_reply(persona, prompt)
     if prompt.stage is Stage.SYNTHESIS:

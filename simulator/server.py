@@ -205,7 +205,7 @@ class _Exchange:
             return "", "stop"
         persona = persona_for(self.model)
         prompt = read_prompt(prompt_text(self.messages))
-        text = reply(persona, prompt, self.scripted_ratings(prompt))
+        text = reply(persona, prompt, self.scripted_ratings(prompt), self.plan.critiques)
         if prompt.stage is Stage.ANSWER:
             self.sim.authors.note(text, self.model)
         elif prompt.stage is Stage.REFINE:

@@ -188,3 +188,14 @@ async def test_each_reviewer_sees_the_answers_in_its_own_order(council: Council)
         assert digest == entry["prompt_sha256"], entry["model"]
     assert {e["model"] for e in first_reviews} == set(FOUR_MODELS)
     assert Stage.REVIEW.value == "stage2"
+
+
+async def test_a_review_without_critiques_ends_the_loop_even_before_the_minimum(
+    council: Council,
+) -> None:
+    council.sim.set_faults({"*": {"critiques": False}})
+    record = await council.run(min_rounds=2)
+    assert record.iteration["terminated_reason"] == "no_significant_changes"
+    assert record.rounds == [] and record.stage2_5 is None
+    assert all(review.ratings for review in record.stage2)  # rated, but nothing to act on
+    assert record.stage3 is not None
