@@ -226,3 +226,19 @@ def test_a_refined_solution_counts_as_changed_only_when_it_changed_in_substance(
     assert solutions["sim/atlas"]["changed_from_original"] is False
     assert solutions["sim/atlas"]["reasoning_steps"] == ["Recheck the product."]
     assert solutions["sim/borealis"]["changed_from_original"] is True
+
+
+def test_every_setting_that_can_change_an_answer_changes_the_run_key(bundled) -> None:
+    from council.models import DeliberationRequest
+    from council.validation import validate_request
+    from evaluation.runner import KEY_SETTINGS, run_key
+
+    # Only the question (each problem sets its own) and the call policy are left out.
+    assert KEY_SETTINGS == set(DeliberationRequest.model_fields) - {"question", "policy"}
+    base = {"question": "q", "models": ["sim/atlas", "sim/borealis"]}
+    keys = {
+        run_key(bundled, validate_request({**base, **change}))
+        for change in ({}, {"min_rounds": 0}, {"max_cost_usd": 1.0}, {"max_rounds": 3})
+    }
+    assert len(keys) == 4
+    assert run_key(bundled, validate_request({**base, "policy": {"max_attempts": 2}})) in keys
