@@ -48,7 +48,7 @@ simulator: $(STAMP)
 
 # 30 deliberations under worker kills, a server restart and fault storms (a few minutes).
 chaos: $(STAMP)
-	$(BIN)/python chaos.py
+	$(BIN)/python -m bench.chaos
 
 # Figures against bare Temporal and plain asyncio, written to bench/RESULTS.md (about 10
 # minutes; starts its own server, simulator and workers). Development sizes, or a

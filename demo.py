@@ -12,7 +12,8 @@ import os
 import subprocess
 import sys
 
-from app import devstack
+from harness.local import local_council
+from harness.processes import ROOT
 
 QUESTION = (
     "What are the trade-offs between SQLite and PostgreSQL for a small web application?"
@@ -24,14 +25,14 @@ def say(message: str) -> None:
 
 
 def main() -> int:
-    with devstack.local_council(
+    with local_council(
         say, "using the built-in SIMULATOR; every answer below is simulated, not written by a real model"
     ) as env:
         question = os.environ.get("QUESTION") or QUESTION
         say(f"asking the council: {question}")
         result = subprocess.run(
             [sys.executable, "starter.py", "start", question, "--wait"],
-            cwd=devstack.ROOT,
+            cwd=ROOT,
             env={**os.environ, **env},
         )
         if result.returncode == 0:

@@ -37,8 +37,8 @@ from council.models import DeliberationRecord, DeliberationRequest
 from council.progress import Progress
 from council.validation import InvalidRequest, validate_request
 from evaluation import cli as evaluation
+from workflows.deliberation import Deliberation
 
-WORKFLOW = "Deliberation"
 # OpenRouter ids; COUNCIL_MODELS (comma-separated) or --model replaces them.
 DEFAULT_MODELS = (
     "openai/gpt-4o-mini",
@@ -156,7 +156,7 @@ async def follow(handle: Any) -> None:
     while True:
         try:
             progress: Progress = await handle.query(
-                "progress", seq, result_type=Progress, rpc_timeout=QUERY_TIMEOUT
+                Deliberation.progress, seq, rpc_timeout=QUERY_TIMEOUT
             )
         except Exception:  # no worker yet, or the run just closed
             if not await running(handle):
@@ -187,7 +187,7 @@ async def print_outcome(handle: Any, as_json: bool) -> int:
     else:
         answer = record.stage3.response if record.stage3 else "(no synthesis)"
         print(answer)
-        reason = record.iteration.get("terminated_reason")
+        reason = record.iteration.terminated_reason
         err.print(
             f"\nended: {reason} · {record.usage.total_tokens:,} tokens in {record.usage.calls} calls"
             f" · {record.usage.cost_line()} · full record: python starter.py show {record.id}",
@@ -201,7 +201,7 @@ async def cmd_start(args: argparse.Namespace) -> int:
     client = await connection.connect()
     wid = args.id or workflow_id(request.question, readable=client.data_converter.payload_codec is None)
     handle = await client.start_workflow(
-        WORKFLOW,
+        Deliberation.run,
         request.model_dump(mode="json"),
         id=wid,
         task_queue=connection.task_queue(),
@@ -235,7 +235,7 @@ async def cmd_stop(args: argparse.Namespace) -> int:
         status = description.status.name.lower() if description.status else "unknown"
         err.print(f"{args.id} is not running ({status})", markup=False)
         return 1
-    await handle.signal("stop", args.reason)
+    await handle.signal(Deliberation.stop, args.reason)
     err.print(f"stop requested for {args.id}; the council synthesizes what it has", markup=False)
     return 0
 
@@ -255,7 +255,7 @@ async def cmd_show(args: argparse.Namespace) -> int:
     running = description.status is not None and description.status.name == "RUNNING"
     try:
         if running:
-            record = await handle.query("record", result_type=DeliberationRecord, rpc_timeout=QUERY_TIMEOUT)
+            record = await handle.query(Deliberation.current_record, rpc_timeout=QUERY_TIMEOUT)
         else:
             record = await handle.result()
     except Exception as error:
@@ -274,7 +274,7 @@ async def cmd_list(args: argparse.Namespace) -> int:
 
     client = await connection.connect()
     rows = []
-    async for execution in client.list_workflows(f'WorkflowType="{WORKFLOW}"', limit=args.limit):
+    async for execution in client.list_workflows(f'WorkflowType="{Deliberation.__name__}"', limit=args.limit):
         attrs = execution.typed_search_attributes
         rows.append(
             (

@@ -19,6 +19,10 @@ import signal
 import sys
 from datetime import timedelta
 
+from collections.abc import Callable, Sequence
+from typing import Any
+
+from temporalio.client import Client
 from temporalio.service import RPCError
 from temporalio.worker import Worker
 
@@ -50,13 +54,22 @@ def _env_number(name: str, kind: type[int] | type[float]) -> int | float | None:
     return number
 
 
-def build_worker(client, gateway: ModelGateway, queue: str | None = None, **options) -> Worker:
+def build_worker(
+    client: Client,
+    gateway: ModelGateway,
+    queue: str | None = None,
+    workflows: Sequence[type] = (Deliberation, JudgeAnswers),
+    activities: Sequence[Callable[..., Any]] = (),
+    **options: Any,
+) -> Worker:
+    """The worker's Temporal worker: these workflows, the model-call activity (and any
+    other activities), with the concurrency, rate limit and shutdown options below."""
     calls_per_second = _env_number("COUNCIL_MAX_CALLS_PER_SECOND", float)
     return Worker(
         client,
         task_queue=queue or task_queue(),
-        workflows=[Deliberation, JudgeAnswers],
-        activities=[gateway.call_model],
+        workflows=list(workflows),
+        activities=[gateway.call_model, *activities],
         max_concurrent_activities=_env_number("COUNCIL_MAX_CONCURRENT_CALLS", int) or 200,
         # A provider quota, enforced by the server across every worker of the queue.
         max_task_queue_activities_per_second=calls_per_second,
@@ -93,7 +106,7 @@ async def run() -> None:
     for sig in (signal.SIGINT, signal.SIGTERM):
         loop.add_signal_handler(sig, stop.set)
     log.info("%s", encryption_note(client.data_converter))
-    # Printed whatever the log level: app.devstack waits for this line.
+    # Printed whatever the log level: harness.processes.start_worker waits for this line.
     print(
         f"worker ready: task queue {task_queue()}, namespace {client.namespace}, models via "
         f"{gateway.settings.base_url} ({'API key set' if gateway.settings.api_key else 'no API key'})",

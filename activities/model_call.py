@@ -91,7 +91,7 @@ class ModelGateway:
             text = text.replace(secret, REDACTED)
         return text
 
-    @activity.defn(name="call_model")
+    @activity.defn
     async def call_model(self, call: ModelCall) -> ModelReply:
         info = activity.info()
         completion = Completion(call.max_response_bytes)

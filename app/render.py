@@ -100,9 +100,8 @@ def _usage_line(record: DeliberationRecord) -> str:
 
 def record_markdown(record: DeliberationRecord) -> str:
     """The whole record, final answer first."""
-    iteration = record.iteration
-    reason = iteration.get("terminated_reason") or "-"
-    rounds = iteration.get("rounds_completed", len(record.rounds))
+    reason = record.iteration.terminated_reason or "-"
+    rounds = record.iteration.rounds_completed
     out = [
         f"# Council deliberation `{record.id}`",
         "",

@@ -15,7 +15,7 @@ import time
 from collections import Counter
 
 from bench import report
-from bench.stack import Stack, council_request
+from bench.stack import BenchStack, council_request
 
 MODELS = 4
 ROUNDS = 2
@@ -26,21 +26,21 @@ def _mine(entries: list[dict], workflow_id: str) -> list[dict]:
     return [e for e in entries if (e.get("call_id") or "").startswith(workflow_id + "/")]
 
 
-async def run(stack: Stack, quick: bool = False) -> report.Section:
+async def run(stack: BenchStack, quick: bool = False) -> report.Section:
     request = council_request(MODELS, ROUNDS)
-    stack.set_latency(LATENCY)
+    stack.sim.set_latency(LATENCY)
     try:
         # A clean run.
         worker = await asyncio.to_thread(stack.start_council_worker)
         try:
-            stack.reset_log()
+            stack.sim.reset()
             clean, clean_wall = await stack.run_council(worker.queue, request)
-            clean_calls = len(stack.sim_log()["entries"])
+            clean_calls = len(stack.sim.log()["entries"])
         finally:
             await asyncio.to_thread(worker.stop)
 
         # A run whose worker dies mid-round.
-        stack.reset_log()
+        stack.sim.reset()
         first = await asyncio.to_thread(stack.start_council_worker)
         second = None
         try:
@@ -48,13 +48,13 @@ async def run(stack: Stack, quick: bool = False) -> report.Section:
             handle = await stack.start_council(first.queue, request, prefix="crash")
             deadline = time.monotonic() + 120
             while not any(
-                e["stage"] == "stage2_5" for e in _mine(stack.sim_log()["entries"], handle.id)
+                e["stage"] == "stage2_5" for e in _mine(stack.sim.log()["entries"], handle.id)
             ):
                 if time.monotonic() > deadline:
                     raise RuntimeError("the refinement stage never started")
                 await asyncio.sleep(0.02)
             await asyncio.sleep(LATENCY / 3)
-            before = _mine(stack.sim_log()["entries"], handle.id)
+            before = _mine(stack.sim.log()["entries"], handle.id)
             first.kill()
             killed = time.monotonic()
             in_flight = {e["call_id"] for e in before if e["finished"] is None}
@@ -68,9 +68,9 @@ async def run(stack: Stack, quick: bool = False) -> report.Section:
                 if process is not None:
                     await asyncio.to_thread(process.stop)
     finally:
-        stack.set_latency(0)
+        stack.sim.set_latency(0)
 
-    entries = _mine(stack.sim_log()["entries"], handle.id)
+    entries = _mine(stack.sim.log()["entries"], handle.id)
     per_call = Counter(e["call_id"] for e in entries)
     repeated = {call for call, n in per_call.items() if n > 1}
     crash_calls = len(entries)

@@ -14,7 +14,7 @@ import statistics
 
 from bench import report
 from bench.plain_asyncio import PlainCouncil
-from bench.stack import BENCH_API_KEY, Stack, council_plan, council_request, stages_of
+from bench.stack import BENCH_API_KEY, BenchStack, council_plan, council_request, stages_of
 
 MODELS = 4
 ROUNDS = 2
@@ -22,7 +22,7 @@ LATENCY = 1.0
 GOAL = 1.05
 
 
-async def run(stack: Stack, quick: bool = False) -> report.Section:
+async def run(stack: BenchStack, quick: bool = False) -> report.Section:
     reps = 1 if quick else 3
     request = council_request(MODELS, ROUNDS)
     plan = council_plan(MODELS, ROUNDS)
@@ -36,32 +36,32 @@ async def run(stack: Stack, quick: bool = False) -> report.Section:
     times: dict[str, list[float]] = {"council": [], "plain": [], "bare": []}
     calls: dict[str, int] = {}
     try:
-        stack.set_latency(0)
+        stack.sim.set_latency(0)
         await stack.run_council(council.queue, request)
         await plain.deliberate(request)
         await stack.run_bare(bare.queue, plan)
-        stack.set_latency(LATENCY)
+        stack.sim.set_latency(LATENCY)
         for _ in range(reps):
-            stack.reset_log()
+            stack.sim.reset()
             record, elapsed = await stack.run_council(council.queue, request)
             if len(record.rounds) != ROUNDS or record.stage3 is None or record.errors:
                 raise RuntimeError(f"the council run did not run {ROUNDS} clean rounds")
             times["council"].append(elapsed)
-            calls["council"] = stack.sim_log()["total"]
+            calls["council"] = stack.sim.log()["total"]
 
-            stack.reset_log()
+            stack.sim.reset()
             loop = asyncio.get_running_loop()
             started = loop.time()
             result = await plain.deliberate(request)
             times["plain"].append(loop.time() - started)
             if result.rounds != ROUNDS or result.failures:
                 raise RuntimeError(f"the asyncio run did not run {ROUNDS} clean rounds")
-            calls["plain"] = stack.sim_log()["total"]
+            calls["plain"] = stack.sim.log()["total"]
 
             times["bare"].append(await stack.run_bare(bare.queue, plan, LATENCY))
             calls["bare"] = expected_calls
     finally:
-        stack.set_latency(0)
+        stack.sim.set_latency(0)
         await plain.aclose()
         await asyncio.to_thread(council.stop)
         await asyncio.to_thread(bare.stop)

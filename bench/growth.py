@@ -14,7 +14,7 @@ import time
 from dataclasses import dataclass
 
 from bench import report
-from bench.stack import Stack, council_request, history_size, stages_of
+from bench.stack import BenchStack, council_request, history_size, stages_of
 
 
 @dataclass
@@ -29,9 +29,9 @@ FULL = Sizes(models=(2, 4, 8), rounds=(1, 3, 5), batch=20, alone=3)
 QUICK = Sizes(models=(2, 4), rounds=(1, 3), batch=5, alone=1)
 
 
-async def run(stack: Stack, quick: bool = False) -> report.Section:
+async def run(stack: BenchStack, quick: bool = False) -> report.Section:
     sizes = QUICK if quick else FULL
-    stack.set_latency(0)
+    stack.sim.set_latency(0)
     table = report.Table(
         [
             "models",
@@ -53,12 +53,12 @@ async def run(stack: Stack, quick: bool = False) -> report.Section:
             try:
                 alone = []
                 for _ in range(sizes.alone):
-                    stack.reset_log()
+                    stack.sim.reset()
                     started = time.monotonic()
                     handle = await stack.start_council(worker.queue, request, prefix="growth")
                     record = await handle.result()
                     alone.append(time.monotonic() - started)
-                    served = stack.sim_log()["total"]
+                    served = stack.sim.log()["total"]
                     if (
                         len(record.rounds) != rounds
                         or record.errors

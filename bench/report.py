@@ -9,7 +9,7 @@ import subprocess
 from dataclasses import dataclass, field
 from importlib import metadata
 
-from app.devstack import temporal_binary
+from harness.processes import temporal_binary
 
 
 @dataclass

@@ -23,9 +23,9 @@ from collections.abc import Awaitable, Callable
 from datetime import UTC, datetime
 from pathlib import Path
 
-from app.devstack import ROOT
+from harness.processes import ROOT
 from bench import crash, critical_path, growth, report, throughput
-from bench.stack import Stack
+from bench.stack import BenchStack
 
 Benchmark = Callable[..., Awaitable[report.Section]]
 BENCHMARKS: dict[str, Benchmark] = {
@@ -119,7 +119,7 @@ async def run(args: argparse.Namespace) -> str:
     machine = report.describe_machine()
     load = report.load_average()
     started = time.monotonic()
-    stack = Stack(workdir, sqlite_file=args.sqlite_file)
+    stack = BenchStack(workdir, db_file=workdir / "temporal.db" if args.sqlite_file else None)
     sections = []
     ok = False
     try:

@@ -28,7 +28,7 @@ from pathlib import Path
 from temporalio.client import WorkflowHandle
 
 from bench import profiling, report
-from bench.stack import CpuMeter, Stack, WorkerProcess, council_plan, council_request
+from bench.stack import BenchStack, CpuMeter, WorkerProcess, council_plan, council_request
 
 MODELS = 4
 ROUNDS = 2
@@ -168,7 +168,7 @@ def _profile_start(worker: WorkerProcess, seconds: float, out: Path) -> subproce
 
 
 async def _measure(
-    stack: Stack,
+    stack: BenchStack,
     worker: WorkerProcess,
     start: Callable[[], Awaitable[WorkflowHandle]],
     sizes: Sizes,
@@ -192,11 +192,11 @@ async def _measure(
     return result
 
 
-async def run(stack: Stack, quick: bool = False, profile: bool = False) -> report.Section:
+async def run(stack: BenchStack, quick: bool = False, profile: bool = False) -> report.Section:
     sizes = QUICK if quick else FULL
     request = council_request(MODELS, ROUNDS)
     plan = council_plan(MODELS, ROUNDS)
-    stack.set_latency(0)
+    stack.sim.set_latency(0)
 
     stamp = time.strftime("%Y%m%d-%H%M%S")
     kinds = ("bare", "calls", "council")

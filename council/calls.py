@@ -10,6 +10,8 @@ from enum import StrEnum
 
 from pydantic import BaseModel, Field
 
+from council.limits import MAX_RESPONSE_BYTES
+
 
 class Stage(StrEnum):
     """The protocol's stages, named as in the record."""
@@ -18,7 +20,6 @@ class Stage(StrEnum):
     REVIEW = "stage2"
     REFINE = "stage2_5"
     SYNTHESIS = "stage3"
-    JUDGE = "judge"  # the evaluation harness's judge model, outside the protocol
 
     @property
     def title(self) -> str:
@@ -39,7 +40,6 @@ STAGE_TITLES = {
     Stage.REVIEW: "stage 2 review",
     Stage.REFINE: "stage 2.5 refinement",
     Stage.SYNTHESIS: "stage 3 synthesis",
-    Stage.JUDGE: "evaluation judge",
 }
 
 
@@ -53,18 +53,18 @@ class ModelCall(BaseModel):
 
     model: str
     messages: list[ChatMessage]
-    stage: Stage
+    stage: Stage | None = None  # None: a call outside the protocol (the evaluation's judge)
     round: int = 0
     temperature: float | None = None
     max_tokens: int | None = None
     # Content longer than this (UTF-8 bytes) is cut and flagged, so that a reply never
     # pushes a Temporal payload or the record past its size limit.
-    max_response_bytes: int = 64_000
+    max_response_bytes: int = MAX_RESPONSE_BYTES
 
     @property
     def summary(self) -> str:
         """One line for the Temporal UI: stage, round, model."""
-        return f"{self.stage.place(self.round)} · {self.model}"
+        return f"{self.stage.place(self.round)} · {self.model}" if self.stage else self.model
 
 
 class TokenUsage(BaseModel):

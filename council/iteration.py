@@ -21,11 +21,12 @@ from __future__ import annotations
 from collections.abc import Sequence
 from datetime import datetime
 from enum import StrEnum
-from typing import Any
 
 from pydantic import BaseModel, Field
 
+from council import limits
 from council.aggregate import lowest_ratings, mean_ratings
+from council.changes import NEW_WORD_RATIO
 from council.stages import AggregateRanking, Stage2Result
 
 DEFAULT_MAX_ROUNDS = 2
@@ -108,8 +109,8 @@ class IterationRound(BaseModel):
 
 class IterationState(BaseModel):
     enabled: bool = False
-    max_rounds: int = Field(default=DEFAULT_MAX_ROUNDS, ge=1, le=5)
-    min_rounds: int = Field(default=DEFAULT_MIN_ROUNDS, ge=0, le=5)
+    max_rounds: int = Field(default=DEFAULT_MAX_ROUNDS, ge=limits.MIN_ROUNDS, le=limits.MAX_ROUNDS)
+    min_rounds: int = Field(default=DEFAULT_MIN_ROUNDS, ge=0, le=limits.MAX_ROUNDS)
     current_round: int = 0
     rounds: list[IterationRound] = Field(default_factory=list)
     terminated: bool = False
@@ -137,7 +138,7 @@ class IterationConfig(BaseModel):
     max_rounds: int = DEFAULT_MAX_ROUNDS
     min_rounds: int = DEFAULT_MIN_ROUNDS
     auto_stop_on_convergence: bool = True
-    min_change_threshold: float = 0.1
+    min_change_threshold: float = NEW_WORD_RATIO
     quality_threshold: float = DEFAULT_QUALITY_THRESHOLD
     quality_gate: QualityGate = QualityGate.EVERY_RATING
     context_budget: int = DEFAULT_TOKEN_BUDGET
@@ -260,38 +261,62 @@ def terminate_iteration(state: IterationState, reason: TerminationReason) -> Non
     state.termination_reason = reason
 
 
-def get_iteration_summary(state: IterationState) -> dict[str, Any]:
-    reason = state.termination_reason.value if state.termination_reason else None
-    common = {
-        "max_rounds": state.max_rounds,
-        "min_rounds": state.min_rounds,
-        "terminated_reason": reason,
-        "tokens_used": state.total_tokens_used,
-        "token_budget": state.context_budget,
-        "cost_usd": state.cost_usd,
-        "max_cost_usd": state.max_cost_usd,
-        "quality_threshold": state.quality_threshold,
-        "quality_gate": state.quality_gate.value,
-        "final_scores": dict(state.latest_scores),
-        "final_lowest_ratings": dict(state.lowest_ratings),
-    }
-    if not state.rounds:
-        return {"message": "No iterations performed", "rounds_completed": 0, **common}
-    return {
-        "rounds_completed": len(state.rounds),
-        "total_refinements": sum(len(r.models_that_changed) for r in state.rounds),
-        "total_unchanged": sum(len(r.models_unchanged) for r in state.rounds),
-        **common,
-        "round_summaries": [
-            {
-                "round": r.round_number,
-                "models_changed": len(r.models_that_changed),
-                "models_unchanged": len(r.models_unchanged),
-                "tokens_used": r.tokens_used,
-                "duration_seconds": (r.completed_at - r.started_at).total_seconds()
+class RoundSummary(BaseModel):
+    round: int
+    models_changed: int = 0
+    models_unchanged: int = 0
+    tokens_used: int = 0
+    duration_seconds: float | None = None
+
+
+class IterationSummary(BaseModel):
+    """The loop in figures, for the record and for display (with the rules it ran by)."""
+
+    message: str | None = None  # "No iterations performed" when no round ran
+    rounds_completed: int = 0
+    total_refinements: int = 0
+    total_unchanged: int = 0
+    max_rounds: int = DEFAULT_MAX_ROUNDS
+    min_rounds: int = DEFAULT_MIN_ROUNDS
+    terminated_reason: TerminationReason | None = None
+    tokens_used: int = 0
+    token_budget: int = DEFAULT_TOKEN_BUDGET
+    cost_usd: float | None = None
+    max_cost_usd: float | None = None
+    quality_threshold: float = DEFAULT_QUALITY_THRESHOLD
+    quality_gate: QualityGate = QualityGate.EVERY_RATING
+    final_scores: dict[str, float] = Field(default_factory=dict)
+    final_lowest_ratings: dict[str, float] = Field(default_factory=dict)
+    round_summaries: list[RoundSummary] = Field(default_factory=list)
+
+
+def get_iteration_summary(state: IterationState) -> IterationSummary:
+    return IterationSummary(
+        message=None if state.rounds else "No iterations performed",
+        rounds_completed=len(state.rounds),
+        total_refinements=sum(len(r.models_that_changed) for r in state.rounds),
+        total_unchanged=sum(len(r.models_unchanged) for r in state.rounds),
+        max_rounds=state.max_rounds,
+        min_rounds=state.min_rounds,
+        terminated_reason=state.termination_reason,
+        tokens_used=state.total_tokens_used,
+        token_budget=state.context_budget,
+        cost_usd=state.cost_usd,
+        max_cost_usd=state.max_cost_usd,
+        quality_threshold=state.quality_threshold,
+        quality_gate=state.quality_gate,
+        final_scores=dict(state.latest_scores),
+        final_lowest_ratings=dict(state.lowest_ratings),
+        round_summaries=[
+            RoundSummary(
+                round=r.round_number,
+                models_changed=len(r.models_that_changed),
+                models_unchanged=len(r.models_unchanged),
+                tokens_used=r.tokens_used,
+                duration_seconds=(r.completed_at - r.started_at).total_seconds()
                 if r.completed_at
                 else None,
-            }
+            )
             for r in state.rounds
         ],
-    }
+    )

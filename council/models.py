@@ -27,6 +27,7 @@ from council.iteration import (
     DEFAULT_TOKEN_BUDGET,
     IterationConfig,
     IterationRound,
+    IterationSummary,
 )
 from council.stages import (
     AggregateRanking,
@@ -178,6 +179,21 @@ class UsageTotals(BaseModel):
         self.calls += 1
         self.estimated_calls += int(usage.estimated)
 
+    def merge(self, other: UsageTotals) -> None:
+        """Add another set of totals to these (a cost stays None while neither has one)."""
+        self.prompt_tokens += other.prompt_tokens
+        self.completion_tokens += other.completion_tokens
+        self.total_tokens += other.total_tokens
+        if other.cost_usd is not None:
+            self.cost_usd = round((self.cost_usd or 0.0) + other.cost_usd, 10)
+        self.calls += other.calls
+        self.estimated_calls += other.estimated_calls
+        self.calls_without_cost += other.calls_without_cost
+
+    def totals(self) -> UsageTotals:
+        """These figures alone (a Usage without its breakdowns)."""
+        return UsageTotals.model_validate(self.model_dump(include=set(UsageTotals.model_fields)))
+
     def cost_line(self) -> str:
         """The cost for a person: "cost $0.0123", "cost not reported", or the sum with
         the calls it leaves out."""
@@ -231,7 +247,7 @@ class DeliberationRecord(BaseModel):
     label_to_model: dict[str, str] = Field(default_factory=dict)
     aggregate_rankings: list[AggregateRanking] = Field(default_factory=list)
     rounds: list[IterationRound] = Field(default_factory=list)
-    iteration: dict[str, Any] = Field(default_factory=dict)
+    iteration: IterationSummary = Field(default_factory=IterationSummary)
     usage: Usage = Field(default_factory=Usage)
     errors: list[CallError] = Field(default_factory=list)
     stop_reason: str | None = None

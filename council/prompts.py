@@ -134,20 +134,21 @@ def format_critiques_for_refinement(critiques: Sequence[CritiqueItem]) -> str:
     return "\n\n".join(blocks)
 
 
-def build_refinement_prompt(
-    user_query: str,
-    original_response: str,
+def refinement_prompt(
+    question: str,
+    original: str,
     critiques: Sequence[CritiqueItem],
+    byte_cap: int,
     criteria: EvaluationCriteria | None = None,
-    byte_cap: int = LENGTH_NOTE_BELOW_BYTES,
-) -> str:
-    """Stage 2.5 (seed 000's content, seed 001's structured reply)."""
+) -> list[ChatMessage]:
+    """Stage 2.5: the model's own answer and the critiques aimed at it; the reply is one
+    JSON object of the refinement's fields, or plain text."""
     names = criteria_names(criteria)
     criteria_context = f"\nThe evaluation criteria were: {names}\n" if names else ""
-    return (
+    return user(
         f"{REFINE_OPENING}\n\n"
-        f"QUESTION: {user_query}\n{criteria_context}\n"
-        f"YOUR ORIGINAL RESPONSE:\n{frame('original', original_response)}\n\n"
+        f"QUESTION: {question}\n{criteria_context}\n"
+        f"YOUR ORIGINAL RESPONSE:\n{frame('original', original)}\n\n"
         "---\n\n"
         f"PEER FEEDBACK:\n{format_critiques_for_refinement(critiques)}\n\n"
         "---\n\n"
@@ -178,16 +179,6 @@ def build_refinement_prompt(
         f"{length_note(byte_cap)}\n\n"
         f"{REFINED_HEADER}"
     )
-
-
-def refinement_prompt(
-    question: str,
-    original: str,
-    critiques: Sequence[CritiqueItem],
-    byte_cap: int,
-    criteria: EvaluationCriteria | None = None,
-) -> list[ChatMessage]:
-    return user(build_refinement_prompt(question, original, critiques, criteria, byte_cap))
 
 
 def _standing(entry: AggregateRanking | None) -> str:

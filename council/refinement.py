@@ -9,7 +9,7 @@ from typing import Any
 
 from pydantic import BaseModel, Field
 
-from council.changes import detect_significant_changes, summarize_changes
+from council.changes import NEW_WORD_RATIO, detect_significant_changes, summarize_changes
 from council.iteration import CritiqueItem, IterationRound, RefinementResult, RejectedCritique
 
 # Only the keys our prompt asks for: a reply whose JSON has an "answer" key is not ours.
@@ -194,7 +194,7 @@ def refinement_result(
     task: RefinementTask,
     reply: str | None,
     error: str | None = None,
-    min_change: float = 0.1,
+    min_change: float = NEW_WORD_RATIO,
 ) -> RefinementResult:
     """What a refinement did. A failed or empty call keeps the original answer; the reply
     itself is kept as it arrived."""

@@ -17,12 +17,17 @@ from rich.console import Console
 from temporalio.client import Client
 
 from council.models import MODEL_ID, DeliberationRequest
-from evaluation.dataset import BadInput, load_dataset
+from grading.dataset import DatasetError, load_dataset
 from evaluation.report import print_report
-from evaluation.runner import EvalPlan, EvalSettings, Evaluation, plan
+from evaluation.plan import EvalPlan, EvalSettings, plan
+from evaluation.runner import Evaluation
 from evaluation.scoring import SOURCES, ProblemScore
 
 TEMPLATE_QUESTION = "(evaluation: every problem sets its own question)"
+
+
+class BadInput(ValueError):
+    """Input the harness cannot use: the message is one line for the user (exit status 2)."""
 MAX_TAG_CHARS = 40
 
 __all__ = ["BadInput", "TEMPLATE_QUESTION", "add_arguments", "execute", "prepare"]
@@ -49,7 +54,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 def prepare(args: argparse.Namespace, template: DeliberationRequest, task_queue: str) -> EvalPlan:
     """Everything checked before anything starts; BadInput says what is wrong."""
-    dataset = load_dataset(args.dataset)
+    try:
+        dataset = load_dataset(args.dataset)
+    except DatasetError as error:
+        raise BadInput(str(error)) from None
     if args.judge is not None and not MODEL_ID.match(args.judge.strip()):
         raise BadInput(f"--judge: {args.judge!r} is not a model id")
     if args.tag is not None and not (0 < len(args.tag) <= MAX_TAG_CHARS):

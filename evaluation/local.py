@@ -16,9 +16,10 @@ import subprocess
 import sys
 from pathlib import Path
 
-from app import devstack
+from harness.local import local_council
+from harness.processes import ROOT
 
-DATASET = devstack.ROOT / "datasets" / "arithmetic_logic.jsonl"
+DATASET = ROOT / "datasets" / "arithmetic_logic.jsonl"
 
 
 def say(message: str) -> None:
@@ -30,7 +31,7 @@ def main(argv: list[str] | None = None) -> int:
     dataset = args.pop(0) if args and not args[0].startswith("-") else str(DATASET)
     known = [p for p in os.environ.get("COUNCIL_SIM_DATASETS", "").split(os.pathsep) if p]
     datasets = os.pathsep.join([*known, str(Path(dataset).resolve())])
-    with devstack.local_council(
+    with local_council(
         say,
         "using the built-in SIMULATOR, which knows the dataset's answers and plays solvers "
         "that sometimes slip; the accuracies below measure the harness, not real models",
@@ -38,7 +39,7 @@ def main(argv: list[str] | None = None) -> int:
     ) as env:
         result = subprocess.run(
             [sys.executable, "starter.py", "eval", dataset, *args],
-            cwd=devstack.ROOT,
+            cwd=ROOT,
             env={**os.environ, **env},
         )
         return result.returncode

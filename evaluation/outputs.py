@@ -21,8 +21,8 @@ from pydantic import ValidationError
 
 from council.changes import detect_significant_changes
 from council.models import DeliberationRecord
-from evaluation.dataset import Problem
-from evaluation.judge import JudgeResult
+from grading.dataset import Problem
+from grading.judge import JudgeResult
 from evaluation.scoring import ProblemScore, replies_by_stage
 
 RAW = "raw_outputs"

@@ -14,11 +14,12 @@ from pydantic import BaseModel, Field
 from rich.console import Console
 from rich.table import Table
 
-from evaluation.dataset import INSTRUCTION
+from council.models import UsageTotals
 from evaluation.scoring import SOURCES, ProblemScore, stage_names
+from grading.dataset import INSTRUCTION
 
 if TYPE_CHECKING:
-    from evaluation.runner import EvalPlan
+    from evaluation.plan import EvalPlan
 
 CHAIRMAN = "chairman"
 MAJORITY = "majority vote"
@@ -46,12 +47,9 @@ class Accuracy(BaseModel):
     chairman: Cell
 
 
-class UsageSummary(BaseModel):
-    prompt_tokens: int = 0
-    completion_tokens: int = 0
-    total_tokens: int = 0
-    cost_usd: float | None = None
-    calls: int = 0
+class UsageSummary(UsageTotals):
+    """Every problem's usage together, per problem, and the judge's."""
+
     tokens_per_problem: float | None = None
     cost_per_problem_usd: float | None = None
     judge_tokens: int = 0
@@ -112,7 +110,6 @@ def build_report(
     chairman = Cell()
     ties = dict.fromkeys(stages, 0)
     usage = UsageSummary()
-    costs = []
     for score in done:
         for stage in stages:
             for model, reading in score.answers[stage].items():
@@ -120,15 +117,10 @@ def build_report(
             majority[stage].count(score.majority[stage].correct)
             ties[stage] += int(score.majority[stage].tie)
         chairman.count(bool(score.chairman and score.chairman.correct))
-        for name in ("prompt_tokens", "completion_tokens", "total_tokens", "calls"):
-            setattr(usage, name, getattr(usage, name) + getattr(score.usage, name))
-        if score.usage.cost_usd is not None:
-            costs.append(score.usage.cost_usd)
+        usage.merge(score.usage)
         if score.judge:
             usage.judge_tokens += score.judge.usage.total_tokens
             usage.judge_calls += score.judge.usage.calls
-    if costs:
-        usage.cost_usd = round(sum(costs), 8)
     if done:
         usage.tokens_per_problem = round(usage.total_tokens / len(done), 1)
         usage.cost_per_problem_usd = round(usage.cost_usd / len(done), 8) if usage.cost_usd is not None else None

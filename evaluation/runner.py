@@ -1,11 +1,7 @@
 """Every problem of a dataset as a deliberation on Temporal, a few at a time, resumable.
 
-Each problem's workflow id is derived from the dataset (its name and a hash of its content
-together with the council's settings: the "run key") and the problem's id:
-
-    eval-<dataset>-<run key>-<problem id>
-
-so a rerun of the same command finds the runs of the first one. For each problem, in order:
+Each problem's workflow id comes from the plan (evaluation.plan), so a rerun of the same
+command finds the runs of the first one. For each problem, in order:
 a saved record with that workflow id in the raw outputs is read back; otherwise Temporal is
 asked: a completed run's result is fetched (no model is called again), a running one is
 awaited, a failed, terminated, cancelled or timed-out one is started again as a new run of
@@ -19,12 +15,9 @@ from __future__ import annotations
 import asyncio
 import hashlib
 import json
-import re
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, field
 from datetime import UTC, datetime
-from pathlib import Path
 from typing import Any
 
 from temporalio.client import Client, WorkflowFailureError
@@ -32,95 +25,23 @@ from temporalio.common import WorkflowIDConflictPolicy, WorkflowIDReusePolicy
 from temporalio.exceptions import WorkflowAlreadyStartedError
 from temporalio.service import RPCError, RPCStatusCode
 
-from council.models import DeliberationRecord, DeliberationRequest
-from council.validation import validate_request
-from evaluation.dataset import INSTRUCTION, Dataset, Problem
-from evaluation.judge import JudgeRequest, JudgeResult
+from council.models import DeliberationRecord
 from evaluation.outputs import Outputs, write_atomically
+from evaluation.plan import EvalPlan, problem_request
 from evaluation.plot import plot_accuracy
 from evaluation.report import EvalReport, build_report
+from grading.dataset import Problem
+from grading.judge import JudgeRequest, JudgeResult
+from workflows.deliberation import Deliberation
+from workflows.judge import JudgeAnswers
 from evaluation.scoring import (
     JudgeSummary,
     ProblemScore,
-    ProblemUsage,
     Source,
     failed_problem,
     judge_candidates,
     score_problem,
 )
-
-DELIBERATION = "Deliberation"
-JUDGE = "JudgeAnswers"
-# What a run key depends on: the answers could differ if any of these did.
-KEY_SETTINGS = {
-    "models",
-    "chairman",
-    "max_rounds",
-    "min_rounds",
-    "quality_threshold",
-    "token_budget",
-    "max_cost_usd",
-    "stop_on_convergence",
-    "criteria",
-    "temperature",
-}
-
-
-@dataclass
-class EvalSettings:
-    template: DeliberationRequest  # the council's settings; each problem sets the question
-    task_queue: str
-    out_dir: Path
-    concurrency: int = 4
-    limit: int | None = None
-    judge: str | None = None
-    tag: str | None = None
-
-
-@dataclass
-class EvalPlan:
-    """What a run will do, before it does it (the command line prints it)."""
-
-    dataset: Dataset
-    settings: EvalSettings
-    key: str
-    problems: tuple[Problem, ...] = field(default_factory=tuple)
-
-    def workflow_id(self, problem: Problem) -> str:
-        return workflow_id(self.dataset, self.key, problem)
-
-    @property
-    def id_pattern(self) -> str:
-        return workflow_id(self.dataset, self.key, None)
-
-
-def slug(name: str) -> str:
-    return re.sub(r"[^a-z0-9]+", "-", name.lower()).strip("-")[:40].rstrip("-") or "dataset"
-
-
-def run_key(dataset: Dataset, template: DeliberationRequest, tag: str | None = None) -> str:
-    """A hash of the dataset's content, the council's settings, the answer instruction and
-    the tag: the same command gives the same key, any change that matters a new one."""
-    settings = template.model_dump(mode="json", include=KEY_SETTINGS)
-    blob = json.dumps(
-        {"dataset": dataset.sha256, "settings": settings, "instruction": INSTRUCTION, "tag": tag},
-        sort_keys=True,
-    )
-    return hashlib.sha256(blob.encode("utf-8")).hexdigest()[:10]
-
-
-def workflow_id(dataset: Dataset, key: str, problem: Problem | None) -> str:
-    return f"eval-{slug(dataset.name)}-{key}-{problem.id if problem else '<problem id>'}"
-
-
-def plan(dataset: Dataset, settings: EvalSettings) -> EvalPlan:
-    problems = dataset.problems[: settings.limit] if settings.limit else dataset.problems
-    return EvalPlan(dataset, settings, run_key(dataset, settings.template, settings.tag), problems)
-
-
-def problem_request(template: DeliberationRequest, problem: Problem) -> DeliberationRequest:
-    return validate_request({**template.model_dump(mode="json"), "question": problem.prompt()})
-
 
 def _failure(error: BaseException) -> str:
     cause = getattr(error, "cause", None) or error
@@ -176,7 +97,7 @@ class Evaluation:
             request = problem_request(self.settings.template, problem)
             try:
                 record, source = await self._run_workflow(
-                    DELIBERATION,
+                    Deliberation.run,
                     request.model_dump(mode="json"),
                     wid,
                     DeliberationRecord,
@@ -214,8 +135,8 @@ class Evaluation:
             )
             try:
                 result, _ = await self._run_workflow(
-                    JUDGE,
-                    request.model_dump(mode="json"),
+                    JudgeAnswers.run,
+                    request,
                     judge_id,
                     JudgeResult,
                     summary=f"judge {model} · eval {self.plan.dataset.name} · {problem.id}",
@@ -231,7 +152,7 @@ class Evaluation:
             asked=len(candidates),
             turned_correct=sum(1 for v in result.verdicts if v is True),
             no_verdict=sum(1 for v in result.verdicts if v is None),
-            usage=ProblemUsage(**result.usage.model_dump(include=set(ProblemUsage.model_fields))),
+            usage=result.usage.totals(),
         )
         return verdicts, summary
 
@@ -248,8 +169,8 @@ class Evaluation:
 
     async def _run_workflow(
         self,
-        workflow: str,
-        arg: dict[str, Any],
+        workflow: Callable[..., Any],
+        arg: Any,
         wid: str,
         result_type: type,
         summary: str,

@@ -19,9 +19,9 @@ from typing import Literal
 
 from pydantic import BaseModel, Field
 
-from council.models import DeliberationRecord
-from evaluation.answers import ABS_TOL, REL_TOL, Answer, matches
-from evaluation.dataset import Problem
+from council.models import DeliberationRecord, UsageTotals
+from grading.answers import ABS_TOL, REL_TOL, Answer, matches
+from grading.dataset import Problem
 
 STAGE1 = "stage 1"
 Source = Literal["started", "awaited", "restarted", "reused", "saved"]
@@ -54,20 +54,12 @@ class Vote(BaseModel):
     tie: bool = False
 
 
-class ProblemUsage(BaseModel):
-    prompt_tokens: int = 0
-    completion_tokens: int = 0
-    total_tokens: int = 0
-    cost_usd: float | None = None
-    calls: int = 0
-
-
 class JudgeSummary(BaseModel):
     model: str
     asked: int
     turned_correct: int
     no_verdict: int
-    usage: ProblemUsage
+    usage: UsageTotals
 
 
 class ProblemScore(BaseModel):
@@ -84,7 +76,7 @@ class ProblemScore(BaseModel):
     chairman_model: str | None = None
     terminated_reason: str | None = None
     rounds_completed: int = 0
-    usage: ProblemUsage = Field(default_factory=ProblemUsage)
+    usage: UsageTotals = Field(default_factory=UsageTotals)
     call_errors: int = 0
     judge: JudgeSummary | None = None
     simulated: bool = False
@@ -181,9 +173,9 @@ def score_problem(
         workflow_id=workflow_id,
         status="completed",
         source=source,
-        terminated_reason=record.iteration.get("terminated_reason"),
+        terminated_reason=record.iteration.terminated_reason,
         rounds_completed=len(record.rounds),
-        usage=ProblemUsage(**record.usage.model_dump(include=set(ProblemUsage.model_fields))),
+        usage=record.usage.totals(),
         call_errors=len(record.errors),
         judge=judge,
         simulated=is_simulated(record),

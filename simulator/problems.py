@@ -18,7 +18,7 @@ by its question text, and plays the four standard personas as solvers of known s
   one that gives in;
 - stage 3: the chairman writes the answer with the most peer support (the sum of the
   mean ratings of the members who gave it);
-- a judge prompt (evaluation.judge) gets a verdict from a lenient comparison.
+- a judge prompt (grading.judge) gets a verdict from a lenient comparison.
 
 Any other question, and any persona without a skill here, gets simulator.personas' usual
 replies. Like the rest of the simulator, every reply is a pure function of the request.
@@ -36,9 +36,9 @@ from pathlib import Path
 from typing import Protocol
 
 from council.calls import Stage
-from evaluation.answers import DEFAULT_LETTERS, Answer, format_number, normalize_text
-from evaluation.dataset import DatasetError, Problem, load_dataset
-from evaluation.judge import read_judge_prompt
+from grading.answers import DEFAULT_LETTERS, Answer, format_number, normalize_text
+from grading.dataset import DatasetError, Problem, load_dataset
+from grading.judge import read_judge_prompt
 from simulator.quality import SIMULATED_MARK
 from simulator import wire
 from simulator.reading import Critique, Prompt

@@ -22,18 +22,19 @@ from temporalio.client import Client
 from temporalio.contrib.pydantic import pydantic_data_converter
 
 from app.connection import ensure_search_attributes
-from app.devstack import free_port, start_temporal
+from harness.processes import free_port, start_temporal
 from council.calls import Stage
 from council.progress import EventKind, Progress
 from simulator import SimulatorConfig, SimulatorServer
 from tests.temporal_fixtures import council_worker, request
+from workflows.deliberation import Deliberation
 
 HERE = Path(__file__).parent / "histories"
 
 
 async def _until_refining(handle) -> None:
     while True:
-        progress = await handle.query("progress", 0, result_type=Progress)
+        progress = await handle.query(Deliberation.progress, 0)
         if any(e.kind == EventKind.STAGE_START and e.stage == Stage.REFINE for e in progress.events):
             return
         await asyncio.sleep(0.05)
@@ -74,14 +75,14 @@ async def record(client: Client, sim: SimulatorServer, names: list[str]) -> None
             fields, faults = SCENARIOS[name]
             sim.set_faults(faults)
             handle = await client.start_workflow(
-                "Deliberation",
+                Deliberation.run,
                 request(**fields),
                 id=f"history-{name}-{uuid.uuid4().hex[:6]}",
                 task_queue=council.task_queue,
             )
             if name == "stopped_mid_refinement":
                 await _until_refining(handle)
-                await handle.signal("stop", "recorded stop")
+                await handle.signal(Deliberation.stop, "recorded stop")
             try:
                 outcome = (await handle.result())["iteration"]["terminated_reason"]
             except Exception as error:

@@ -8,10 +8,26 @@ character: what matters is which answer a remark is attributed to.
 
 from __future__ import annotations
 
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from textwrap import dedent
 
+from council.critiques import critiques_from_parsed
+from council.iteration import CritiqueItem
+from council.reviews import read_review
+from council.stages import Stage2Result
+
 A, B, C, D, E = (f"Response {x}" for x in "ABCDE")
+
+
+def critiques_of(
+    reviews: Sequence[Stage2Result], label_to_model: Mapping[str, str]
+) -> dict[str, list[CritiqueItem]]:
+    """Label -> critiques, as the workflow builds them: each review read once, then paired."""
+    labels = dict(label_to_model)
+    return critiques_from_parsed(
+        (review.model, read_review(review.model, review.ranking, labels)[1]) for review in reviews
+    )
 
 
 @dataclass(frozen=True)

@@ -22,10 +22,11 @@ from temporalio.testing import WorkflowEnvironment
 from activities.model_call import ModelGateway
 from activities.settings import GatewaySettings
 from app.connection import ensure_search_attributes
-from app.devstack import temporal_binary
+from harness.processes import temporal_binary
 from council.models import DeliberationRecord
 from simulator import SimulatorServer
 from worker import build_worker
+from workflows.deliberation import Deliberation
 
 # A recognizable key: tests scan histories, logs and records for it.
 TEST_API_KEY = "sk-council-test-5ecret-7f3a9"
@@ -70,7 +71,7 @@ class Council:
 
     async def start(self, question: str = QUESTION, **fields: Any) -> WorkflowHandle:
         return await self.client.start_workflow(
-            "Deliberation",
+            Deliberation.run,
             request(question, **fields),
             id=f"test-{uuid.uuid4().hex[:10]}",
             task_queue=self.task_queue,

@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from council import Stage2Result, aggregate_rankings, mean_ratings
+from council.aggregate import aggregate_rankings, mean_ratings
+from council.stages import Stage2Result
 
 A, B, C = "Response A", "Response B", "Response C"
 LABELS = {A: "m1", B: "m2", C: "m3"}

@@ -33,7 +33,7 @@ async def test_the_asyncio_baseline_makes_the_workflows_calls(
     assert sim.log()["counts"] == by_workflow
     assert result.calls == record.usage.calls == sum(council_plan(4, 2)) == 25
     assert result.rounds == len(record.rounds) == 2
-    assert result.terminated_reason == record.iteration["terminated_reason"]
+    assert result.terminated_reason == record.iteration.terminated_reason
     assert stages_of(2) == len(council_plan(4, 2)) == 7
 
 

@@ -4,13 +4,9 @@ from __future__ import annotations
 
 from difflib import SequenceMatcher
 
-from council import (
-    TokenUsage,
-    Usage,
-    detect_significant_changes,
-    estimate_tokens,
-    summarize_changes,
-)
+from council.calls import TokenUsage
+from council.changes import detect_significant_changes, estimate_tokens, summarize_changes
+from council.models import Usage
 from council.calls import Stage
 
 # --- seed 000's unit tests ------------------------------------------------------------------

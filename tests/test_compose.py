@@ -28,7 +28,7 @@ from temporalio.client import Client
 from temporalio.common import SearchAttributeIndexedValueType
 from temporalio.contrib.pydantic import pydantic_data_converter
 
-from app.devstack import ROOT, temporal_binary
+from harness.processes import ROOT, temporal_binary
 from tests.temporal_fixtures import temporal_address
 from workflows import search_attributes
 

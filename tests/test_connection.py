@@ -22,7 +22,8 @@ from temporalio.client import Client
 from temporalio.contrib.pydantic import pydantic_data_converter
 from temporalio.service import TLSConfig
 
-from app import connection, devstack
+from app import connection
+from harness import processes
 from app.codec import new_key
 from council.models import DeliberationRecord
 from simulator import SimulatorServer
@@ -213,7 +214,7 @@ async def test_a_missing_namespace_is_one_line(temporal) -> None:
     env = clean_env(TEMPORAL_ADDRESS=address, TEMPORAL_NAMESPACE="council-nowhere")
     for command in (["starter.py", "list"], ["worker.py"]):
         process = await asyncio.create_subprocess_exec(
-            sys.executable, *command, cwd=devstack.ROOT, env=env,
+            sys.executable, *command, cwd=processes.ROOT, env=env,
             stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE,
         )
         out, err = await asyncio.wait_for(process.communicate(), 60)
@@ -228,11 +229,11 @@ async def test_a_missing_namespace_is_one_line(temporal) -> None:
 
 
 @pytest.fixture(scope="module")
-def prod_server(tmp_path_factory) -> Iterator[devstack.Process]:
+def prod_server(tmp_path_factory) -> Iterator[processes.Process]:
     """A second dev server whose only extra namespace is council-prod (no UI)."""
     folder = tmp_path_factory.mktemp("prod")
-    server = devstack.start_temporal(
-        folder / "temporal.db", port=devstack.free_port(), ui_port=None, namespaces=(NAMESPACE,),
+    server = processes.start_temporal(
+        folder / "temporal.db", port=processes.free_port(), ui_port=None, namespaces=(NAMESPACE,),
         log_path=folder / "temporal.log",
     )
     yield server
@@ -242,7 +243,7 @@ def prod_server(tmp_path_factory) -> Iterator[devstack.Process]:
 async def run_starter(env: dict[str, str], *args: str) -> tuple[int, str, str]:
     process = await asyncio.create_subprocess_exec(
         sys.executable, "starter.py", *args,
-        cwd=devstack.ROOT, env=env,
+        cwd=processes.ROOT, env=env,
         stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE,
     )
     out, err = await asyncio.wait_for(process.communicate(), 90)
@@ -250,7 +251,7 @@ async def run_starter(env: dict[str, str], *args: str) -> tuple[int, str, str]:
 
 
 async def test_worker_and_cli_in_a_namespace_by_variables_and_by_profile(
-    prod_server: devstack.Process, simulator: SimulatorServer, tmp_path: Path
+    prod_server: processes.Process, simulator: SimulatorServer, tmp_path: Path
 ) -> None:
     simulator.set_faults(None)
     address = prod_server.extra["address"]
@@ -265,13 +266,13 @@ async def test_worker_and_cli_in_a_namespace_by_variables_and_by_profile(
     # The worker finds the server and namespace through the profile, registers the search
     # attributes there, and encrypts.
     log = tmp_path / "worker.log"
-    worker = devstack.spawn("worker", [sys.executable, str(devstack.ROOT / "worker.py")], log, {
+    worker = processes.spawn("worker", [sys.executable, str(processes.ROOT / "worker.py")], log, {
         **{k: "" for k in os.environ if k.startswith(("TEMPORAL_", "COUNCIL_"))},
         **{k: v for k, v in by_profile.items() if k.startswith(("TEMPORAL_", "COUNCIL_"))},
         "COUNCIL_LLM_BASE_URL": simulator.url,
     })
     try:
-        devstack.wait_for(lambda: "worker ready" in worker.log_text(), "worker", worker, timeout=60)
+        processes.wait_for(lambda: "worker ready" in worker.log_text(), "worker", worker, timeout=60)
         assert f"namespace {NAMESPACE}" in worker.log_text()
         runs = await asyncio.gather(
             *(

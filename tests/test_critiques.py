@@ -1,16 +1,14 @@
-"""Per-label critiques from the reviews: attribution, severity, no self-critique (seed 003),
-no redirection by quoted text, and the peer-feedback text a refiner receives."""
+"""Per-label critiques from the reviews: attribution, severity, no self-critique, no
+redirection by quoted text, and the peer-feedback text a refiner receives."""
 
 from __future__ import annotations
 
 import pytest
 
-from council import (
-    CritiqueItem,
-    Stage2Result,
-    extract_critiques_from_rankings,
-    format_critiques_for_refinement,
-)
+from council.iteration import CritiqueItem
+from council.prompts import format_critiques_for_refinement
+from council.stages import Stage2Result
+from tests.review_cases import critiques_of
 from council.critiques import severity
 
 LABELS = {
@@ -57,7 +55,7 @@ def summary(
 
 
 def test_each_critique_is_attributed_to_its_reviewer_and_target():
-    critiques = extract_critiques_from_rankings(REVIEWS, LABELS)
+    critiques = critiques_of(REVIEWS, LABELS)
 
     assert summary(critiques) == {
         "Response A": [("anthropic/claude", "medium", 3), ("google/gemini", "low", 4)],
@@ -95,12 +93,12 @@ def test_severity_follows_the_rating(rating, expected):
 
 def test_inferred_ratings_give_no_rating_and_medium_severity():
     reviews = [
-        {
-            "model": "m3",
-            "ranking": "Response A is vague.\n\nFINAL RANKING:\n1. Response B\n2. Response A",
-        }
+        Stage2Result(
+            model="m3",
+            ranking="Response A is vague.\n\nFINAL RANKING:\n1. Response B\n2. Response A",
+        )
     ]
-    critiques = extract_critiques_from_rankings(
+    critiques = critiques_of(
         reviews, {"Response A": "m1", "Response B": "m2", "Response C": "m3"}
     )
     assert summary(critiques) == {"Response A": [("m3", "medium", None)]}
@@ -110,25 +108,25 @@ def test_a_model_never_receives_critiques_written_by_itself():
     # Every reviewer also "reviews" its own answer, and writes about labels that do not exist.
     labels = {"Response A": "m1", "Response B": "m2"}
     reviews = [
-        {
-            "model": "m1",
-            "ranking": (
+        Stage2Result(
+            model="m1",
+            ranking=(
                 "**Response A** (5/5): Mine, and excellent.\n"
                 "**Response B** (2/5): Misses the edge case.\n"
                 "**Response D** (1/5): Does not exist.\n\n"
                 "FINAL RANKING:\n1. Response A\n2. Response B\n3. Response D"
             ),
-        },
-        {
-            "model": "m2",
-            "ranking": (
+        ),
+        Stage2Result(
+            model="m2",
+            ranking=(
                 "Response B is obviously the best (5/5). "
                 "Response A handles the edge case well (4/5).\n\n"
                 "FINAL RANKING: Response B > Response A"
             ),
-        },
+        ),
     ]
-    critiques = extract_critiques_from_rankings(reviews, labels)
+    critiques = critiques_of(reviews, labels)
 
     assert set(critiques) == {"Response A", "Response B"}
     assert [(c.source_model, c.critique_text) for c in critiques["Response A"]] == [
@@ -152,7 +150,7 @@ def test_quoted_hostile_text_cannot_redirect_critiques():
         'and inline: "Response A (1/5) is plagiarised. Response C (5/5) is best."\n\n'
         "FINAL RANKING:\n1. Response A (4/5)\n2. Response C (1/5)\n"
     )
-    critiques = extract_critiques_from_rankings([{"model": "m2", "ranking": review}], labels)
+    critiques = critiques_of([Stage2Result(model="m2", ranking=review)], labels)
 
     [on_a] = critiques["Response A"]
     assert on_a.critique_text == "Correct and concise."
@@ -164,24 +162,17 @@ def test_quoted_hostile_text_cannot_redirect_critiques():
 
 def test_a_reviewer_outside_the_council_sees_every_label():
     labels = {"Response A": "m1", "Response B": "m2"}
-    review = {"model": "judge", "ranking": "Response A: 2/5 - wrong.\nResponse B: 4/5 - right."}
-    critiques = extract_critiques_from_rankings([review], labels)
+    review = Stage2Result(model="judge", ranking="Response A: 2/5 - wrong.\nResponse B: 4/5 - right.")
+    critiques = critiques_of([review], labels)
     assert summary(critiques) == {
         "Response A": [("judge", "high", 2)],
         "Response B": [("judge", "low", 4)],
     }
 
 
-def test_dicts_and_stage2_results_read_the_same():
-    as_dicts = [r.model_dump() for r in REVIEWS]
-    assert extract_critiques_from_rankings(as_dicts, LABELS) == extract_critiques_from_rankings(
-        REVIEWS, LABELS
-    )
-
-
-def test_missing_or_empty_review_text_gives_no_critiques():
-    reviews = [{"model": "m1"}, {"model": "m2", "ranking": None}, {"model": "m3", "ranking": ""}]
-    assert extract_critiques_from_rankings(reviews, {"Response A": "m1", "Response B": "m2"}) == {}
+def test_an_empty_review_gives_no_critiques():
+    reviews = [Stage2Result(model="m1", ranking=""), Stage2Result(model="m3", ranking="   ")]
+    assert critiques_of(reviews, {"Response A": "m1", "Response B": "m2"}) == {}
 
 
 # --- the text a refiner receives ------------------------------------------------------------
@@ -219,7 +210,7 @@ def test_format_shows_the_rating_below_the_header_when_there_is_one():
 
 
 def test_format_of_extracted_critiques_names_only_other_models():
-    critiques = extract_critiques_from_rankings(REVIEWS, LABELS)
+    critiques = critiques_of(REVIEWS, LABELS)
     text = format_critiques_for_refinement(critiques["Response A"])
     assert text.startswith("Peer evaluation from anthropic/claude:\n")
     assert "Peer evaluation from google/gemini:\n" in text

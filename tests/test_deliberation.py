@@ -17,6 +17,7 @@ from council.progress import EventKind, Progress
 from tests.sim_fixtures import wait_until
 from tests.temporal_fixtures import FOUR_MODELS, Council, request
 from workflows import search_attributes
+from workflows.deliberation import Deliberation
 
 
 def ok_requests(sim, stage: Stage | None = None) -> list[dict]:
@@ -41,8 +42,8 @@ async def test_full_deliberation(council: Council) -> None:
         assert set(review.ratings) == set(shown)
     # The weak answer drew a refinement round; after it every answer met the threshold.
     assert len(record.rounds) >= 1
-    assert record.iteration["terminated_reason"] == "quality_threshold_met"
-    assert min(record.iteration["final_scores"].values()) >= 1.5
+    assert record.iteration.terminated_reason == "quality_threshold_met"
+    assert min(record.iteration.final_scores.values()) >= 1.5
     first_scores = {e.model: e.mean_rating for e in record.aggregate_rankings}
     assert set(first_scores) == set(FOUR_MODELS)
     assert record.stage2_5 is not None and len(record.stage2_5) == 4
@@ -62,7 +63,7 @@ async def test_full_deliberation(council: Council) -> None:
     assert record.usage.by_stage[Stage.SYNTHESIS.value].calls == 1
     assert record.usage.by_stage[Stage.REVIEW.value].calls == 4 * (1 + len(record.rounds))
 
-    progress: Progress = await handle.query("progress", 0, result_type=Progress)
+    progress: Progress = await handle.query(Deliberation.progress, 0)
     kinds = [e.kind for e in progress.events]
     # A round event for every review, the first one (round 0) included.
     assert kinds.count(EventKind.ROUND_START) == len(record.rounds) + 1
@@ -77,7 +78,7 @@ async def test_full_deliberation(council: Council) -> None:
     assert kinds.count(EventKind.MODEL_COMPLETE) == record.usage.calls
     assert kinds[-1] == EventKind.FINISHED and progress.finished
     assert [e.seq for e in progress.events] == list(range(len(progress.events)))
-    later: Progress = await handle.query("progress", 5, result_type=Progress)
+    later: Progress = await handle.query(Deliberation.progress, 5)
     assert [e.seq for e in later.events] == list(range(5, len(progress.events)))
 
 
@@ -86,7 +87,7 @@ async def test_ui_metadata(council: Council) -> None:
     record = await handle.result()
     description = await handle.describe()
     attrs = description.typed_search_attributes
-    assert attrs.get(search_attributes.TERMINATION_REASON) == record.iteration["terminated_reason"]
+    assert attrs.get(search_attributes.TERMINATION_REASON) == record.iteration.terminated_reason
     assert attrs.get(search_attributes.STAGE) == Stage.SYNTHESIS.value
     assert attrs.get(search_attributes.ROUND) == len(record.rounds)
 
@@ -108,7 +109,7 @@ async def test_ui_metadata(council: Council) -> None:
 
 async def test_max_rounds_reached(council: Council) -> None:
     record = await council.run(quality_threshold=5, max_rounds=1, stop_on_convergence=False)
-    assert record.iteration["terminated_reason"] == "max_rounds_reached"
+    assert record.iteration.terminated_reason == "max_rounds_reached"
     assert len(record.rounds) == 1
     assert len(record.rounds[0].reviews) == 4
 
@@ -116,16 +117,16 @@ async def test_max_rounds_reached(council: Council) -> None:
 async def test_convergence_when_no_answer_changes(council: Council) -> None:
     # sim/mule never takes up a critique; sim/atlas is only praised: nothing changes.
     record = await council.run(models=["sim/atlas", "sim/mule"], quality_threshold=5, max_rounds=3)
-    assert record.iteration["terminated_reason"] == "models_converged"
+    assert record.iteration.terminated_reason == "models_converged"
     [round_one] = record.rounds
     assert round_one.models_that_changed == []
     assert sorted(round_one.models_unchanged) == ["sim/atlas", "sim/mule"]
-    assert min(record.iteration["final_scores"].values()) < 5
+    assert min(record.iteration.final_scores.values()) < 5
 
 
 async def test_token_budget_stops_refinement(council: Council) -> None:
     record = await council.run(quality_threshold=5, token_budget=500)
-    assert record.iteration["terminated_reason"] == "context_limit_reached"
+    assert record.iteration.terminated_reason == "context_limit_reached"
     assert record.rounds == []
     assert record.usage.total_tokens > 450
     assert record.stage3 is not None  # the chairman still synthesizes
@@ -134,7 +135,7 @@ async def test_token_budget_stops_refinement(council: Council) -> None:
 async def test_every_review_failing_ends_the_loop_with_error_occurred(council: Council) -> None:
     council.sim.set_faults({"*": {"errors": {"400": 1.0}, "stages": ["stage2"]}})
     record = await council.run()
-    assert record.iteration["terminated_reason"] == "error_occurred"
+    assert record.iteration.terminated_reason == "error_occurred"
     assert record.stage2 == [] and record.rounds == []
     assert {e.stage for e in record.errors} == {Stage.REVIEW}
     assert len(record.errors) == 4
@@ -194,7 +195,7 @@ async def test_every_refinement_failing_ends_the_loop_with_error_occurred(
 ) -> None:
     council.sim.set_faults({"*": {"errors": {"503": 1.0}, "stages": ["stage2_5"]}})
     record = await council.run(quality_threshold=5, max_rounds=3)
-    assert record.iteration["terminated_reason"] == "error_occurred"
+    assert record.iteration.terminated_reason == "error_occurred"
     [round_one] = record.rounds
     assert round_one.refinements and all(r.error for r in round_one.refinements)
     for refinement in round_one.refinements:
@@ -219,7 +220,7 @@ async def test_one_failed_refinement_keeps_that_answer_and_the_loop_goes_on(
 ) -> None:
     council.sim.set_faults({"sim/drift": {"errors": {"400": 1.0}, "stages": ["stage2_5"]}})
     record = await council.run(quality_threshold=5, max_rounds=1)
-    assert record.iteration["terminated_reason"] == "max_rounds_reached"
+    assert record.iteration.terminated_reason == "max_rounds_reached"
     [round_one] = record.rounds
     failed = [r for r in round_one.refinements if r.error]
     assert [r.model for r in failed] == ["sim/drift"]
@@ -250,7 +251,7 @@ async def test_invalid_request_fails_without_retrying(council: Council) -> None:
         ({"surprise": 1}, "surprise is not a known field"),
     ]:
         handle = await council.client.start_workflow(
-            "Deliberation",
+            Deliberation.run,
             {**request(), **bad},
             id=f"bad-{abs(hash(str(bad)))}",
             task_queue=council.task_queue,
@@ -268,17 +269,17 @@ async def test_stop_during_refinement(council: Council) -> None:
     handle = await council.start(quality_threshold=5, max_rounds=3)
 
     async def refining() -> bool:
-        progress = await handle.query("progress", 0, result_type=Progress)
+        progress = await handle.query(Deliberation.progress, 0)
         return any(e.kind == EventKind.STAGE_START and e.stage == Stage.REFINE for e in progress.events)
 
     deadline = asyncio.get_running_loop().time() + 20
     while not await refining():
         assert asyncio.get_running_loop().time() < deadline
         await asyncio.sleep(0.05)
-    await handle.signal("stop", "enough for now")
+    await handle.signal(Deliberation.stop, "enough for now")
     record = await handle.result()
 
-    assert record.iteration["terminated_reason"] == "user_stopped"
+    assert record.iteration.terminated_reason == "user_stopped"
     assert record.stop_reason == "enough for now"
     [round_one] = record.rounds
     assert round_one.reviews == []  # no fresh review after the stop
@@ -287,7 +288,7 @@ async def test_stop_during_refinement(council: Council) -> None:
     assert all(r.refined_response == r.original_response for r in cancelled)
     assert record.stage3 is not None
     assert record.errors == []  # a cancelled call is not a failure
-    progress = await handle.query("progress", 0, result_type=Progress)
+    progress = await handle.query(Deliberation.progress, 0)
     assert any(e.kind == EventKind.MODEL_CANCELLED for e in progress.events)
     # Nothing ran after the synthesis: one review stage, no second round.
     assert len(ok_requests(council.sim, Stage.REVIEW)) == 4
@@ -297,7 +298,7 @@ async def test_stop_before_any_answer(council: Council) -> None:
     council.sim.set_faults({"*": {"latency": 5}})
     handle = await council.start()
     await wait_until(lambda: council.sim.log()["in_flight"] == 4, timeout=10)
-    await handle.signal("stop")
+    await handle.signal(Deliberation.stop)
     record = await asyncio.wait_for(handle.result(), 10)
-    assert record.iteration["terminated_reason"] == "user_stopped"
+    assert record.iteration.terminated_reason == "user_stopped"
     assert record.stage1 == [] and record.stage3 is None

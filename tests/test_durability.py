@@ -12,9 +12,10 @@ from pathlib import Path
 from temporalio.api.enums.v1 import EventType
 from temporalio.testing import WorkflowEnvironment
 
-from app.devstack import start_worker
+from harness.processes import start_worker
 from council.calls import Stage
 from council.models import DeliberationRecord
+from workflows.deliberation import Deliberation
 from simulator import SimulatorServer
 from tests.sim_fixtures import wait_until
 from tests.temporal_fixtures import TEST_API_KEY, request, temporal_address
@@ -43,7 +44,7 @@ async def test_worker_killed_mid_round_resumes_without_repeating_calls(
     second = None
     try:
         handle = await temporal.client.start_workflow(
-            "Deliberation",
+            Deliberation.run,
             request(quality_threshold=5, max_rounds=2, stop_on_convergence=False),
             id=f"kill-{uuid.uuid4().hex[:8]}",
             task_queue=queue,

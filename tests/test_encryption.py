@@ -21,7 +21,8 @@ from temporalio.client import Client, WorkflowHistory
 from temporalio.contrib.pydantic import pydantic_data_converter
 from temporalio.worker import Replayer
 
-from app import connection, devstack
+from app import connection
+from harness import processes
 from app.codec import new_key
 from council.models import DeliberationRecord
 from simulator import SimulatorServer
@@ -76,7 +77,7 @@ async def starter(env: dict[str, str], *args: str) -> subprocess.CompletedProces
     """`python starter.py ...` without blocking the in-process worker's event loop."""
     process = await asyncio.create_subprocess_exec(
         sys.executable, "starter.py", *args,
-        cwd=devstack.ROOT,
+        cwd=processes.ROOT,
         env={**os.environ, **env},
         stdout=asyncio.subprocess.PIPE,
         stderr=asyncio.subprocess.PIPE,
@@ -166,16 +167,16 @@ async def test_a_client_with_the_key_reads_the_record(encrypted: EncryptedRun) -
 
 
 @pytest.fixture(scope="module")
-def codec_server(tmp_path_factory) -> devstack.Process:
-    port = devstack.free_port()
+def codec_server(tmp_path_factory) -> processes.Process:
+    port = processes.free_port()
     log = tmp_path_factory.mktemp("codec") / "codec-server.log"
-    process = devstack.spawn(
+    process = processes.spawn(
         "codec-server",
         [sys.executable, "-m", "app.codec_server", "--host", "127.0.0.1", "--port", str(port)],
         log,
         {"COUNCIL_PAYLOAD_KEY": KEY, "COUNCIL_PAYLOAD_KEY_ID": KEY_ID, "COUNCIL_CODEC_TOKEN": CODEC_TOKEN},
     )
-    devstack.wait_for(lambda: devstack.port_open("127.0.0.1", port), "codec server", process, timeout=30)
+    processes.wait_for(lambda: processes.port_open("127.0.0.1", port), "codec server", process, timeout=30)
     process.extra["url"] = f"http://127.0.0.1:{port}"
     yield process
     process.stop()
@@ -184,7 +185,7 @@ def codec_server(tmp_path_factory) -> devstack.Process:
 
 def temporal_cli(run: EncryptedRun, *args: str) -> subprocess.CompletedProcess:
     return subprocess.run(
-        [devstack.temporal_binary(), "workflow", "show", "--workflow-id", run.workflow_id,
+        [processes.temporal_binary(), "workflow", "show", "--workflow-id", run.workflow_id,
          "--address", run.address, "--output", "json", *args],
         capture_output=True,
         text=True,
@@ -255,7 +256,7 @@ def test_bad_key_stops_the_worker_and_the_starter_with_one_line() -> None:
     env = {**os.environ, "COUNCIL_PAYLOAD_KEY": secret, "TEMPORAL_ADDRESS": "127.0.0.1:1"}
     for command in (["worker.py"], ["starter.py", "list"]):
         done = subprocess.run(
-            [sys.executable, *command], cwd=devstack.ROOT, env=env, capture_output=True, text=True, timeout=60
+            [sys.executable, *command], cwd=processes.ROOT, env=env, capture_output=True, text=True, timeout=60
         )
         assert done.returncode == 2, done.stderr
         assert done.stderr.count("\n") == 1, done.stderr

@@ -8,7 +8,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from evaluation.answers import (
+from grading.answers import (
     Answer,
     choice_letters,
     expected_answer,

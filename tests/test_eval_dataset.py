@@ -10,8 +10,8 @@ import pytest
 
 from council import prompts
 from council.iteration import CritiqueItem
-from evaluation.dataset import DatasetError, load_dataset
-from evaluation.judge import judge_prompt, parse_verdict, read_judge_prompt
+from grading.dataset import DatasetError, load_dataset
+from grading.judge import judge_prompt, parse_verdict, read_judge_prompt
 from simulator import problems
 from simulator.personas import PERSONAS, persona_for, reply
 from simulator.reading import read_prompt
@@ -231,7 +231,7 @@ def test_a_refined_solution_counts_as_changed_only_when_it_changed_in_substance(
 def test_every_setting_that_can_change_an_answer_changes_the_run_key(bundled) -> None:
     from council.models import DeliberationRequest
     from council.validation import validate_request
-    from evaluation.runner import KEY_SETTINGS, run_key
+    from evaluation.plan import KEY_SETTINGS, run_key
 
     # Only the question (each problem sets its own) and the call policy are left out.
     assert KEY_SETTINGS == set(DeliberationRequest.model_fields) - {"question", "policy"}

@@ -17,13 +17,15 @@ import pytest
 from temporalio.common import WorkflowIDReusePolicy
 
 import starter
-from app.devstack import ROOT
+from harness.processes import ROOT
 from council.changes import detect_significant_changes
 from council.models import DeliberationRecord
 from council.validation import validate_request
 from evaluation.cli import TEMPLATE_QUESTION
-from evaluation.dataset import Dataset, Problem, load_dataset
-from evaluation.runner import EvalSettings, Evaluation, plan, problem_request
+from grading.dataset import Dataset, Problem, load_dataset
+from evaluation.plan import EvalSettings, plan, problem_request
+from evaluation.runner import Evaluation
+from workflows.deliberation import Deliberation
 from tests.sim_fixtures import wait_until
 from tests.temporal_fixtures import FOUR_MODELS, Council, request, temporal_address
 
@@ -238,7 +240,7 @@ async def test_failed_runs_are_reported_then_retried_and_running_ones_awaited(
     council.sim.set_faults({"*": {"latency": 0.2}})
     council.sim.reset()
     running = await council.client.start_workflow(
-        "Deliberation",
+        Deliberation.run,
         problem_request(eval_plan.settings.template, third).model_dump(mode="json"),
         id=eval_plan.workflow_id(third),
         task_queue=council.task_queue,

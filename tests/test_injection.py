@@ -7,6 +7,7 @@ from __future__ import annotations
 from council.calls import ModelCall, Stage
 from council.labels import labels_shown_to
 from council.reviews import parse_review
+from activities.model_call import ModelGateway
 from simulator.quality import assess
 from tests.temporal_fixtures import QUESTION, Council
 
@@ -17,7 +18,7 @@ async def _activity_inputs(handle, converter) -> list[ModelCall]:
     calls = []
     async for event in handle.fetch_history_events():
         attrs = event.activity_task_scheduled_event_attributes
-        if attrs.activity_type.name == "call_model":
+        if attrs.activity_type.name == ModelGateway.call_model.__name__:
             [payload] = attrs.input.payloads
             calls.append(converter.payload_converter.from_payload(payload, ModelCall))
     return calls

@@ -10,23 +10,7 @@ from pydantic import ValidationError
 
 from council.iteration import over_budget
 from council.stages import AggregateRanking
-from council import (
-    IterationConfig,
-    IterationRound,
-    IterationState,
-    QualityGate,
-    TerminationReason,
-    charge_tokens,
-    complete_round,
-    end_if_all_failed,
-    get_iteration_summary,
-    initialize_iteration_state,
-    note_review,
-    quality_threshold_met,
-    should_continue_iteration,
-    start_new_round,
-    terminate_iteration,
-)
+from council.iteration import IterationConfig, IterationRound, IterationState, QualityGate, TerminationReason, charge_tokens, complete_round, end_if_all_failed, get_iteration_summary, initialize_iteration_state, note_review, quality_threshold_met, should_continue_iteration, start_new_round, terminate_iteration
 
 NOW = datetime(2026, 1, 2, 12, 0, tzinfo=UTC)
 
@@ -121,9 +105,9 @@ def test_iteration_summary():
 
     summary = get_iteration_summary(state)
 
-    assert summary["rounds_completed"] == 1
-    assert summary["total_refinements"] == 1
-    assert summary["terminated_reason"] == "max_rounds_reached"
+    assert summary.rounds_completed == 1
+    assert summary.total_refinements == 1
+    assert summary.terminated_reason == "max_rounds_reached"
 
 
 # --- the rest of the rules ----------------------------------------------------------------
@@ -461,13 +445,16 @@ def test_charge_tokens_counts_work_outside_rounds_towards_the_budget():
 def test_summary_without_rounds_still_has_a_terminated_reason():
     state = IterationState(enabled=True, max_rounds=2, total_tokens_used=700)
     summary = get_iteration_summary(state)
-    assert "terminated_reason" in summary
-    assert summary["terminated_reason"] is None
-    assert summary["rounds_completed"] == 0
-    assert summary["tokens_used"] == 700
+    assert summary.terminated_reason is None
+    assert summary.message == "No iterations performed"
+    assert summary.rounds_completed == 0
+    assert summary.tokens_used == 700
 
     terminate_iteration(state, TerminationReason.QUALITY_THRESHOLD_MET)
-    assert get_iteration_summary(state)["terminated_reason"] == "quality_threshold_met"
+    assert get_iteration_summary(state).terminated_reason == "quality_threshold_met"
+    assert get_iteration_summary(state).model_dump(mode="json")["terminated_reason"] == (
+        "quality_threshold_met"
+    )
 
 
 def test_summary_with_rounds():
@@ -482,14 +469,15 @@ def test_summary_with_rounds():
 
     summary = get_iteration_summary(state)
 
-    assert summary["rounds_completed"] == 2
-    assert summary["max_rounds"] == 3
-    assert summary["total_refinements"] == 3
-    assert summary["total_unchanged"] == 1
-    assert summary["terminated_reason"] == "user_stopped"
-    assert summary["tokens_used"] == 500
-    assert summary["final_scores"] == {"m1": 4.0, "m2": 3.5}
-    assert summary["round_summaries"] == [
+    assert summary.rounds_completed == 2
+    assert summary.max_rounds == 3
+    assert summary.total_refinements == 3
+    assert summary.total_unchanged == 1
+    assert summary.terminated_reason == "user_stopped"
+    assert summary.tokens_used == 500
+    assert summary.final_scores == {"m1": 4.0, "m2": 3.5}
+    assert summary.message is None
+    assert [r.model_dump() for r in summary.round_summaries] == [
         {
             "round": 1,
             "models_changed": 2,
@@ -518,3 +506,22 @@ def test_state_survives_a_json_round_trip():
 
     assert again == state
     assert again.termination_reason is TerminationReason.CONVERGENCE
+
+
+def test_a_record_written_before_the_summary_had_its_model_still_reads():
+    """Records saved by earlier versions (the evaluation's raw outputs) read back."""
+    from council.iteration import IterationSummary
+
+    old = {
+        "message": "No iterations performed",
+        "rounds_completed": 0,
+        "max_rounds": 2,
+        "terminated_reason": "quality_threshold_met",
+        "tokens_used": 4123,
+        "token_budget": 50000,
+        "quality_threshold": 1.5,
+        "final_scores": {"m1": 4.5},
+    }
+    summary = IterationSummary.model_validate(old)
+    assert summary.terminated_reason is TerminationReason.QUALITY_THRESHOLD_MET
+    assert summary.round_summaries == [] and summary.final_lowest_ratings == {}

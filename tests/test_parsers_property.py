@@ -9,7 +9,10 @@ import string
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from council import extract_critiques_from_rankings, parse_refinement, parse_review
+from council.refinement import parse_refinement
+from council.reviews import parse_review
+from council.stages import Stage2Result
+from tests.review_cases import critiques_of
 from council.reviews import MAX_CRITIQUE_CHARS
 
 FAST = settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
@@ -148,10 +151,10 @@ label_maps = st.lists(
 def test_critiques_never_go_back_to_their_author(label_to_model: dict[str, str], data):
     reviewers = list(label_to_model.values()) + ["outsider"]
     reviews = [
-        {"model": reviewer, "ranking": data.draw(review_text, label=f"review by {reviewer}")}
+        Stage2Result(model=reviewer, ranking=data.draw(review_text, label=f"review by {reviewer}"))
         for reviewer in reviewers
     ]
-    critiques = extract_critiques_from_rankings(reviews, label_to_model)
+    critiques = critiques_of(reviews, label_to_model)
 
     for label, items in critiques.items():
         assert label in label_to_model

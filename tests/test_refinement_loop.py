@@ -16,6 +16,7 @@ from council.progress import EventKind, Progress
 from council.refinement import parse_refinement
 from council.validation import validate_request
 from tests.temporal_fixtures import FOUR_MODELS, QUESTION, Council, request
+from workflows.deliberation import Deliberation
 
 EVERYONE_RATES_4 = {"*": {"rating": 4}}
 # sim/mule never changes its answer; sim/atlas rates it 1/5 in every review.
@@ -31,7 +32,7 @@ def every_review(record: DeliberationRecord):
 
 
 async def events(handle) -> list:
-    progress: Progress = await handle.query("progress", 0, result_type=Progress)
+    progress: Progress = await handle.query(Deliberation.progress, 0)
     return progress.events
 
 
@@ -41,12 +42,12 @@ async def test_every_answer_rated_4_by_everyone_still_refines_once(council: Coun
 
     assert [rating for review in record.stage2 for rating in review.ratings.values()] == [4.0] * 12
     assert len(record.rounds) == 1
-    assert record.iteration["terminated_reason"] == "quality_threshold_met"
+    assert record.iteration.terminated_reason == "quality_threshold_met"
     assert record.stage2_5 is not None
     assert sorted(entry.model for entry in record.stage2_5) == sorted(FOUR_MODELS)
     assert sorted(r.model for r in record.rounds[0].refinements) == sorted(FOUR_MODELS)
-    assert record.iteration["final_lowest_ratings"] == {m: 4.0 for m in FOUR_MODELS}
-    assert record.iteration["min_rounds"] == 1
+    assert record.iteration.final_lowest_ratings == {m: 4.0 for m in FOUR_MODELS}
+    assert record.iteration.min_rounds == 1
 
 
 async def test_one_reviewer_rating_one_answer_1_runs_every_round(council: Council) -> None:
@@ -54,7 +55,7 @@ async def test_one_reviewer_rating_one_answer_1_runs_every_round(council: Counci
     record = await council.run(models=WITH_MULE, max_rounds=2, stop_on_convergence=False)
 
     assert len(record.rounds) == 2
-    assert record.iteration["terminated_reason"] == "max_rounds_reached"
+    assert record.iteration.terminated_reason == "max_rounds_reached"
     mule = next(label for label, model in record.label_to_model.items() if model == "sim/mule")
     reviews = list(every_review(record))
     assert len(reviews) == 3  # the first review and one after each round
@@ -64,8 +65,8 @@ async def test_one_reviewer_rating_one_answer_1_runs_every_round(council: Counci
                 low = review.model == "sim/atlas" and label == mule
                 assert rating == (1.0 if low else 4.0), (review.model, label, rating)
     # Its mean (1 + 4 + 4) / 3 is far above the threshold: the single 1 is what counts.
-    assert record.iteration["final_scores"]["sim/mule"] == 3.0
-    assert record.iteration["final_lowest_ratings"]["sim/mule"] == 1.0
+    assert record.iteration.final_scores["sim/mule"] == 3.0
+    assert record.iteration.final_lowest_ratings["sim/mule"] == 1.0
 
 
 async def test_min_rounds_zero_is_the_pure_quality_gate(council: Council) -> None:
@@ -73,7 +74,7 @@ async def test_min_rounds_zero_is_the_pure_quality_gate(council: Council) -> Non
     handle = await council.start(min_rounds=0)
     record = await handle.result()
     assert record.rounds == [] and record.stage2_5 is None
-    assert record.iteration["terminated_reason"] == "quality_threshold_met"
+    assert record.iteration.terminated_reason == "quality_threshold_met"
     # The first review still reports itself as a round (stage 2 round 1).
     rounds = [e for e in await events(handle) if e.kind in (EventKind.ROUND_START, EventKind.ROUND_COMPLETE)]
     assert [(e.kind, e.round) for e in rounds] == [
@@ -86,7 +87,7 @@ async def test_min_rounds_zero_is_the_pure_quality_gate(council: Council) -> Non
     council.sim.set_faults(ATLAS_RATES_MULE_1)
     gated = await council.run(models=WITH_MULE, min_rounds=0, max_rounds=1)
     assert len(gated.rounds) == 1
-    assert gated.iteration["terminated_reason"] == "max_rounds_reached"
+    assert gated.iteration.terminated_reason == "max_rounds_reached"
 
 
 async def test_min_rounds_run_even_when_nothing_changes(council: Council) -> None:
@@ -96,14 +97,14 @@ async def test_min_rounds_run_even_when_nothing_changes(council: Council) -> Non
     record = await council.run(models=["sim/atlas", "sim/mule"], min_rounds=2, max_rounds=3)
     assert len(record.rounds) == 2
     assert all(r.models_that_changed == [] for r in record.rounds)
-    assert record.iteration["terminated_reason"] == "quality_threshold_met"
+    assert record.iteration.terminated_reason == "quality_threshold_met"
 
     # Without the minimum, the same run converges after one round.
     converged = await council.run(
         models=["sim/atlas", "sim/mule"], quality_threshold=5, min_rounds=1, max_rounds=3
     )
     assert len(converged.rounds) == 1
-    assert converged.iteration["terminated_reason"] == "models_converged"
+    assert converged.iteration.terminated_reason == "models_converged"
 
 
 async def test_what_changed_is_reported_for_every_refinement(council: Council) -> None:
@@ -139,9 +140,9 @@ async def test_the_cost_budget_ends_the_loop(council: Council) -> None:
     # A budget whose 90 % falls between the checks after rounds 1 and 2: two rounds run.
     budget = (checks[1] + checks[2]) / 2 / 0.9
     record = await council.run(**settings, max_cost_usd=budget)
-    assert record.iteration["terminated_reason"] == "cost_limit_reached"
+    assert record.iteration.terminated_reason == "cost_limit_reached"
     assert len(record.rounds) == 2
-    assert record.iteration["max_cost_usd"] == budget
+    assert record.iteration.max_cost_usd == budget
     assert record.stage3 is not None  # the chairman still synthesizes
 
 
@@ -149,8 +150,8 @@ async def test_a_provider_that_reports_no_cost(council: Council) -> None:
     council.sim.set_faults({"*": {"cost_per_million_tokens": None}})
     handle = await council.start(quality_threshold=5, max_rounds=1, max_cost_usd=0.0001)
     record = await handle.result()
-    assert record.iteration["terminated_reason"] == "max_rounds_reached"
-    assert record.usage.cost_usd is None and record.iteration["cost_usd"] is None
+    assert record.iteration.terminated_reason == "max_rounds_reached"
+    assert record.usage.cost_usd is None and record.iteration.cost_usd is None
     assert record.usage.calls_without_cost == record.usage.calls > 0
     assert json.loads(record.model_dump_json())["usage"]["cost_usd"] is None
     assert record.usage.cost_line() == "cost not reported"
@@ -195,7 +196,7 @@ async def test_a_review_without_critiques_ends_the_loop_even_before_the_minimum(
 ) -> None:
     council.sim.set_faults({"*": {"critiques": False}})
     record = await council.run(min_rounds=2)
-    assert record.iteration["terminated_reason"] == "no_significant_changes"
+    assert record.iteration.terminated_reason == "no_significant_changes"
     assert record.rounds == [] and record.stage2_5 is None
     assert all(review.ratings for review in record.stage2)  # rated, but nothing to act on
     assert record.stage3 is not None

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from council import parse_review
+from council.reviews import parse_review
 from council.reviews import INFERRED_BEST, INFERRED_WORST
 from tests.review_cases import CASES, ReviewCase
 

@@ -12,7 +12,7 @@ from pathlib import Path
 
 from temporalio.testing import WorkflowEnvironment
 
-from app.devstack import ROOT, start_worker, temporal_binary
+from harness.processes import ROOT, start_worker, temporal_binary
 from simulator import SimulatorServer
 from tests.temporal_fixtures import FOUR_MODELS, TEST_API_KEY, temporal_address
 

@@ -24,7 +24,6 @@ from activities.settings import GatewaySettings
 from council import prompts
 from council.aggregate import aggregate_rankings, lowest_ratings, mean_ratings
 from council.calls import ChatMessage, ModelCall, Stage
-from council.critiques import extract_critiques_from_rankings
 from council.iteration import (
     CritiqueItem,
     IterationConfig,
@@ -48,6 +47,7 @@ from simulator.config import FaultConfigError, parse_faults
 from simulator.faults import FaultInjector
 from simulator.personas import SYNTHESIS_LABEL
 from simulator.quality import assess
+from tests.review_cases import critiques_of
 from tests.sim_fixtures import wait_until
 
 REPO = Path(__file__).resolve().parents[1]
@@ -310,7 +310,7 @@ async def test_a_default_run_refines_once_then_meets_the_quality_threshold(sim) 
 
         state.current_round = 1
         round_one = IterationRound(round_number=1, started_at=datetime.now(UTC))
-        critiques = extract_critiques_from_rankings(reviews, label_to_model)
+        critiques = critiques_of(reviews, label_to_model)
         results = []
         for task in plan_refinements(answers, critiques, label_to_model):
             reply = await call(

@@ -9,7 +9,7 @@ import sys
 
 import pytest
 
-from app.devstack import ROOT
+from harness.processes import ROOT
 from council.models import DeliberationRecord
 from tests.sim_fixtures import wait_until
 from tests.temporal_fixtures import FOUR_MODELS, Council, temporal_address
@@ -126,7 +126,8 @@ async def test_start_watch_show_list(council: Council, cli_env: dict[str, str]) 
 
 
 async def test_stop_from_the_command_line(council: Council, cli_env: dict[str, str]) -> None:
-    council.sim.set_faults({"*": {"latency": 0.4}})
+    # Slow calls: the run is still in its first stages when the second CLI process starts.
+    council.sim.set_faults({"*": {"latency": 1.5}})
     code, out, _ = await starter("start", "Tabs or spaces?", "--id", "tabs-1", env=cli_env)
     assert code == 0
     await wait_until(lambda: council.sim.log()["total"] >= 4, timeout=10)
@@ -134,7 +135,7 @@ async def test_stop_from_the_command_line(council: Council, cli_env: dict[str, s
     assert code == 0, err
     handle = council.client.get_workflow_handle("tabs-1", result_type=DeliberationRecord)
     record = await handle.result()
-    assert record.iteration["terminated_reason"] == "user_stopped"
+    assert record.iteration.terminated_reason == "user_stopped"
     assert record.stop_reason == "seen enough"
     code, _, err = await starter("stop", "tabs-1", env=cli_env)
     assert code == 1 and "not running" in err

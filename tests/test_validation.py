@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import pytest
 
-from council import DeliberationRequest, InvalidRequest, limits, validate_request
+from council import limits
+from council.models import DeliberationRequest
+from council.validation import InvalidRequest, validate_request
 
 BASE = {
     "question": "Why is the sky blue?",

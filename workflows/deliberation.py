@@ -5,11 +5,9 @@ then synthesize. Every model call is one activity; all state lives in workflow h
 from __future__ import annotations
 
 import asyncio
-from datetime import timedelta
 from typing import Any
 
 from temporalio import workflow
-from temporalio.common import RetryPolicy
 from temporalio.exceptions import ActivityError, ApplicationError, is_cancelled_exception
 
 with workflow.unsafe.imports_passed_through():
@@ -41,14 +39,11 @@ with workflow.unsafe.imports_passed_through():
     from council.stages import Stage1Result, Stage2Result, Stage3Result
     from council.validation import InvalidRequest, validate_request
     from workflows import search_attributes, versions
+    from workflows.calls import call_model
     from workflows.details import current_details
 
-CALL_MODEL = "call_model"
-# Temporal reports an over-limit payload as a retryable error; it never gets smaller.
-NON_RETRYABLE_ERRORS = ["PayloadSizeError"]
 
-
-@workflow.defn(name="Deliberation")
+@workflow.defn
 class Deliberation:
     def __init__(self) -> None:
         self._events: list[ProgressEvent] = []
@@ -352,23 +347,8 @@ class Deliberation:
         self, stage: Stage, round_number: int, model: str, messages: list[ChatMessage]
     ) -> ModelReply | None:
         call = self.request.model_call(stage, round_number, model, messages)
-        policy = self.request.policy
         try:
-            reply = await workflow.execute_activity(
-                CALL_MODEL,
-                call,
-                result_type=ModelReply,
-                summary=call.summary,
-                start_to_close_timeout=timedelta(seconds=policy.call_timeout_seconds),
-                heartbeat_timeout=timedelta(seconds=policy.heartbeat_timeout_seconds),
-                retry_policy=RetryPolicy(
-                    initial_interval=timedelta(seconds=policy.initial_retry_seconds),
-                    backoff_coefficient=2.0,
-                    maximum_interval=timedelta(seconds=policy.max_retry_seconds),
-                    maximum_attempts=policy.max_attempts,
-                    non_retryable_error_types=NON_RETRYABLE_ERRORS,
-                ),
-            )
+            reply = await call_model(call, self.request.policy)
         except (ActivityError, asyncio.CancelledError) as err:
             if self.stopping and is_cancelled_exception(err):
                 self._event(EventKind.MODEL_CANCELLED, stage=stage, round=round_number, model=model)

@@ -8,21 +8,19 @@ the exact-match result.
 from __future__ import annotations
 
 import asyncio
-from datetime import timedelta
 
 from temporalio import workflow
-from temporalio.common import RetryPolicy
 from temporalio.exceptions import ActivityError
 
 with workflow.unsafe.imports_passed_through():
-    from council.calls import ModelCall, ModelReply, Stage
-    from evaluation.judge import JudgeRequest, JudgeResult, judge_prompt, parse_verdict
+    from council.calls import ModelCall, ModelReply
+    from grading.judge import JudgeRequest, JudgeResult, judge_prompt, parse_verdict
+    from workflows.calls import call_model
 
-CALL_MODEL = "call_model"
 MAX_RESPONSE_BYTES = 16_000
 
 
-@workflow.defn(name="JudgeAnswers")
+@workflow.defn
 class JudgeAnswers:
     @workflow.run
     async def run(self, request: JudgeRequest) -> JudgeResult:
@@ -45,25 +43,11 @@ class JudgeAnswers:
         call = ModelCall(
             model=request.model,
             messages=judge_prompt(request.question, request.reference, candidate),
-            stage=Stage.JUDGE,
             max_response_bytes=MAX_RESPONSE_BYTES,
         )
-        policy = request.policy
+        summary = f"evaluation judge · {request.model} · reply {index + 1} of {len(request.candidates)}"
         try:
-            reply = await workflow.execute_activity(
-                CALL_MODEL,
-                call,
-                result_type=ModelReply,
-                summary=f"{call.summary} · reply {index + 1} of {len(request.candidates)}",
-                start_to_close_timeout=timedelta(seconds=policy.call_timeout_seconds),
-                heartbeat_timeout=timedelta(seconds=policy.heartbeat_timeout_seconds),
-                retry_policy=RetryPolicy(
-                    initial_interval=timedelta(seconds=policy.initial_retry_seconds),
-                    maximum_interval=timedelta(seconds=policy.max_retry_seconds),
-                    maximum_attempts=policy.max_attempts,
-                    non_retryable_error_types=["PayloadSizeError"],
-                ),
-            )
+            reply = await call_model(call, request.policy, summary)
         except ActivityError as err:
             return None, str(err.cause if err.cause is not None else err)
         return reply, ""

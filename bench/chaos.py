@@ -8,7 +8,7 @@ answers with 429 storms, 5xx bursts, hangs and truncated streams. Then it prints
 many runs completed with full records, how many model calls the chaos cost beyond the
 baseline, whether any completed call was made again, and the worst added latency.
 
-    .venv/bin/python chaos.py [--runs 30] [--kills 5] [--seed 7]
+    .venv/bin/python -m bench.chaos [--runs 30] [--kills 5] [--seed 7]     (or `make chaos`)
 """
 
 from __future__ import annotations
@@ -25,16 +25,16 @@ from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
 
-import httpx
 from temporalio.client import Client, WorkflowHandle
-from temporalio.contrib.pydantic import pydantic_data_converter
 from temporalio.runtime import LoggingConfig, Runtime, TelemetryConfig, TelemetryFilter
 from temporalio.service import RPCError
 
-from app import devstack
 from council.models import DeliberationRecord
+from harness.processes import DATA
+from harness.stack import Stack, WorkerProcess
+from simulator.personas import DEFAULT_MODELS
 
-MODELS = ["sim/atlas", "sim/borealis", "sim/cirrus", "sim/drift"]
+MODELS = DEFAULT_MODELS
 ROUNDS = 2
 CALLS_PER_RUN = 4 + 4 + ROUNDS * (4 + 4) + 1
 LATENCY = [0.5, 1.5]  # long enough that the runs outlive the kills
@@ -56,7 +56,8 @@ WEATHER = [
     ("everything", {"errors": {"429": 0.15, "500": 0.1}, "hang": 0.04, "truncate": 0.1}),
 ]
 PHASE_SECONDS = 3.0
-OUT = devstack.DATA / "chaos"
+OUT = DATA / "chaos"
+QUEUE = "council-chaos"
 
 
 def say(message: str) -> None:
@@ -80,66 +81,26 @@ def request(i: int) -> dict:
 
 
 @dataclass
-class Stack:
-    """The processes of one phase, restarted as the chaos demands."""
+class Chaos:
+    """What the chaos did to the stack: the worker it keeps restarting, kills, restarts."""
 
-    db: Path
-    port: int
-    sim_url: str
-    queue: str
-    logs: Path
-    server: devstack.Process | None = None
-    worker: devstack.Process | None = None
+    stack: Stack
+    worker: WorkerProcess | None = None
     kills: list[float] = field(default_factory=list)
     server_restarts: int = 0
     server_stops: list[float] = field(default_factory=list)
 
-    @property
-    def address(self) -> str:
-        return f"127.0.0.1:{self.port}"
-
-    def start_server(self) -> None:
-        self.server = devstack.start_temporal(
-            self.db, port=self.port, ui_port=None, log_path=self.logs / "temporal.log"
-        )
-
     def start_worker(self) -> None:
-        env = {
-            "TEMPORAL_ADDRESS": self.address,
-            "COUNCIL_TASK_QUEUE": self.queue,
-            "COUNCIL_LLM_BASE_URL": self.sim_url,
-            "COUNCIL_LLM_API_KEY": "chaos-test-key",
-            "COUNCIL_LOG_LEVEL": "WARNING",
-        }
-        self.worker = devstack.start_worker(env, log_path=self.logs / "worker.log")
+        self.worker = self.stack.start_worker(QUEUE, COUNCIL_LOG_LEVEL="WARNING")
 
 
-def sim_log(url: str) -> dict:
-    return httpx.get(url.removesuffix("/v1") + "/_sim/log", timeout=10).json()
-
-
-def set_weather(url: str, spec: dict) -> None:
-    faults = {"*": {"latency": LATENCY, **spec}}
-    httpx.post(url.removesuffix("/v1") + "/_sim/faults", json=faults, timeout=10).raise_for_status()
-
-
-def reset_sim(url: str) -> None:
-    httpx.post(url.removesuffix("/v1") + "/_sim/reset", timeout=10).raise_for_status()
-
-
-async def connect(address: str) -> Client:
-    # The server restart makes the client retry; its warnings would drown the report.
-    quiet = Runtime(
+def quiet_runtime() -> Runtime:
+    """The server restart makes the client retry; its warnings would drown the report."""
+    return Runtime(
         telemetry=TelemetryConfig(
             logging=LoggingConfig(filter=TelemetryFilter(core_level="ERROR", other_level="ERROR"))
         )
     )
-    for _ in range(120):
-        try:
-            return await Client.connect(address, data_converter=pydantic_data_converter, runtime=quiet)
-        except RuntimeError:
-            await asyncio.sleep(0.5)
-    raise RuntimeError(f"cannot reach the Temporal server at {address}")
 
 
 async def result(handle: WorkflowHandle) -> DeliberationRecord:
@@ -151,18 +112,16 @@ async def result(handle: WorkflowHandle) -> DeliberationRecord:
             await asyncio.sleep(0.5)
 
 
-async def run_all(client: Client, stack: Stack, prefix: str, runs: int) -> list[DeliberationRecord]:
+async def run_all(stack: Stack, prefix: str, runs: int) -> list[DeliberationRecord]:
     handles = [
-        await client.start_workflow(
-            "Deliberation",
-            request(i),
-            id=f"{prefix}-{i:02d}",
-            task_queue=stack.queue,
-            result_type=DeliberationRecord,
-        )
-        for i in range(runs)
+        await stack.start_council(QUEUE, request(i), id=f"{prefix}-{i:02d}") for i in range(runs)
     ]
     return list(await asyncio.gather(*(result(h) for h in handles)))
+
+
+def set_weather(stack: Stack, spec: dict) -> None:
+    assert stack.sim is not None
+    stack.sim.set_latency(LATENCY, **spec)  # type: ignore[arg-type]
 
 
 async def weather(stack: Stack, done: asyncio.Event) -> list[str]:
@@ -170,39 +129,38 @@ async def weather(stack: Stack, done: asyncio.Event) -> list[str]:
     i = 0
     while not done.is_set():
         name, spec = WEATHER[i % len(WEATHER)]
-        await asyncio.to_thread(set_weather, stack.sim_url, spec)
+        await asyncio.to_thread(set_weather, stack, spec)
         seen.append(name)
         i += 1
         try:
             await asyncio.wait_for(done.wait(), PHASE_SECONDS)
         except TimeoutError:
             pass
-    await asyncio.to_thread(set_weather, stack.sim_url, {})
+    await asyncio.to_thread(set_weather, stack, {})
     return seen
 
 
-async def crashes(stack: Stack, done: asyncio.Event, kills: int, rng: random.Random) -> None:
+async def crashes(chaos: Chaos, done: asyncio.Event, kills: int, rng: random.Random) -> None:
     """Kill the worker at random moments; once, stop and restart the server."""
     restart_server_after = rng.randint(2, max(2, kills - 1))
-    while len(stack.kills) < kills and not done.is_set():
+    while len(chaos.kills) < kills and not done.is_set():
         await asyncio.sleep(rng.uniform(1.5, 4.0))
         if done.is_set():
             break
-        assert stack.worker is not None
-        stack.worker.kill()
-        stack.kills.append(time.time())
-        say(f"killed the worker (SIGKILL #{len(stack.kills)})")
-        if len(stack.kills) == restart_server_after:
-            assert stack.server is not None
-            stack.server_stops.append(time.time())
-            stack.server.stop()
+        assert chaos.worker is not None
+        chaos.worker.kill()
+        chaos.kills.append(time.time())
+        say(f"killed the worker (SIGKILL #{len(chaos.kills)})")
+        if len(chaos.kills) == restart_server_after:
+            chaos.server_stops.append(time.time())
+            chaos.stack.stop_server()
             say("stopped the Temporal server")
             await asyncio.sleep(rng.uniform(1.0, 3.0))
-            await asyncio.to_thread(stack.start_server)
-            stack.server_restarts += 1
+            await asyncio.to_thread(chaos.stack.start_server)
+            chaos.server_restarts += 1
             say("restarted the Temporal server on the same SQLite file")
         await asyncio.sleep(rng.uniform(0.3, 1.5))
-        await asyncio.to_thread(stack.start_worker)
+        await asyncio.to_thread(chaos.start_worker)
 
 
 async def completion_times(client: Client, workflow_ids: list[str]) -> dict[str, float]:
@@ -236,29 +194,30 @@ def wall(record: DeliberationRecord) -> float:
     return (record.completed_at - record.started_at).total_seconds()
 
 
-async def phase(stack: Stack, prefix: str, runs: int, chaos: bool, kills: int, rng: random.Random):
-    reset_sim(stack.sim_url)
-    set_weather(stack.sim_url, {})
-    stack.start_worker()
-    client = await connect(stack.address)
+async def phase(chaos: Chaos, prefix: str, runs: int, wild: bool, kills: int, rng: random.Random):
+    stack = chaos.stack
+    assert stack.sim is not None and stack.client is not None
+    stack.sim.reset()
+    set_weather(stack, {})
+    chaos.start_worker()
     done = asyncio.Event()
     started = time.monotonic()
     chaos_tasks = []
-    if chaos:
+    if wild:
         chaos_tasks = [
             asyncio.create_task(weather(stack, done)),
-            asyncio.create_task(crashes(stack, done, kills, rng)),
+            asyncio.create_task(crashes(chaos, done, kills, rng)),
         ]
-    records = await run_all(client, stack, prefix, runs)
+    records = await run_all(stack, prefix, runs)
     elapsed = time.monotonic() - started
-    recorded = await completion_times(client, [r.id for r in records])
+    recorded = await completion_times(stack.client, [r.id for r in records])
     done.set()
     weather_seen = (await chaos_tasks[0]) if chaos_tasks else []
     if chaos_tasks:
         await chaos_tasks[1]
-    log = sim_log(stack.sim_url)
-    assert stack.worker is not None
-    stack.worker.stop()
+    log = stack.sim.log()
+    assert chaos.worker is not None
+    chaos.worker.stop()
     return records, log, elapsed, weather_seen, recorded
 
 
@@ -273,31 +232,21 @@ async def main(runs: int, kills: int, seed: int) -> int:
     rng = random.Random(seed)
     OUT.mkdir(parents=True, exist_ok=True)
     with tempfile.TemporaryDirectory() as tmp:
-        sim = devstack.start_simulator(log_path=OUT / "simulator.log")
-        stack = Stack(
-            db=Path(tmp) / "chaos.db",
-            port=devstack.free_port(),
-            sim_url=sim.extra["url"],
-            queue="council-chaos",
-            logs=OUT,
-        )
-        stack.start_server()
+        stack = Stack(OUT, db_file=Path(tmp) / "chaos.db")
+        chaos = Chaos(stack)
         try:
+            await stack.start(runtime=quiet_runtime())
             say(f"baseline: {runs} deliberations, no faults")
-            base_records, base_log, base_elapsed, _, _ = await phase(stack, "calm", runs, False, 0, rng)
+            base_records, base_log, base_elapsed, _, _ = await phase(chaos, "calm", runs, False, 0, rng)
             say(f"baseline done in {base_elapsed:.1f} s; now the same {runs} under chaos")
             records, log, elapsed, weather_seen, recorded = await phase(
-                stack, "chaos", runs, True, kills, rng
+                chaos, "chaos", runs, True, kills, rng
             )
         finally:
-            if stack.worker:
-                stack.worker.stop()
-            if stack.server:
-                stack.server.stop()
-            sim.stop()
+            stack.close()
 
     entries = log["entries"]
-    crashes_at = sorted(stack.kills + stack.server_stops)
+    crashes_at = sorted(chaos.kills + chaos.server_stops)
     # A completed call is one Temporal recorded; none may be requested again after that.
     made_again = [e for e in entries if e["started"] > recorded.get(e["call_id"], float("inf"))]
     # Answered twice: the provider's answer was lost with a killed worker or the stopped
@@ -317,7 +266,7 @@ async def main(runs: int, kills: int, seed: int) -> int:
     rows = [
         ("runs completed / started", f"{sum(r.status == 'completed' for r in records)} / {runs}"),
         ("records complete (4 answers, 2 rounds, synthesis, no errors)", f"{sum(map(complete, records))} / {runs}"),
-        ("worker SIGKILLs / server restarts", f"{len(stack.kills)} / {stack.server_restarts}"),
+        ("worker SIGKILLs / server restarts", f"{len(chaos.kills)} / {chaos.server_restarts}"),
         ("fault phases", ", ".join(dict.fromkeys(weather_seen))),
         ("model calls, baseline", f"{base_log['total']} ({runs} x {CALLS_PER_RUN} expected)"),
         ("model calls, chaos", f"{log['total']}"),
@@ -340,8 +289,8 @@ async def main(runs: int, kills: int, seed: int) -> int:
         json.dumps(
             {
                 "table": dict(rows),
-                "kills": stack.kills,
-                "server_stops": stack.server_stops,
+                "kills": chaos.kills,
+                "server_stops": chaos.server_stops,
                 "paid_twice": sorted(paid_twice),
                 "entries": entries,
             },
@@ -353,7 +302,7 @@ async def main(runs: int, kills: int, seed: int) -> int:
         all(map(complete, records))
         and not made_again
         and paid_twice <= in_flight_any
-        and len(stack.kills) >= min(kills, 5)
+        and len(chaos.kills) >= min(kills, 5)
     )
     return 0 if success else 1
 

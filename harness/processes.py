@@ -1,7 +1,8 @@
-"""Local processes: the embedded Temporal dev server, the simulator and workers.
+"""Local processes: the embedded Temporal dev server, the simulator and workers, each
+started one way, with its log file; and what a process costs (CPU time, peak memory).
 
-The demo, the tests, the benchmarks and the chaos run all start processes through here,
-so each is started one way.
+The demo, `make eval`, the tests, the benchmarks and the chaos run all start processes
+through here (harness.local and harness.stack build on it).
 """
 
 from __future__ import annotations
@@ -13,8 +14,7 @@ import socket
 import subprocess
 import sys
 import time
-from collections.abc import Callable, Iterator, Mapping
-from contextlib import contextmanager
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -87,6 +87,12 @@ class Process:
 
     def log_text(self) -> str:
         return self.log_path.read_text(errors="replace") if self.log_path and self.log_path.exists() else ""
+
+    def cpu_seconds(self) -> float | None:
+        return cpu_seconds(self.pid)
+
+    def peak_rss_mb(self) -> float | None:
+        return peak_rss_mb(self.pid)
 
 
 def spawn(
@@ -183,10 +189,17 @@ def start_simulator(
     return process
 
 
-def start_worker(env: Mapping[str, str], log_path: Path | None = None, ready_timeout: float = 60) -> Process:
-    """`python worker.py` with the given environment; returns once it polls its task queue."""
+def start_worker(
+    env: Mapping[str, str],
+    log_path: Path | None = None,
+    ready_timeout: float = 60,
+    module: str | None = None,
+) -> Process:
+    """`python worker.py` (or `python -m module`, another worker that prints the same ready
+    line) with the given environment; returns once it polls its task queue."""
     start = log_path.stat().st_size if log_path is not None and log_path.exists() else 0
-    process = spawn("worker", [sys.executable, str(ROOT / "worker.py")], log_path, env)
+    command = [sys.executable, "-m", module] if module else [sys.executable, str(ROOT / "worker.py")]
+    process = spawn(module or "worker", command, log_path, env)
     if log_path is not None:
 
         def ready() -> bool:
@@ -196,49 +209,38 @@ def start_worker(env: Mapping[str, str], log_path: Path | None = None, ready_tim
     return process
 
 
-SIMULATED_MODELS = "sim/atlas,sim/borealis,sim/cirrus,sim/drift"
+# ---- what a process costs (/proc, Linux; None elsewhere) ---------------------------------
+
+_TICKS = os.sysconf("SC_CLK_TCK") if hasattr(os, "sysconf") else 100
 
 
-@contextmanager
-def local_council(
-    say: Callable[[str], None],
-    simulated_note: str,
-    simulator_env: Mapping[str, str] | None = None,
-) -> Iterator[dict[str, str]]:
-    """Whatever a run on this machine still needs, started here and stopped afterwards.
-
-    The embedded dev server unless one answers at TEMPORAL_ADDRESS (state in
-    data/temporal.db), the simulator when no API key or base URL is set (saying so with
-    `simulated_note`), and a worker. Yields the environment for `starter.py`.
-    """
-    from app.connection import DEFAULT_ADDRESS  # not at import: bench and tests need none of it
-
-    address = os.environ.get("TEMPORAL_ADDRESS", DEFAULT_ADDRESS)
-    host, port = split_address(address)
-    logs = DATA / "logs"
-    started: list[Process] = []
-    env: dict[str, str] = {"TEMPORAL_ADDRESS": address}
+def cpu_seconds(pid: int) -> float | None:
+    """User + system CPU time of a process so far."""
     try:
-        if port_open(host, port):
-            say(f"using the Temporal server already answering at {address}")
-        else:
-            ui_port = 8233 if port == 7233 else port + 1000
-            say(f"starting the Temporal dev server at {address} (state in data/temporal.db, UI on :{ui_port})")
-            started.append(
-                start_temporal(DATA / "temporal.db", port=port, ui_port=ui_port, log_path=logs / "temporal.log")
-            )
-        has_key = os.environ.get("COUNCIL_LLM_API_KEY") or os.environ.get("OPENROUTER_API_KEY")
-        if not has_key and not os.environ.get("COUNCIL_LLM_BASE_URL"):
-            simulator = start_simulator(log_path=logs / "simulator.log", env=simulator_env)
-            started.append(simulator)
-            env["COUNCIL_LLM_BASE_URL"] = simulator.extra["url"]
-            env["COUNCIL_MODELS"] = os.environ.get("COUNCIL_MODELS", SIMULATED_MODELS)
-            say(f"no API key set (COUNCIL_LLM_API_KEY or OPENROUTER_API_KEY): {simulated_note}")
-        say("starting a worker (log in data/logs/worker.log)")
-        started.append(start_worker(env, log_path=logs / "worker.log"))
-        yield env
-    finally:
-        for process in reversed(started):
-            process.stop()
-        if started:
-            say("stopped the processes it started")
+        with open(f"/proc/{pid}/stat") as stat:
+            fields = stat.read().rsplit(")", 1)[1].split()
+    except OSError:
+        return None
+    return (int(fields[11]) + int(fields[12])) / _TICKS  # utime, stime
+
+
+def _status_kb(pid: int, key: str) -> int | None:
+    try:
+        with open(f"/proc/{pid}/status") as status:
+            for line in status:
+                if line.startswith(key + ":"):
+                    return int(line.split()[1])
+    except OSError:
+        return None
+    return None
+
+
+def peak_rss_mb(pid: int) -> float | None:
+    """The process's peak resident set size so far (VmHWM)."""
+    kb = _status_kb(pid, "VmHWM")
+    return kb / 1024 if kb is not None else None
+
+
+def rss_mb(pid: int) -> float | None:
+    kb = _status_kb(pid, "VmRSS")
+    return kb / 1024 if kb is not None else None

@@ -21,7 +21,7 @@ from typing import Annotated, Any
 from pydantic import BaseModel, ConfigDict, Field, StringConstraints, ValidationError, field_validator, model_validator
 
 from council import limits
-from evaluation.answers import (
+from grading.answers import (
     ABS_TOL,
     REL_TOL,
     Answer,
@@ -48,12 +48,9 @@ INSTRUCTION = (
 MAX_QUESTION_CHARS = limits.QUESTION_MAX_CHARS - 300  # room for the instruction
 
 
-class BadInput(ValueError):
-    """Input the harness cannot use: the message is one line for the user (exit status 2)."""
-
-
-class DatasetError(BadInput):
-    """A dataset that cannot be used."""
+class DatasetError(ValueError):
+    """A dataset that cannot be used: the message is one line, naming the file, the line
+    and the field."""
 
 
 class Problem(BaseModel):
