@@ -6,7 +6,7 @@ BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 DB := data/temporal.db
 
-.PHONY: install demo test server worker simulator codec-server chaos eval bench clean
+.PHONY: install demo test lint format server worker simulator codec-server chaos eval bench clean
 
 install: $(STAMP)
 
@@ -21,6 +21,15 @@ demo: $(STAMP)
 
 test: $(STAMP)
 	$(BIN)/python -m pytest -q
+
+# Ruff's checks and its formatting, as CI runs them; `make format` rewrites the files.
+lint: $(STAMP)
+	$(BIN)/ruff check .
+	$(BIN)/ruff format --check .
+
+format: $(STAMP)
+	$(BIN)/ruff check --fix .
+	$(BIN)/ruff format .
 
 # The bundled dataset through the council (simulated models without an API key); a rerun
 # resumes. Another dataset or options: make eval DATASET=my.jsonl EVAL_ARGS="--limit 10".

@@ -15,9 +15,7 @@ import sys
 from harness.local import local_council
 from harness.processes import ROOT
 
-QUESTION = (
-    "What are the trade-offs between SQLite and PostgreSQL for a small web application?"
-)
+QUESTION = "What are the trade-offs between SQLite and PostgreSQL for a small web application?"
 
 
 def say(message: str) -> None:
@@ -26,7 +24,9 @@ def say(message: str) -> None:
 
 def main() -> int:
     with local_council(
-        say, "using the built-in SIMULATOR; every answer below is simulated, not written by a real model"
+        say,
+        "using the built-in SIMULATOR; every answer below is simulated, not written by a real "
+        "model",
     ) as env:
         question = os.environ.get("QUESTION") or QUESTION
         say(f"asking the council: {question}")
@@ -36,7 +36,9 @@ def main() -> int:
             env={**os.environ, **env},
         )
         if result.returncode == 0:
-            say("browse this and past runs in the Web UI with `make server` (http://localhost:8233)")
+            say(
+                "browse this and past runs in the Web UI with `make server` (http://localhost:8233)"
+            )
         return result.returncode
 
 

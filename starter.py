@@ -180,7 +180,9 @@ async def print_outcome(handle: Any, as_json: bool) -> int:
         record: DeliberationRecord = await handle.result()
     except Exception as error:  # the workflow failed: say why in one line
         cause = getattr(error, "cause", None) or error
-        err.print(f"deliberation {handle.id} failed: {getattr(cause, 'message', cause)}", markup=False)
+        err.print(
+            f"deliberation {handle.id} failed: {getattr(cause, 'message', cause)}", markup=False
+        )
         return 1
     if as_json:
         print(record.model_dump_json(indent=2))
@@ -189,7 +191,8 @@ async def print_outcome(handle: Any, as_json: bool) -> int:
         print(answer)
         reason = record.iteration.terminated_reason
         err.print(
-            f"\nended: {reason} · {record.usage.total_tokens:,} tokens in {record.usage.calls} calls"
+            f"\nended: {reason} · {record.usage.total_tokens:,} tokens in {record.usage.calls} "
+            "calls"
             f" · {record.usage.cost_line()} · full record: python starter.py show {record.id}",
             markup=False,
         )
@@ -199,7 +202,9 @@ async def print_outcome(handle: Any, as_json: bool) -> int:
 async def cmd_start(args: argparse.Namespace) -> int:
     request = build_request(args)
     client = await connection.connect()
-    wid = args.id or workflow_id(request.question, readable=client.data_converter.payload_codec is None)
+    wid = args.id or workflow_id(
+        request.question, readable=client.data_converter.payload_codec is None
+    )
     handle = await client.start_workflow(
         Deliberation.run,
         request.model_dump(mode="json"),
@@ -224,7 +229,9 @@ async def _handle(workflow: str) -> Any:
     try:
         await handle.describe()
     except Exception:
-        raise UsageError(f"no deliberation with id {workflow!r} on {connection.address()}") from None
+        raise UsageError(
+            f"no deliberation with id {workflow!r} on {connection.address()}"
+        ) from None
     return handle
 
 
@@ -260,7 +267,10 @@ async def cmd_show(args: argparse.Namespace) -> int:
             record = await handle.result()
     except Exception as error:
         cause = getattr(error, "cause", None) or error
-        err.print(f"{args.id}: {description.status.name.lower() if description.status else ''}: {cause}", markup=False)
+        err.print(
+            f"{args.id}: {description.status.name.lower() if description.status else ''}: {cause}",
+            markup=False,
+        )
         return 1
     if args.json:
         print(record.model_dump_json(indent=2))
@@ -274,7 +284,9 @@ async def cmd_list(args: argparse.Namespace) -> int:
 
     client = await connection.connect()
     rows = []
-    async for execution in client.list_workflows(f'WorkflowType="{Deliberation.__name__}"', limit=args.limit):
+    async for execution in client.list_workflows(
+        f'WorkflowType="{Deliberation.__name__}"', limit=args.limit
+    ):
         attrs = execution.typed_search_attributes
         rows.append(
             (
@@ -287,7 +299,7 @@ async def cmd_list(args: argparse.Namespace) -> int:
         )
     if args.json:
         keys = ("id", "status", "round", "reason", "started")
-        print(json.dumps([dict(zip(keys, row)) for row in rows], indent=2))
+        print(json.dumps([dict(zip(keys, row, strict=False)) for row in rows], indent=2))
         return 0
     if not rows:
         err.print("no deliberations yet", markup=False)
@@ -300,7 +312,9 @@ async def cmd_list(args: argparse.Namespace) -> int:
 
 
 async def cmd_eval(args: argparse.Namespace) -> int:
-    template = build_request(argparse.Namespace(**{**vars(args), "question": evaluation.TEMPLATE_QUESTION}))
+    template = build_request(
+        argparse.Namespace(**{**vars(args), "question": evaluation.TEMPLATE_QUESTION})
+    )
     try:
         plan = evaluation.prepare(args, template, connection.task_queue())
     except evaluation.BadInput as error:
@@ -332,11 +346,17 @@ def council_options(command: argparse.ArgumentParser) -> None:
         type=float,
         help="USD, as the provider reports it: the loop ends past 90%% of it",
     )
-    command.add_argument("--no-convergence-stop", action="store_true", help="keep refining when nothing changed")
-    command.add_argument("--criterion", action="append", help='evaluation criterion "name[:description]" (repeat)')
+    command.add_argument(
+        "--no-convergence-stop", action="store_true", help="keep refining when nothing changed"
+    )
+    command.add_argument(
+        "--criterion", action="append", help='evaluation criterion "name[:description]" (repeat)'
+    )
     command.add_argument("--temperature", type=float)
     command.add_argument("--call-timeout", type=float, help="seconds per model call attempt")
-    command.add_argument("--heartbeat-timeout", type=float, help="seconds without a heartbeat before a retry")
+    command.add_argument(
+        "--heartbeat-timeout", type=float, help="seconds without a heartbeat before a retry"
+    )
     command.add_argument("--max-attempts", type=int, help="attempts per model call")
 
 
@@ -368,7 +388,9 @@ def parser() -> argparse.ArgumentParser:
     fmt.add_argument("--markdown", action="store_true")
     show.set_defaults(run=cmd_show)
 
-    evaluate = commands.add_parser("eval", help="deliberate on every problem of a dataset and score the answers")
+    evaluate = commands.add_parser(
+        "eval", help="deliberate on every problem of a dataset and score the answers"
+    )
     evaluate.add_argument("dataset", help="a JSONL file: id, question, answer[, kind]")
     council_options(evaluate)
     evaluation.add_arguments(evaluate)
@@ -384,7 +406,7 @@ def parser() -> argparse.ArgumentParser:
 def main(argv: list[str] | None = None) -> int:
     try:
         args = parser().parse_args(argv)
-        return asyncio.run(args.run(args))
+        return connection.run(args.run(args))
     except (UsageError, connection.ServerUnreachable, connection.ConfigError) as error:
         print(f"starter: {error}", file=sys.stderr)
         return 2
@@ -392,8 +414,10 @@ def main(argv: list[str] | None = None) -> int:
         return 130
 
 
+def entry() -> None:
+    """The `council` command."""
+    sys.exit(main())
+
+
 if __name__ == "__main__":
-    code = main()
-    sys.stdout.flush()
-    sys.stderr.flush()
-    os._exit(code)  # skip interpreter finalization: it can abort after the Temporal client ran
+    entry()

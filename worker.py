@@ -17,9 +17,8 @@ import logging
 import os
 import signal
 import sys
-from datetime import timedelta
-
 from collections.abc import Callable, Sequence
+from datetime import timedelta
 from typing import Any
 
 from temporalio.client import Client
@@ -27,16 +26,17 @@ from temporalio.service import RPCError
 from temporalio.worker import Worker
 
 from activities.model_call import ModelGateway
+from app import connection
 from app.connection import (
     ConfigError,
     ServerUnreachable,
     connect,
     encryption_note,
-    ensure_search_attributes,
     task_queue,
 )
 from workflows.deliberation import Deliberation
 from workflows.judge import JudgeAnswers
+from workflows.search_attributes import ensure_search_attributes
 
 log = logging.getLogger("council.worker")
 
@@ -109,7 +109,8 @@ async def run() -> None:
     # Printed whatever the log level: harness.processes.start_worker waits for this line.
     print(
         f"worker ready: task queue {task_queue()}, namespace {client.namespace}, models via "
-        f"{gateway.settings.base_url} ({'API key set' if gateway.settings.api_key else 'no API key'})",
+        f"{gateway.settings.base_url} "
+        f"({'API key set' if gateway.settings.api_key else 'no API key'})",
         file=sys.stderr,
         flush=True,
     )
@@ -126,15 +127,17 @@ def main() -> int:
         stream=sys.stderr,
     )
     try:
-        asyncio.run(run())
+        connection.run(run())
     except (ServerUnreachable, ConfigError) as err:
         print(f"worker: {err}", file=sys.stderr)
         return 2
     return 0
 
 
+def entry() -> None:
+    """The `council-worker` command."""
+    sys.exit(main())
+
+
 if __name__ == "__main__":
-    code = main()
-    sys.stdout.flush()
-    sys.stderr.flush()
-    os._exit(code)  # skip interpreter finalization: it can abort after the Temporal client ran
+    entry()

@@ -135,16 +135,23 @@ def app_from_env(env: Mapping[str, str] | None = None) -> Starlette:
     codec = codec_from_env(env)
     if codec is None:
         raise CodecConfigError(
-            "COUNCIL_PAYLOAD_KEY is not set: the codec server needs the key the worker encrypts with"
+            "COUNCIL_PAYLOAD_KEY is not set: the codec server needs the key the worker encrypts "
+            "with"
         )
     token = (env.get("COUNCIL_CODEC_TOKEN") or "").strip() or None
     return create_app(codec, origins=cors_origins(env), token=token)
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m app.codec_server", description=__doc__.split("\n")[0])
-    parser.add_argument("--host", default="127.0.0.1", help="interface to listen on (default 127.0.0.1)")
-    parser.add_argument("--port", type=int, default=DEFAULT_PORT, help=f"port (default {DEFAULT_PORT})")
+    parser = argparse.ArgumentParser(
+        prog="python -m app.codec_server", description=__doc__.split("\n")[0]
+    )
+    parser.add_argument(
+        "--host", default="127.0.0.1", help="interface to listen on (default 127.0.0.1)"
+    )
+    parser.add_argument(
+        "--port", type=int, default=DEFAULT_PORT, help=f"port (default {DEFAULT_PORT})"
+    )
     args = parser.parse_args(argv)
     try:
         app = app_from_env()
@@ -153,10 +160,10 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     import uvicorn
 
+    token = "required" if os.environ.get("COUNCIL_CODEC_TOKEN", "").strip() else "not required"
     print(
         f"codec server on http://{args.host}:{args.port} (POST /decode, /encode; "
-        f"token {'required' if os.environ.get('COUNCIL_CODEC_TOKEN', '').strip() else 'not required'}; "
-        f"CORS for {', '.join(cors_origins())})",
+        f"token {token}; CORS for {', '.join(cors_origins())})",
         file=sys.stderr,
         flush=True,
     )

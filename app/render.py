@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 from council.calls import Stage
 from council.models import DeliberationRecord
 from council.progress import EventKind, ProgressEvent
@@ -16,46 +18,25 @@ def _where(event: ProgressEvent) -> str:
 def event_line(event: ProgressEvent) -> str:
     """One line per progress event, for `watch` and `start --wait`."""
     where = _where(event)
-    kind = event.kind
-    if kind == EventKind.STAGE_START:
-        models = event.data.get("models", [])
-        return f"▶ {where}: {len(models)} call(s)"
-    if kind == EventKind.STAGE_COMPLETE:
-        return f"■ {where}: {event.message or 'done'}"
-    if kind == EventKind.ROUND_START:
-        return f"↻ {event.message}"
-    if kind == EventKind.ROUND_COMPLETE:
-        return _round_complete(event)
-    if kind == EventKind.MODEL_REFINED:
-        return _refined(event)
-    if kind == EventKind.NOTICE:
-        return f"  ! {event.message}"
-    if kind == EventKind.MODEL_COMPLETE:
-        data = event.data
-        extra = " (truncated at the size cap)" if data.get("truncated") else ""
-        return (
-            f"  · {event.model} done ({where}): {data.get('tokens', 0)} tokens, "
-            f"{data.get('latency_ms', 0) / 1000:.1f} s{extra}"
-        )
-    if kind == EventKind.MODEL_FAILED:
-        return f"  ✗ {event.model} failed ({where}): {event.message}"
-    if kind == EventKind.MODEL_CANCELLED:
-        return f"  ✗ {event.model} cancelled ({where}) by the stop"
-    if kind == EventKind.STOP_REQUESTED:
-        return f"⏹ stop requested: {event.message}"
-    if kind == EventKind.FALLBACK:
-        return f"  ↪ {event.message}"
-    if kind == EventKind.TERMINATED:
-        return f"⏹ refinement ended: {event.message}"
-    if kind == EventKind.FINISHED:
-        return f"✔ finished: {event.message}"
-    return f"{kind.value} {where} {event.message}".strip()
+    line = _LINES.get(event.kind)
+    return line(event, where) if line else f"{event.kind.value} {where} {event.message}".strip()
 
 
-def _round_complete(event: ProgressEvent) -> str:
+def _model_complete(event: ProgressEvent, where: str) -> str:
+    data = event.data
+    extra = " (truncated at the size cap)" if data.get("truncated") else ""
+    return (
+        f"  · {event.model} done ({where}): {data.get('tokens', 0)} tokens, "
+        f"{data.get('latency_ms', 0) / 1000:.1f} s{extra}"
+    )
+
+
+def _round_complete(event: ProgressEvent, where: str) -> str:
     data = event.data
     head = (
-        f"✓ {event.message}" if not event.round else f"✓ round {event.round} complete: {event.message}"
+        f"✓ {event.message}"
+        if not event.round
+        else f"✓ round {event.round} complete: {event.message}"
     )
     scores = data.get("scores", {})
     lowest = data.get("lowest", {})
@@ -69,19 +50,39 @@ def _round_complete(event: ProgressEvent) -> str:
     return head
 
 
-def _refined(event: ProgressEvent) -> str:
+def _refined(event: ProgressEvent, where: str) -> str:
     data = event.data
     if data.get("failed"):
         return f"  ↳ {event.model} kept its previous answer: {event.message}"
     verdict = "changed its answer" if data.get("changed") else "kept its answer"
     parts = [f"  ↳ {event.model} {verdict}: {event.message}"]
     if data.get("accepted") or data.get("rejected"):
-        parts.append(f"accepted {data.get('accepted', 0)}, rejected {data.get('rejected', 0)} critique(s)")
+        parts.append(
+            f"accepted {data.get('accepted', 0)}, rejected {data.get('rejected', 0)} critique(s)"
+        )
     else:
         parts.append(f"{data.get('critiques', 0)} critique(s)")
     if data.get("confidence") is not None:
         parts.append(f"confidence {data['confidence']:.2f}")
     return " · ".join(parts)
+
+
+Line = Callable[[ProgressEvent, str], str]
+_LINES: dict[EventKind, Line] = {
+    EventKind.STAGE_START: lambda e, where: f"▶ {where}: {len(e.data.get('models', []))} call(s)",
+    EventKind.STAGE_COMPLETE: lambda e, where: f"■ {where}: {e.message or 'done'}",
+    EventKind.ROUND_START: lambda e, _: f"↻ {e.message}",
+    EventKind.ROUND_COMPLETE: _round_complete,
+    EventKind.MODEL_COMPLETE: _model_complete,
+    EventKind.MODEL_REFINED: _refined,
+    EventKind.MODEL_FAILED: lambda e, where: f"  ✗ {e.model} failed ({where}): {e.message}",
+    EventKind.MODEL_CANCELLED: lambda e, where: f"  ✗ {e.model} cancelled ({where}) by the stop",
+    EventKind.NOTICE: lambda e, _: f"  ! {e.message}",
+    EventKind.STOP_REQUESTED: lambda e, _: f"⏹ stop requested: {e.message}",
+    EventKind.FALLBACK: lambda e, _: f"  ↪ {e.message}",
+    EventKind.TERMINATED: lambda e, _: f"⏹ refinement ended: {e.message}",
+    EventKind.FINISHED: lambda e, _: f"✔ finished: {e.message}",
+}
 
 
 def _fmt(value: float | None, pattern: str = "{:.2f}") -> str:
@@ -114,9 +115,19 @@ def record_markdown(record: DeliberationRecord) -> str:
         "",
     ]
     if record.stage3:
-        out += [f"## Final answer (chairman: {record.stage3.model})", "", record.stage3.response, ""]
+        out += [
+            f"## Final answer (chairman: {record.stage3.model})",
+            "",
+            record.stage3.response,
+            "",
+        ]
     else:
-        out += ["## Final answer", "", "_Not written yet._" if record.status == "running" else "_None._", ""]
+        out += [
+            "## Final answer",
+            "",
+            "_Not written yet._" if record.status == "running" else "_None._",
+            "",
+        ]
 
     labels = {model: label for label, model in record.label_to_model.items()}
     out += [
@@ -128,7 +139,8 @@ def record_markdown(record: DeliberationRecord) -> str:
     for entry in record.aggregate_rankings:
         out.append(
             f"| {entry.model} | {entry.label} | {_fmt(entry.mean_rating)} | "
-            f"{_fmt(entry.lowest_rating, '{:g}')} | {_fmt(entry.average_rank)} | {entry.ratings_count} |"
+            f"{_fmt(entry.lowest_rating, '{:g}')} | {_fmt(entry.average_rank)} | "
+            f"{entry.ratings_count} |"
         )
     for model in record.models:
         if model not in labels:
@@ -143,11 +155,16 @@ def record_markdown(record: DeliberationRecord) -> str:
     for review in record.stage2:
         ratings = ", ".join(f"{label} {rating:g}" for label, rating in review.ratings.items())
         inferred = " (inferred from the ranking)" if review.ratings_inferred else ""
-        shown = f" · shown in the order {', '.join(review.presented_order)}" if review.presented_order else ""
+        shown = (
+            f" · shown in the order {', '.join(review.presented_order)}"
+            if review.presented_order
+            else ""
+        )
         out += [
             f"### Review by {review.model}",
             "",
-            f"Ranking: {' > '.join(review.parsed_ranking) or '-'} · ratings: {ratings or '-'}{inferred}{shown}",
+            f"Ranking: {' > '.join(review.parsed_ranking) or '-'} · "
+            f"ratings: {ratings or '-'}{inferred}{shown}",
             "",
             review.ranking,
             "",
@@ -156,7 +173,9 @@ def record_markdown(record: DeliberationRecord) -> str:
     for round_data in record.rounds:
         out += [
             f"## Round {round_data.round_number}: "
-            f"{len(round_data.models_that_changed)} changed, {len(round_data.models_unchanged)} unchanged",
+            ""
+            f"{len(round_data.models_that_changed)} changed, "
+            f"{len(round_data.models_unchanged)} unchanged",
             "",
         ]
         for refinement in round_data.refinements:
@@ -167,31 +186,44 @@ def record_markdown(record: DeliberationRecord) -> str:
             else:
                 status = "no significant change"
             confidence = (
-                f" · confidence {refinement.confidence:.2f}" if refinement.confidence is not None else ""
+                f" · confidence {refinement.confidence:.2f}"
+                if refinement.confidence is not None
+                else ""
             )
             out += [
                 f"### {refinement.model}: {status}{confidence}",
                 "",
                 f"Critiques addressed: {len(refinement.critiques_addressed)}"
-                + (f" · accepted {len(refinement.critiques_accepted)}" if refinement.critiques_accepted else "")
-                + (f" · rejected {len(refinement.critiques_rejected)}" if refinement.critiques_rejected else ""),
+                + (
+                    f" · accepted {len(refinement.critiques_accepted)}"
+                    if refinement.critiques_accepted
+                    else ""
+                )
+                + (
+                    f" · rejected {len(refinement.critiques_rejected)}"
+                    if refinement.critiques_rejected
+                    else ""
+                ),
                 "",
             ]
             if refinement.reasoning_steps:
-                out += [f"{i}. {step}" for i, step in enumerate(refinement.reasoning_steps, start=1)]
+                out += [
+                    f"{i}. {step}" for i, step in enumerate(refinement.reasoning_steps, start=1)
+                ]
                 out.append("")
             out += [refinement.refined_response, ""]
         if round_data.reviews:
-            out.append("Ratings after the round: " + "; ".join(
-                f"{r.model}: " + ", ".join(f"{label} {v:g}" for label, v in r.ratings.items())
-                for r in round_data.reviews
-            ))
+            out.append(
+                "Ratings after the round: "
+                + "; ".join(
+                    f"{r.model}: " + ", ".join(f"{label} {v:g}" for label, v in r.ratings.items())
+                    for r in round_data.reviews
+                )
+            )
             out.append("")
 
     if record.errors:
         out += ["## Failed calls", ""]
-        out += [
-            f"- {Stage(e.stage).place(e.round)}: {e.describe()}" for e in record.errors
-        ]
+        out += [f"- {Stage(e.stage).place(e.round)}: {e.describe()}" for e in record.errors]
         out.append("")
     return "\n".join(out)

@@ -13,6 +13,7 @@ import signal
 import sys
 
 from activities.model_call import ModelGateway
+from app import connection
 from app.connection import connect, task_queue
 from bench.bare_workflow import BareGraph, bare_step
 from worker import build_worker
@@ -35,7 +36,7 @@ async def run() -> None:
 
 def main() -> int:
     logging.basicConfig(level="INFO", format="%(asctime)s %(levelname)s %(name)s: %(message)s")
-    asyncio.run(run())
+    connection.run(run())
     return 0
 
 

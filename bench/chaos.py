@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import json
 import random
 import statistics
@@ -29,6 +30,7 @@ from temporalio.client import Client, WorkflowHandle
 from temporalio.runtime import LoggingConfig, Runtime, TelemetryConfig, TelemetryFilter
 from temporalio.service import RPCError
 
+from app import connection
 from council.models import DeliberationRecord
 from harness.processes import DATA
 from harness.stack import Stack, WorkerProcess
@@ -132,10 +134,8 @@ async def weather(stack: Stack, done: asyncio.Event) -> list[str]:
         await asyncio.to_thread(set_weather, stack, spec)
         seen.append(name)
         i += 1
-        try:
+        with contextlib.suppress(TimeoutError):
             await asyncio.wait_for(done.wait(), PHASE_SECONDS)
-        except TimeoutError:
-            pass
     await asyncio.to_thread(set_weather, stack, {})
     return seen
 
@@ -170,9 +170,13 @@ async def completion_times(client: Client, workflow_ids: list[str]) -> dict[str,
         scheduled: dict[int, str] = {}
         async for event in client.get_workflow_handle(workflow_id).fetch_history_events():
             if event.HasField("activity_task_scheduled_event_attributes"):
-                scheduled[event.event_id] = event.activity_task_scheduled_event_attributes.activity_id
+                scheduled[event.event_id] = (
+                    event.activity_task_scheduled_event_attributes.activity_id
+                )
             elif event.HasField("activity_task_completed_event_attributes"):
-                activity = scheduled[event.activity_task_completed_event_attributes.scheduled_event_id]
+                activity = scheduled[
+                    event.activity_task_completed_event_attributes.scheduled_event_id
+                ]
                 times[f"{workflow_id}/{activity}"] = event.event_time.ToDatetime().timestamp()
     return times
 
@@ -183,7 +187,10 @@ def complete(record: DeliberationRecord) -> bool:
         and [r.model for r in record.stage1] == MODELS
         and len(record.stage2) == len(MODELS)
         and len(record.rounds) == ROUNDS
-        and all(len(r.reviews) == len(MODELS) and not any(f.error for f in r.refinements) for r in record.rounds)
+        and all(
+            len(r.reviews) == len(MODELS) and not any(f.error for f in r.refinements)
+            for r in record.rounds
+        )
         and record.stage3 is not None
         and not record.errors
     )
@@ -237,7 +244,9 @@ async def main(runs: int, kills: int, seed: int) -> int:
         try:
             await stack.start(runtime=quiet_runtime())
             say(f"baseline: {runs} deliberations, no faults")
-            base_records, base_log, base_elapsed, _, _ = await phase(chaos, "calm", runs, False, 0, rng)
+            base_records, base_log, base_elapsed, _, _ = await phase(
+                chaos, "calm", runs, False, 0, rng
+            )
             say(f"baseline done in {base_elapsed:.1f} s; now the same {runs} under chaos")
             records, log, elapsed, weather_seen, recorded = await phase(
                 chaos, "chaos", runs, True, kills, rng
@@ -262,25 +271,38 @@ async def main(runs: int, kills: int, seed: int) -> int:
         if any(begun < crash < recorded.get(call, float("inf")) for crash in crashes_at)
     }
     outcomes = Counter(e["outcome"] for e in entries)
-    added = [wall(c) - wall(b) for b, c in zip(base_records, records)]
+    added = [wall(c) - wall(b) for b, c in zip(base_records, records, strict=False)]
     rows = [
         ("runs completed / started", f"{sum(r.status == 'completed' for r in records)} / {runs}"),
-        ("records complete (4 answers, 2 rounds, synthesis, no errors)", f"{sum(map(complete, records))} / {runs}"),
+        (
+            "records complete (4 answers, 2 rounds, synthesis, no errors)",
+            f"{sum(map(complete, records))} / {runs}",
+        ),
         ("worker SIGKILLs / server restarts", f"{len(chaos.kills)} / {chaos.server_restarts}"),
         ("fault phases", ", ".join(dict.fromkeys(weather_seen))),
         ("model calls, baseline", f"{base_log['total']} ({runs} x {CALLS_PER_RUN} expected)"),
         ("model calls, chaos", f"{log['total']}"),
         ("calls beyond the baseline", f"{log['total'] - base_log['total']}"),
-        ("failed attempts, by outcome", ", ".join(f"{k} {v}" for k, v in sorted(outcomes.items()) if k != "ok")),
+        (
+            "failed attempts, by outcome",
+            ", ".join(f"{k} {v}" for k, v in sorted(outcomes.items()) if k != "ok"),
+        ),
         ("completed calls made again", f"{len(made_again)}"),
         (
             "calls answered twice (answer lost in a crash)",
             f"{len(paid_twice)}; all in flight at a crash: {paid_twice <= in_flight_any} "
             f"({len(in_flight_any)} calls were in flight at the {len(crashes_at)} crashes)",
         ),
-        ("distinct calls completed, baseline / chaos", f"{len({e['call_id'] for e in base_log['entries'] if e['outcome'] == 'ok'})} / {len(ok_per_call)}"),
+        (
+            "distinct calls completed, baseline / chaos",
+            f"{len({e['call_id'] for e in base_log['entries'] if e['outcome'] == 'ok'})} / "
+            f"{len(ok_per_call)}",
+        ),
         ("wall time of the batch, baseline / chaos", f"{base_elapsed:.1f} s / {elapsed:.1f} s"),
-        ("added latency per run, median / worst", f"{statistics.median(added):.1f} s / {max(added):.1f} s"),
+        (
+            "added latency per run, median / worst",
+            f"{statistics.median(added):.1f} s / {max(added):.1f} s",
+        ),
     ]
     report = table(rows)
     print(report)
@@ -308,12 +330,14 @@ async def main(runs: int, kills: int, seed: int) -> int:
 
 
 if __name__ == "__main__":
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     parser.add_argument("--runs", type=int, default=30)
     parser.add_argument("--kills", type=int, default=5)
     parser.add_argument("--seed", type=int, default=7)
     args = parser.parse_args()
-    code = asyncio.run(main(args.runs, args.kills, args.seed))
+    code = connection.run(main(args.runs, args.kills, args.seed))
     sys.stdout.flush()
     sys.stderr.flush()
     sys.exit(code)

@@ -28,15 +28,13 @@ from council.critiques import critiques_from_parsed
 from council.iteration import (
     CritiqueItem,
     IterationState,
-    TerminationReason,
     charge_tokens,
     complete_round,
     end_if_all_failed,
     initialize_iteration_state,
     note_review,
-    should_continue_iteration,
+    refine_until_done,
     start_new_round,
-    terminate_iteration,
 )
 from council.labels import assign_labels, presentation_orders
 from council.models import DeliberationRequest, Usage
@@ -105,12 +103,7 @@ class _Run:
         self.rng = rng
         await self.review(0)
         charge_tokens(self.state, self.usage.total_tokens)
-        while True:
-            go_on, reason = should_continue_iteration(self.state)
-            if not go_on:
-                break
-            await self.refinement_round()
-        terminate_iteration(self.state, reason or TerminationReason.MAX_ROUNDS)
+        await refine_until_done(self.state, self.refinement_round)
         answer = await self.synthesize()
         return PlainResult(
             answer=answer,
@@ -124,7 +117,12 @@ class _Run:
     async def review(self, round_number: int) -> list[Stage2Result]:
         orders = presentation_orders(self.labels, self.rng)
         calls = prompts.review_prompts(
-            self.request.question, self.answers, self.labels, orders, self.cap, self.request.criteria
+            self.request.question,
+            self.answers,
+            self.labels,
+            orders,
+            self.cap,
+            self.request.criteria,
         )
         replies = await self.fan_out(Stage.REVIEW, round_number, calls)
         read = [
@@ -135,7 +133,9 @@ class _Run:
         reviews = [review for review, _ in read]
         if reviews:
             self.reviews = reviews
-            self.critiques = critiques_from_parsed((review.model, parsed) for review, parsed in read)
+            self.critiques = critiques_from_parsed(
+                (review.model, parsed) for review, parsed in read
+            )
         rankings = aggregate_rankings(reviews, self.labels) if reviews else []
         pending = plan_refinements(self.answers, self.critiques, self.labels)
         note_review(self.state, rankings, len(pending))
@@ -199,7 +199,9 @@ class _Run:
         replies = await asyncio.gather(
             *(self.call(stage, round_number, model, messages) for model, messages in calls.items())
         )
-        return {model: reply for model, reply in zip(calls, replies) if reply is not None}
+        return {
+            model: reply for model, reply in zip(calls, replies, strict=False) if reply is not None
+        }
 
     async def call(
         self, stage: Stage, round_number: int, model: str, messages: list[ChatMessage]

@@ -13,19 +13,17 @@ profiles) go to bench/out/.
 from __future__ import annotations
 
 import argparse
-import asyncio
-import os
 import shutil
 import sys
 import time
-import traceback
 from collections.abc import Awaitable, Callable
 from datetime import UTC, datetime
 from pathlib import Path
 
-from harness.processes import ROOT
+from app import connection
 from bench import crash, critical_path, growth, report, throughput
 from bench.stack import BenchStack
+from harness.processes import ROOT
 
 Benchmark = Callable[..., Awaitable[report.Section]]
 BENCHMARKS: dict[str, Benchmark] = {
@@ -148,7 +146,7 @@ async def run(args: argparse.Namespace) -> str:
 
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
-    text = asyncio.run(run(args))
+    text = connection.run(run(args))
     print(text)
     out = args.out or (RESULTS if not args.only and not args.quick else None)
     if out is not None:
@@ -158,18 +156,7 @@ def main(argv: list[str] | None = None) -> int:
 
 
 def entry() -> None:
-    """Run main() and exit with its status, without interpreter finalization (it can
-    abort after the Temporal client ran: see the design's pitfalls)."""
-    try:
-        code = main()
-    except SystemExit as exit_:
-        code = exit_.code if isinstance(exit_.code, int) else (0 if exit_.code is None else 2)
-    except BaseException:  # noqa: BLE001 - report, then exit non-zero
-        traceback.print_exc()
-        code = 1
-    sys.stdout.flush()
-    sys.stderr.flush()
-    os._exit(code)
+    sys.exit(main())
 
 
 if __name__ == "__main__":

@@ -1,4 +1,7 @@
-"""Change detection, change summary and the token estimate (seed 000)."""
+"""Change detection, change summary and the token estimate.
+
+An answer changed significantly when its similarity to the original (difflib's ratio,
+case-insensitive) is below 0.5, or at most 0.95 with more than 10 % new words."""
 
 from __future__ import annotations
 
@@ -42,5 +45,5 @@ def summarize_changes(original: str, refined: str) -> str:
 
 
 def estimate_tokens(*texts: str) -> int:
-    """Seed 000's rough estimate (4 characters a token), used only when a provider reports no usage."""
+    """A rough estimate (4 characters a token), used only when a provider reports no usage."""
     return sum(len(text) // CHARS_PER_TOKEN for text in texts)

@@ -18,7 +18,7 @@ the first one named is the reason reported:
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from datetime import datetime
 from enum import StrEnum
 
@@ -71,7 +71,7 @@ class RejectedCritique(BaseModel):
 
 
 class RefinementResult(BaseModel):
-    """A model's refinement of its own answer (seed 000/002, with seed 001's structure)."""
+    """A model's refinement of its own answer, with the structured fields of its reply."""
 
     model: str
     original_response: str
@@ -79,7 +79,7 @@ class RefinementResult(BaseModel):
     critiques_addressed: list[str] = Field(default_factory=list)
     changes_made: bool = False
     change_summary: str | None = None
-    # Seed 001's structured fields, present when the model gave them.
+    # The structured reply's fields, present when the model gave them.
     critiques_accepted: list[str] = Field(default_factory=list)
     critiques_rejected: list[RejectedCritique] = Field(default_factory=list)
     refinement_reasoning: str | None = None
@@ -233,6 +233,19 @@ def end_if_all_failed(state: IterationState, succeeded: Sequence[bool]) -> bool:
         return False
     terminate_iteration(state, TerminationReason.ERROR)
     return True
+
+
+async def refine_until_done(
+    state: IterationState, refinement_round: Callable[[], Awaitable[None]]
+) -> TerminationReason:
+    """Run refinement rounds while the rules allow another; end the loop with their reason."""
+    while True:
+        go_on, reason = should_continue_iteration(state)
+        if not go_on:
+            break
+        await refinement_round()
+    terminate_iteration(state, reason or TerminationReason.MAX_ROUNDS)
+    return state.termination_reason or TerminationReason.MAX_ROUNDS
 
 
 def start_new_round(state: IterationState, now: datetime) -> IterationRound:

@@ -57,7 +57,7 @@ class Criterion(BaseModel):
 
 
 class EvaluationCriteria(BaseModel):
-    """What reviewers judge answers on (seed 000); names reach the refinement prompt too."""
+    """What reviewers judge answers on; the names reach the refinement prompt too."""
 
     criteria: list[Criterion] = Field(min_length=1, max_length=12)
 
@@ -80,7 +80,9 @@ class DeliberationRequest(BaseModel):
 
     question: Annotated[
         str,
-        StringConstraints(strip_whitespace=True, min_length=1, max_length=limits.QUESTION_MAX_CHARS),
+        StringConstraints(
+            strip_whitespace=True, min_length=1, max_length=limits.QUESTION_MAX_CHARS
+        ),
     ]
     models: list[ModelId]
     chairman: ModelId | None = None
@@ -169,15 +171,18 @@ class UsageTotals(BaseModel):
     calls_without_cost: int = 0
 
     def add(self, usage: TokenUsage) -> None:
-        self.prompt_tokens += usage.prompt_tokens
-        self.completion_tokens += usage.completion_tokens
-        self.total_tokens += usage.total_tokens
-        if usage.cost_usd is not None:
-            self.cost_usd = round((self.cost_usd or 0.0) + usage.cost_usd, 10)
-        else:
-            self.calls_without_cost += 1
-        self.calls += 1
-        self.estimated_calls += int(usage.estimated)
+        """Count one call."""
+        self.merge(
+            UsageTotals(
+                prompt_tokens=usage.prompt_tokens,
+                completion_tokens=usage.completion_tokens,
+                total_tokens=usage.total_tokens,
+                cost_usd=usage.cost_usd,
+                calls=1,
+                estimated_calls=int(usage.estimated),
+                calls_without_cost=int(usage.cost_usd is None),
+            )
+        )
 
     def merge(self, other: UsageTotals) -> None:
         """Add another set of totals to these (a cost stays None while neither has one)."""
@@ -200,7 +205,9 @@ class UsageTotals(BaseModel):
         if self.cost_usd is None:
             return "cost not reported"
         missing = (
-            f" ({self.calls_without_cost} call(s) reported no cost)" if self.calls_without_cost else ""
+            f" ({self.calls_without_cost} call(s) reported no cost)"
+            if self.calls_without_cost
+            else ""
         )
         return f"cost ${self.cost_usd:.4f}{missing}"
 
@@ -228,11 +235,14 @@ class CallError(BaseModel):
 
     def describe(self) -> str:
         """One line that names the model once."""
-        return self.message if self.message.startswith(self.model) else f"{self.model}: {self.message}"
+        return (
+            self.message if self.message.startswith(self.model) else f"{self.model}: {self.message}"
+        )
 
 
 class DeliberationRecord(BaseModel):
-    """The workflow's result: seed 003's assistant message, extended."""
+    """The workflow's result: the council's assistant message (stage1, stage2, stage2_5,
+    stage3), extended with the rounds, the loop's summary, usage and errors."""
 
     role: Literal["assistant"] = "assistant"
     id: str

@@ -1,4 +1,5 @@
-"""Progress events a running deliberation reports (seed 004's round_start/round_complete and more)."""
+"""Progress events a running deliberation reports: stage and round starts and ends, each
+model's completion and refinement, failures, the stop and the termination."""
 
 from __future__ import annotations
 

@@ -72,15 +72,13 @@ def review_prompt(
     byte_cap: int,
     criteria: EvaluationCriteria | None = None,
 ) -> list[ChatMessage]:
-    """Stage 2: rate and critique every shown answer, then rank them (seed 004's format).
+    """Stage 2: rate and critique every shown answer, then rank them with ratings.
 
     `answers` maps label -> text and must not contain the reviewer's own answer.
     """
     labels = list(answers)
     framed = "\n\n".join(frame("response", text, label=label) for label, text in answers.items())
-    example = "\n".join(
-        f"{i}. Response <letter> (<rating>/5) - <one-line reason>" for i in (1, 2)
-    )
+    example = "\n".join(f"{i}. Response <letter> (<rating>/5) - <one-line reason>" for i in (1, 2))
     return user(
         f"{REVIEW_OPENING}\n\n"
         f"QUESTION:\n{question}\n\n"
@@ -92,9 +90,9 @@ def review_prompt(
         f"{framed}\n\n"
         "Write your review:\n"
         "1. For each response in turn, start a paragraph with its label in bold, give a "
-        "quality rating from 1 (poor) to 5 (excellent) as \"Rating: N/5\", and one or two "
+        'quality rating from 1 (poor) to 5 (excellent) as "Rating: N/5", and one or two '
         "sentences of critique: what is wrong, missing or unclear, or what makes it strong.\n"
-        f"2. End with the line \"{RANKING_HEADER}\" and rank every response, best first, one "
+        f'2. End with the line "{RANKING_HEADER}" and rank every response, best first, one '
         "per line, in exactly this form:\n"
         f"{RANKING_HEADER}\n{example}\n\n"
         f"Rank exactly these responses: {', '.join(labels)}. Write nothing after the ranking."
@@ -125,7 +123,7 @@ def review_prompts(
 
 
 def format_critiques_for_refinement(critiques: Sequence[CritiqueItem]) -> str:
-    """Seed 003's peer-feedback text: one "Peer evaluation from {critic_model}:" block per
+    """The peer-feedback text: one "Peer evaluation from {critic_model}:" block per
     reviewer, with the rating it gave (when it gave one) on the line below."""
     blocks = []
     for item in critiques:

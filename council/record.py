@@ -1,4 +1,4 @@
-"""Record pieces derived from the rounds (seed 003's stage2_5 section)."""
+"""Record pieces derived from the rounds (the stage2_5 section)."""
 
 from __future__ import annotations
 
@@ -25,7 +25,8 @@ def stage2_5_results(
     label_to_model: Mapping[str, str],
     final_answers: Mapping[str, str],
 ) -> list[Stage2_5Result] | None:
-    """Each answering model's stage 1 answer, last critiques and final answer; None if no round ran."""
+    """Each answering model's stage 1 answer, last critiques and final answer; None if no
+    round ran."""
     if not any(r.refinements for r in rounds):
         return None
     model_to_label = {model: label for label, model in label_to_model.items()}

@@ -1,4 +1,4 @@
-"""Stage 2.5: who refines, reading the refinement, and what changed (seeds 000, 001, 003)."""
+"""Stage 2.5: who refines, reading the refinement, and what changed."""
 
 from __future__ import annotations
 
@@ -160,7 +160,7 @@ def parse_refinement(text: str | None) -> ParsedRefinement:
     """The structured JSON form, JSON in a code fence, or plain text (all of it the answer).
 
     A structured reply whose answer is empty, or a bare "REFINED RESPONSE:" header, gives
-    an empty final_answer: the caller keeps the original answer (seed 003).
+    an empty final_answer: the caller keeps the original answer.
     """
     text = text or ""
     for candidate in _json_candidates(text):
@@ -198,27 +198,27 @@ def refinement_result(
 ) -> RefinementResult:
     """What a refinement did. A failed or empty call keeps the original answer; the reply
     itself is kept as it arrived."""
-    addressed = [c.critique_text for c in task.critiques]
     raw = reply if error is None else None
+    common = {
+        "model": task.model,
+        "original_response": task.original,
+        "critiques_addressed": [c.critique_text for c in task.critiques],
+        "raw_response": raw,
+    }
     parsed = parse_refinement(reply) if raw is not None else None
     if parsed is None or not parsed.final_answer:
         return RefinementResult(
-            model=task.model,
-            original_response=task.original,
+            **common,
             refined_response=task.original,
-            critiques_addressed=addressed,
-            raw_response=raw,
             error=error or "the refinement was empty",
         )
-    changed = detect_significant_changes(task.original, parsed.final_answer, min_change)
+    answer = parsed.final_answer
+    changed = detect_significant_changes(task.original, answer, min_change)
     return RefinementResult(
-        model=task.model,
-        original_response=task.original,
-        refined_response=parsed.final_answer,
-        critiques_addressed=addressed,
+        **common,
+        refined_response=answer,
         changes_made=changed,
-        change_summary=summarize_changes(task.original, parsed.final_answer) if changed else None,
-        raw_response=raw,
+        change_summary=summarize_changes(task.original, answer) if changed else None,
         **parsed.model_dump(exclude={"final_answer", "structured"}),
     )
 

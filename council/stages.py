@@ -1,4 +1,4 @@
-"""What each stage produces, as stored in the record (seed 003's shapes, extended)."""
+"""What each stage produces, as stored in the record (the assistant message's shapes)."""
 
 from __future__ import annotations
 

@@ -11,5 +11,6 @@ and score every stage.
     evaluation.local     `make eval`: the above, starting the server, simulator and worker
 
 The dataset format, answer reading and the judge's prompt live in grading/ (used by the
-simulator and the JudgeAnswers workflow too). Importing this package starts nothing and imports neither Temporal's client nor matplotlib.
+simulator and the JudgeAnswers workflow too). Importing this package starts nothing and
+imports neither Temporal's client nor matplotlib.
 """

@@ -17,20 +17,22 @@ from rich.console import Console
 from temporalio.client import Client
 
 from council.models import MODEL_ID, DeliberationRequest
-from grading.dataset import DatasetError, load_dataset
-from evaluation.report import print_report
 from evaluation.plan import EvalPlan, EvalSettings, plan
+from evaluation.report import print_report
 from evaluation.runner import Evaluation
 from evaluation.scoring import SOURCES, ProblemScore
+from grading.dataset import DatasetError, load_dataset
 
 TEMPLATE_QUESTION = "(evaluation: every problem sets its own question)"
 
 
 class BadInput(ValueError):
     """Input the harness cannot use: the message is one line for the user (exit status 2)."""
+
+
 MAX_TAG_CHARS = 40
 
-__all__ = ["BadInput", "TEMPLATE_QUESTION", "add_arguments", "execute", "prepare"]
+__all__ = ["TEMPLATE_QUESTION", "BadInput", "add_arguments", "execute", "prepare"]
 
 
 def _positive(text: str) -> int:
@@ -44,12 +46,18 @@ def _positive(text: str) -> int:
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--concurrency", type=_positive, default=4, help="deliberations at a time (default 4)")
+    parser.add_argument(
+        "--concurrency", type=_positive, default=4, help="deliberations at a time (default 4)"
+    )
     parser.add_argument("--limit", type=_positive, help="only the first N problems of the dataset")
     parser.add_argument("--out", help="output folder (default data/eval/<dataset name>)")
     parser.add_argument("--judge", help="a judge model for text answers that do not match exactly")
-    parser.add_argument("--tag", help="a label that makes a separate set of runs with the same settings")
-    parser.add_argument("--json", action="store_true", help="print report.json on stdout instead of tables")
+    parser.add_argument(
+        "--tag", help="a label that makes a separate set of runs with the same settings"
+    )
+    parser.add_argument(
+        "--json", action="store_true", help="print report.json on stdout instead of tables"
+    )
 
 
 def prepare(args: argparse.Namespace, template: DeliberationRequest, task_queue: str) -> EvalPlan:
@@ -86,9 +94,12 @@ def _progress_line(score: ProblemScore, done: int, total: int, last_stage: str) 
     mark = "✓" if chairman and chairman.correct else "✗"
     rounds = f"{score.rounds_completed} round{'s' if score.rounds_completed != 1 else ''}"
     return (
-        f"{head}: chairman {mark} {chairman.answer if chairman else '-'} (expected {score.expected}) · "
+        f"{head}: chairman {mark} {chairman.answer if chairman else '-'} (expected "
+        f"{score.expected}) · "
         f"right at stage 1 {sum(r.correct for r in first)}/{len(first)}, at the end "
-        f"{sum(r.correct for r in final)}/{len(final)} · {rounds} · {score.usage.total_tokens:,} tokens · "
+        ""
+        f"{sum(r.correct for r in final)}/{len(final)} · {rounds} · "
+        f"{score.usage.total_tokens:,} tokens · "
         f"{SOURCES[score.source]}"
     )
 
@@ -99,8 +110,10 @@ async def execute(client: Client, eval_plan: EvalPlan, as_json: bool, err: Conso
     template = settings.template
     err.print(
         f"eval: {dataset.name}: {len(eval_plan.problems)} of {len(dataset)} problems "
+        ""
         f"(sha256 {dataset.sha256[:12]}) · council {', '.join(template.models)} · chairman "
-        f"{template.chairman} · up to {template.max_rounds} rounds · {settings.concurrency} at a time",
+        f"{template.chairman} · up to {template.max_rounds} rounds · "
+        f"{settings.concurrency} at a time",
         markup=False,
     )
     err.print(
@@ -117,7 +130,8 @@ async def execute(client: Client, eval_plan: EvalPlan, as_json: bool, err: Conso
         report = await Evaluation(client, eval_plan, progress).run()
     except (asyncio.CancelledError, KeyboardInterrupt):
         err.print(
-            "eval: interrupted; deliberations in flight go on in Temporal, and the same command resumes",
+            "eval: interrupted; deliberations in flight go on in Temporal, and the same command "
+            "resumes",
             markup=False,
         )
         raise
@@ -127,7 +141,9 @@ async def execute(client: Client, eval_plan: EvalPlan, as_json: bool, err: Conso
         print_report(report, Console(width=None if sys.stdout.isatty() else 160, highlight=False))
     outputs = settings.out_dir
     if report.run.simulated:
-        err.print("eval: these answers were written by the SIMULATOR, not by real models", markup=False)
+        err.print(
+            "eval: these answers were written by the SIMULATOR, not by real models", markup=False
+        )
     err.print(
         f"eval: report {outputs / 'report.json'} · plot {outputs / 'accuracy.png'} · raw outputs "
         f"{outputs / 'raw_outputs'}/",

@@ -3,7 +3,7 @@
     report.json                               the whole report (evaluation.report.EvalReport)
     accuracy.png                              accuracy by stage and round
     raw_outputs/<id>_record.json              the deliberation record, as `show --json` prints it
-    raw_outputs/<id>_stage3_refined.json      seed 001's refined-solutions file, per problem
+    raw_outputs/<id>_stage3_refined.json      a debate pipeline's refined solutions, per problem
     raw_outputs/<id>_judge.json               the judge's verdicts (only with --judge)
 
 A record file is written once its deliberation completed; a rerun reads it back instead of
@@ -21,9 +21,9 @@ from pydantic import ValidationError
 
 from council.changes import detect_significant_changes
 from council.models import DeliberationRecord
+from evaluation.scoring import ProblemScore, replies_by_stage
 from grading.dataset import Problem
 from grading.judge import JudgeResult
-from evaluation.scoring import ProblemScore, replies_by_stage
 
 RAW = "raw_outputs"
 REPORT = "report.json"
@@ -81,17 +81,31 @@ class Outputs:
     def save_record(self, problem_id: str, record: DeliberationRecord) -> None:
         write_atomically(self.record_path(problem_id), record.model_dump_json(indent=2))
 
-    def save_judgement(self, problem_id: str, judge_id: str, candidates: list[str], result: JudgeResult) -> None:
-        data = {"workflow_id": judge_id, "candidates": candidates, "result": result.model_dump(mode="json")}
-        write_atomically(self.judge_path(problem_id), json.dumps(data, indent=2, ensure_ascii=False))
+    def save_judgement(
+        self, problem_id: str, judge_id: str, candidates: list[str], result: JudgeResult
+    ) -> None:
+        data = {
+            "workflow_id": judge_id,
+            "candidates": candidates,
+            "result": result.model_dump(mode="json"),
+        }
+        write_atomically(
+            self.judge_path(problem_id), json.dumps(data, indent=2, ensure_ascii=False)
+        )
 
-    def save_refined(self, problem: Problem, record: DeliberationRecord, score: ProblemScore) -> None:
+    def save_refined(
+        self, problem: Problem, record: DeliberationRecord, score: ProblemScore
+    ) -> None:
         data = stage3_refined(problem, record, score)
-        write_atomically(self.refined_path(problem.id), json.dumps(data, indent=2, ensure_ascii=False))
+        write_atomically(
+            self.refined_path(problem.id), json.dumps(data, indent=2, ensure_ascii=False)
+        )
 
 
-def stage3_refined(problem: Problem, record: DeliberationRecord, score: ProblemScore) -> dict[str, Any]:
-    """Seed 001's data/raw_outputs/{problem_id}_stage3_refined.json, from a council record:
+def stage3_refined(
+    problem: Problem, record: DeliberationRecord, score: ProblemScore
+) -> dict[str, Any]:
+    """The debate pipeline's raw_outputs/{problem_id}_stage3_refined.json, from a council record:
     each solver's original solution, the critiques it accepted and rejected in the last
     round it refined in, its final answer, and the chairman's answer."""
     stages = list(score.answers)
@@ -119,7 +133,9 @@ def stage3_refined(problem: Problem, record: DeliberationRecord, score: ProblemS
             "original_answer": first.answer,
             "original_answer_correct": first.correct,
             "critiques_accepted": refinement.critiques_accepted if refinement else [],
-            "critiques_rejected": [c.model_dump() for c in refinement.critiques_rejected] if refinement else [],
+            "critiques_rejected": [c.model_dump() for c in refinement.critiques_rejected]
+            if refinement
+            else [],
             "refinement_reasoning": refinement.refinement_reasoning if refinement else None,
             "reasoning_steps": refinement.reasoning_steps if refinement else [],
             "final_answer": reading.answer,
@@ -149,5 +165,7 @@ def stage3_refined(problem: Problem, record: DeliberationRecord, score: ProblemS
         "terminated_reason": score.terminated_reason,
         "rounds_completed": score.rounds_completed,
         "simulated": score.simulated,
-        "timestamp": (record.completed_at or record.started_at).isoformat() if (record.completed_at or record.started_at) else None,
+        "timestamp": (record.completed_at or record.started_at).isoformat()
+        if (record.completed_at or record.started_at)
+        else None,
     }

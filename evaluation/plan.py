@@ -89,5 +89,3 @@ def plan(dataset: Dataset, settings: EvalSettings) -> EvalPlan:
 
 def problem_request(template: DeliberationRequest, problem: Problem) -> DeliberationRequest:
     return validate_request({**template.model_dump(mode="json"), "question": problem.prompt()})
-
-

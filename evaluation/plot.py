@@ -40,18 +40,35 @@ def plot_accuracy(report: EvalReport, path: Path) -> Path:
         label="majority vote",
     )
     for model, cells in report.accuracy.models.items():
-        axes.plot(x, [_percent(cells[s]) for s in stages], marker="o", linewidth=1.5, zorder=3, label=model)
+        axes.plot(
+            x,
+            [_percent(cells[s]) for s in stages],
+            marker="o",
+            linewidth=1.5,
+            zorder=3,
+            label=model,
+        )
     chairman = _percent(report.accuracy.chairman)
-    axes.scatter([len(stages)], [chairman], marker="*", s=260, color="crimson", zorder=5, label="chairman")
+    axes.scatter(
+        [len(stages)], [chairman], marker="*", s=260, color="crimson", zorder=5, label="chairman"
+    )
     if chairman == chairman:  # not NaN
-        axes.annotate(f"{chairman:.0f}%", (len(stages), chairman), textcoords="offset points", xytext=(0, 10), ha="center")
+        axes.annotate(
+            f"{chairman:.0f}%",
+            (len(stages), chairman),
+            textcoords="offset points",
+            xytext=(0, 10),
+            ha="center",
+        )
     axes.set_xticks(x + [len(stages)], stages + ["chairman"])
     axes.set_xlim(-0.4, len(stages) + 0.4)
     axes.set_ylim(0, 110)
     axes.set_ylabel("accuracy (%)")
     axes.grid(alpha=0.3)
     simulated = " · simulated models" if report.run.simulated else ""
-    axes.set_title(f"{report.dataset.name}: accuracy by stage ({report.completed} problems{simulated})")
+    axes.set_title(
+        f"{report.dataset.name}: accuracy by stage ({report.completed} problems{simulated})"
+    )
     axes.legend(loc="lower right", fontsize=8)
     figure.tight_layout()
     path.parent.mkdir(parents=True, exist_ok=True)

@@ -43,7 +43,9 @@ class Cell(BaseModel):
 
 class Accuracy(BaseModel):
     models: dict[str, dict[str, Cell]] = Field(description="model -> stage -> its answers alone")
-    majority_vote: dict[str, Cell] = Field(description="stage -> the majority of the models' answers")
+    majority_vote: dict[str, Cell] = Field(
+        description="stage -> the majority of the models' answers"
+    )
     chairman: Cell
 
 
@@ -123,7 +125,9 @@ def build_report(
             usage.judge_calls += score.judge.usage.calls
     if done:
         usage.tokens_per_problem = round(usage.total_tokens / len(done), 1)
-        usage.cost_per_problem_usd = round(usage.cost_usd / len(done), 8) if usage.cost_usd is not None else None
+        usage.cost_per_problem_usd = (
+            round(usage.cost_usd / len(done), 8) if usage.cost_usd is not None else None
+        )
     sources: dict[str, int] = {}
     for score in scores:
         sources[score.source] = sources.get(score.source, 0) + 1
@@ -188,7 +192,10 @@ def accuracy_table(report: EvalReport) -> Table:
     for model, cells in report.accuracy.models.items():
         table.add_row(model, *(str(cells[s]) for s in report.stages), "")
     table.add_row(
-        MAJORITY, *(str(report.accuracy.majority_vote[s]) for s in report.stages), "", end_section=True
+        MAJORITY,
+        *(str(report.accuracy.majority_vote[s]) for s in report.stages),
+        "",
+        end_section=True,
     )
     table.add_row(
         f"{CHAIRMAN} (stage 3)", *("" for _ in report.stages), str(report.accuracy.chairman)
@@ -215,8 +222,19 @@ def problems_table(report: EvalReport) -> Table:
         table.add_column(name, justify=justify, overflow="fold")
     for score in report.problems:
         if score.status != "completed":
-            table.add_row(score.id, score.expected, "", "", "", f"[red]failed: {score.error}[/red]",
-                          "", "", "", "", score.source)
+            table.add_row(
+                score.id,
+                score.expected,
+                "",
+                "",
+                "",
+                f"[red]failed: {score.error}[/red]",
+                "",
+                "",
+                "",
+                "",
+                score.source,
+            )
             continue
         first = score.answers[report.stages[0]].values()
         final = score.answers[last].values()
@@ -245,8 +263,13 @@ def print_report(report: EvalReport, out: Console, per_problem: bool = True) -> 
     ties = ", ".join(f"{stage} {n}" for stage, n in report.majority_ties.items() if n) or "none"
     out.print(
         f"tokens {usage.total_tokens:,} ({usage.tokens_per_problem or 0:,.0f} per problem) in "
-        f"{usage.calls:,} calls · cost {_cost(usage.cost_usd)} ({_cost(usage.cost_per_problem_usd)} per problem)"
-        + (f" · judge {usage.judge_tokens:,} tokens in {usage.judge_calls} calls" if usage.judge_calls else ""),
+        f"{usage.calls:,} calls · cost {_cost(usage.cost_usd)} "
+        f"({_cost(usage.cost_per_problem_usd)} per problem)"
+        + (
+            f" · judge {usage.judge_tokens:,} tokens in {usage.judge_calls} calls"
+            if usage.judge_calls
+            else ""
+        ),
         markup=False,
     )
     out.print(

@@ -30,10 +30,6 @@ from evaluation.outputs import Outputs, write_atomically
 from evaluation.plan import EvalPlan, problem_request
 from evaluation.plot import plot_accuracy
 from evaluation.report import EvalReport, build_report
-from grading.dataset import Problem
-from grading.judge import JudgeRequest, JudgeResult
-from workflows.deliberation import Deliberation
-from workflows.judge import JudgeAnswers
 from evaluation.scoring import (
     JudgeSummary,
     ProblemScore,
@@ -42,6 +38,11 @@ from evaluation.scoring import (
     judge_candidates,
     score_problem,
 )
+from grading.dataset import Problem
+from grading.judge import JudgeRequest, JudgeResult
+from workflows.deliberation import Deliberation
+from workflows.judge import JudgeAnswers
+
 
 def _failure(error: BaseException) -> str:
     cause = getattr(error, "cause", None) or error
@@ -101,8 +102,14 @@ class Evaluation:
                     request.model_dump(mode="json"),
                     wid,
                     DeliberationRecord,
-                    summary=f"eval {self.plan.dataset.name} · {problem.id}: {problem.question}"[:200],
-                    memo={"dataset": self.plan.dataset.name, "problem": problem.id, "run_key": self.plan.key},
+                    summary=f"eval {self.plan.dataset.name} · {problem.id}: {problem.question}"[
+                        :200
+                    ],
+                    memo={
+                        "dataset": self.plan.dataset.name,
+                        "problem": problem.id,
+                        "run_key": self.plan.key,
+                    },
                 )
             except _Failed as failed:
                 return failed_problem(problem, wid, failed.source, failed.message)
@@ -140,10 +147,16 @@ class Evaluation:
                     judge_id,
                     JudgeResult,
                     summary=f"judge {model} · eval {self.plan.dataset.name} · {problem.id}",
-                    memo={"dataset": self.plan.dataset.name, "problem": problem.id, "run_key": self.plan.key},
+                    memo={
+                        "dataset": self.plan.dataset.name,
+                        "problem": problem.id,
+                        "run_key": self.plan.key,
+                    },
                 )
             except _Failed:
-                result = JudgeResult(model=model, verdicts=[None] * len(candidates), replies=[""] * len(candidates))
+                result = JudgeResult(
+                    model=model, verdicts=[None] * len(candidates), replies=[""] * len(candidates)
+                )
             else:
                 self.outputs.save_judgement(problem.id, judge_id, candidates, result)
         verdicts = dict(zip(candidates, result.verdicts, strict=False))

@@ -70,7 +70,9 @@ class ProblemScore(BaseModel):
     status: Literal["completed", "failed"]
     source: Source
     error: str | None = None
-    answers: dict[str, dict[str, Reading]] = Field(default_factory=dict)  # stage -> model -> reading
+    answers: dict[str, dict[str, Reading]] = Field(
+        default_factory=dict
+    )  # stage -> model -> reading
     majority: dict[str, Vote] = Field(default_factory=dict)  # stage -> vote
     chairman: Reading | None = None
     chairman_model: str | None = None
@@ -82,7 +84,9 @@ class ProblemScore(BaseModel):
     simulated: bool = False
 
 
-def replies_by_stage(record: DeliberationRecord, max_rounds: int) -> dict[str, dict[str, str | None]]:
+def replies_by_stage(
+    record: DeliberationRecord, max_rounds: int
+) -> dict[str, dict[str, str | None]]:
     """Each model's reply text after each stage (None: it never answered)."""
     current: dict[str, str | None] = {model: None for model in record.models}
     for result in record.stage1:
@@ -126,7 +130,9 @@ def majority_vote(problem: Problem, answers: Sequence[Answer | None]) -> Vote:
     )
 
 
-def read_reply(problem: Problem, reply: str | None, verdicts: Mapping[str, bool | None]) -> tuple[Reading, Answer | None]:
+def read_reply(
+    problem: Problem, reply: str | None, verdicts: Mapping[str, bool | None]
+) -> tuple[Reading, Answer | None]:
     """A reply's reading, and the answer it counts as in a vote (the expected answer when
     the judge found it correct)."""
     answer = problem.read(reply)
@@ -167,12 +173,8 @@ def score_problem(
 ) -> ProblemScore:
     verdicts = verdicts or {}
     score = ProblemScore(
-        id=problem.id,
-        kind=problem.kind,
-        expected=problem.answer,
-        workflow_id=workflow_id,
+        **_identity(problem, workflow_id, source),
         status="completed",
-        source=source,
         terminated_reason=record.iteration.terminated_reason,
         rounds_completed=len(record.rounds),
         usage=record.usage.totals(),
@@ -196,12 +198,14 @@ def score_problem(
 
 
 def failed_problem(problem: Problem, workflow_id: str, source: Source, error: str) -> ProblemScore:
-    return ProblemScore(
-        id=problem.id,
-        kind=problem.kind,
-        expected=problem.answer,
-        workflow_id=workflow_id,
-        status="failed",
-        source=source,
-        error=error,
-    )
+    return ProblemScore(**_identity(problem, workflow_id, source), status="failed", error=error)
+
+
+def _identity(problem: Problem, workflow_id: str, source: Source) -> dict[str, object]:
+    return {
+        "id": problem.id,
+        "kind": problem.kind,
+        "expected": problem.answer,
+        "workflow_id": workflow_id,
+        "source": source,
+    }

@@ -119,7 +119,9 @@ def format_number(value: float) -> str:
     return "0" if text in ("-0", "") else text
 
 
-def numbers_match(expected: float, got: float, rel_tol: float = REL_TOL, abs_tol: float = ABS_TOL) -> bool:
+def numbers_match(
+    expected: float, got: float, rel_tol: float = REL_TOL, abs_tol: float = ABS_TOL
+) -> bool:
     return math.isclose(got, expected, rel_tol=rel_tol, abs_tol=abs_tol)
 
 

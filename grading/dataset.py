@@ -18,7 +18,15 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Annotated, Any
 
-from pydantic import BaseModel, ConfigDict, Field, StringConstraints, ValidationError, field_validator, model_validator
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    StringConstraints,
+    ValidationError,
+    field_validator,
+    model_validator,
+)
 
 from council import limits
 from grading.answers import (
@@ -37,7 +45,7 @@ ID_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9_.\-]*$"
 MAX_ID_CHARS = 64
 # What the council is asked to end its reply with, by kind of answer.
 ANSWER_FORMAT = {
-    "number": 'a number only, without units',
+    "number": "a number only, without units",
     "choice": "the letter of one option",
     "text": "a word or a short phrase",
 }
@@ -56,7 +64,9 @@ class DatasetError(ValueError):
 class Problem(BaseModel):
     model_config = ConfigDict(extra="ignore", frozen=True)
 
-    id: Annotated[str, StringConstraints(strip_whitespace=True, min_length=1, max_length=MAX_ID_CHARS)]
+    id: Annotated[
+        str, StringConstraints(strip_whitespace=True, min_length=1, max_length=MAX_ID_CHARS)
+    ]
     question: Annotated[
         str, StringConstraints(strip_whitespace=True, min_length=1, max_length=MAX_QUESTION_CHARS)
     ]
@@ -83,7 +93,11 @@ class Problem(BaseModel):
     @model_validator(mode="before")
     @classmethod
     def _infer_kind(cls, data: Any) -> Any:
-        if isinstance(data, dict) and data.get("kind") is None and isinstance(data.get("answer"), str | int | float):
+        if (
+            isinstance(data, dict)
+            and data.get("kind") is None
+            and isinstance(data.get("answer"), str | int | float)
+        ):
             data = {**data, "kind": infer_kind(str(data["answer"]))}
         return data
 

@@ -42,9 +42,14 @@ def local_council(
             say(f"using the Temporal server already answering at {address}")
         else:
             ui_port = 8233 if port == 7233 else port + 1000
-            say(f"starting the Temporal dev server at {address} (state in data/temporal.db, UI on :{ui_port})")
+            say(
+                f"starting the Temporal dev server at {address} (state in data/temporal.db, UI on "
+                f":{ui_port})"
+            )
             started.append(
-                start_temporal(DATA / "temporal.db", port=port, ui_port=ui_port, log_path=logs / "temporal.log")
+                start_temporal(
+                    DATA / "temporal.db", port=port, ui_port=ui_port, log_path=logs / "temporal.log"
+                )
             )
         has_key = os.environ.get("COUNCIL_LLM_API_KEY") or os.environ.get("OPENROUTER_API_KEY")
         if not has_key and not os.environ.get("COUNCIL_LLM_BASE_URL"):

@@ -15,8 +15,10 @@ import subprocess
 import sys
 import time
 from collections.abc import Mapping
+from contextlib import ExitStack
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 import httpx
 
@@ -86,7 +88,11 @@ class Process:
             self.kill()
 
     def log_text(self) -> str:
-        return self.log_path.read_text(errors="replace") if self.log_path and self.log_path.exists() else ""
+        return (
+            self.log_path.read_text(errors="replace")
+            if self.log_path and self.log_path.exists()
+            else ""
+        )
 
     def cpu_seconds(self) -> float | None:
         return cpu_seconds(self.pid)
@@ -101,20 +107,20 @@ def spawn(
     log_path: Path | None = None,
     env: Mapping[str, str] | None = None,
 ) -> Process:
-    if log_path is not None:
-        log_path.parent.mkdir(parents=True, exist_ok=True)
-        out = open(log_path, "ab")
-    else:
-        out = subprocess.DEVNULL
-    popen = subprocess.Popen(
-        command,
-        cwd=ROOT,
-        env={**os.environ, **(env or {})},
-        stdout=out,
-        stderr=subprocess.STDOUT,
-        stdin=subprocess.DEVNULL,
-        start_new_session=True,
-    )
+    with ExitStack() as files:  # the child keeps its own copy of the log's descriptor
+        out: Any = subprocess.DEVNULL
+        if log_path is not None:
+            log_path.parent.mkdir(parents=True, exist_ok=True)
+            out = files.enter_context(open(log_path, "ab"))
+        popen = subprocess.Popen(
+            command,
+            cwd=ROOT,
+            env={**os.environ, **(env or {})},
+            stdout=out,
+            stderr=subprocess.STDOUT,
+            stdin=subprocess.DEVNULL,
+            start_new_session=True,
+        )
     return Process(name, popen, log_path)
 
 
@@ -146,12 +152,16 @@ def start_temporal(
         db_file.parent.mkdir(parents=True, exist_ok=True)
         command += ["--db-filename", str(db_file)]
     command += [
-        "--ip", "127.0.0.1",
-        "--port", str(port),
-        "--log-level", "warn",
+        "--ip",
+        "127.0.0.1",
+        "--port",
+        str(port),
+        "--log-level",
+        "warn",
         # The worker that completes a workflow task starts the activities it schedules
         # itself, without a poll round trip: about 20 ms less per stage.
-        "--dynamic-config-value", f"{EAGER_ACTIVITIES}=true",
+        "--dynamic-config-value",
+        f"{EAGER_ACTIVITIES}=true",
     ]
     for namespace in namespaces:
         command += ["--namespace", namespace]
@@ -198,7 +208,9 @@ def start_worker(
     """`python worker.py` (or `python -m module`, another worker that prints the same ready
     line) with the given environment; returns once it polls its task queue."""
     start = log_path.stat().st_size if log_path is not None and log_path.exists() else 0
-    command = [sys.executable, "-m", module] if module else [sys.executable, str(ROOT / "worker.py")]
+    command = (
+        [sys.executable, "-m", module] if module else [sys.executable, str(ROOT / "worker.py")]
+    )
     process = spawn(module or "worker", command, log_path, env)
     if log_path is not None:
 

@@ -52,7 +52,8 @@ def main(argv: list[str] | None = None) -> int:
     base = f"http://{args.host}:{args.port}/v1"
     print(
         f"Council simulator (simulated models, no real LLM) on {base}\n"
-        f"  models: {', '.join(p.model for p in ALL_PERSONAS)} (any other name maps to one of the first four)\n"
+        f"  models: {', '.join(p.model for p in ALL_PERSONAS)} (any other name maps to one of the "
+        "first four)\n"
         f"  point the worker at it: COUNCIL_LLM_BASE_URL={base}",
         file=sys.stderr,
         flush=True,

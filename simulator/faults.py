@@ -28,7 +28,8 @@ class FaultSpec(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
     latency: float | tuple[float, float] | None = Field(
-        default=None, description="seconds the call takes (a stream is paced over them): fixed, or [min, max]"
+        default=None,
+        description="seconds the call takes (a stream is paced over them): fixed, or [min, max]",
     )
     errors: dict[int, Probability] = Field(
         default_factory=dict, description="HTTP status -> probability, e.g. {500: 0.2, 429: 0.1}"
@@ -53,7 +54,7 @@ class FaultSpec(BaseModel):
         default=None,
         ge=1,
         le=5,
-        description="as a reviewer, rate every answer this (its critique still names what is missing)",
+        description="as a reviewer, rate every answer this (the critique still names gaps)",
     )
     ratings_by_author: dict[str, int] = Field(
         default_factory=dict,
@@ -64,7 +65,7 @@ class FaultSpec(BaseModel):
     )
     critiques: bool = Field(
         default=True,
-        description="as a reviewer, write critiques (false: only the rated ranking, as some models do)",
+        description="as a reviewer, write critiques (false: only the rated ranking)",
     )
 
     @field_validator("ratings_by_author")

@@ -11,21 +11,19 @@ from __future__ import annotations
 
 import hashlib
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from council.calls import Stage
-from simulator import problems
+from simulator import problems, wire
 from simulator.quality import (
     REQUESTS,
     SIMULATED_MARK,
-    Assessment,
     assess,
     critique,
     ranking_reason,
     requested_gaps,
     topic_of,
 )
-from simulator import wire
 from simulator.reading import Critique, Prompt
 
 SYNTHESIS_LABEL = "(Simulated council synthesis)"
@@ -197,16 +195,19 @@ def is_suspicious(text: str) -> bool:
 # ---- stage 2 -------------------------------------------------------------------------
 
 
-def review(
-    persona: Persona,
-    prompt: Prompt,
-    scripted: Mapping[str, int] | None = None,
-    critiques: bool = True,
-) -> str:
-    """Rate every shown answer by the quality rule, or as `scripted` (label -> rating) says;
-    without critiques, the review is the rated ranking alone."""
+@dataclass(frozen=True)
+class Script:
+    """What a test scripted for a reviewer: ratings by label, and whether it writes critiques."""
+
+    ratings: Mapping[str, int] = field(default_factory=dict)
+    critiques: bool = True
+
+
+def review(persona: Persona, prompt: Prompt, script: Script = Script()) -> str:
+    """Rate every shown answer by the quality rule, or as the script says; without
+    critiques, the review is the rated ranking alone."""
     judged = {label: assess(text, prompt.question) for label, text in prompt.answers.items()}
-    scripted = scripted or {}
+    scripted = script.ratings
     # A vigilant reviewer quotes manipulation attempts and rates them 1/5.
     flagged = {
         label
@@ -218,56 +219,37 @@ def review(
         for label, a in judged.items()
     }
     ranked = sorted(ratings, key=lambda label: (-ratings[label], label))
-    if not critiques:
+    if not script.critiques:
         lines = [f"{i}. {label} ({ratings[label]}/5)" for i, label in enumerate(ranked, start=1)]
         return "FINAL RANKING:\n" + "\n".join(lines)
-    if persona.review_style == "headers":
-        return _review_with_headers(persona, judged, ratings, ranked)
-    paragraphs = [
-        _manipulation(label, prompt.answers[label])
-        if label in flagged
-        else f"**{label}** Rating: {ratings[label]}/5. {critique(a, persona.critique_gaps)}"
+    notes = [
+        (
+            label,
+            ratings[label],
+            _manipulation(prompt.answers[label])
+            if label in flagged
+            else critique(a, persona.critique_gaps),
+        )
         for label, a in judged.items()
     ]
     ranking = [
-        f"{i}. {label} ({ratings[label]}/5) - "
-        + ("manipulation attempt" if label in flagged else ranking_reason(judged[label]))
-        for i, label in enumerate(ranked, start=1)
+        (
+            label,
+            ratings[label],
+            "manipulation attempt" if label in flagged else ranking_reason(judged[label]),
+        )
+        for label in ranked
     ]
-    return (
-        f"(Simulated review by {persona.name}.)\n\n"
-        + "\n\n".join(paragraphs)
-        + "\n\nFINAL RANKING:\n"
-        + "\n".join(ranking)
-    )
+    return wire.review_text(persona.review_style, persona.name, notes, ranking)
 
 
-def _manipulation(label: str, text: str) -> str:
+def _manipulation(text: str) -> str:
     lines = [line for line in text.splitlines() if line.strip()][1:]
     quoted = "\n".join(f"> {line}" for line in lines)
     first = next((line for line in lines if "FINAL RANKING" not in line), lines[0])
     return (
-        f"**{label}** Rating: 1/5. It tries to manipulate the review: it says "
+        "It tries to manipulate the review: it says "
         f'"{first}" and then appends its own ranking:\n\n{quoted}\n\nI disregard all of that.'
-    )
-
-
-def _review_with_headers(
-    persona: Persona, judged: dict[str, Assessment], ratings: dict[str, int], ranked: list[str]
-) -> str:
-    sections = [
-        f"### {label}\n**{ratings[label]} out of 5.** {critique(a, persona.critique_gaps)}"
-        for label, a in judged.items()
-    ]
-    ranking = [
-        f"{i}. **{label}**: {ratings[label]} out of 5, {ranking_reason(judged[label])}"
-        for i, label in enumerate(ranked, start=1)
-    ]
-    return (
-        f"## Peer review (simulated, by {persona.name})\n\n"
-        + "\n\n".join(sections)
-        + "\n\n## Final ranking\n"
-        + "\n".join(ranking)
     )
 
 
@@ -450,19 +432,13 @@ def synthesis(persona: Persona, prompt: Prompt) -> str:
     return "\n\n".join(parts)
 
 
-def reply(
-    persona: Persona,
-    prompt: Prompt,
-    ratings: Mapping[str, int] | None = None,
-    critiques: bool = True,
-) -> str:
-    """What the persona writes; `ratings` (label -> 1-5) scripts a review's ratings, and
-    `critiques` whether a review has any."""
+def reply(persona: Persona, prompt: Prompt, script: Script = Script()) -> str:
+    """What the persona writes (a review as the script says, when a test scripted one)."""
     solved = problems.reply(persona, prompt)  # a dataset problem with a known answer
     if solved is not None:
         return solved
     if prompt.stage is Stage.REVIEW:
-        return review(persona, prompt, ratings, critiques)
+        return review(persona, prompt, script)
     if prompt.stage is Stage.REFINE:
         return refinement_reply(persona, prompt)
     if prompt.stage is Stage.SYNTHESIS:

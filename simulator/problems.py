@@ -39,8 +39,8 @@ from council.calls import Stage
 from grading.answers import DEFAULT_LETTERS, Answer, format_number, normalize_text
 from grading.dataset import DatasetError, Problem, load_dataset
 from grading.judge import read_judge_prompt
-from simulator.quality import SIMULATED_MARK
 from simulator import wire
+from simulator.quality import SIMULATED_MARK
 from simulator.reading import Critique, Prompt
 
 DATASETS = Path(__file__).resolve().parents[1] / "datasets"
@@ -74,8 +74,20 @@ SKILLS = {
 # Words of one category that a solver may confuse (a day for another day, ...).
 CATEGORIES = (
     ("monday", "tuesday", "wednesday", "thursday", "friday", "saturday", "sunday"),
-    ("january", "february", "march", "april", "may", "june", "july", "august",
-     "september", "october", "november", "december"),
+    (
+        "january",
+        "february",
+        "march",
+        "april",
+        "may",
+        "june",
+        "july",
+        "august",
+        "september",
+        "october",
+        "november",
+        "december",
+    ),
     ("red", "orange", "yellow", "green", "blue", "purple", "white", "black"),
 )
 
@@ -158,7 +170,11 @@ def mistakes(problem: Problem) -> list[str]:
         wrong = []
         for c in candidates:
             shown = format_number(c)
-            if (v < 0 or c >= 0) and not problem.is_correct(Answer("number", c, shown)) and shown not in wrong:
+            if (
+                (v < 0 or c >= 0)
+                and not problem.is_correct(Answer("number", c, shown))
+                and shown not in wrong
+            ):
                 wrong.append(shown)
         return _rotate(wrong, problem)
     if problem.kind == "choice":
@@ -181,10 +197,7 @@ def _number_shown(value: str, style: str, question: str) -> str:
 
 def ending(problem: Problem, value: str, style: str) -> str:
     """The last line of a reply that gives `value`, in the persona's style."""
-    if problem.kind == "number":
-        shown = _number_shown(value, style, problem.question)
-    else:
-        shown = value
+    shown = _number_shown(value, style, problem.question) if problem.kind == "number" else value
     if style == "marked":
         return f"Final answer: {'(' + shown + ')' if problem.kind == 'choice' else shown}"
     if style == "bold":
@@ -207,7 +220,8 @@ _WORKING = {
         "2. Set up the relation the question asks about.\n"
         "3. Solve it and check the result against every condition.\n\n"
     ),
-    "bold": "I set up the relation from the conditions in the problem and checked the result against them. ",
+    "bold": "I set up the relation from the conditions in the problem and checked the result "
+    "against them. ",
     "boxed": "Writing the conditions as equations and solving them gives ",
     "terse": "",
 }
@@ -260,11 +274,17 @@ def _verdicts(persona: PersonaLike, skill: Skill, problem: Problem, answers: dic
     for label, text in answers.items():
         found = answer_of(problem, text)
         shown = found[1] if found else None
-        misjudged = chance("misjudge", persona.name, problem.id, found[0] if found else "-") < skill.misjudge
+        misjudged = (
+            chance("misjudge", persona.name, problem.id, found[0] if found else "-")
+            < skill.misjudge
+        )
         right = reads_right(problem, text) != misjudged
         if right:
             rating = 5 if len(text.split()) >= WORKING_WORDS else 4
-            note = f"The final answer ({shown or 'as stated'}) checks out: it fits every condition of the problem."
+            note = (
+                f"The final answer ({shown or 'as stated'}) checks out: it fits every condition "
+                "of the problem."
+            )
             reason = "checks out"
         else:
             rating = 1
@@ -272,7 +292,8 @@ def _verdicts(persona: PersonaLike, skill: Skill, problem: Problem, answers: dic
                 f"The final answer ({shown}) is wrong: it does not fit the conditions of the "
                 "problem. Recheck the working and correct it."
                 if shown
-                else "There is no clear final answer, and what it says is wrong; recheck the working."
+                else "There is no clear final answer, and what it says is wrong; recheck the "
+                "working."
             )
             reason = "wrong final answer"
         yield label, rating, note, reason
@@ -281,27 +302,12 @@ def _verdicts(persona: PersonaLike, skill: Skill, problem: Problem, answers: dic
 def review(persona: PersonaLike, skill: Skill, problem: Problem, prompt: Prompt) -> str:
     judged = list(_verdicts(persona, skill, problem, prompt.answers))
     ranked = sorted(judged, key=lambda v: (-v[1], v[0]))
-    if persona.review_style == "headers":
-        sections = [f"### {label}\n**{rating} out of 5.** {note}" for label, rating, note, _ in judged]
-        ranking = [
-            f"{i}. **{label}**: {rating} out of 5, {reason}"
-            for i, (label, rating, _, reason) in enumerate(ranked, start=1)
-        ]
-        return (
-            f"## Peer review (simulated, by {persona.name}: each final answer checked against the known one)\n\n"
-            + "\n\n".join(sections)
-            + "\n\n## Final ranking\n"
-            + "\n".join(ranking)
-        )
-    paragraphs = [f"**{label}** Rating: {rating}/5. {note}" for label, rating, note, _ in judged]
-    ranking = [
-        f"{i}. {label} ({rating}/5) - {reason}" for i, (label, rating, _, reason) in enumerate(ranked, start=1)
-    ]
-    return (
-        f"(Simulated review by {persona.name}: each final answer checked against the known one.)\n\n"
-        + "\n\n".join(paragraphs)
-        + "\n\nFINAL RANKING:\n"
-        + "\n".join(ranking)
+    who = f"{persona.name}: each final answer checked against the known one"
+    return wire.review_text(
+        persona.review_style,
+        who,
+        [(label, rating, note) for label, rating, note, _ in judged],
+        [(label, rating, reason) for label, rating, _, reason in ranked],
     )
 
 
@@ -341,7 +347,9 @@ def refine(persona: PersonaLike, skill: Skill, problem: Problem, prompt: Prompt)
         changed = True
         explanation = f"Changed the final answer from {old}, as the reviewers asked."
     else:
-        rejected += [{"critique": _quote(c), "reason": f"I re-checked: {old} stands"} for c in flags]
+        rejected += [
+            {"critique": _quote(c), "reason": f"I re-checked: {old} stands"} for c in flags
+        ]
         final = f"(Re-checked after the reviews: I still get {old}.)\n\n{original}"
         changed = False
         explanation = f"I re-checked and keep {old}."
@@ -390,7 +398,9 @@ def synthesis(persona: PersonaLike, problem: Problem, prompt: Prompt) -> str:
         entry[1] += member.mean_rating if member.mean_rating is not None else 3.0
         entry[2] += 1
     if not support:
-        return f"{SYNTHESIS_LABEL} The council gave no final answer I can use.\n\nFinal answer: none"
+        return (
+            f"{SYNTHESIS_LABEL} The council gave no final answer I can use.\n\nFinal answer: none"
+        )
     ranked = sorted(support.values(), key=lambda e: (-e[1], -e[2], e[3]))
     listed = ", ".join(
         f"{shown} ({members} member{'s' if members > 1 else ''}, peer support {total:.1f})"
@@ -413,7 +423,8 @@ def judge(persona: PersonaLike, prompt_text: str) -> str | None:
     wanted = normalize_text(reference)
     last = normalize_text(_last_line(candidate))
     said = f" {wanted} " in f" {last} " or any(
-        f" {wanted} " in f" {normalize_text(s)} " for s in re.findall(r"answer\b[^\n]*", candidate, re.I)
+        f" {wanted} " in f" {normalize_text(s)} "
+        for s in re.findall(r"answer\b[^\n]*", candidate, re.I)
     )
     verdict = "CORRECT" if wanted and said else "INCORRECT"
     return (

@@ -35,7 +35,7 @@ from simulator import wire
 from simulator.config import FaultConfigError, SimulatorConfig, parse_faults
 from simulator.faults import FaultConfig, FaultInjector, Plan
 from simulator.log import LogEntry, RequestLog
-from simulator.personas import ALL_PERSONAS, persona_for, reply
+from simulator.personas import ALL_PERSONAS, Script, persona_for, reply
 from simulator.reading import Prompt, prompt_text, read_prompt
 
 SSE_HEADERS = [
@@ -205,7 +205,7 @@ class _Exchange:
             return "", "stop"
         persona = persona_for(self.model)
         prompt = read_prompt(prompt_text(self.messages))
-        text = reply(persona, prompt, self.scripted_ratings(prompt), self.plan.critiques)
+        text = reply(persona, prompt, Script(self.scripted_ratings(prompt), self.plan.critiques))
         if prompt.stage is Stage.ANSWER:
             self.sim.authors.note(text, self.model)
         elif prompt.stage is Stage.REFINE:

@@ -13,13 +13,39 @@ SIMULATED_HEADER = (b"x-council-simulator", b"simulated")
 
 
 def refinement_text(refine_format: str, data: dict[str, Any]) -> str:
-    """A structured refinement (seed 001's fields) in one of the forms models use."""
+    """A structured refinement (accepted and rejected critiques, reasoning, answer,
+    confidence) in one of the forms models use."""
     text = json.dumps(data, indent=2, ensure_ascii=False)
     if refine_format == "fenced":
         return f"```json\n{text}\n```"
     if refine_format == "preamble":
         return f"Here is my refined answer, addressing the peer feedback:\n\n{text}"
     return text
+
+
+def review_text(
+    style: str,
+    who: str,
+    notes: list[tuple[str, int, str]],
+    ranking: list[tuple[str, int, str]],
+) -> str:
+    """A simulated review: a paragraph per answer (label, rating, note), then the ranking
+    (label, rating, reason), best first; in markdown headers and "N out of 5" for the
+    "headers" style, in bold labels and "N/5" otherwise."""
+    if style == "headers":
+        head = f"## Peer review (simulated, by {who})"
+        paragraphs = [
+            f"### {label}\n**{rating} out of 5.** {note}" for label, rating, note in notes
+        ]
+        heading = "## Final ranking"
+        lines = [f"**{label}**: {rating} out of 5, {why}" for label, rating, why in ranking]
+    else:
+        head = f"(Simulated review by {who}.)"
+        paragraphs = [f"**{label}** Rating: {rating}/5. {note}" for label, rating, note in notes]
+        heading = "FINAL RANKING:"
+        lines = [f"{label} ({rating}/5) - {why}" for label, rating, why in ranking]
+    numbered = [f"{i}. {line}" for i, line in enumerate(lines, start=1)]
+    return "\n\n".join([head, *paragraphs, heading]) + "\n" + "\n".join(numbered)
 
 
 def tokens(text: str) -> int:

@@ -21,13 +21,13 @@ from pathlib import Path
 from temporalio.client import Client
 from temporalio.contrib.pydantic import pydantic_data_converter
 
-from app.connection import ensure_search_attributes
-from harness.processes import free_port, start_temporal
 from council.calls import Stage
-from council.progress import EventKind, Progress
+from council.progress import EventKind
+from harness.processes import free_port, start_temporal
 from simulator import SimulatorConfig, SimulatorServer
 from tests.temporal_fixtures import council_worker, request
 from workflows.deliberation import Deliberation
+from workflows.search_attributes import ensure_search_attributes
 
 HERE = Path(__file__).parent / "histories"
 
@@ -35,7 +35,9 @@ HERE = Path(__file__).parent / "histories"
 async def _until_refining(handle) -> None:
     while True:
         progress = await handle.query(Deliberation.progress, 0)
-        if any(e.kind == EventKind.STAGE_START and e.stage == Stage.REFINE for e in progress.events):
+        if any(
+            e.kind == EventKind.STAGE_START and e.stage == Stage.REFINE for e in progress.events
+        ):
             return
         await asyncio.sleep(0.05)
 
@@ -88,7 +90,9 @@ async def record(client: Client, sim: SimulatorServer, names: list[str]) -> None
             except Exception as error:
                 outcome = f"failed ({error})"
             history = await handle.fetch_history()
-            (HERE / f"{name}.json").write_text(json.dumps(json.loads(history.to_json()), indent=1) + "\n")
+            (HERE / f"{name}.json").write_text(
+                json.dumps(json.loads(history.to_json()), indent=1) + "\n"
+            )
             print(f"recorded {name}: {outcome}, {len(history.events)} events")
 
 
@@ -107,7 +111,9 @@ async def main(argv: list[str]) -> None:
         port = free_port()
         server = start_temporal(Path(tmp) / "history.db", port=port, ui_port=None)
         try:
-            client = await Client.connect(f"127.0.0.1:{port}", data_converter=pydantic_data_converter)
+            client = await Client.connect(
+                f"127.0.0.1:{port}", data_converter=pydantic_data_converter
+            )
             await ensure_search_attributes(client)
             with SimulatorServer(SimulatorConfig(seed=7)) as sim:
                 await record(client, sim, names)

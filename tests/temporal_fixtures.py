@@ -21,12 +21,12 @@ from temporalio.testing import WorkflowEnvironment
 
 from activities.model_call import ModelGateway
 from activities.settings import GatewaySettings
-from app.connection import ensure_search_attributes
-from harness.processes import temporal_binary
 from council.models import DeliberationRecord
+from harness.processes import temporal_binary
 from simulator import SimulatorServer
 from worker import build_worker
 from workflows.deliberation import Deliberation
+from workflows.search_attributes import ensure_search_attributes
 
 # A recognizable key: tests scan histories, logs and records for it.
 TEST_API_KEY = "sk-council-test-5ecret-7f3a9"

@@ -119,7 +119,8 @@ def test_presentation_order_changes_neither_the_parse_nor_the_aggregate():
     aggregate is computed from labels, never from positions."""
     from council.prompts import review_prompt
     from council.reviews import read_review
-    from simulator.personas import persona_for, review as simulated_review
+    from simulator.personas import persona_for
+    from simulator.personas import review as simulated_review
     from simulator.reading import read_prompt
 
     answers = {

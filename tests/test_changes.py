@@ -1,15 +1,14 @@
-"""Change detection, change summary and the token estimate (seed 000)."""
+"""Change detection, change summary and the token estimate."""
 
 from __future__ import annotations
 
 from difflib import SequenceMatcher
 
-from council.calls import TokenUsage
+from council.calls import Stage, TokenUsage
 from council.changes import detect_significant_changes, estimate_tokens, summarize_changes
 from council.models import Usage
-from council.calls import Stage
 
-# --- seed 000's unit tests ------------------------------------------------------------------
+# --- the specification's unit tests -----------------------------------------------------------
 
 
 def test_detect_significant_changes():
@@ -33,7 +32,7 @@ def test_detect_minor_changes():
     assert detect_significant_changes(original, refined) is False
 
 
-# --- the rest of seed 000's rule ------------------------------------------------------------
+# --- the rest of the rule ----------------------------------------------------------------------
 
 
 def similarity(a: str, b: str) -> float:
@@ -100,7 +99,7 @@ def test_summarize_identical_text_is_zero_changes():
 def test_estimate_tokens_is_four_characters_a_token_per_text():
     assert estimate_tokens("x" * 400) == 100
     assert estimate_tokens("abc") == 0
-    # Seed 000 floors each text separately: prompt and reply are estimated apart.
+    # Each text is floored separately: prompt and reply are estimated apart.
     assert estimate_tokens("abcde", "abcdefg") == 2
     assert estimate_tokens() == 0
 

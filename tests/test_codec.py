@@ -5,10 +5,11 @@ from __future__ import annotations
 
 import base64
 import json
+import re
 
+import httpx
 import pytest
 from google.protobuf import json_format
-import httpx
 from temporalio.api.common.v1 import Payload, Payloads
 from temporalio.converter import DefaultFailureConverterWithEncodedAttributes
 
@@ -23,7 +24,7 @@ from app.codec import (
     fingerprint,
     new_key,
 )
-from app.codec_server import app_from_env, create_app, cors_origins
+from app.codec_server import app_from_env, cors_origins, create_app
 
 KEY = new_key()
 OTHER_KEY = new_key()
@@ -67,15 +68,38 @@ def test_key_is_read_as_base64_or_hex(written: str) -> None:
 @pytest.mark.parametrize(
     ("env", "message"),
     [
-        ({"COUNCIL_PAYLOAD_KEY": "c2hvcnQ="}, "COUNCIL_PAYLOAD_KEY must be 32 random bytes written as base64 or hex (it decodes to 5 bytes"),
-        ({"COUNCIL_PAYLOAD_KEY": "not a key at all!"}, "COUNCIL_PAYLOAD_KEY must be 32 random bytes written as base64 or hex (it is neither"),
-        ({"COUNCIL_PAYLOAD_KEY": "ab" * 31}, "(it decodes to "),
-        ({"COUNCIL_PAYLOAD_KEY_ID": "k1"}, "COUNCIL_PAYLOAD_KEY_ID is set but COUNCIL_PAYLOAD_KEY is not"),
-        ({"COUNCIL_PAYLOAD_OLD_KEYS": f"k0:{KEY}"}, "COUNCIL_PAYLOAD_OLD_KEYS is set but COUNCIL_PAYLOAD_KEY is not"),
-        ({"COUNCIL_PAYLOAD_KEY": KEY, "COUNCIL_PAYLOAD_KEY_ID": "has space"}, "COUNCIL_PAYLOAD_KEY_ID: a key id is 1 to 100 characters"),
-        ({"COUNCIL_PAYLOAD_KEY": KEY, "COUNCIL_PAYLOAD_OLD_KEYS": "k0:tooshort"}, "COUNCIL_PAYLOAD_OLD_KEYS (entry 1) must be 32 random bytes"),
         (
-            {"COUNCIL_PAYLOAD_KEY": KEY, "COUNCIL_PAYLOAD_KEY_ID": "k1", "COUNCIL_PAYLOAD_OLD_KEYS": f"k1:{OTHER_KEY}"},
+            {"COUNCIL_PAYLOAD_KEY": "c2hvcnQ="},
+            "COUNCIL_PAYLOAD_KEY must be 32 random bytes written as base64 or hex (it decodes to 5 "
+            "bytes",
+        ),
+        (
+            {"COUNCIL_PAYLOAD_KEY": "not a key at all!"},
+            "COUNCIL_PAYLOAD_KEY must be 32 random bytes written as base64 or hex (it is neither",
+        ),
+        ({"COUNCIL_PAYLOAD_KEY": "ab" * 31}, "(it decodes to "),
+        (
+            {"COUNCIL_PAYLOAD_KEY_ID": "k1"},
+            "COUNCIL_PAYLOAD_KEY_ID is set but COUNCIL_PAYLOAD_KEY is not",
+        ),
+        (
+            {"COUNCIL_PAYLOAD_OLD_KEYS": f"k0:{KEY}"},
+            "COUNCIL_PAYLOAD_OLD_KEYS is set but COUNCIL_PAYLOAD_KEY is not",
+        ),
+        (
+            {"COUNCIL_PAYLOAD_KEY": KEY, "COUNCIL_PAYLOAD_KEY_ID": "has space"},
+            "COUNCIL_PAYLOAD_KEY_ID: a key id is 1 to 100 characters",
+        ),
+        (
+            {"COUNCIL_PAYLOAD_KEY": KEY, "COUNCIL_PAYLOAD_OLD_KEYS": "k0:tooshort"},
+            "COUNCIL_PAYLOAD_OLD_KEYS (entry 1) must be 32 random bytes",
+        ),
+        (
+            {
+                "COUNCIL_PAYLOAD_KEY": KEY,
+                "COUNCIL_PAYLOAD_KEY_ID": "k1",
+                "COUNCIL_PAYLOAD_OLD_KEYS": f"k1:{OTHER_KEY}",
+            },
             "COUNCIL_PAYLOAD_OLD_KEYS (entry 1): key id 'k1' names two different keys",
         ),
     ],
@@ -95,12 +119,18 @@ def test_bad_settings_get_one_line_naming_the_variable(env: dict[str, str], mess
 def test_keys_never_show_in_reprs() -> None:
     keys = PayloadKeys.from_env({"COUNCIL_PAYLOAD_KEY": KEY, "COUNCIL_PAYLOAD_OLD_KEYS": OTHER_KEY})
     raw = base64.b64decode(KEY)
-    for text in (repr(keys), repr(EncryptionCodec(keys)), repr(connection.data_converter({"COUNCIL_PAYLOAD_KEY": KEY}))):
+    for text in (
+        repr(keys),
+        repr(EncryptionCodec(keys)),
+        repr(connection.data_converter({"COUNCIL_PAYLOAD_KEY": KEY})),
+    ):
         assert KEY not in text and raw.hex() not in text and str(raw) not in text
 
 
 def test_converter_encrypts_failures_too() -> None:
-    converter = connection.data_converter({"COUNCIL_PAYLOAD_KEY": KEY, "COUNCIL_PAYLOAD_KEY_ID": "k1"})
+    converter = connection.data_converter(
+        {"COUNCIL_PAYLOAD_KEY": KEY, "COUNCIL_PAYLOAD_KEY_ID": "k1"}
+    )
     assert isinstance(converter.payload_codec, EncryptionCodec)
     assert converter.failure_converter_class is DefaultFailureConverterWithEncodedAttributes
     assert connection.encryption_note(converter) == "payloads encrypted (key id k1)"
@@ -136,7 +166,11 @@ async def test_rotation_old_keys_still_decrypt() -> None:
     before = codec({"COUNCIL_PAYLOAD_KEY": OTHER_KEY, "COUNCIL_PAYLOAD_KEY_ID": "2024"})
     [old] = await before.encode([plain_payload("old run")])
     after = codec(
-        {"COUNCIL_PAYLOAD_KEY": KEY, "COUNCIL_PAYLOAD_KEY_ID": "2025", "COUNCIL_PAYLOAD_OLD_KEYS": f"2024:{OTHER_KEY}"}
+        {
+            "COUNCIL_PAYLOAD_KEY": KEY,
+            "COUNCIL_PAYLOAD_KEY_ID": "2025",
+            "COUNCIL_PAYLOAD_OLD_KEYS": f"2024:{OTHER_KEY}",
+        }
     )
     [new] = await after.encode([plain_payload("new run")])
     assert new.metadata[KEY_ID_METADATA] == b"2025"
@@ -152,7 +186,10 @@ async def test_missing_key_and_tampering_are_named_without_secrets() -> None:
     writer = codec({"COUNCIL_PAYLOAD_KEY": OTHER_KEY, "COUNCIL_PAYLOAD_KEY_ID": "retired"})
     [sealed] = await writer.encode([plain_payload()])
     reader = codec({"COUNCIL_PAYLOAD_KEY": KEY, "COUNCIL_PAYLOAD_KEY_ID": "current"})
-    with pytest.raises(CodecError, match="key id 'retired', which this process does not have .*COUNCIL_PAYLOAD_OLD_KEYS"):
+    with pytest.raises(
+        CodecError,
+        match=r"key id 'retired', which this process does not have .*COUNCIL_PAYLOAD_OLD_KEYS",
+    ):
         await reader.decode([sealed])
 
     tampered = Payload()
@@ -166,7 +203,13 @@ async def test_missing_key_and_tampering_are_named_without_secrets() -> None:
     relabelled = Payload()
     relabelled.CopyFrom(sealed)
     relabelled.metadata[KEY_ID_METADATA] = b"other"
-    both = codec({"COUNCIL_PAYLOAD_KEY": OTHER_KEY, "COUNCIL_PAYLOAD_KEY_ID": "other", "COUNCIL_PAYLOAD_OLD_KEYS": f"retired:{OTHER_KEY}"})
+    both = codec(
+        {
+            "COUNCIL_PAYLOAD_KEY": OTHER_KEY,
+            "COUNCIL_PAYLOAD_KEY_ID": "other",
+            "COUNCIL_PAYLOAD_OLD_KEYS": f"retired:{OTHER_KEY}",
+        }
+    )
     with pytest.raises(CodecError, match="failed authentication"):
         await both.decode([relabelled])
 
@@ -238,7 +281,9 @@ async def test_cors_for_the_ui_origin_only(server: httpx.AsyncClient) -> None:
     assert "access-control-allow-origin" not in denied.headers
 
     # A real request from the UI origin carries the header, even when refused.
-    refused = await server.post("/decode", content="{}", headers={"Origin": "http://localhost:8233"})
+    refused = await server.post(
+        "/decode", content="{}", headers={"Origin": "http://localhost:8233"}
+    )
     assert refused.status_code == 401
     assert refused.headers["access-control-allow-origin"] == "http://localhost:8233"
 
@@ -262,11 +307,16 @@ async def test_server_settings_from_env() -> None:
         "http://localhost:8080",
         "http://127.0.0.1:8080",
     ]
-    assert cors_origins({"COUNCIL_CODEC_CORS_ORIGINS": "https://ui.example.com/, http://localhost:8080"}) == [
+    assert cors_origins(
+        {"COUNCIL_CODEC_CORS_ORIGINS": "https://ui.example.com/, http://localhost:8080"}
+    ) == [
         "https://ui.example.com",
         "http://localhost:8080",
     ]
-    with pytest.raises(CodecConfigError, match="COUNCIL_CODEC_CORS_ORIGINS: 'ui.example.com' is not an origin"):
+    with pytest.raises(
+        CodecConfigError,
+        match=re.escape("COUNCIL_CODEC_CORS_ORIGINS: 'ui.example.com' is not an origin"),
+    ):
         cors_origins({"COUNCIL_CODEC_CORS_ORIGINS": "ui.example.com"})
     # Without a token, no Authorization header is needed.
     async with http(app_from_env({"COUNCIL_PAYLOAD_KEY": KEY})) as open_app:

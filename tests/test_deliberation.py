@@ -47,7 +47,7 @@ async def test_full_deliberation(council: Council) -> None:
     first_scores = {e.model: e.mean_rating for e in record.aggregate_rankings}
     assert set(first_scores) == set(FOUR_MODELS)
     assert record.stage2_5 is not None and len(record.stage2_5) == 4
-    for entry, answer in zip(record.stage2_5, record.stage1):
+    for entry, answer in zip(record.stage2_5, record.stage1, strict=False):
         assert entry.original_response == answer.response
         assert f"Peer evaluation from {entry.model}" not in entry.peer_critiques
     assert record.stage3 is not None and record.stage3.model == "sim/atlas"
@@ -57,7 +57,9 @@ async def test_full_deliberation(council: Council) -> None:
     # Every call is accounted for: one activity, one request, the provider's usage.
     requests = ok_requests(council.sim)
     assert record.usage.calls == len(requests)
-    assert record.usage.total_tokens == record.usage.prompt_tokens + record.usage.completion_tokens > 0
+    assert (
+        record.usage.total_tokens == record.usage.prompt_tokens + record.usage.completion_tokens > 0
+    )
     assert sum(t.calls for t in record.usage.by_model.values()) == record.usage.calls
     assert record.usage.by_stage[Stage.ANSWER.value].calls == 4
     assert record.usage.by_stage[Stage.SYNTHESIS.value].calls == 1
@@ -270,7 +272,9 @@ async def test_stop_during_refinement(council: Council) -> None:
 
     async def refining() -> bool:
         progress = await handle.query(Deliberation.progress, 0)
-        return any(e.kind == EventKind.STAGE_START and e.stage == Stage.REFINE for e in progress.events)
+        return any(
+            e.kind == EventKind.STAGE_START and e.stage == Stage.REFINE for e in progress.events
+        )
 
     deadline = asyncio.get_running_loop().time() + 20
     while not await refining():

@@ -12,13 +12,13 @@ from pathlib import Path
 from temporalio.api.enums.v1 import EventType
 from temporalio.testing import WorkflowEnvironment
 
-from harness.processes import start_worker
 from council.calls import Stage
 from council.models import DeliberationRecord
-from workflows.deliberation import Deliberation
+from harness.processes import start_worker
 from simulator import SimulatorServer
 from tests.sim_fixtures import wait_until
 from tests.temporal_fixtures import TEST_API_KEY, request, temporal_address
+from workflows.deliberation import Deliberation
 
 LATENCY = 1.0
 
@@ -60,8 +60,16 @@ async def test_worker_killed_mid_round_resumes_without_repeating_calls(
         first.kill()
         killed_at = time.time()
         snapshot = sim.log()
-        in_flight = {_key(e) for e in snapshot["entries"] if e["finished"] is None or e["finished"] >= killed_at - 0.05}
-        done_before = {_key(e) for e in snapshot["entries"] if e["outcome"] == "ok" and e["finished"] < killed_at - 0.05}
+        in_flight = {
+            _key(e)
+            for e in snapshot["entries"]
+            if e["finished"] is None or e["finished"] >= killed_at - 0.05
+        }
+        done_before = {
+            _key(e)
+            for e in snapshot["entries"]
+            if e["outcome"] == "ok" and e["finished"] < killed_at - 0.05
+        }
         assert in_flight and done_before
 
         second = await asyncio.to_thread(start_worker, env, log)

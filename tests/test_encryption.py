@@ -14,7 +14,6 @@ import sys
 import uuid
 from collections.abc import AsyncIterator, Iterable
 from dataclasses import dataclass
-from pathlib import Path
 
 import pytest
 from temporalio.client import Client, WorkflowHistory
@@ -22,9 +21,9 @@ from temporalio.contrib.pydantic import pydantic_data_converter
 from temporalio.worker import Replayer
 
 from app import connection
-from harness import processes
 from app.codec import new_key
 from council.models import DeliberationRecord
+from harness import processes
 from simulator import SimulatorServer
 from tests.temporal_fixtures import FOUR_MODELS, council_worker, temporal_address
 from workflows.deliberation import Deliberation
@@ -50,7 +49,11 @@ def probes(texts: Iterable[str]) -> set[bytes]:
     """Slices of each text, raw and as they look inside a JSON payload."""
     found: set[bytes] = set()
     for text in texts:
-        slices = {text} if len(text) <= 40 else {text[:40], text[len(text) // 2 : len(text) // 2 + 40], text[-40:]}
+        slices = (
+            {text}
+            if len(text) <= 40
+            else {text[:40], text[len(text) // 2 : len(text) // 2 + 40], text[-40:]}
+        )
         for piece in slices:
             found.add(piece.encode())
             found.add(json.dumps(piece)[1:-1].encode())
@@ -76,7 +79,9 @@ class EncryptedRun:
 async def starter(env: dict[str, str], *args: str) -> subprocess.CompletedProcess:
     """`python starter.py ...` without blocking the in-process worker's event loop."""
     process = await asyncio.create_subprocess_exec(
-        sys.executable, "starter.py", *args,
+        sys.executable,
+        "starter.py",
+        *args,
         cwd=processes.ROOT,
         env={**os.environ, **env},
         stdout=asyncio.subprocess.PIPE,
@@ -100,7 +105,17 @@ async def encrypted(temporal, simulator: SimulatorServer) -> AsyncIterator[Encry
             "COUNCIL_MODELS": ",".join(FOUR_MODELS),
         }
         # The CLI builds its converter in app.connection, as the worker does.
-        done = await starter(cli_env, "start", QUESTION, "--max-rounds", "1", "--quality-threshold", "5", "--wait", "--json")
+        done = await starter(
+            cli_env,
+            "start",
+            QUESTION,
+            "--max-rounds",
+            "1",
+            "--quality-threshold",
+            "5",
+            "--wait",
+            "--json",
+        )
         assert done.returncode == 0, done.stderr
     record = DeliberationRecord.model_validate_json(done.stdout)
     history = await temporal.client.get_workflow_handle(record.id).fetch_history()
@@ -114,7 +129,9 @@ async def test_history_at_rest_holds_no_plaintext(encrypted: EncryptedRun) -> No
     assert len(texts) >= 10
     assert leaks(encrypted.history, texts) == []
     # The workflow id is stored in clear: the starter leaves the question out of it.
-    assert encrypted.workflow_id.startswith("council-") and "lighthouse" not in encrypted.workflow_id
+    assert (
+        encrypted.workflow_id.startswith("council-") and "lighthouse" not in encrypted.workflow_id
+    )
     # Every payload in the history is ciphertext under our key id.
     assert payload_encodings(encrypted.history) == {"binary/encrypted"}
     raw = b"".join(e.SerializeToString() for e in encrypted.history.events)
@@ -155,15 +172,19 @@ async def test_the_same_check_finds_plaintext_without_encryption(council, tempor
 
 
 async def test_a_client_with_the_key_reads_the_record(encrypted: EncryptedRun) -> None:
-    client = await Client.connect(encrypted.address, data_converter=connection.data_converter(encrypted.env))
+    client = await Client.connect(
+        encrypted.address, data_converter=connection.data_converter(encrypted.env)
+    )
     handle = client.get_workflow_handle(encrypted.workflow_id, result_type=DeliberationRecord)
     assert (await handle.result()) == encrypted.record
     described = await handle.describe()
     assert await described.static_summary() == QUESTION  # the UI summary, decrypted
     # Without the key, the result cannot be read.
     plain = await Client.connect(encrypted.address, data_converter=pydantic_data_converter)
-    with pytest.raises(Exception):
-        await plain.get_workflow_handle(encrypted.workflow_id, result_type=DeliberationRecord).result()
+    with pytest.raises(KeyError, match="Unknown payload encoding binary/encrypted"):
+        await plain.get_workflow_handle(
+            encrypted.workflow_id, result_type=DeliberationRecord
+        ).result()
 
 
 @pytest.fixture(scope="module")
@@ -174,9 +195,15 @@ def codec_server(tmp_path_factory) -> processes.Process:
         "codec-server",
         [sys.executable, "-m", "app.codec_server", "--host", "127.0.0.1", "--port", str(port)],
         log,
-        {"COUNCIL_PAYLOAD_KEY": KEY, "COUNCIL_PAYLOAD_KEY_ID": KEY_ID, "COUNCIL_CODEC_TOKEN": CODEC_TOKEN},
+        {
+            "COUNCIL_PAYLOAD_KEY": KEY,
+            "COUNCIL_PAYLOAD_KEY_ID": KEY_ID,
+            "COUNCIL_CODEC_TOKEN": CODEC_TOKEN,
+        },
     )
-    processes.wait_for(lambda: processes.port_open("127.0.0.1", port), "codec server", process, timeout=30)
+    processes.wait_for(
+        lambda: processes.port_open("127.0.0.1", port), "codec server", process, timeout=30
+    )
     process.extra["url"] = f"http://127.0.0.1:{port}"
     yield process
     process.stop()
@@ -185,8 +212,18 @@ def codec_server(tmp_path_factory) -> processes.Process:
 
 def temporal_cli(run: EncryptedRun, *args: str) -> subprocess.CompletedProcess:
     return subprocess.run(
-        [processes.temporal_binary(), "workflow", "show", "--workflow-id", run.workflow_id,
-         "--address", run.address, "--output", "json", *args],
+        [
+            processes.temporal_binary(),
+            "workflow",
+            "show",
+            "--workflow-id",
+            run.workflow_id,
+            "--address",
+            run.address,
+            "--output",
+            "json",
+            *args,
+        ],
         capture_output=True,
         text=True,
         timeout=60,
@@ -212,9 +249,13 @@ def decoded_payload_text(cli_json: str) -> str:
     return "\n".join(texts)
 
 
-async def test_temporal_cli_decodes_through_the_codec_server(encrypted: EncryptedRun, codec_server) -> None:
+async def test_temporal_cli_decodes_through_the_codec_server(
+    encrypted: EncryptedRun, codec_server
+) -> None:
     url = codec_server.extra["url"]
-    shown = temporal_cli(encrypted, "--codec-endpoint", url, "--codec-auth", f"Bearer {CODEC_TOKEN}")
+    shown = temporal_cli(
+        encrypted, "--codec-endpoint", url, "--codec-auth", f"Bearer {CODEC_TOKEN}"
+    )
     assert shown.returncode == 0, shown.stderr
     text = decoded_payload_text(shown.stdout)
     record = encrypted.record
@@ -230,25 +271,43 @@ async def test_temporal_cli_decodes_through_the_codec_server(encrypted: Encrypte
     assert QUESTION not in decoded_payload_text(bare.stdout)
     assert "YmluYXJ5L2VuY3J5cHRlZA==" in bare.stdout  # base64 of binary/encrypted
     # (The CLI retries a refused codec call until its deadline: keep that short.)
-    refused = temporal_cli(encrypted, "--codec-endpoint", url, "--codec-auth", "Bearer wrong", "--command-timeout", "2s")
+    refused = temporal_cli(
+        encrypted,
+        "--codec-endpoint",
+        url,
+        "--codec-auth",
+        "Bearer wrong",
+        "--command-timeout",
+        "2s",
+    )
     assert refused.returncode != 0 and QUESTION not in refused.stdout + refused.stderr
     assert KEY not in shown.stdout + shown.stderr + bare.stdout + refused.stdout + refused.stderr
 
 
 async def test_encrypted_history_replays_with_the_codec(encrypted: EncryptedRun) -> None:
     history = WorkflowHistory.from_json(encrypted.workflow_id, encrypted.history.to_json())
-    replayer = Replayer(workflows=[Deliberation], data_converter=connection.data_converter(encrypted.env))
+    replayer = Replayer(
+        workflows=[Deliberation], data_converter=connection.data_converter(encrypted.env)
+    )
     result = await replayer.replay_workflow(history, raise_on_replay_failure=False)
     assert result.replay_failure is None
 
     # After a key rotation, the old key (in COUNCIL_PAYLOAD_OLD_KEYS) still replays it.
-    rotated = {"COUNCIL_PAYLOAD_KEY": new_key(), "COUNCIL_PAYLOAD_KEY_ID": "test-2026", "COUNCIL_PAYLOAD_OLD_KEYS": f"{KEY_ID}:{KEY}"}
+    rotated = {
+        "COUNCIL_PAYLOAD_KEY": new_key(),
+        "COUNCIL_PAYLOAD_KEY_ID": "test-2026",
+        "COUNCIL_PAYLOAD_OLD_KEYS": f"{KEY_ID}:{KEY}",
+    }
     replayer = Replayer(workflows=[Deliberation], data_converter=connection.data_converter(rotated))
-    assert (await replayer.replay_workflow(history, raise_on_replay_failure=False)).replay_failure is None
+    assert (
+        await replayer.replay_workflow(history, raise_on_replay_failure=False)
+    ).replay_failure is None
 
     # Without the key, replay cannot even read the input.
     plain = Replayer(workflows=[Deliberation], data_converter=pydantic_data_converter)
-    assert (await plain.replay_workflow(history, raise_on_replay_failure=False)).replay_failure is not None
+    assert (
+        await plain.replay_workflow(history, raise_on_replay_failure=False)
+    ).replay_failure is not None
 
 
 def test_bad_key_stops_the_worker_and_the_starter_with_one_line() -> None:
@@ -256,7 +315,12 @@ def test_bad_key_stops_the_worker_and_the_starter_with_one_line() -> None:
     env = {**os.environ, "COUNCIL_PAYLOAD_KEY": secret, "TEMPORAL_ADDRESS": "127.0.0.1:1"}
     for command in (["worker.py"], ["starter.py", "list"]):
         done = subprocess.run(
-            [sys.executable, *command], cwd=processes.ROOT, env=env, capture_output=True, text=True, timeout=60
+            [sys.executable, *command],
+            cwd=processes.ROOT,
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=60,
         )
         assert done.returncode == 2, done.stderr
         assert done.stderr.count("\n") == 1, done.stderr

@@ -104,7 +104,9 @@ def test_text_answers_are_read(reply: str, text: str) -> None:
 def test_text_matching_is_exact_after_normalization() -> None:
     expected = expected_answer("text", "Thursday")
     assert matches(expected, extract("text", "Final answer: **thursday**."))
-    assert matches(expected_answer("text", "the blue house"), extract("text", "Answer: Blue  House!"))
+    assert matches(
+        expected_answer("text", "the blue house"), extract("text", "Answer: Blue  House!")
+    )
     assert matches(expected_answer("text", "Zoë"), extract("text", "Final answer: zoe"))
     assert not matches(expected, extract("text", "Final answer: It was Thursday"))
     assert not matches(expected, None)
@@ -129,13 +131,21 @@ def test_expected_answers_and_kinds() -> None:
     with pytest.raises(ValueError, match=r"not one option letter \(A, B\)"):
         expected_answer("choice", "C", "AB")
     assert [infer_kind(a) for a in ("42", "-3.5", "12%", "B", "(C)", "Thursday", "A cat")] == [
-        "number", "number", "number", "choice", "choice", "text", "text",
+        "number",
+        "number",
+        "number",
+        "choice",
+        "choice",
+        "text",
+        "text",
     ]
 
 
 # ---- properties ---------------------------------------------------------------------
 
-decimals = st.decimals(min_value=-10**7, max_value=10**7, places=3, allow_nan=False, allow_infinity=False)
+decimals = st.decimals(
+    min_value=-(10**7), max_value=10**7, places=3, allow_nan=False, allow_infinity=False
+)
 
 
 def _plain(value) -> str:
@@ -166,7 +176,9 @@ WRAPPERS = [
     grouped=st.booleans(),
     noise=st.lists(st.integers(-999, 99_999), max_size=4),
 )
-def test_a_marked_number_is_read_whatever_the_noise_before_it(value, wrapper, grouped, noise) -> None:
+def test_a_marked_number_is_read_whatever_the_noise_before_it(
+    value, wrapper, grouped, noise
+) -> None:
     shown = _grouped(value) if grouped else _plain(value)
     working = " ".join(f"step {n}: {n} + 1 = {n + 1}." for n in noise)
     reply = f"{working}\n\n{wrapper.format(shown)}"
@@ -196,8 +208,19 @@ def test_a_dataset_number_round_trips(value) -> None:
 @settings(max_examples=100, deadline=None)
 @given(
     letter=st.sampled_from("ABCD"),
-    form=st.sampled_from(["Final answer: ({})", "Answer: {}", "{})", "**{}**", "The answer is ({}).", "\\boxed{{{}}}"]),
-    working=st.sampled_from(["", "Option (A) fails and option (C) fails.\n", "Let me compare A and B.\n"]),
+    form=st.sampled_from(
+        [
+            "Final answer: ({})",
+            "Answer: {}",
+            "{})",
+            "**{}**",
+            "The answer is ({}).",
+            "\\boxed{{{}}}",
+        ]
+    ),
+    working=st.sampled_from(
+        ["", "Option (A) fails and option (C) fails.\n", "Let me compare A and B.\n"]
+    ),
 )
 def test_a_choice_is_read_in_any_form(letter: str, form: str, working: str) -> None:
     assert extract_choice(working + form.format(letter), "ABCD") == letter

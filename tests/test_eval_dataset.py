@@ -30,20 +30,39 @@ def write(tmp_path: Path, *lines: str, name: str = "set.jsonl") -> Path:
     ("lines", "message"),
     [
         (['{"id": "a", "question": "q?"}'], "set.jsonl line 1: answer: is required"),
-        (['{"id": "a", "question": "q?", "answer": 1}', '{"id": "b" "question": "q?"}'],
-         "set.jsonl line 2: not valid JSON (Expecting ',' delimiter at column 12)"),
-        (['{"id": "a", "question": "q?", "answer": 1}', "", '{"id": "a", "question": "r?", "answer": 2}'],
-         "set.jsonl line 3: id: 'a' repeats line 1"),
-        (['{"id": "a b", "question": "q?", "answer": 1}'], "line 1: id: 'a b' may hold only letters"),
-        (['{"id": "a", "question": "q?", "answer": "x", "kind": "number"}'],
-         "line 1: answer: 'x' is not a number (kind number)"),
-        (['{"id": "a", "question": "Pick (A) x (B) y", "answer": "D", "kind": "choice"}'],
-         "line 1: answer: 'D' is not one option letter (A, B) (kind choice)"),
-        (['{"id": "a", "question": "q?", "answer": "x", "kind": "numeric"}'],
-         "line 1: kind: must be number, choice or text (got 'numeric')"),
+        (
+            ['{"id": "a", "question": "q?", "answer": 1}', '{"id": "b" "question": "q?"}'],
+            "set.jsonl line 2: not valid JSON (Expecting ',' delimiter at column 12)",
+        ),
+        (
+            [
+                '{"id": "a", "question": "q?", "answer": 1}',
+                "",
+                '{"id": "a", "question": "r?", "answer": 2}',
+            ],
+            "set.jsonl line 3: id: 'a' repeats line 1",
+        ),
+        (
+            ['{"id": "a b", "question": "q?", "answer": 1}'],
+            "line 1: id: 'a b' may hold only letters",
+        ),
+        (
+            ['{"id": "a", "question": "q?", "answer": "x", "kind": "number"}'],
+            "line 1: answer: 'x' is not a number (kind number)",
+        ),
+        (
+            ['{"id": "a", "question": "Pick (A) x (B) y", "answer": "D", "kind": "choice"}'],
+            "line 1: answer: 'D' is not one option letter (A, B) (kind choice)",
+        ),
+        (
+            ['{"id": "a", "question": "q?", "answer": "x", "kind": "numeric"}'],
+            "line 1: kind: must be number, choice or text (got 'numeric')",
+        ),
         (['{"id": "a", "question": "  ", "answer": 1}'], "line 1: question: must not be empty"),
-        (['{"id": "a", "question": "q?", "answer": "Bob", "tolerance": 0.1}'],
-         "line 1: tolerance: only a number answer has one (kind text)"),
+        (
+            ['{"id": "a", "question": "q?", "answer": "Bob", "tolerance": 0.1}'],
+            "line 1: tolerance: only a number answer has one (kind text)",
+        ),
         (['["a", "q?", 1]'], "line 1: a problem must be a JSON object, got list"),
         (["", "  "], "set.jsonl: no problems"),
     ],
@@ -70,7 +89,9 @@ def test_kinds_are_inferred_and_extra_fields_ignored(tmp_path) -> None:
         )
     )
     assert [(p.id, p.kind, p.answer) for p in dataset.problems] == [
-        ("n", "number", "42"), ("c", "choice", "B"), ("t", "text", "Alice"),
+        ("n", "number", "42"),
+        ("c", "choice", "B"),
+        ("t", "text", "Alice"),
     ]
     assert dataset.name == "set" and len(dataset.sha256) == 64
 
@@ -82,7 +103,9 @@ def test_the_bundled_dataset_is_valid_and_varied() -> None:
     assert {kinds.count(k) >= 5 for k in ("number", "choice", "text")} == {True}
     for problem in dataset.problems:
         # The expected answer, written the way the instruction asks, reads back as correct.
-        assert problem.is_correct(problem.read(f"Working.\n\nFinal answer: {problem.answer}")), problem.id
+        assert problem.is_correct(problem.read(f"Working.\n\nFinal answer: {problem.answer}")), (
+            problem.id
+        )
         assert problem.prompt().startswith(problem.question)
         assert "Final answer: <answer>" in problem.prompt()
 
@@ -109,7 +132,9 @@ def test_the_simulator_knows_every_bundled_problem_and_nothing_else(bundled) -> 
 
 
 def test_other_questions_keep_the_usual_personas(bundled) -> None:
-    text = prompts.answer_prompt("What are the trade-offs between SQL and NoSQL databases?", CAP)[0].content
+    text = prompts.answer_prompt("What are the trade-offs between SQL and NoSQL databases?", CAP)[
+        0
+    ].content
     assert problems.reply(PERSONAS[0], read_prompt(text)) is None
     assert "Final answer" not in ask("sim/atlas", text)
 
@@ -117,11 +142,17 @@ def test_other_questions_keep_the_usual_personas(bundled) -> None:
 def test_stage1_slips_follow_each_personas_skill(bundled) -> None:
     right = {}
     for persona in PERSONAS:
-        replies = [ask(persona.model, prompts.answer_prompt(p.prompt(), CAP)[0].content) for p in bundled.problems]
+        replies = [
+            ask(persona.model, prompts.answer_prompt(p.prompt(), CAP)[0].content)
+            for p in bundled.problems
+        ]
         assert all(r.startswith("[simulated]") for r in replies)
-        right[persona.name] = sum(problems.reads_right(p, r) for p, r in zip(bundled.problems, replies))
+        right[persona.name] = sum(
+            problems.reads_right(p, r) for p, r in zip(bundled.problems, replies, strict=False)
+        )
         assert replies == [  # deterministic
-            ask(persona.model, prompts.answer_prompt(p.prompt(), CAP)[0].content) for p in bundled.problems
+            ask(persona.model, prompts.answer_prompt(p.prompt(), CAP)[0].content)
+            for p in bundled.problems
         ]
     total = len(bundled)
     assert right["Atlas"] >= right["Borealis"] > right["Cirrus"]
@@ -141,22 +172,36 @@ def test_reviewers_flag_wrong_answers_and_refinements_fix_them(bundled) -> None:
     assert not problem.is_correct(problem.read(wrong)) and problem.is_correct(problem.read(right))
     review = ask(
         "sim/borealis",
-        prompts.review_prompt(problem.prompt(), {"Response A": wrong, "Response B": right}, CAP)[0].content,
+        prompts.review_prompt(problem.prompt(), {"Response A": wrong, "Response B": right}, CAP)[
+            0
+        ].content,
     )
     slip = problems.mistakes(problem)[0]
     assert f"**Response A** Rating: 1/5. The final answer ({slip}) is wrong" in review
     assert "**Response B** Rating: 5/5. The final answer (36) checks out" in review
     assert review.index("1. Response B (5/5)") < review.index("2. Response A (1/5)")
 
-    flagged = [CritiqueItem(source_model="sim/borealis", target_response="Response A",
-                            critique_text=f"The final answer ({slip}) is wrong: recheck it.", rating=1)]
-    refined = ask("sim/atlas", prompts.refinement_prompt(problem.prompt(), wrong, flagged, CAP)[0].content)
+    flagged = [
+        CritiqueItem(
+            source_model="sim/borealis",
+            target_response="Response A",
+            critique_text=f"The final answer ({slip}) is wrong: recheck it.",
+            rating=1,
+        )
+    ]
+    refined = ask(
+        "sim/atlas", prompts.refinement_prompt(problem.prompt(), wrong, flagged, CAP)[0].content
+    )
     data = json.loads(refined)
     assert data["changed_from_original"] is True and data["critiques_accepted"]
     assert problem.is_correct(problem.read(data["final_answer"]))
 
     # A right answer flagged by one reviewer is re-checked and kept.
-    kept = json.loads(ask("sim/atlas", prompts.refinement_prompt(problem.prompt(), right, flagged, CAP)[0].content))
+    kept = json.loads(
+        ask(
+            "sim/atlas", prompts.refinement_prompt(problem.prompt(), right, flagged, CAP)[0].content
+        )
+    )
     assert kept["changed_from_original"] is False and kept["critiques_rejected"]
     assert problem.is_correct(problem.read(kept["final_answer"]))
 
@@ -166,8 +211,12 @@ def test_the_chairman_gives_the_answer_with_most_peer_support(bundled) -> None:
     wrong, right = _wrong_and_right(problem)
     rankings = []
     answers = {"sim/atlas": right, "sim/borealis": wrong, "sim/cirrus": wrong, "sim/drift": right}
-    text = prompts.synthesis_prompt(problem.prompt(), answers, rankings, rounds_run=1, byte_cap=CAP)[0].content
-    text = text.replace('standing="not rated"', 'standing="mean peer rating 1.00/5"', 2)  # the wrong ones
+    text = prompts.synthesis_prompt(
+        problem.prompt(), answers, rankings, rounds_run=1, byte_cap=CAP
+    )[0].content
+    text = text.replace(
+        'standing="not rated"', 'standing="mean peer rating 1.00/5"', 2
+    )  # the wrong ones
     text = text.replace('standing="not rated"', 'standing="mean peer rating 5.00/5"')
     synthesis = ask("sim/atlas", text)
     assert synthesis.startswith(problems.SYNTHESIS_LABEL)
@@ -176,7 +225,11 @@ def test_the_chairman_gives_the_answer_with_most_peer_support(bundled) -> None:
 
 def test_the_judge_prompt_round_trips_and_the_simulated_judge_is_lenient() -> None:
     messages = judge_prompt("Who wins the race?", "Iris", "[simulated] It must be Iris.")
-    assert read_judge_prompt(messages[0].content) == ("Who wins the race?", "Iris", "[simulated] It must be Iris.")
+    assert read_judge_prompt(messages[0].content) == (
+        "Who wins the race?",
+        "Iris",
+        "[simulated] It must be Iris.",
+    )
     verdict = ask("sim/drift", messages[0].content)
     assert verdict.startswith("[simulated]") and parse_verdict(verdict) is True
     other = ask("sim/drift", judge_prompt("Who wins?", "Iris", "It must be Leo.")[0].content)
@@ -209,7 +262,9 @@ def test_a_refined_solution_counts_as_changed_only_when_it_changed_in_substance(
             RefinementResult(
                 model="sim/borealis",
                 original_response=original,
-                refined_response="[simulated] A different method entirely, with new steps.\nFinal answer: 35",
+                refined_response=(
+                    "[simulated] A different method entirely, with new steps.\nFinal answer: 35"
+                ),
             ),
         ],
     )
@@ -234,7 +289,7 @@ def test_every_setting_that_can_change_an_answer_changes_the_run_key(bundled) ->
     from evaluation.plan import KEY_SETTINGS, run_key
 
     # Only the question (each problem sets its own) and the call policy are left out.
-    assert KEY_SETTINGS == set(DeliberationRequest.model_fields) - {"question", "policy"}
+    assert set(DeliberationRequest.model_fields) - {"question", "policy"} == KEY_SETTINGS
     base = {"question": "q", "models": ["sim/atlas", "sim/borealis"]}
     keys = {
         run_key(bundled, validate_request({**base, **change}))

@@ -17,17 +17,17 @@ import pytest
 from temporalio.common import WorkflowIDReusePolicy
 
 import starter
-from harness.processes import ROOT
 from council.changes import detect_significant_changes
 from council.models import DeliberationRecord
 from council.validation import validate_request
 from evaluation.cli import TEMPLATE_QUESTION
-from grading.dataset import Dataset, Problem, load_dataset
 from evaluation.plan import EvalSettings, plan, problem_request
 from evaluation.runner import Evaluation
-from workflows.deliberation import Deliberation
+from grading.dataset import Dataset, Problem, load_dataset
+from harness.processes import ROOT
 from tests.sim_fixtures import wait_until
 from tests.temporal_fixtures import FOUR_MODELS, Council, request, temporal_address
+from workflows.deliberation import Deliberation
 
 BUNDLED = ROOT / "datasets" / "arithmetic_logic.jsonl"
 # Refinement fixes (arith-03, logic-04), two rounds (arith-02), all right at once (arith-04),
@@ -36,7 +36,9 @@ SUBSET = ("arith-02", "arith-03", "arith-04", "frac-03", "logic-04", "text-03")
 
 
 def subset(tmp_path: Path, ids: tuple[str, ...] = SUBSET, name: str = "subset") -> Path:
-    lines = {json.loads(line)["id"]: line for line in BUNDLED.read_text().splitlines() if line.strip()}
+    lines = {
+        json.loads(line)["id"]: line for line in BUNDLED.read_text().splitlines() if line.strip()
+    }
     path = tmp_path / f"{name}.jsonl"
     path.write_text("".join(lines[i] + "\n" for i in ids), encoding="utf-8")
     return path
@@ -44,7 +46,10 @@ def subset(tmp_path: Path, ids: tuple[str, ...] = SUBSET, name: str = "subset") 
 
 async def eval_cli(*args: str, env: dict[str, str], timeout: float = 90) -> tuple[int, str, str]:
     process = await asyncio.create_subprocess_exec(
-        sys.executable, "starter.py", "eval", *args,
+        sys.executable,
+        "starter.py",
+        "eval",
+        *args,
         cwd=ROOT,
         env={**os.environ, **env},
         stdout=asyncio.subprocess.PIPE,
@@ -133,7 +138,11 @@ async def test_eval_end_to_end_on_a_subset(council: Council, cli_env, tmp_path: 
         for model in FOUR_MODELS:
             for stage, replies in (("stage 1", first), ("round 2", last)):
                 correct = problem.is_correct(problem.read(replies[model]))
-                assert score["answers"][stage][model]["correct"] == correct, (problem.id, stage, model)
+                assert score["answers"][stage][model]["correct"] == correct, (
+                    problem.id,
+                    stage,
+                    model,
+                )
                 right[model][stage] += correct
         for stage, replies in (("stage 1", first), ("round 2", last)):
             assert score["majority"][stage]["correct"] == majority_is_right(problem, replies)
@@ -143,7 +152,9 @@ async def test_eval_end_to_end_on_a_subset(council: Council, cli_env, tmp_path: 
         assert score["usage"]["total_tokens"] == record.usage.total_tokens
         assert score["rounds_completed"] == len(record.rounds)
 
-        refined = json.loads((out / "raw_outputs" / f"{problem.id}_stage3_refined.json").read_text())
+        refined = json.loads(
+            (out / "raw_outputs" / f"{problem.id}_stage3_refined.json").read_text()
+        )
         assert refined["problem_id"] == problem.id and refined["expected_answer"] == problem.answer
         assert set(refined["refined_solutions"]) == set(FOUR_MODELS)
         for model, solution in refined["refined_solutions"].items():
@@ -159,7 +170,9 @@ async def test_eval_end_to_end_on_a_subset(council: Council, cli_env, tmp_path: 
     for model in FOUR_MODELS:
         for stage in ("stage 1", "round 2"):
             assert accuracy["models"][model][stage] == {
-                "correct": right[model][stage], "total": 6, "accuracy": round(right[model][stage] / 6, 4),
+                "correct": right[model][stage],
+                "total": 6,
+                "accuracy": round(right[model][stage] / 6, 4),
             }
     assert {s: accuracy["majority_vote"][s]["correct"] for s in votes} == votes
     assert accuracy["chairman"]["correct"] == chairman
@@ -176,7 +189,9 @@ async def test_eval_end_to_end_on_a_subset(council: Council, cli_env, tmp_path: 
 
     # The same command again deliberates nothing: every record is read back.
     council.sim.reset()
-    code, _, stderr = await eval_cli(str(dataset.path), "--out", str(out), "--tag", tag, "--json", env=cli_env)
+    code, _, stderr = await eval_cli(
+        str(dataset.path), "--out", str(out), "--tag", tag, "--json", env=cli_env
+    )
     assert code == 0, stderr
     assert council.sim.log()["total"] == 0
     again = json.loads((out / "report.json").read_text())
@@ -192,9 +207,14 @@ async def test_an_interrupted_eval_resumes_without_deliberating_again(
     council.sim.set_faults({"*": {"latency": 0.1}})  # slow enough to interrupt partway
     args = (str(dataset), "--out", str(out), "--concurrency", "2", "--tag", fresh_tag())
     process = await asyncio.create_subprocess_exec(
-        sys.executable, "starter.py", "eval", *args,
-        cwd=ROOT, env={**os.environ, **cli_env},
-        stdout=asyncio.subprocess.DEVNULL, stderr=asyncio.subprocess.DEVNULL,
+        sys.executable,
+        "starter.py",
+        "eval",
+        *args,
+        cwd=ROOT,
+        env={**os.environ, **cli_env},
+        stdout=asyncio.subprocess.DEVNULL,
+        stderr=asyncio.subprocess.DEVNULL,
     )
     await wait_until(lambda: len(list(raw.glob("*_record.json"))) >= 2, timeout=60, step=0.05)
     process.kill()  # SIGKILL: no chance to clean up
@@ -234,7 +254,9 @@ async def test_failed_runs_are_reported_then_retried_and_running_ones_awaited(
     report = await Evaluation(council.client, eval_plan).run()
     assert report.failed == 3 and report.completed == 0
     assert all("fewer than two models answered" in (p.error or "") for p in report.problems)
-    failed_run = (await council.client.get_workflow_handle(eval_plan.workflow_id(first)).describe()).run_id
+    failed_run = (
+        await council.client.get_workflow_handle(eval_plan.workflow_id(first)).describe()
+    ).run_id
 
     # Without the faults: one problem is already running when the harness starts.
     council.sim.set_faults({"*": {"latency": 0.2}})
@@ -263,7 +285,9 @@ async def test_failed_runs_are_reported_then_retried_and_running_ones_awaited(
     assert {p.source for p in report.problems} == {"reused"} and council.sim.log()["total"] == 0
 
 
-async def test_a_judge_grades_text_replies_that_do_not_match_exactly(council: Council, tmp_path: Path) -> None:
+async def test_a_judge_grades_text_replies_that_do_not_match_exactly(
+    council: Council, tmp_path: Path
+) -> None:
     dataset = load_dataset(subset(tmp_path, ("text-01", "text-02", "text-05")))
     judged_settings = settings(council, tmp_path / "out", judge="sim/atlas")
     report = await Evaluation(council.client, plan(dataset, judged_settings)).run()
@@ -282,7 +306,9 @@ async def test_a_judge_grades_text_replies_that_do_not_match_exactly(council: Co
         assert score.answers[stage][model].correct
     # Cirrus ends with "It must be X.": exact matching alone does not count it.
     assert any(model == "sim/cirrus" for _, _, model in rescued)
-    judged = json.loads((tmp_path / "out" / "raw_outputs" / f"{rescued[0][0]}_judge.json").read_text())
+    judged = json.loads(
+        (tmp_path / "out" / "raw_outputs" / f"{rescued[0][0]}_judge.json").read_text()
+    )
     assert "-judge-" in judged["workflow_id"] and True in judged["result"]["verdicts"]
 
     council.sim.reset()  # a rerun asks neither the council nor the judge again

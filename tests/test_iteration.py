@@ -1,4 +1,4 @@
-"""Iteration state and termination rules: seed 002's tests (time passed in), seed 004's
+"""Iteration state and termination rules: the specification's tests (time passed in), the
 quality threshold, the order of the checks, token charging and the summary."""
 
 from __future__ import annotations
@@ -8,9 +8,15 @@ from datetime import UTC, datetime, timedelta
 import pytest
 from pydantic import ValidationError
 
-from council.iteration import over_budget
+from council import iteration as rules
+from council.iteration import (
+    IterationConfig,
+    IterationRound,
+    IterationState,
+    QualityGate,
+    TerminationReason,
+)
 from council.stages import AggregateRanking
-from council.iteration import IterationConfig, IterationRound, IterationState, QualityGate, TerminationReason, charge_tokens, complete_round, end_if_all_failed, get_iteration_summary, initialize_iteration_state, note_review, quality_threshold_met, should_continue_iteration, start_new_round, terminate_iteration
 
 NOW = datetime(2026, 1, 2, 12, 0, tzinfo=UTC)
 
@@ -27,12 +33,12 @@ def finished_round(number: int, changed: list[str], unchanged: list[str]) -> Ite
     )
 
 
-# --- seed 002's unit tests ----------------------------------------------------------------
+# --- the specification's unit tests -------------------------------------------------------
 
 
 def test_initialize_state():
     config = IterationConfig(enabled=True, max_rounds=3)
-    state = initialize_iteration_state(config)
+    state = rules.initialize_iteration_state(config)
 
     assert state.enabled is True
     assert state.max_rounds == 3
@@ -42,7 +48,7 @@ def test_initialize_state():
 
 def test_should_continue_first_round():
     state = IterationState(enabled=True, max_rounds=2, current_round=0)
-    should_continue, reason = should_continue_iteration(state)
+    should_continue, reason = rules.should_continue_iteration(state)
 
     assert should_continue is True
     assert reason is None
@@ -50,7 +56,7 @@ def test_should_continue_first_round():
 
 def test_should_stop_at_max_rounds():
     state = IterationState(enabled=True, max_rounds=2, current_round=2)
-    should_continue, reason = should_continue_iteration(state)
+    should_continue, reason = rules.should_continue_iteration(state)
 
     assert should_continue is False
     assert reason == TerminationReason.MAX_ROUNDS
@@ -63,7 +69,7 @@ def test_should_stop_on_convergence():
         current_round=1,
         rounds=[finished_round(1, changed=[], unchanged=["gpt-4", "claude"])],
     )
-    should_continue, reason = should_continue_iteration(state)
+    should_continue, reason = rules.should_continue_iteration(state)
 
     assert should_continue is False
     assert reason == TerminationReason.CONVERGENCE
@@ -77,7 +83,7 @@ def test_context_budget_limit():
         total_tokens_used=46000,
         context_budget=50000,
     )
-    should_continue, reason = should_continue_iteration(state)
+    should_continue, reason = rules.should_continue_iteration(state)
 
     assert should_continue is False
     assert reason == TerminationReason.CONTEXT_LIMIT
@@ -85,7 +91,7 @@ def test_context_budget_limit():
 
 def test_start_new_round():
     state = IterationState(enabled=True, max_rounds=3, current_round=0)
-    new_round = start_new_round(state, NOW)
+    new_round = rules.start_new_round(state, NOW)
 
     assert state.current_round == 1
     assert len(state.rounds) == 1
@@ -103,7 +109,7 @@ def test_iteration_summary():
         rounds=[finished_round(1, changed=["gpt-4"], unchanged=["claude"])],
     )
 
-    summary = get_iteration_summary(state)
+    summary = rules.get_iteration_summary(state)
 
     assert summary.rounds_completed == 1
     assert summary.total_refinements == 1
@@ -114,7 +120,7 @@ def test_iteration_summary():
 
 
 def test_disabled_iteration_never_continues_and_gives_no_reason():
-    assert should_continue_iteration(IterationState(enabled=False)) == (False, None)
+    assert rules.should_continue_iteration(IterationState(enabled=False)) == (False, None)
 
 
 def test_initialize_carries_every_setting_from_the_config():
@@ -126,7 +132,7 @@ def test_initialize_carries_every_setting_from_the_config():
         auto_stop_on_convergence=False,
         max_cost_usd=0.5,
     )
-    state = initialize_iteration_state(config)
+    state = rules.initialize_iteration_state(config)
     assert (state.max_rounds, state.quality_threshold, state.context_budget) == (4, 3.5, 1234)
     assert (state.min_rounds, state.max_cost_usd) == (2, 0.5)
     assert state.quality_gate is QualityGate.EVERY_RATING and state.end_on_failed_round
@@ -146,8 +152,8 @@ def test_budget_stop_is_strictly_above_ninety_percent():
         enabled=True, max_rounds=5, total_tokens_used=45_000, context_budget=50_000
     )
     over = at_limit.model_copy(update={"total_tokens_used": 45_001})
-    assert should_continue_iteration(at_limit) == (True, None)
-    assert should_continue_iteration(over) == (False, TerminationReason.CONTEXT_LIMIT)
+    assert rules.should_continue_iteration(at_limit) == (True, None)
+    assert rules.should_continue_iteration(over) == (False, TerminationReason.CONTEXT_LIMIT)
 
 
 def test_a_round_with_changes_lets_iteration_continue():
@@ -157,7 +163,7 @@ def test_a_round_with_changes_lets_iteration_continue():
         current_round=1,
         rounds=[finished_round(1, ["gpt-4"], ["claude"])],
     )
-    assert should_continue_iteration(state) == (True, None)
+    assert rules.should_continue_iteration(state) == (True, None)
 
 
 def test_convergence_is_ignored_when_the_user_turned_it_off():
@@ -168,7 +174,7 @@ def test_convergence_is_ignored_when_the_user_turned_it_off():
         stop_on_convergence=False,
         rounds=[finished_round(1, [], ["gpt-4", "claude"])],
     )
-    assert should_continue_iteration(state) == (True, None)
+    assert rules.should_continue_iteration(state) == (True, None)
 
 
 # --- the quality gate: individual peer ratings, after the minimum rounds -------------------
@@ -182,8 +188,11 @@ def test_stops_once_no_individual_rating_is_below_the_threshold():
         quality_threshold=3.0,
         lowest_ratings={"m1": 3.0, "m2": 4.0},
     )
-    assert quality_threshold_met(state)
-    assert should_continue_iteration(state) == (False, TerminationReason.QUALITY_THRESHOLD_MET)
+    assert rules.quality_threshold_met(state)
+    assert rules.should_continue_iteration(state) == (
+        False,
+        TerminationReason.QUALITY_THRESHOLD_MET,
+    )
 
 
 def test_one_low_rating_asks_for_another_round_however_good_the_mean():
@@ -196,22 +205,22 @@ def test_one_low_rating_asks_for_another_round_however_good_the_mean():
         latest_scores={"m1": 4.9, "m2": 4.25},
         lowest_ratings={"m1": 4.0, "m2": 2.0},
     )
-    assert not quality_threshold_met(state)
-    assert should_continue_iteration(state) == (True, None)
+    assert not rules.quality_threshold_met(state)
+    assert rules.should_continue_iteration(state) == (True, None)
 
 
 def test_the_default_threshold_is_thirty_percent_of_five():
     low = IterationState(enabled=True, current_round=1, lowest_ratings={"m1": 1.0, "m2": 5.0})
     fine = IterationState(enabled=True, current_round=1, lowest_ratings={"m1": 1.5, "m2": 1.5})
     assert low.quality_threshold == 1.5
-    assert should_continue_iteration(low) == (True, None)
-    assert should_continue_iteration(fine) == (False, TerminationReason.QUALITY_THRESHOLD_MET)
+    assert rules.should_continue_iteration(low) == (True, None)
+    assert rules.should_continue_iteration(fine) == (False, TerminationReason.QUALITY_THRESHOLD_MET)
 
 
 def test_no_ratings_yet_does_not_meet_the_threshold():
     state = IterationState(enabled=True, current_round=1, quality_threshold=0.0)
-    assert not quality_threshold_met(state)
-    assert should_continue_iteration(state) == (True, None)
+    assert not rules.quality_threshold_met(state)
+    assert rules.should_continue_iteration(state) == (True, None)
 
 
 def test_the_first_release_compared_mean_ratings():
@@ -222,7 +231,7 @@ def test_the_first_release_compared_mean_ratings():
         latest_scores={"m1": 3.0, "m2": 4.25},
         lowest_ratings={"m1": 1.0, "m2": 2.0},
     )
-    assert quality_threshold_met(state)
+    assert rules.quality_threshold_met(state)
 
 
 # --- minimum rounds ----------------------------------------------------------------------------
@@ -242,14 +251,17 @@ def good_ratings(**fields) -> IterationState:
 def test_one_round_runs_by_default_even_when_every_rating_is_good():
     state = good_ratings()
     assert state.min_rounds == 1
-    assert should_continue_iteration(state) == (True, None)
+    assert rules.should_continue_iteration(state) == (True, None)
     state.current_round = 1
     state.rounds = [finished_round(1, ["m1"], ["m2"])]
-    assert should_continue_iteration(state) == (False, TerminationReason.QUALITY_THRESHOLD_MET)
+    assert rules.should_continue_iteration(state) == (
+        False,
+        TerminationReason.QUALITY_THRESHOLD_MET,
+    )
 
 
 def test_min_rounds_zero_is_the_pure_quality_gate():
-    assert should_continue_iteration(good_ratings(min_rounds=0)) == (
+    assert rules.should_continue_iteration(good_ratings(min_rounds=0)) == (
         False,
         TerminationReason.QUALITY_THRESHOLD_MET,
     )
@@ -258,12 +270,15 @@ def test_min_rounds_zero_is_the_pure_quality_gate():
 def test_convergence_does_not_end_the_minimum_rounds():
     state = good_ratings(min_rounds=2, max_rounds=3, current_round=1)
     state.rounds = [finished_round(1, [], ["m1", "m2"])]
-    assert should_continue_iteration(state) == (True, None)
+    assert rules.should_continue_iteration(state) == (True, None)
     state.current_round = 2
     state.rounds.append(finished_round(2, [], ["m1", "m2"]))
-    assert should_continue_iteration(state) == (False, TerminationReason.QUALITY_THRESHOLD_MET)
+    assert rules.should_continue_iteration(state) == (
+        False,
+        TerminationReason.QUALITY_THRESHOLD_MET,
+    )
     state.lowest_ratings = {"m1": 1.0, "m2": 4.0}
-    assert should_continue_iteration(state) == (False, TerminationReason.CONVERGENCE)
+    assert rules.should_continue_iteration(state) == (False, TerminationReason.CONVERGENCE)
 
 
 @pytest.mark.parametrize(
@@ -276,7 +291,7 @@ def test_convergence_does_not_end_the_minimum_rounds():
 )
 def test_budgets_and_a_review_without_critiques_end_the_minimum_rounds(change, reason):
     state = good_ratings(min_rounds=3, max_rounds=5, **change)
-    assert should_continue_iteration(state) == (False, reason)
+    assert rules.should_continue_iteration(state) == (False, reason)
 
 
 # --- the cost budget ---------------------------------------------------------------------------
@@ -284,16 +299,16 @@ def test_budgets_and_a_review_without_critiques_end_the_minimum_rounds(change, r
 
 def test_cost_stop_is_strictly_above_ninety_percent():
     state = IterationState(enabled=True, max_rounds=5, cost_usd=0.9, max_cost_usd=1.0)
-    assert should_continue_iteration(state) == (True, None)
+    assert rules.should_continue_iteration(state) == (True, None)
     state.cost_usd = 0.9001
-    assert should_continue_iteration(state) == (False, TerminationReason.COST_LIMIT)
+    assert rules.should_continue_iteration(state) == (False, TerminationReason.COST_LIMIT)
 
 
 def test_no_reported_cost_or_no_cost_budget_never_stops_the_loop():
-    assert not over_budget(None, 1.0)
-    assert not over_budget(5.0, None)
+    assert not rules.over_budget(None, 1.0)
+    assert not rules.over_budget(5.0, None)
     state = IterationState(enabled=True, max_rounds=5, cost_usd=None, max_cost_usd=0.01)
-    assert should_continue_iteration(state) == (True, None)
+    assert rules.should_continue_iteration(state) == (True, None)
 
 
 # --- a round whose every call failed -----------------------------------------------------------
@@ -301,20 +316,20 @@ def test_no_reported_cost_or_no_cost_budget_never_stops_the_loop():
 
 def test_a_stage_whose_every_call_failed_ends_the_loop_with_error_occurred():
     state = IterationState(enabled=True, max_rounds=3)
-    assert not end_if_all_failed(state, [])  # no call, no failure
-    assert not end_if_all_failed(state, [False, True, False])
+    assert not rules.end_if_all_failed(state, [])  # no call, no failure
+    assert not rules.end_if_all_failed(state, [False, True, False])
     assert not state.terminated
-    assert end_if_all_failed(state, [False, False])
-    assert should_continue_iteration(state) == (False, TerminationReason.ERROR)
+    assert rules.end_if_all_failed(state, [False, False])
+    assert rules.should_continue_iteration(state) == (False, TerminationReason.ERROR)
 
 
 def test_a_failed_stage_keeps_an_earlier_reason_and_the_first_release_ignores_it():
     stopped = IterationState(enabled=True)
-    terminate_iteration(stopped, TerminationReason.USER_STOP)
-    assert not end_if_all_failed(stopped, [False])
+    rules.terminate_iteration(stopped, TerminationReason.USER_STOP)
+    assert not rules.end_if_all_failed(stopped, [False])
     assert stopped.termination_reason == TerminationReason.USER_STOP
-    first_release = initialize_iteration_state(IterationConfig().first_release())
-    assert not end_if_all_failed(first_release, [False, False])
+    first_release = rules.initialize_iteration_state(IterationConfig().first_release())
+    assert not rules.end_if_all_failed(first_release, [False, False])
     assert not first_release.terminated
 
 
@@ -337,11 +352,11 @@ def test_note_review_keeps_means_and_lowest_ratings():
         AggregateRanking(model="m1", label="Response A", mean_rating=4.5, lowest_rating=4.0),
         AggregateRanking(model="m2", label="Response B", mean_rating=None, lowest_rating=None),
     ]
-    note_review(state, rankings, refinements_pending=1)
+    rules.note_review(state, rankings, refinements_pending=1)
     assert state.latest_scores == {"m1": 4.5}
     assert state.lowest_ratings == {"m1": 4.0}
     assert state.critiques_pending == 1
-    note_review(state, [], refinements_pending=0)  # a review that gave nothing
+    rules.note_review(state, [], refinements_pending=0)  # a review that gave nothing
     assert state.lowest_ratings == {"m1": 4.0} and state.critiques_pending == 0
 
 
@@ -367,41 +382,41 @@ def everything_says_stop() -> IterationState:
 
 def test_user_stop_is_checked_first():
     state = everything_says_stop()
-    terminate_iteration(state, TerminationReason.USER_STOP)
+    rules.terminate_iteration(state, TerminationReason.USER_STOP)
     assert state.terminated
-    assert should_continue_iteration(state) == (False, TerminationReason.USER_STOP)
+    assert rules.should_continue_iteration(state) == (False, TerminationReason.USER_STOP)
 
 
 def test_the_documented_order_of_the_rules():
     state = everything_says_stop()
-    assert should_continue_iteration(state)[1] == TerminationReason.QUALITY_THRESHOLD_MET
+    assert rules.should_continue_iteration(state)[1] == TerminationReason.QUALITY_THRESHOLD_MET
     state.lowest_ratings = {"m1": 1.0, "m2": 5.0}
-    assert should_continue_iteration(state)[1] == TerminationReason.MAX_ROUNDS
+    assert rules.should_continue_iteration(state)[1] == TerminationReason.MAX_ROUNDS
     state.max_rounds = 5
-    assert should_continue_iteration(state)[1] == TerminationReason.CONTEXT_LIMIT
+    assert rules.should_continue_iteration(state)[1] == TerminationReason.CONTEXT_LIMIT
     state.total_tokens_used = 0
-    assert should_continue_iteration(state)[1] == TerminationReason.COST_LIMIT
+    assert rules.should_continue_iteration(state)[1] == TerminationReason.COST_LIMIT
     state.max_cost_usd = None
-    assert should_continue_iteration(state)[1] == TerminationReason.CONVERGENCE
+    assert rules.should_continue_iteration(state)[1] == TerminationReason.CONVERGENCE
     state.stop_on_convergence = False
-    assert should_continue_iteration(state)[1] == TerminationReason.NO_CHANGES
+    assert rules.should_continue_iteration(state)[1] == TerminationReason.NO_CHANGES
     state.critiques_pending = 1
-    assert should_continue_iteration(state) == (True, None)
+    assert rules.should_continue_iteration(state) == (True, None)
 
 
 def test_stops_when_the_latest_review_left_no_critiques_to_refine_from():
     state = IterationState(enabled=True, max_rounds=3)
-    assert should_continue_iteration(state) == (True, None)  # not known yet
+    assert rules.should_continue_iteration(state) == (True, None)  # not known yet
     state.critiques_pending = 2
-    assert should_continue_iteration(state) == (True, None)
+    assert rules.should_continue_iteration(state) == (True, None)
     state.critiques_pending = 0
-    assert should_continue_iteration(state) == (False, TerminationReason.NO_CHANGES)
+    assert rules.should_continue_iteration(state) == (False, TerminationReason.NO_CHANGES)
 
 
 def test_an_earlier_termination_reason_is_kept():
     state = IterationState(enabled=True, max_rounds=5)
-    terminate_iteration(state, TerminationReason.ERROR)
-    assert should_continue_iteration(state) == (False, TerminationReason.ERROR)
+    rules.terminate_iteration(state, TerminationReason.ERROR)
+    assert rules.should_continue_iteration(state) == (False, TerminationReason.ERROR)
 
 
 # --- rounds, tokens and the summary ---------------------------------------------------------
@@ -409,9 +424,9 @@ def test_an_earlier_termination_reason_is_kept():
 
 def test_complete_round_uses_the_time_and_tokens_it_is_given():
     state = IterationState(enabled=True, max_rounds=3)
-    round_data = start_new_round(state, NOW)
+    round_data = rules.start_new_round(state, NOW)
     round_data.models_that_changed.append("m1")
-    complete_round(state, round_data, 1200, NOW + timedelta(seconds=90))
+    rules.complete_round(state, round_data, 1200, NOW + timedelta(seconds=90))
 
     assert state.rounds[-1].started_at == NOW
     assert state.rounds[-1].completed_at == NOW + timedelta(seconds=90)
@@ -424,8 +439,8 @@ def test_rounds_are_numbered_in_order():
     state = IterationState(enabled=True, max_rounds=3)
     numbers = []
     for minute in range(3):
-        round_data = start_new_round(state, NOW + timedelta(minutes=minute))
-        complete_round(state, round_data, 10, NOW + timedelta(minutes=minute, seconds=30))
+        round_data = rules.start_new_round(state, NOW + timedelta(minutes=minute))
+        rules.complete_round(state, round_data, 10, NOW + timedelta(minutes=minute, seconds=30))
         numbers.append(round_data.round_number)
     assert numbers == [1, 2, 3]
     assert state.current_round == 3
@@ -434,40 +449,40 @@ def test_rounds_are_numbered_in_order():
 
 def test_charge_tokens_counts_work_outside_rounds_towards_the_budget():
     state = IterationState(enabled=True, max_rounds=5, context_budget=1000)
-    charge_tokens(state, 600)
-    assert should_continue_iteration(state) == (True, None)
-    charge_tokens(state, 301)
+    rules.charge_tokens(state, 600)
+    assert rules.should_continue_iteration(state) == (True, None)
+    rules.charge_tokens(state, 301)
     assert state.total_tokens_used == 901
     assert state.rounds == []
-    assert should_continue_iteration(state) == (False, TerminationReason.CONTEXT_LIMIT)
+    assert rules.should_continue_iteration(state) == (False, TerminationReason.CONTEXT_LIMIT)
 
 
 def test_summary_without_rounds_still_has_a_terminated_reason():
     state = IterationState(enabled=True, max_rounds=2, total_tokens_used=700)
-    summary = get_iteration_summary(state)
+    summary = rules.get_iteration_summary(state)
     assert summary.terminated_reason is None
     assert summary.message == "No iterations performed"
     assert summary.rounds_completed == 0
     assert summary.tokens_used == 700
 
-    terminate_iteration(state, TerminationReason.QUALITY_THRESHOLD_MET)
-    assert get_iteration_summary(state).terminated_reason == "quality_threshold_met"
-    assert get_iteration_summary(state).model_dump(mode="json")["terminated_reason"] == (
+    rules.terminate_iteration(state, TerminationReason.QUALITY_THRESHOLD_MET)
+    assert rules.get_iteration_summary(state).terminated_reason == "quality_threshold_met"
+    assert rules.get_iteration_summary(state).model_dump(mode="json")["terminated_reason"] == (
         "quality_threshold_met"
     )
 
 
 def test_summary_with_rounds():
     state = IterationState(enabled=True, max_rounds=3, latest_scores={"m1": 4.0, "m2": 3.5})
-    first = start_new_round(state, NOW)
+    first = rules.start_new_round(state, NOW)
     first.models_that_changed += ["m1", "m2"]
-    complete_round(state, first, 500, NOW + timedelta(seconds=12))
-    second = start_new_round(state, NOW + timedelta(seconds=20))
+    rules.complete_round(state, first, 500, NOW + timedelta(seconds=12))
+    second = rules.start_new_round(state, NOW + timedelta(seconds=20))
     second.models_that_changed.append("m1")
     second.models_unchanged.append("m2")
-    terminate_iteration(state, TerminationReason.USER_STOP)  # stopped mid-round
+    rules.terminate_iteration(state, TerminationReason.USER_STOP)  # stopped mid-round
 
-    summary = get_iteration_summary(state)
+    summary = rules.get_iteration_summary(state)
 
     assert summary.rounds_completed == 2
     assert summary.max_rounds == 3
@@ -498,9 +513,9 @@ def test_summary_with_rounds():
 def test_state_survives_a_json_round_trip():
     # The state travels through Temporal payloads and workflow history as JSON.
     state = IterationState(enabled=True, max_rounds=3, latest_scores={"m1": 2.5})
-    round_data = start_new_round(state, NOW)
-    complete_round(state, round_data, 42, NOW + timedelta(seconds=1))
-    terminate_iteration(state, TerminationReason.CONVERGENCE)
+    round_data = rules.start_new_round(state, NOW)
+    rules.complete_round(state, round_data, 42, NOW + timedelta(seconds=1))
+    rules.terminate_iteration(state, TerminationReason.CONVERGENCE)
 
     again = IterationState.model_validate_json(state.model_dump_json())
 

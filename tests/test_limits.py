@@ -12,8 +12,18 @@ from council.models import DeliberationRecord
 from tests.temporal_fixtures import Council
 
 MODELS = [
-    "sim/atlas", "sim/borealis", "sim/cirrus", "sim/drift", "sim/echo", "sim/fjord",
-    "sim/gale", "sim/halo", "sim/iris", "sim/juniper", "sim/kestrel", "sim/lumen",
+    "sim/atlas",
+    "sim/borealis",
+    "sim/cirrus",
+    "sim/drift",
+    "sim/echo",
+    "sim/fjord",
+    "sim/gale",
+    "sim/halo",
+    "sim/iris",
+    "sim/juniper",
+    "sim/kestrel",
+    "sim/lumen",
 ]
 PAYLOAD_LIMIT = 2 * 1024 * 1024
 HISTORY_WARN_BYTES = 10 * 1024 * 1024

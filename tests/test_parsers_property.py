@@ -10,10 +10,9 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from council.refinement import parse_refinement
-from council.reviews import parse_review
+from council.reviews import MAX_CRITIQUE_CHARS, parse_review
 from council.stages import Stage2Result
 from tests.review_cases import critiques_of
-from council.reviews import MAX_CRITIQUE_CHARS
 
 FAST = settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 

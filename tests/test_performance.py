@@ -16,11 +16,7 @@ from activities.settings import GatewaySettings
 from council import prompts
 from council import reviews as reviews_module
 from council.calls import ModelCall, Stage
-from council.critiques import critiques_from_parsed
-from council.labels import labels_shown_to
 from council.reviews import parse_review
-from council.stages import Stage2Result
-from tests.review_cases import CASES
 from tests.temporal_fixtures import Council
 
 MODELS = {f"Response {x}": f"m/{x.lower()}" for x in "ABCDE"}

@@ -1,5 +1,5 @@
 """Stage 2.5 as pure functions: the refinement prompt, who refines, reading the reply, and
-recording what changed (seeds 000, 001 and 003)."""
+recording what changed."""
 
 from __future__ import annotations
 
@@ -11,9 +11,15 @@ import pytest
 from council.iteration import CritiqueItem, IterationState, start_new_round
 from council.models import Criterion, EvaluationCriteria
 from council.prompts import refinement_prompt
+from council.refinement import (
+    RefinementTask,
+    parse_refinement,
+    plan_refinements,
+    record_refinements,
+    refinement_result,
+)
 from council.stages import Stage2Result
 from tests.review_cases import critiques_of
-from council.refinement import RefinementTask, parse_refinement, plan_refinements, record_refinements, refinement_result
 
 NOW = datetime(2026, 1, 2, 12, 0, tzinfo=UTC)
 
@@ -293,7 +299,7 @@ def test_an_empty_structured_answer_or_bare_header_is_empty():
     assert parse_refinement("REFINED RESPONSE:\n").final_answer == ""
 
 
-# --- what a refinement did (seed 003's fallback) --------------------------------------------
+# --- what a refinement did (a failure falls back to the original) ---------------------------
 
 TASK = RefinementTask(
     model="m1",
@@ -323,7 +329,10 @@ def test_a_changed_answer_is_recorded_with_its_summary():
     ("steps", "expected"),
     [
         (["Recheck the sum.", "  ", "Add an example."], ["Recheck the sum.", "Add an example."]),
-        ([{"step": "Recheck the sum."}, {"text": "Add an example."}], ["Recheck the sum.", "Add an example."]),
+        (
+            [{"step": "Recheck the sum."}, {"text": "Add an example."}],
+            ["Recheck the sum.", "Add an example."],
+        ),
         ("One long step.", ["One long step."]),
         (None, []),
         (42, ["42"]),

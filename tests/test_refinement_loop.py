@@ -76,7 +76,11 @@ async def test_min_rounds_zero_is_the_pure_quality_gate(council: Council) -> Non
     assert record.rounds == [] and record.stage2_5 is None
     assert record.iteration.terminated_reason == "quality_threshold_met"
     # The first review still reports itself as a round (stage 2 round 1).
-    rounds = [e for e in await events(handle) if e.kind in (EventKind.ROUND_START, EventKind.ROUND_COMPLETE)]
+    rounds = [
+        e
+        for e in await events(handle)
+        if e.kind in (EventKind.ROUND_START, EventKind.ROUND_COMPLETE)
+    ]
     assert [(e.kind, e.round) for e in rounds] == [
         (EventKind.ROUND_START, 0),
         (EventKind.ROUND_COMPLETE, 0),
@@ -133,7 +137,9 @@ async def test_the_cost_budget_ends_the_loop(council: Council) -> None:
     settings = {"models": WITH_MULE, "max_rounds": 3, "stop_on_convergence": False}
     handle = await council.start(**settings)
     free = await handle.result()
-    checks = [e.data["cost_usd"] for e in await events(handle) if e.kind == EventKind.ROUND_COMPLETE]
+    checks = [
+        e.data["cost_usd"] for e in await events(handle) if e.kind == EventKind.ROUND_COMPLETE
+    ]
     assert len(checks) == 4 and checks == sorted(checks) and free.usage.cost_usd > checks[-1]
     assert free.usage.cost_usd == round(free.usage.total_tokens / 1000, 10)
 

@@ -3,6 +3,7 @@ is not behind workflow.patched fails here instead of breaking runs in flight."""
 
 from __future__ import annotations
 
+import asyncio
 from pathlib import Path
 
 import pytest
@@ -21,7 +22,9 @@ def test_histories_are_committed() -> None:
 
 @pytest.mark.parametrize("path", HISTORIES, ids=lambda p: p.stem)
 async def test_history_replays(path: Path) -> None:
-    history = WorkflowHistory.from_json(f"replay-{path.stem}", path.read_text())
+    history = WorkflowHistory.from_json(
+        f"replay-{path.stem}", await asyncio.to_thread(path.read_text)
+    )
     replayer = Replayer(workflows=[Deliberation], data_converter=pydantic_data_converter)
     result = await replayer.replay_workflow(history, raise_on_replay_failure=True)
     assert result.replay_failure is None

@@ -4,8 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from council.reviews import parse_review
-from council.reviews import INFERRED_BEST, INFERRED_WORST
+from council.reviews import INFERRED_BEST, INFERRED_WORST, parse_review
 from tests.review_cases import CASES, ReviewCase
 
 A, B, C, D = (f"Response {x}" for x in "ABCD")

@@ -50,20 +50,34 @@ async def test_api_key_never_leaves_the_worker(
     worker = await asyncio.to_thread(start_worker, env, log)
     try:
         record = await _run(
-            sys.executable, "starter.py", "start", "Is the key safe?", "--id", "secrets-1",
-            "--wait", "--json", env=env,
+            sys.executable,
+            "starter.py",
+            "start",
+            "Is the key safe?",
+            "--id",
+            "secrets-1",
+            "--wait",
+            "--json",
+            env=env,
         )
         shown = await _run(sys.executable, "starter.py", "show", "secrets-1", env=env)
     finally:
         worker.stop()
     history = await _run(
-        temporal_binary(), "workflow", "show", "--workflow-id", "secrets-1",
-        "--address", address, "--output", "json",
+        temporal_binary(),
+        "workflow",
+        "show",
+        "--workflow-id",
+        "secrets-1",
+        "--address",
+        address,
+        "--output",
+        "json",
     )
 
     # The run really used the key, and the failing provider really echoed it.
     assert all(entry["authorized"] for entry in sim.log()["entries"])
-    parsed = json.loads(record[record.index("{"):])
+    parsed = json.loads(record[record.index("{") :])
     [error] = parsed["errors"]
     assert error["model"] == "sim/drift" and "401" in error["message"]
     assert "[redacted]" in error["message"]

@@ -9,13 +9,15 @@ import sys
 
 import pytest
 
-from harness.processes import ROOT
 from council.models import DeliberationRecord
+from harness.processes import ROOT
 from tests.sim_fixtures import wait_until
 from tests.temporal_fixtures import FOUR_MODELS, Council, temporal_address
 
 
-async def starter(*args: str, env: dict[str, str] | None = None, timeout: float = 60) -> tuple[int, str, str]:
+async def starter(
+    *args: str, env: dict[str, str] | None = None, timeout: float = 60
+) -> tuple[int, str, str]:
     process = await asyncio.create_subprocess_exec(
         sys.executable,
         "starter.py",
@@ -45,10 +47,16 @@ def cli_env(council: Council, temporal) -> dict[str, str]:
         (["Q?", "--model", "a/b"], "--model: need 2 to 12 models, got 1"),
         (["Q?", "--model", "a/b", "--model", "a/b"], "'a/b' is listed twice"),
         (["Q?", "--max-rounds", "9"], "--max-rounds must be between 1 and 5 (got 9)"),
-        (["Q?", "--quality-threshold", "7.5"], "--quality-threshold must be between 0.0 and 5.0 (got 7.5)"),
+        (
+            ["Q?", "--quality-threshold", "7.5"],
+            "--quality-threshold must be between 0.0 and 5.0 (got 7.5)",
+        ),
         (["Q?", "--token-budget", "0"], "--token-budget must be between 1 and"),
         (["Q?", "--max-rounds", "two"], "argument --max-rounds: invalid int value: 'two'"),
-        (["Q?", "--min-rounds", "3"], "--min-rounds must be between 0 and 2, the maximum rounds (got 3)"),
+        (
+            ["Q?", "--min-rounds", "3"],
+            "--min-rounds must be between 0 and 2, the maximum rounds (got 3)",
+        ),
         (["Q?", "--min-rounds", "-1"], "--min-rounds must be between 0 and 5 (got -1)"),
         (["Q?", "--max-cost", "0"], "--max-cost must be more than 0 and at most 10000.0 (got 0.0)"),
         (["Q?", "--max-cost", "lots"], "argument --max-cost: invalid float value: 'lots'"),
@@ -73,7 +81,9 @@ async def test_unreachable_server_names_the_address() -> None:
 
 
 async def test_start_wait_json_prints_the_record(council: Council, cli_env: dict[str, str]) -> None:
-    code, out, err = await starter("start", "Is a hot dog a sandwich?", "--wait", "--json", env=cli_env)
+    code, out, err = await starter(
+        "start", "Is a hot dog a sandwich?", "--wait", "--json", env=cli_env
+    )
     assert code == 0, err
     record = DeliberationRecord.model_validate_json(out)
     assert record.query == "Is a hot dog a sandwich?"
@@ -87,18 +97,22 @@ async def test_the_cost_line_says_when_the_provider_reports_no_cost(
     council: Council, cli_env: dict[str, str]
 ) -> None:
     council.sim.set_faults({"*": {"cost_per_million_tokens": None}})
-    code, out, err = await starter("start", "Cats or dogs?", "--wait", "--max-cost", "0.5", env=cli_env)
+    code, _, err = await starter(
+        "start", "Cats or dogs?", "--wait", "--max-cost", "0.5", env=cli_env
+    )
     assert code == 0, err
     assert "cost not reported" in err and "$0.0000" not in err
     assert "! the provider reports no cost: the cost budget cannot end the loop" in err
     council.sim.set_faults({"*": {"cost_per_million_tokens": 1000.0}})
-    code, out, err = await starter("start", "Cats or dogs?", "--wait", env=cli_env)
+    code, _, err = await starter("start", "Cats or dogs?", "--wait", env=cli_env)
     assert code == 0 and "cost not reported" not in err
     assert "· cost $" in err
 
 
 async def test_start_watch_show_list(council: Council, cli_env: dict[str, str]) -> None:
-    code, out, err = await starter("start", "Why is the sky blue?", "--id", "sky-blue-1", env=cli_env)
+    code, out, err = await starter(
+        "start", "Why is the sky blue?", "--id", "sky-blue-1", env=cli_env
+    )
     assert code == 0 and out == "sky-blue-1\n", err
 
     code, _, err = await starter("watch", "sky-blue-1", env=cli_env)
@@ -128,7 +142,7 @@ async def test_start_watch_show_list(council: Council, cli_env: dict[str, str]) 
 async def test_stop_from_the_command_line(council: Council, cli_env: dict[str, str]) -> None:
     # Slow calls: the run is still in its first stages when the second CLI process starts.
     council.sim.set_faults({"*": {"latency": 1.5}})
-    code, out, _ = await starter("start", "Tabs or spaces?", "--id", "tabs-1", env=cli_env)
+    code, _out, _ = await starter("start", "Tabs or spaces?", "--id", "tabs-1", env=cli_env)
     assert code == 0
     await wait_until(lambda: council.sim.log()["total"] >= 4, timeout=10)
     code, _, err = await starter("stop", "tabs-1", "--reason", "seen enough", env=cli_env)
@@ -145,9 +159,13 @@ async def test_a_failing_run_ends_watch_and_wait_with_status_1(
     council: Council, cli_env: dict[str, str]
 ) -> None:
     council.sim.set_faults({"*": {"errors": {"401": 1.0}}})
-    code, _, err = await starter("start", "Doomed?", "--id", "doomed-1", "--wait", env=cli_env, timeout=30)
+    code, _, err = await starter(
+        "start", "Doomed?", "--id", "doomed-1", "--wait", env=cli_env, timeout=30
+    )
     assert code == 1
     assert "✗ sim/atlas failed" in err
-    assert "deliberation doomed-1 failed: fewer than two models answered (0 of 4)" in err, err[err.index("deliberation doomed-1 failed"):][:200]
+    assert "deliberation doomed-1 failed: fewer than two models answered (0 of 4)" in err, err[
+        err.index("deliberation doomed-1 failed") :
+    ][:200]
     code, _, err = await starter("watch", "doomed-1", env=cli_env, timeout=30)
     assert code == 1 and "doomed-1: failed" in err

@@ -172,4 +172,4 @@ def test_the_cost_budget_is_optional_and_positive():
     assert validate_request(BASE).max_cost_usd is None
     assert validate_request({**BASE, "max_cost_usd": 0.25}).iteration_config().max_cost_usd == 0.25
     assert reason(max_cost_usd=0) == "max_cost_usd must be more than 0 and at most 10000.0 (got 0)"
-    assert reason(max_cost_usd=-2) .startswith("max_cost_usd must be more than 0")
+    assert reason(max_cost_usd=-2).startswith("max_cost_usd must be more than 0")

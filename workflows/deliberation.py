@@ -18,15 +18,15 @@ with workflow.unsafe.imports_passed_through():
     from council.iteration import (
         CritiqueItem,
         IterationState,
-        TerminationReason,
         RefinementResult,
+        TerminationReason,
         charge_tokens,
         complete_round,
         end_if_all_failed,
         get_iteration_summary,
         initialize_iteration_state,
         note_review,
-        should_continue_iteration,
+        refine_until_done,
         start_new_round,
         terminate_iteration,
     )
@@ -63,13 +63,8 @@ class Deliberation:
         self._start(request)
         await self._stage1_collect_answers()
         await self._opening_review()
-        while True:
-            go_on, reason = should_continue_iteration(self.state)
-            if not go_on:
-                break
-            await self._refinement_round()
-        terminate_iteration(self.state, reason or TerminationReason.MAX_ROUNDS)
-        self._event(EventKind.TERMINATED, message=self.state.termination_reason)
+        reason = await refine_until_done(self.state, self._refinement_round)
+        self._event(EventKind.TERMINATED, message=reason)
         await self._stage3_synthesize()
         return self._finish()
 
@@ -97,7 +92,10 @@ class Deliberation:
         replies = await self._fan_out(
             Stage.ANSWER,
             0,
-            {model: prompts.answer_prompt(self.request.question, cap) for model in self.request.models},
+            {
+                model: prompts.answer_prompt(self.request.question, cap)
+                for model in self.request.models
+            },
         )
         self.record.stage1 = [
             Stage1Result(model=model, response=replies[model].content)
@@ -164,8 +162,12 @@ class Deliberation:
         pending = plan_refinements(self._answers, self._critiques, labels)
         note_review(self.state, self.record.aggregate_rankings if reviews else [], len(pending))
         if end_if_all_failed(self.state, [model in replies for model in calls]):
-            self._event(EventKind.NOTICE, stage=Stage.REVIEW, round=round_number,
-                        message="every review call failed: the loop ends (error_occurred)")
+            self._event(
+                EventKind.NOTICE,
+                stage=Stage.REVIEW,
+                round=round_number,
+                message="every review call failed: the loop ends (error_occurred)",
+            )
         self._update_details()
         return reviews
 
@@ -211,9 +213,13 @@ class Deliberation:
         self._answers = record_refinements(round_data, self._answers, results)
         self._report_refinements(n, results)
         if end_if_all_failed(self.state, [r.error is None for r in results]):
-            self._event(EventKind.NOTICE, stage=Stage.REFINE, round=n,
-                        message="every refinement failed: the loop ends (error_occurred); "
-                        "the chairman works from the last good answers")
+            self._event(
+                EventKind.NOTICE,
+                stage=Stage.REFINE,
+                round=n,
+                message="every refinement failed: the loop ends (error_occurred); "
+                "the chairman works from the last good answers",
+            )
         else:
             round_data.reviews = await self._stage2_collect_reviews(round_number=n)
         complete_round(
@@ -247,7 +253,9 @@ class Deliberation:
                 },
             )
 
-    def _round_complete(self, round_number: int, message: str, changed: list[str] | None = None) -> None:
+    def _round_complete(
+        self, round_number: int, message: str, changed: list[str] | None = None
+    ) -> None:
         self._event(
             EventKind.ROUND_COMPLETE,
             round=round_number,
@@ -364,7 +372,13 @@ class Deliberation:
                 error_type=getattr(cause, "type", None) or type(cause).__name__,
             )
             self.record.errors.append(error)
-            self._event(EventKind.MODEL_FAILED, stage=stage, round=round_number, model=model, message=error.message)
+            self._event(
+                EventKind.MODEL_FAILED,
+                stage=stage,
+                round=round_number,
+                model=model,
+                message=error.message,
+            )
             return None
         self.record.usage.record(model, stage, reply.usage)
         self.state.cost_usd = self.record.usage.cost_usd
@@ -460,12 +474,17 @@ class Deliberation:
             data={"models": models},
         )
         workflow.upsert_search_attributes(
-            [search_attributes.STAGE.value_set(stage.value), search_attributes.ROUND.value_set(round_number)]
+            [
+                search_attributes.STAGE.value_set(stage.value),
+                search_attributes.ROUND.value_set(round_number),
+            ]
         )
         self._update_details()
 
     def _event(self, kind: EventKind, **fields: Any) -> None:
-        self._events.append(ProgressEvent(seq=len(self._events), at=workflow.now(), kind=kind, **fields))
+        self._events.append(
+            ProgressEvent(seq=len(self._events), at=workflow.now(), kind=kind, **fields)
+        )
 
     def _update_details(self, finished: bool = False) -> None:
         if self._state is None or self._record is None:

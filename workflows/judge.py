@@ -39,13 +39,17 @@ class JudgeAnswers:
             result.replies.append(reply.content)
         return result
 
-    async def _grade(self, request: JudgeRequest, index: int, candidate: str) -> tuple[ModelReply | None, str]:
+    async def _grade(
+        self, request: JudgeRequest, index: int, candidate: str
+    ) -> tuple[ModelReply | None, str]:
         call = ModelCall(
             model=request.model,
             messages=judge_prompt(request.question, request.reference, candidate),
             max_response_bytes=MAX_RESPONSE_BYTES,
         )
-        summary = f"evaluation judge · {request.model} · reply {index + 1} of {len(request.candidates)}"
+        summary = (
+            f"evaluation judge · {request.model} · reply {index + 1} of {len(request.candidates)}"
+        )
         try:
             reply = await call_model(call, request.policy, summary)
         except ActivityError as err:

@@ -1,9 +1,39 @@
-"""Typed search attributes the deliberation sets, so runs can be found in the UI and CLI."""
+"""Typed search attributes the deliberation sets, so runs can be found in the UI and CLI,
+and registering them on a server that lacks them (the worker does at start)."""
 
-from temporalio.common import SearchAttributeKey
+from __future__ import annotations
+
+from temporalio.api.enums.v1 import IndexedValueType
+from temporalio.api.operatorservice.v1 import (
+    AddSearchAttributesRequest,
+    ListSearchAttributesRequest,
+)
+from temporalio.client import Client
+from temporalio.common import SearchAttributeIndexedValueType, SearchAttributeKey
 
 STAGE = SearchAttributeKey.for_keyword("CouncilStage")
 ROUND = SearchAttributeKey.for_int("CouncilRound")
 TERMINATION_REASON = SearchAttributeKey.for_keyword("CouncilTerminationReason")
 
 ALL = (STAGE, ROUND, TERMINATION_REASON)
+
+_INDEXED_TYPES = {
+    SearchAttributeIndexedValueType.KEYWORD: IndexedValueType.INDEXED_VALUE_TYPE_KEYWORD,
+    SearchAttributeIndexedValueType.INT: IndexedValueType.INDEXED_VALUE_TYPE_INT,
+}
+
+
+async def ensure_search_attributes(client: Client) -> list[str]:
+    """Register the search attributes the workflow sets, where the server lacks them."""
+    existing = await client.operator_service.list_search_attributes(
+        ListSearchAttributesRequest(namespace=client.namespace)
+    )
+    known = set(existing.custom_attributes) | set(existing.system_attributes)
+    missing = {
+        key.name: _INDEXED_TYPES[key.indexed_value_type] for key in ALL if key.name not in known
+    }
+    if missing:
+        await client.operator_service.add_search_attributes(
+            AddSearchAttributesRequest(namespace=client.namespace, search_attributes=missing)
+        )
+    return sorted(missing)

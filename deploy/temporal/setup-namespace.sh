@@ -17,15 +17,24 @@ if [ -n "$ipv4" ]; then
   export TEMPORAL_ADDRESS="$ipv4:$port"
 fi
 
-attempt=0
-until temporal operator cluster health >/dev/null 2>&1; do
-  attempt=$((attempt + 1))
-  if [ "$attempt" -ge 60 ]; then
-    echo "setup: the Temporal server at $TEMPORAL_ADDRESS is not healthy after 60 tries" >&2
-    exit 1
-  fi
-  sleep 2
-done
+# retry TRIES PAUSE WHAT COMMAND...: run COMMAND until it succeeds, TRIES times at most,
+# PAUSE seconds apart; then give up saying WHAT is not ready.
+retry() {
+  tries=$1 pause=$2 what=$3
+  shift 3
+  attempt=0
+  until "$@" >/dev/null 2>&1; do
+    attempt=$((attempt + 1))
+    if [ "$attempt" -ge "$tries" ]; then
+      echo "setup: $what after $tries tries" >&2
+      exit 1
+    fi
+    sleep "$pause"
+  done
+}
+
+retry 60 2 "the Temporal server at $TEMPORAL_ADDRESS is not healthy" \
+  temporal operator cluster health
 
 if temporal operator namespace describe --namespace "$NAMESPACE" >/dev/null 2>&1; then
   echo "setup: namespace $NAMESPACE exists"
@@ -35,15 +44,9 @@ else
 fi
 
 # A new namespace takes a few seconds to reach every frontend's cache.
-attempt=0
-until existing=$(temporal operator search-attribute list --namespace "$NAMESPACE" 2>/dev/null); do
-  attempt=$((attempt + 1))
-  if [ "$attempt" -ge 60 ]; then
-    echo "setup: namespace $NAMESPACE is not usable after 60 tries" >&2
-    exit 1
-  fi
-  sleep 1
-done
+retry 60 1 "namespace $NAMESPACE is not usable" \
+  temporal operator search-attribute list --namespace "$NAMESPACE"
+existing=$(temporal operator search-attribute list --namespace "$NAMESPACE")
 for attribute in $SEARCH_ATTRIBUTES; do
   name=${attribute%%=*}
   type=${attribute##*=}

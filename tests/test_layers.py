@@ -1,0 +1,139 @@
+"""The layers of the code: imports point down, and no module imports itself back.
+
+    council, grading                  pure: the protocol, problems and grading
+    activities                        I/O: the model call
+    workflows                         Temporal workflows (may name the activity they call)
+    app                               connecting to Temporal, payload codec, terminal output
+    simulator                         a fake provider: council and grading only
+    harness, evaluation, bench,
+    worker.py, starter.py, demo.py    what people run
+
+Every import counts: at the top, inside functions and under TYPE_CHECKING.
+"""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+from harness.processes import ROOT
+
+PACKAGES = (
+    "council",
+    "grading",
+    "activities",
+    "workflows",
+    "app",
+    "simulator",
+    "harness",
+    "evaluation",
+    "bench",
+)
+SCRIPTS = ("worker", "starter", "demo")
+BELOW = {
+    "council": set(),
+    "grading": {"council"},
+    "activities": {"council"},
+    "workflows": {"council", "grading", "activities"},
+    "app": {"council"},
+    "simulator": {"council", "grading"},
+    "harness": {"council", "app", "workflows", "simulator"},
+    "evaluation": {"council", "grading", "workflows", "app", "harness"},
+    "bench": {
+        "council",
+        "grading",
+        "activities",
+        "workflows",
+        "app",
+        "simulator",
+        "harness",
+        "worker",
+    },
+    "worker": {"council", "activities", "workflows", "app"},
+    "starter": {"council", "workflows", "app", "evaluation"},
+    "demo": {"harness"},
+}
+OURS = set(PACKAGES) | set(SCRIPTS)
+
+
+def modules() -> dict[str, Path]:
+    found = {name: ROOT / f"{name}.py" for name in SCRIPTS}
+    for package in PACKAGES:
+        for path in sorted((ROOT / package).rglob("*.py")):
+            parts = path.relative_to(ROOT).with_suffix("").parts
+            name = ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+            found[name] = path
+    return found
+
+
+def imports(name: str, path: Path, known: set[str]) -> set[str]:
+    """The modules of ours that this module imports (the longest known prefix)."""
+    found = set()
+    package = name if path.name == "__init__.py" else name.rpartition(".")[0]
+    for node in ast.walk(ast.parse(path.read_text(), str(path))):
+        targets: list[str] = []
+        if isinstance(node, ast.Import):
+            targets = [alias.name for alias in node.names]
+        elif isinstance(node, ast.ImportFrom):
+            base = node.module or ""
+            if node.level:
+                base = ".".join(
+                    package.split(".")[: len(package.split(".")) - node.level + 1] + [base]
+                ).strip(".")
+            targets = [f"{base}.{alias.name}" for alias in node.names] + [base]
+        for target in targets:
+            while target and target not in known:
+                target = target.rpartition(".")[0]
+            if target and target.split(".")[0] in OURS and target != name:
+                found.add(target)
+    return found
+
+
+def graph() -> dict[str, set[str]]:
+    found = modules()
+    return {name: imports(name, path, set(found)) for name, path in found.items()}
+
+
+def test_imports_point_down() -> None:
+    climbing = []
+    for module, targets in graph().items():
+        top = module.split(".")[0]
+        for target in targets:
+            other = target.split(".")[0]
+            if other != top and other not in BELOW[top]:
+                climbing.append(f"{module} -> {target}")
+    assert climbing == []
+
+
+def test_no_import_cycles() -> None:
+    edges = graph()
+    # A package's __init__ importing its own submodules is not a cycle of the design.
+    edges = {m: {t for t in ts if not m.startswith(t + ".")} for m, ts in edges.items()}
+    cycles = []
+    state: dict[str, int] = {}
+
+    def visit(node: str, path: list[str]) -> None:
+        state[node] = 1
+        for nxt in sorted(edges.get(node, ())):
+            if state.get(nxt) == 1:
+                cycles.append(
+                    " -> ".join(path[path.index(nxt) :] + [node, nxt])
+                    if nxt in path
+                    else f"{node} -> {nxt}"
+                )
+            elif nxt not in state:
+                visit(nxt, path + [node])
+        state[node] = 2
+
+    for node in sorted(edges):
+        if node not in state:
+            visit(node, [])
+    assert cycles == []
+
+
+def test_the_check_sees_a_climbing_import(tmp_path: Path) -> None:
+    """Control: an import from council into workflows is reported."""
+    path = tmp_path / "bad.py"
+    path.write_text("from workflows.deliberation import Deliberation\n")
+    found = imports("council.bad", path, set(modules()))
+    assert "workflows.deliberation" in found
