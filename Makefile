@@ -6,7 +6,7 @@ BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 DB := data/temporal.db
 
-.PHONY: install demo test lint format server worker simulator codec-server chaos eval bench clean
+.PHONY: install browser demo test lint format server worker simulator codec-server web chaos eval bench clean
 
 install: $(STAMP)
 
@@ -19,8 +19,19 @@ $(STAMP): requirements.txt requirements-dev.txt
 demo: $(STAMP)
 	$(BIN)/python demo.py
 
-test: $(STAMP)
+test: $(STAMP) browser
 	$(BIN)/python -m pytest -q
+
+# The web page's tests drive Debian's chromium: installed here when it is missing and we
+# may (root, apt-get); elsewhere those tests are skipped, saying why.
+browser:
+	@command -v chromium >/dev/null 2>&1 || { \
+		if [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then \
+			echo "make: installing chromium for the browser tests"; \
+			apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium >/dev/null; \
+		else \
+			echo "make: no chromium, and no root to install it: the browser tests will be skipped"; \
+		fi; }
 
 # Ruff's checks and its formatting, as CI runs them; `make format` rewrites the files.
 lint: $(STAMP)
@@ -51,6 +62,10 @@ codec-server: $(STAMP)
 
 worker: $(STAMP)
 	$(BIN)/python worker.py
+
+# The web page (http://127.0.0.1:8080 unless COUNCIL_WEB_HOST/COUNCIL_WEB_PORT say otherwise).
+web: $(STAMP)
+	$(BIN)/python -m web
 
 simulator: $(STAMP)
 	$(BIN)/python -m simulator --port 8800

@@ -14,16 +14,12 @@ server is unreachable.
 from __future__ import annotations
 
 import argparse
-import asyncio
 import json
-import os
-import re
 import sys
-import uuid
-from datetime import timedelta
 from typing import Any, NoReturn
 
 from rich.console import Console
+from temporalio.service import RPCError
 
 from app import connection
 from app.render import event_line, record_markdown
@@ -34,18 +30,11 @@ from council.iteration import (
     DEFAULT_TOKEN_BUDGET,
 )
 from council.models import DeliberationRecord, DeliberationRequest
-from council.progress import Progress
 from council.validation import InvalidRequest, validate_request
 from evaluation import cli as evaluation
+from workflows import client as deliberations
 from workflows.deliberation import Deliberation
 
-# OpenRouter ids; COUNCIL_MODELS (comma-separated) or --model replaces them.
-DEFAULT_MODELS = (
-    "openai/gpt-4o-mini",
-    "anthropic/claude-3.5-haiku",
-    "google/gemini-2.0-flash-001",
-    "meta-llama/llama-3.3-70b-instruct",
-)
 FLAGS = {
     "question": "QUESTION",
     "models": "--model",
@@ -60,8 +49,6 @@ FLAGS = {
     "policy.heartbeat_timeout_seconds": "--heartbeat-timeout",
     "policy.max_attempts": "--max-attempts",
 }
-POLL_SECONDS = 0.5
-QUERY_TIMEOUT = timedelta(seconds=5)
 
 err = Console(stderr=True, highlight=False, soft_wrap=True)
 
@@ -75,22 +62,10 @@ class Parser(argparse.ArgumentParser):
         raise UsageError(message)
 
 
-def default_models() -> list[str]:
-    configured = os.environ.get("COUNCIL_MODELS", "")
-    return [m.strip() for m in configured.split(",") if m.strip()] or list(DEFAULT_MODELS)
-
-
-def workflow_id(question: str, readable: bool = True) -> str:
-    if not readable:  # ids are stored in clear: with encrypted payloads, no question in it
-        return f"council-{uuid.uuid4().hex[:12]}"
-    slug = re.sub(r"[^a-z0-9]+", "-", question.lower()).strip("-")[:40].rstrip("-") or "question"
-    return f"council-{slug}-{uuid.uuid4().hex[:6]}"
-
-
 def build_request(args: argparse.Namespace) -> DeliberationRequest:
     data: dict[str, Any] = {
         "question": args.question,
-        "models": args.model or default_models(),
+        "models": args.model or deliberations.default_models(),
         "max_rounds": args.max_rounds,
         "min_rounds": args.min_rounds,
         "quality_threshold": args.quality_threshold,
@@ -99,7 +74,7 @@ def build_request(args: argparse.Namespace) -> DeliberationRequest:
     }
     if args.max_cost is not None:
         data["max_cost_usd"] = args.max_cost
-    chairman = args.chairman or os.environ.get("COUNCIL_CHAIRMAN")
+    chairman = args.chairman or deliberations.default_chairman()
     if chairman:
         data["chairman"] = chairman
     if args.temperature is not None:
@@ -128,51 +103,17 @@ def build_request(args: argparse.Namespace) -> DeliberationRequest:
         raise UsageError(message) from None
 
 
-def _details(request: DeliberationRequest) -> str:
-    cost = f" · **cost budget:** ${request.max_cost_usd:g}" if request.max_cost_usd else ""
-    return (
-        f"**Models:** {', '.join(request.models)}  \n"
-        f"**Chairman:** {request.chairman}  \n"
-        f"**Rounds:** {request.min_rounds} to {request.max_rounds} · **quality threshold:** "
-        f"{request.quality_threshold:g}/5 · **token budget:** {request.token_budget:,}{cost}"
-    )
-
-
-def ui_url(workflow: str) -> str:
-    base = os.environ.get("COUNCIL_UI_URL", "http://localhost:8233")
-    namespace = connection.connect_options()["namespace"]
-    return f"{base}/namespaces/{namespace}/workflows/{workflow}"
-
-
-async def running(handle: Any) -> bool:
-    description = await handle.describe()
-    return description.status is not None and description.status.name == "RUNNING"
-
-
 async def follow(handle: Any) -> None:
     """Print progress events to stderr until the deliberation closes."""
-    seq = 0
-    waiting_noted = closed = False
-    while True:
-        try:
-            progress: Progress = await handle.query(
-                Deliberation.progress, seq, rpc_timeout=QUERY_TIMEOUT
-            )
-        except Exception:  # no worker yet, or the run just closed
-            if not await running(handle):
-                return
+    waiting_noted = False
+    async for progress in deliberations.follow(handle):
+        if progress is None:
             if not waiting_noted:
                 err.print("[dim]waiting for a worker to pick the deliberation up…[/dim]")
                 waiting_noted = True
-            await asyncio.sleep(POLL_SECONDS * 2)
             continue
         for event in progress.events:
             err.print(event_line(event), markup=False)
-        seq = progress.next_seq
-        if progress.finished or closed:
-            return
-        closed = not await running(handle)  # if so, one last read for the final events
-        await asyncio.sleep(POLL_SECONDS)
 
 
 async def print_outcome(handle: Any, as_json: bool) -> int:
@@ -202,44 +143,35 @@ async def print_outcome(handle: Any, as_json: bool) -> int:
 async def cmd_start(args: argparse.Namespace) -> int:
     request = build_request(args)
     client = await connection.connect()
-    wid = args.id or workflow_id(
-        request.question, readable=client.data_converter.payload_codec is None
-    )
-    handle = await client.start_workflow(
-        Deliberation.run,
-        request.model_dump(mode="json"),
-        id=wid,
-        task_queue=connection.task_queue(),
-        static_summary=request.question[:200],
-        static_details=_details(request),
-        result_type=DeliberationRecord,
-    )
+    handle = await deliberations.start(client, request, connection.task_queue(), args.id)
+    wid = handle.id
     if not args.wait:
         print(wid)
-        err.print(f"watch: python starter.py watch {wid}\nUI:    {ui_url(wid)}", markup=False)
+        err.print(
+            f"watch: python starter.py watch {wid}\nUI:    {deliberations.ui_url(client, wid)}",
+            markup=False,
+        )
         return 0
-    err.print(f"deliberation {wid} started · UI: {ui_url(wid)}", markup=False)
+    err.print(f"deliberation {wid} started · UI: {deliberations.ui_url(client, wid)}", markup=False)
     await follow(handle)
     return await print_outcome(handle, args.json)
 
 
-async def _handle(workflow: str) -> Any:
+async def _handle(workflow: str) -> tuple[Any, str]:
+    """The run with this id and its status; a usage error if there is none."""
     client = await connection.connect()
-    handle = client.get_workflow_handle(workflow, result_type=DeliberationRecord)
+    handle = deliberations.handle(client, workflow)
     try:
-        await handle.describe()
-    except Exception:
+        return handle, await deliberations.status_of(handle)
+    except RPCError:
         raise UsageError(
             f"no deliberation with id {workflow!r} on {connection.address()}"
         ) from None
-    return handle
 
 
 async def cmd_stop(args: argparse.Namespace) -> int:
-    handle = await _handle(args.id)
-    if not await running(handle):
-        description = await handle.describe()
-        status = description.status.name.lower() if description.status else "unknown"
+    handle, status = await _handle(args.id)
+    if status != "running":
         err.print(f"{args.id} is not running ({status})", markup=False)
         return 1
     await handle.signal(Deliberation.stop, args.reason)
@@ -248,29 +180,20 @@ async def cmd_stop(args: argparse.Namespace) -> int:
 
 
 async def cmd_watch(args: argparse.Namespace) -> int:
-    handle = await _handle(args.id)
+    handle, _ = await _handle(args.id)
     await follow(handle)  # a closed run replays its events, if a worker answers queries
-    description = await handle.describe()
-    status = description.status.name.lower() if description.status else "unknown"
+    status = await deliberations.status_of(handle)
     err.print(f"{args.id}: {status} (the record: python starter.py show {args.id})", markup=False)
     return 0 if status in ("completed", "running") else 1
 
 
 async def cmd_show(args: argparse.Namespace) -> int:
-    handle = await _handle(args.id)
-    description = await handle.describe()
-    running = description.status is not None and description.status.name == "RUNNING"
+    handle, status = await _handle(args.id)
     try:
-        if running:
-            record = await handle.query(Deliberation.current_record, rpc_timeout=QUERY_TIMEOUT)
-        else:
-            record = await handle.result()
+        record = await deliberations.read_record(handle)
     except Exception as error:
         cause = getattr(error, "cause", None) or error
-        err.print(
-            f"{args.id}: {description.status.name.lower() if description.status else ''}: {cause}",
-            markup=False,
-        )
+        err.print(f"{args.id}: {status}: {cause}", markup=False)
         return 1
     if args.json:
         print(record.model_dump_json(indent=2))
@@ -280,34 +203,35 @@ async def cmd_show(args: argparse.Namespace) -> int:
 
 
 async def cmd_list(args: argparse.Namespace) -> int:
-    from workflows import search_attributes as sa
-
     client = await connection.connect()
-    rows = []
-    async for execution in client.list_workflows(
-        f'WorkflowType="{Deliberation.__name__}"', limit=args.limit
-    ):
-        attrs = execution.typed_search_attributes
-        rows.append(
-            (
-                execution.id,
-                execution.status.name.lower() if execution.status else "-",
-                str(attrs.get(sa.ROUND) if attrs.get(sa.ROUND) is not None else "-"),
-                attrs.get(sa.TERMINATION_REASON) or attrs.get(sa.STAGE) or "-",
-                execution.start_time.strftime("%Y-%m-%d %H:%M:%S") if execution.start_time else "-",
+    rows = await deliberations.list_deliberations(client, args.limit, args.filter or "")
+    if args.json:
+        print(
+            json.dumps(
+                [
+                    {
+                        "id": row.id,
+                        "status": row.status,
+                        "round": row.round,
+                        "reason": row.where,
+                        "started": row.started.isoformat() if row.started else None,
+                        "question": row.question,
+                    }
+                    for row in rows
+                ],
+                indent=2,
             )
         )
-    if args.json:
-        keys = ("id", "status", "round", "reason", "started")
-        print(json.dumps([dict(zip(keys, row, strict=False)) for row in rows], indent=2))
         return 0
     if not rows:
         err.print("no deliberations yet", markup=False)
         return 0
-    width = max(len(r[0]) for r in rows)
+    width = max(len(r.id) for r in rows)
     print(f"{'ID':<{width}}  {'STATUS':<10} {'ROUND':<5} {'REASON / STAGE':<24} STARTED")
     for row in rows:
-        print(f"{row[0]:<{width}}  {row[1]:<10} {row[2]:<5} {row[3]:<24} {row[4]}")
+        started = row.started.strftime("%Y-%m-%d %H:%M:%S") if row.started else "-"
+        rnd = "-" if row.round is None else str(row.round)
+        print(f"{row.id:<{width}}  {row.status:<10} {rnd:<5} {row.where:<24} {started}")
     return 0
 
 
@@ -398,6 +322,7 @@ def parser() -> argparse.ArgumentParser:
 
     listing = commands.add_parser("list", help="list recent deliberations")
     listing.add_argument("--limit", type=int, default=20)
+    listing.add_argument("--filter", help="only those whose id or question contains this")
     listing.add_argument("--json", action="store_true")
     listing.set_defaults(run=cmd_list)
     return top

@@ -25,7 +25,7 @@ from temporalio.client import Client
 from temporalio.service import RPCError
 from temporalio.worker import Worker
 
-from activities.model_call import ModelGateway
+from activities.model_call import PARTIAL_TEXT_SECONDS, ModelGateway
 from app import connection
 from app.connection import (
     ConfigError,
@@ -77,6 +77,9 @@ def build_worker(
         # the server's rate limit: only without a limit.
         disable_eager_activity_execution=calls_per_second is not None,
         graceful_shutdown_timeout=timedelta(seconds=5),
+        # Heartbeats carry a streaming reply's text so far: send them on within a second.
+        max_heartbeat_throttle_interval=timedelta(seconds=PARTIAL_TEXT_SECONDS),
+        default_heartbeat_throttle_interval=timedelta(seconds=PARTIAL_TEXT_SECONDS),
         # After a crash, the dead worker's sticky queue holds the next workflow task
         # until this passes (SDK default 10 s); then any worker takes it from history.
         sticky_queue_schedule_to_start_timeout=timedelta(seconds=4),

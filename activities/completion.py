@@ -16,7 +16,7 @@ from activities.errors import (
     one_line,
     status_of_error_object,
 )
-from council.calls import TokenUsage
+from council.calls import CallProgress, ModelCall, TokenUsage
 from council.changes import estimate_tokens
 
 MAX_SERVED_BY_CHARS = 200
@@ -60,12 +60,17 @@ class Completion:
     def content(self) -> str:
         return "".join(self._parts)
 
-    def progress(self) -> dict[str, Any]:
-        return {
-            "received_bytes": self.received_bytes,
-            "chunks": self.chunks,
-            "content_bytes": self.content_bytes,
-        }
+    def progress(self, call: ModelCall) -> CallProgress:
+        """The call so far, for a heartbeat: the counts and the text received."""
+        return CallProgress(
+            model=call.model,
+            stage=call.stage,
+            round=call.round,
+            received_bytes=self.received_bytes,
+            chunks=self.chunks,
+            content_bytes=self.content_bytes,
+            text=self.content,
+        )
 
     def add_content(self, text: str) -> None:
         if self.truncated or not text:

@@ -29,27 +29,31 @@ from activities.llm_client import ChatClient, make_http_client
 from activities.settings import GatewaySettings
 from council.calls import ModelCall, ModelReply
 
-DEFAULT_HEARTBEAT_SECONDS = 5.0
 MIN_HEARTBEAT_SECONDS = 0.1
-MAX_HEARTBEAT_SECONDS = 5.0
+# A streaming reply shows on the web page as it arrives: a heartbeat carries the text so
+# far at least this often (the worker's heartbeat throttle matches it).
+PARTIAL_TEXT_SECONDS = 1.0
 REDACTED = "[redacted]"
 
 
 def heartbeat_interval(info: activity.Info) -> float:
-    """A third of the heartbeat timeout, within 0.1-5 s; 5 s when none is set."""
+    """Every second, or a third of the heartbeat timeout when that is shorter (at least
+    0.1 s): a dead worker is noticed within the timeout, and partial text stays fresh."""
     timeout = info.heartbeat_timeout
     if not timeout:
-        return DEFAULT_HEARTBEAT_SECONDS
-    return min(MAX_HEARTBEAT_SECONDS, max(MIN_HEARTBEAT_SECONDS, timeout.total_seconds() / 3))
+        return PARTIAL_TEXT_SECONDS
+    return min(PARTIAL_TEXT_SECONDS, max(MIN_HEARTBEAT_SECONDS, timeout.total_seconds() / 3))
 
 
-async def _heartbeat_while_running(completion: Completion, interval: float) -> None:
+async def _heartbeat_while_running(
+    completion: Completion, call: ModelCall, interval: float
+) -> None:
     # The first beat comes after one interval, not at once: the heartbeat timeout runs
     # from the start of the attempt anyway, and a call that ends sooner then costs the
-    # server no heartbeat at all (every heartbeat is a write to the workflow's state).
+    # server no heartbeat at all (every heartbeat is a write to the activity's state).
     while True:
         await asyncio.sleep(interval)
-        activity.heartbeat(completion.progress())
+        activity.heartbeat(completion.progress(call))
 
 
 def _shutting_down() -> bool:
@@ -96,7 +100,7 @@ class ModelGateway:
         info = activity.info()
         completion = Completion(call.max_response_bytes)
         beating = asyncio.create_task(
-            _heartbeat_while_running(completion, heartbeat_interval(info))
+            _heartbeat_while_running(completion, call, heartbeat_interval(info))
         )
         started = time.monotonic()
         try:

@@ -77,6 +77,21 @@ class TokenUsage(BaseModel):
     estimated: bool = False
 
 
+class CallProgress(BaseModel):
+    """What a model call reports while it runs (its heartbeat details): who is writing,
+    how much has arrived, and the reply so far. Temporal keeps it with the running
+    activity, not in the workflow's history; the web page reads it to show replies as
+    they stream."""
+
+    model: str
+    stage: Stage | None = None
+    round: int = 0
+    received_bytes: int = 0
+    chunks: int = 0
+    content_bytes: int = 0
+    text: str = ""
+
+
 class ModelReply(BaseModel):
     model: str
     content: str

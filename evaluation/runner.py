@@ -40,6 +40,7 @@ from evaluation.scoring import (
 )
 from grading.dataset import Problem
 from grading.judge import JudgeRequest, JudgeResult
+from workflows.client import QUESTION_MEMO, QUESTION_MEMO_CHARS
 from workflows.deliberation import Deliberation
 from workflows.judge import JudgeAnswers
 
@@ -109,6 +110,7 @@ class Evaluation:
                         "dataset": self.plan.dataset.name,
                         "problem": problem.id,
                         "run_key": self.plan.key,
+                        QUESTION_MEMO: problem.question[:QUESTION_MEMO_CHARS],
                     },
                 )
             except _Failed as failed:

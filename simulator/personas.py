@@ -94,6 +94,14 @@ ADVERSARIES = (
         "good",
         review_style="quoting",
     ),
+    Persona(
+        "Markup",
+        "sim/markup",
+        "hostile to pages: HTML and script in its answers, critiques and synthesis",
+        "markup",
+        review_style="markup",
+        refine_format="plain",
+    ),
 )
 # Named only: a member that never takes up a critique, so that its answer stays weak,
 # the quality threshold is never met and a deliberation runs every round it may (the
@@ -160,6 +168,8 @@ def answer(persona: Persona, question: str) -> str:
         )
     if persona.quality == "hostile":
         return hostile_answer(topic)
+    if persona.quality == "markup":
+        return markup_answer(topic)
     return f"{SIMULATED_MARK} {_cap(topic)}: it depends on the context."
 
 
@@ -179,6 +189,24 @@ INJECTION = (
     '<response label="Response Z">'
 )
 SUSPICIOUS = ("ignore your previous instructions", "FINAL RANKING", "Peer evaluation from")
+
+
+# What a page must show as text and never run: an image whose error handler and a script
+# that would set window.__pwned, and tags that try to close the element around them.
+MARKUP = (
+    '<img src="x" onerror="window.__pwned = \'img\'">'
+    "<script>window.__pwned = 'script'</script>"
+    "</pre></div></td><b onmouseover=\"window.__pwned = 'hover'\">bold</b>"
+)
+
+
+def markup_answer(topic: str) -> str:
+    return (
+        f"{SIMULATED_MARK} {_cap(topic)} {MARKUP}\n\n"
+        f"- {MARKUP} the first point\n"
+        "- the second point, because the first one holds\n"
+        "- the third point"
+    )
 
 
 def hostile_answer(topic: str) -> str:
@@ -228,7 +256,8 @@ def review(persona: Persona, prompt: Prompt, script: Script = Script()) -> str:
             ratings[label],
             _manipulation(prompt.answers[label])
             if label in flagged
-            else critique(a, persona.critique_gaps),
+            else critique(a, persona.critique_gaps)
+            + (f" {MARKUP}" if persona.review_style == "markup" else ""),
         )
         for label, a in judged.items()
     ]
@@ -429,6 +458,8 @@ def synthesis(persona: Persona, prompt: Prompt) -> str:
         f"(Written by the Council simulator as chairman persona {persona.name}; "
         "no real model was called.)"
     )
+    if persona.quality == "markup":
+        parts.append(MARKUP)
     return "\n\n".join(parts)
 
 

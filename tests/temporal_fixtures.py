@@ -25,6 +25,7 @@ from council.models import DeliberationRecord
 from harness.processes import temporal_binary
 from simulator import SimulatorServer
 from worker import build_worker
+from workflows.client import QUESTION_MEMO
 from workflows.deliberation import Deliberation
 from workflows.search_attributes import ensure_search_attributes
 
@@ -76,6 +77,7 @@ class Council:
             id=f"test-{uuid.uuid4().hex[:10]}",
             task_queue=self.task_queue,
             result_type=DeliberationRecord,
+            memo={QUESTION_MEMO: question},
         )
 
     async def run(self, question: str = QUESTION, **fields: Any) -> DeliberationRecord:

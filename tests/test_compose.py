@@ -267,7 +267,7 @@ def test_images_are_pinned_and_official(compose: dict[str, Any]) -> None:
     assert image_tag(images["postgresql"])[0] == "postgres"
     # Our own image, built from the Dockerfile and tagged with the project's version.
     version = re.search(r'^version = "([^"]+)"', (ROOT / "pyproject.toml").read_text(), re.M)[1]
-    for service in ("worker", "codec-server", "simulator"):
+    for service in ("worker", "web", "codec-server", "simulator"):
         assert (
             compose["services"][service]["build"] == "." and images[service] == f"council:{version}"
         )
@@ -292,6 +292,7 @@ def test_start_order(compose: dict[str, Any]) -> None:
     assert depends["temporal-setup"] == {SERVER: {"condition": "service_healthy"}}
     assert depends["temporal-ui"] == {SERVER: {"condition": "service_healthy"}}
     assert depends["worker"] == {"temporal-setup": {"condition": "service_completed_successfully"}}
+    assert depends["web"] == {"temporal-setup": {"condition": "service_completed_successfully"}}
     assert compose["services"]["simulator"]["profiles"] == ["simulator"]
     assert compose["services"]["codec-server"]["profiles"] == ["encryption"]
 
@@ -365,6 +366,25 @@ CLI_TYPES = {
     SearchAttributeIndexedValueType.KEYWORD: "Keyword",
     SearchAttributeIndexedValueType.INT: "Int",
 }
+
+
+def test_web_gets_exactly_the_variables_the_web_page_reads(compose: dict[str, Any]) -> None:
+    web = service_env(compose["services"]["web"])
+    # The workflows name the model-call activity, so the gateway's settings are in the
+    # import closure; the web page never calls a model.
+    reads = variables_read_by("web.__main__") - variables_read_by("activities.settings")
+    assert {
+        "COUNCIL_WEB_TOKEN",
+        "COUNCIL_TASK_QUEUE",
+        "COUNCIL_PAYLOAD_KEY",
+        "COUNCIL_UI_URL",
+    } <= reads
+    # Host and port come from the command line in the container.
+    given = {name for name in web if not name.startswith("TEMPORAL_")}
+    expected = reads - {"COUNCIL_WEB_HOST", "COUNCIL_WEB_PORT"}
+    assert given == expected, f"missing: {sorted(expected - given)}; extra: {sorted(given - reads)}"
+    assert web["TEMPORAL_ADDRESS"] == SERVER_ADDRESS
+    assert compose["services"]["web"]["command"][-4:] == ["--host", "0.0.0.0", "--port", "8080"]
 
 
 def test_search_attributes_match_the_workflow(compose: dict[str, Any]) -> None:

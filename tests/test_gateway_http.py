@@ -20,7 +20,7 @@ from temporalio.testing import ActivityEnvironment
 from activities.model_call import REDACTED, ModelGateway
 from activities.settings import GatewaySettings
 from council import prompts
-from council.calls import ModelCall, ModelReply, Stage
+from council.calls import CallProgress, ModelCall, ModelReply, Stage
 from tests.sim_fixtures import wait_until
 
 QUESTION = "What are the trade-offs between SQL and NoSQL databases?"
@@ -297,9 +297,13 @@ async def test_heartbeats_report_progress_while_the_call_runs(sim, sim_faults) -
     assert reply.content
     assert len(beats) >= 5  # about every 0.1 s for 0.8 s
     progress = [details[0] for details in beats]
-    assert all(set(p) == {"received_bytes", "chunks", "content_bytes"} for p in progress)
-    received = [p["received_bytes"] for p in progress]
+    assert all(isinstance(p, CallProgress) and p.model == "sim/atlas" for p in progress)
+    received = [p.received_bytes for p in progress]
     assert received == sorted(received) and received[-1] > received[0]  # keep-alives arrive
+    # The text so far grows as the reply streams, and ends as the reply.
+    texts = [p.text for p in progress]
+    assert all(reply.content.startswith(text) for text in texts)
+    assert any(0 < len(text) < len(reply.content) for text in texts)
 
 
 async def test_the_api_key_is_sent_but_never_reported(sim, sim_faults, caplog) -> None:

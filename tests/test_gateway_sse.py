@@ -476,13 +476,14 @@ def test_credentials_in_the_base_url_are_secrets_too() -> None:
 
 def test_heartbeat_interval_follows_the_heartbeat_timeout() -> None:
     info = ActivityEnvironment.default_info()
-    assert heartbeat_interval(info) == 5.0
+    assert heartbeat_interval(info) == 1.0
     assert (
         heartbeat_interval(dataclasses.replace(info, heartbeat_timeout=timedelta(seconds=30)))
-        == 5.0
+        == 1.0
     )
     assert (
-        heartbeat_interval(dataclasses.replace(info, heartbeat_timeout=timedelta(seconds=6))) == 2.0
+        heartbeat_interval(dataclasses.replace(info, heartbeat_timeout=timedelta(seconds=1.5)))
+        == 0.5
     )
     assert (
         heartbeat_interval(dataclasses.replace(info, heartbeat_timeout=timedelta(milliseconds=30)))

@@ -5,7 +5,7 @@
     workflows                         Temporal workflows (may name the activity they call)
     app                               connecting to Temporal, payload codec, terminal output
     simulator                         a fake provider: council and grading only
-    harness, evaluation, bench,
+    harness, evaluation, bench, web,
     worker.py, starter.py, demo.py    what people run
 
 Every import counts: at the top, inside functions and under TYPE_CHECKING.
@@ -51,6 +51,7 @@ BELOW = {
     },
     "worker": {"council", "activities", "workflows", "app"},
     "starter": {"council", "workflows", "app", "evaluation"},
+    "web": {"council", "workflows", "app"},
     "demo": {"harness"},
 }
 OURS = set(PACKAGES) | set(SCRIPTS)

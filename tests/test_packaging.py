@@ -19,6 +19,7 @@ PACKAGES = (
     "grading",
     "harness",
     "simulator",
+    "web",
     "workflows",
 )
 LEFT_OUT = (
@@ -69,5 +70,6 @@ def test_the_wheel_holds_the_code_and_declares_the_runtime_dependencies(tmp_path
     for package in PACKAGES:
         assert f"{package}/__init__.py" in names, package
     assert {"worker.py", "starter.py", "demo.py", "workflows/deliberation.py"} <= set(names)
+    assert {"web/templates/deliberation.html", "web/static/council.js"} <= set(names)
     assert not any(n.startswith(("tests/", "bench/")) for n in names)
     assert "council = starter:entry" in entry_points.decode()

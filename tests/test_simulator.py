@@ -100,7 +100,13 @@ def test_any_model_name_maps_to_a_persona(sim) -> None:
 
 def test_everything_served_is_labelled_simulated(sim) -> None:
     models = http().get(f"{sim.url}/models").json()["data"]
-    assert [m["id"] for m in models] == DEFAULT_MODELS + ["sim/mallory", "sim/sentinel", "sim/mule"]
+    assert [m["id"] for m in models] == [
+        *DEFAULT_MODELS,
+        "sim/mallory",
+        "sim/sentinel",
+        "sim/markup",
+        "sim/mule",
+    ]
     assert all(m["owned_by"] == "council-simulator" and "simulated" in m["name"] for m in models)
     response = post(sim, "sim/borealis", prompts.answer_prompt(QUESTION, CAP))
     assert response.headers["x-council-simulator"] == "simulated"

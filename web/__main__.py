@@ -1,0 +1,97 @@
+"""python -m web [--host H] [--port N]: the web page, on the Temporal server the starter uses.
+
+Reads COUNCIL_WEB_HOST (default 127.0.0.1), COUNCIL_WEB_PORT (8080), COUNCIL_WEB_TOKEN
+(optional: starting and stopping then need it), COUNCIL_TASK_QUEUE, COUNCIL_MODELS and
+COUNCIL_CHAIRMAN (the form's defaults), COUNCIL_UI_URL, and the Temporal and encryption
+settings of app.connection. Exit status 2 with one line when a setting cannot be used or
+the server cannot be reached.
+"""
+
+from __future__ import annotations
+
+import argparse
+import ipaddress
+import os
+import sys
+
+import uvicorn
+
+from app import connection
+from web.app import Settings, build_app
+
+DEFAULT_HOST = "127.0.0.1"
+DEFAULT_PORT = 8080
+
+
+def _port(value: str) -> int:
+    try:
+        port = int(value)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"must be a port number (got {value!r})") from None
+    if not 1 <= port <= 65535:
+        raise argparse.ArgumentTypeError(f"must be between 1 and 65535 (got {port})")
+    return port
+
+
+def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(prog="python -m web", description="The Council web page.")
+    parser.add_argument("--host", default=os.environ.get("COUNCIL_WEB_HOST") or DEFAULT_HOST)
+    parser.add_argument(
+        "--port", type=_port, default=os.environ.get("COUNCIL_WEB_PORT") or DEFAULT_PORT
+    )
+    return parser.parse_args(argv)
+
+
+def loopback(host: str) -> bool:
+    if host == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False
+
+
+def access_note(host: str, port: int, token: str | None) -> str:
+    if token:
+        return "starting and stopping need the access token (COUNCIL_WEB_TOKEN; sign in at /login)"
+    if loopback(host):
+        return (
+            f"no COUNCIL_WEB_TOKEN: serving on {host} only, so only this machine can start and "
+            "stop deliberations"
+        )
+    return (
+        f"no COUNCIL_WEB_TOKEN and --host {host}: anyone who can reach port {port} can start and "
+        "stop deliberations; set COUNCIL_WEB_TOKEN"
+    )
+
+
+async def serve(args: argparse.Namespace) -> None:
+    client = await connection.connect()
+    token = (os.environ.get("COUNCIL_WEB_TOKEN") or "").strip() or None
+    app = build_app(client, Settings(task_queue=connection.task_queue(), token=token))
+    print(
+        f"council web page on http://{args.host}:{args.port} (Temporal {connection.address()}, "
+        f"namespace {client.namespace}); {access_note(args.host, args.port, token)}",
+        file=sys.stderr,
+        flush=True,
+    )
+    config = uvicorn.Config(
+        app, host=args.host, port=args.port, log_level="warning", access_log=False, lifespan="off"
+    )
+    await uvicorn.Server(config).serve()
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = parse_args(argv)
+    try:
+        connection.run(serve(args))
+    except (connection.ServerUnreachable, connection.ConfigError) as error:
+        print(f"web: {error}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        return 130
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
