@@ -1,10 +1,13 @@
 """The Council command line: start, stop, watch, show and list deliberations.
 
     python starter.py start "QUESTION" [--model M]... [--wait] [--json]
+    python starter.py start "QUESTION" --follow-up ID [--context-tokens N]
+    python starter.py extend ID --rounds N
+    python starter.py critique ID --model M "TEXT"
     python starter.py stop ID [--reason TEXT]
     python starter.py watch ID
     python starter.py show ID [--json | --markdown]
-    python starter.py list
+    python starter.py list [--filter TEXT | --thread ID]
     python starter.py eval DATASET.jsonl [--concurrency N] [--limit N] [--out DIR] [--judge M]
 
 Exit status: 0 done, 1 the deliberation (for eval: any problem's) failed, 2 bad input or the
@@ -19,6 +22,7 @@ import sys
 from typing import Any, NoReturn
 
 from rich.console import Console
+from temporalio.client import WorkflowUpdateFailedError
 from temporalio.service import RPCError
 
 from app import connection
@@ -30,6 +34,8 @@ from council.iteration import (
     DEFAULT_TOKEN_BUDGET,
 )
 from council.models import DeliberationRecord, DeliberationRequest
+from council.steering import HumanCritique, rounds_problem, text_problem
+from council.thread import DEFAULT_CONTEXT_TOKENS
 from council.validation import InvalidRequest, validate_request
 from evaluation import cli as evaluation
 from workflows import client as deliberations
@@ -44,6 +50,7 @@ FLAGS = {
     "quality_threshold": "--quality-threshold",
     "token_budget": "--token-budget",
     "max_cost_usd": "--max-cost",
+    "context_tokens": "--context-tokens",
     "temperature": "--temperature",
     "policy.call_timeout_seconds": "--call-timeout",
     "policy.heartbeat_timeout_seconds": "--heartbeat-timeout",
@@ -74,6 +81,8 @@ def build_request(args: argparse.Namespace) -> DeliberationRequest:
     }
     if args.max_cost is not None:
         data["max_cost_usd"] = args.max_cost
+    if getattr(args, "context_tokens", None) is not None:
+        data["context_tokens"] = args.context_tokens
     chairman = args.chairman or deliberations.default_chairman()
     if chairman:
         data["chairman"] = chairman
@@ -143,6 +152,11 @@ async def print_outcome(handle: Any, as_json: bool) -> int:
 async def cmd_start(args: argparse.Namespace) -> int:
     request = build_request(args)
     client = await connection.connect()
+    if args.follow_up:
+        try:
+            request = await deliberations.follow_up(client, request, args.follow_up)
+        except deliberations.FollowUpError as error:
+            raise UsageError(str(error)) from None
     handle = await deliberations.start(client, request, connection.task_queue(), args.id)
     wid = handle.id
     if not args.wait:
@@ -204,7 +218,10 @@ async def cmd_show(args: argparse.Namespace) -> int:
 
 async def cmd_list(args: argparse.Namespace) -> int:
     client = await connection.connect()
-    rows = await deliberations.list_deliberations(client, args.limit, args.filter or "")
+    if args.thread:
+        rows = await deliberations.list_thread(client, args.thread)
+    else:
+        rows = await deliberations.list_deliberations(client, args.limit, args.filter or "")
     if args.json:
         print(
             json.dumps(
@@ -232,6 +249,37 @@ async def cmd_list(args: argparse.Namespace) -> int:
         started = row.started.strftime("%Y-%m-%d %H:%M:%S") if row.started else "-"
         rnd = "-" if row.round is None else str(row.round)
         print(f"{row.id:<{width}}  {row.status:<10} {rnd:<5} {row.where:<24} {started}")
+    return 0
+
+
+async def _update(workflow: str, update: Any, argument: Any) -> Any:
+    """An update to a running deliberation; a usage error when it is refused."""
+    handle, status = await _handle(workflow)
+    if status != "running":
+        raise UsageError(f"{workflow} is not running ({status}): its loop cannot be steered")
+    try:
+        return await handle.execute_update(update, argument)
+    except WorkflowUpdateFailedError as failed:
+        cause = failed.cause
+        raise UsageError(getattr(cause, "message", None) or str(cause)) from None
+
+
+async def cmd_extend(args: argparse.Namespace) -> int:
+    problem = rounds_problem(args.rounds)
+    if problem:
+        raise UsageError(f"--rounds: {problem}")
+    rounds = await _update(args.id, Deliberation.set_max_rounds, args.rounds)
+    print(rounds)
+    err.print(f"{args.id}: the maximum is now {rounds} refinement round(s)", markup=False)
+    return 0
+
+
+async def cmd_critique(args: argparse.Namespace) -> int:
+    problem = text_problem(args.text)
+    if problem:
+        raise UsageError(problem)
+    critique = HumanCritique(model=args.model, text=args.text)
+    print(await _update(args.id, Deliberation.add_critique, critique))
     return 0
 
 
@@ -292,6 +340,14 @@ def parser() -> argparse.ArgumentParser:
     start.add_argument("question")
     start.add_argument("--id", help="workflow id (default: council-<question>-<random>)")
     council_options(start)
+    start.add_argument(
+        "--follow-up", metavar="ID", help="ask in the thread of this completed deliberation"
+    )
+    start.add_argument(
+        "--context-tokens",
+        type=int,
+        help=f"the earlier turns a follow-up carries, in tokens (default {DEFAULT_CONTEXT_TOKENS})",
+    )
     start.add_argument("--wait", action="store_true", help="follow progress and print the answer")
     start.add_argument("--json", action="store_true", help="with --wait: print the record as JSON")
     start.set_defaults(run=cmd_start)
@@ -300,6 +356,21 @@ def parser() -> argparse.ArgumentParser:
     stop.add_argument("id")
     stop.add_argument("--reason")
     stop.set_defaults(run=cmd_stop)
+
+    extend = commands.add_parser(
+        "extend", help="set a running deliberation's maximum rounds (raise or lower)"
+    )
+    extend.add_argument("id")
+    extend.add_argument("--rounds", type=int, required=True, help="the new maximum, 1 to 5")
+    extend.set_defaults(run=cmd_extend)
+
+    critique = commands.add_parser(
+        "critique", help="add your critique of a model's answer for the next round"
+    )
+    critique.add_argument("id")
+    critique.add_argument("--model", required=True, help="the model whose answer it is about")
+    critique.add_argument("text")
+    critique.set_defaults(run=cmd_critique)
 
     watch = commands.add_parser("watch", help="stream a deliberation's progress")
     watch.add_argument("id")
@@ -323,6 +394,7 @@ def parser() -> argparse.ArgumentParser:
     listing = commands.add_parser("list", help="list recent deliberations")
     listing.add_argument("--limit", type=int, default=20)
     listing.add_argument("--filter", help="only those whose id or question contains this")
+    listing.add_argument("--thread", metavar="ID", help="a thread's deliberations, oldest first")
     listing.add_argument("--json", action="store_true")
     listing.set_defaults(run=cmd_list)
     return top

@@ -34,6 +34,7 @@ from app.connection import (
     encryption_note,
     task_queue,
 )
+from workflows import search_attributes
 from workflows.deliberation import Deliberation
 from workflows.judge import JudgeAnswers
 from workflows.search_attributes import ensure_search_attributes
@@ -93,9 +94,9 @@ async def run() -> None:
         added = await ensure_search_attributes(client)
     except RPCError as err:  # e.g. Temporal Cloud, or a key without operator rights
         log.warning(
-            "could not check or register the search attributes CouncilStage, CouncilRound and "
-            "CouncilTerminationReason on namespace %s (%s): an operator must register them "
-            "(docs/deployment.md)",
+            "could not check or register the search attributes %s on namespace %s (%s): an "
+            "operator must register them (docs/deployment.md)",
+            ", ".join(key.name for key in search_attributes.ALL),
             client.namespace,
             err.message,
         )

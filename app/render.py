@@ -114,6 +114,27 @@ def record_markdown(record: DeliberationRecord) -> str:
         f"**Usage:** {_usage_line(record)}",
         "",
     ]
+    if record.follow_up_of and record.context:
+        context = record.context
+        dropped = f"; left out: {', '.join(context.dropped)}" if context.dropped else ""
+        cut = "; the last answer cut to fit" if context.cut else ""
+        out += [
+            f"**Follow-up of** `{record.follow_up_of}` in thread `{record.thread_id}`: "
+            f"{len(context.turns)} earlier turn(s) in the prompts ({context.tokens} of "
+            f"{context.max_tokens} tokens){dropped}{cut}",
+            "",
+        ]
+    for action in record.steering:
+        if action.kind == "max_rounds":
+            what = f"set the maximum rounds to {action.max_rounds}"
+        else:
+            where = (
+                f"handed over in round {action.delivered_in_round}"
+                if action.delivered_in_round
+                else "never handed over"
+            )
+            what = f"added a critique of {action.model} ({where}): {action.text}"
+        out += [f"**Steering** (during round {action.during_round}): the user {what}", ""]
     if record.stage3:
         out += [
             f"## Final answer (chairman: {record.stage3.model})",

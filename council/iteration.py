@@ -14,6 +14,9 @@ the first one named is the reason reported:
 5. the reported cost passed 90 % of the cost budget
 6. no answer changed significantly in the last round (only once min_rounds have run)
 7. the latest review gave no model a critique to refine from
+
+A critique from the user waiting for the next round sets aside rules 2, 6 and 7: the
+user asked for another round, which then runs unless a limit (1, 3, 4, 5) holds.
 """
 
 from __future__ import annotations
@@ -63,6 +66,7 @@ class CritiqueItem(BaseModel):
     critique_text: str
     severity: str = "medium"  # high, medium, low
     rating: float | None = None
+    from_user: bool = False  # the user's own critique (an Update), not a peer's
 
 
 class RejectedCritique(BaseModel):
@@ -131,6 +135,8 @@ class IterationState(BaseModel):
     lowest_ratings: dict[str, float] = Field(default_factory=dict)
     # How many models the latest review gave critiques to (None: not known yet).
     critiques_pending: int | None = None
+    # Critiques from the user waiting for the next round: they keep the loop going.
+    human_critiques_pending: int = 0
 
 
 class IterationConfig(BaseModel):
@@ -194,8 +200,9 @@ def should_continue_iteration(
         return False, None
     if state.terminated:
         return False, state.termination_reason
-    minimum_done = state.current_round >= state.min_rounds
-    if minimum_done and quality_threshold_met(state):
+    # Nothing left to do ends the loop only when the user has not asked for more.
+    settled = state.current_round >= state.min_rounds and not state.human_critiques_pending
+    if settled and quality_threshold_met(state):
         return False, TerminationReason.QUALITY_THRESHOLD_MET
     if state.current_round >= state.max_rounds:
         return False, TerminationReason.MAX_ROUNDS
@@ -204,13 +211,13 @@ def should_continue_iteration(
     if over_budget(state.cost_usd, state.max_cost_usd):
         return False, TerminationReason.COST_LIMIT
     if (
-        minimum_done
+        settled
         and state.stop_on_convergence
         and state.rounds
         and not state.rounds[-1].models_that_changed
     ):
         return False, TerminationReason.CONVERGENCE
-    if state.critiques_pending == 0:
+    if state.critiques_pending == 0 and not state.human_critiques_pending:
         return False, TerminationReason.NO_CHANGES
     return True, None
 

@@ -23,6 +23,7 @@ MIN_THRESHOLD = 0.0
 MAX_THRESHOLD = 5.0
 MAX_TOKEN_BUDGET = 100_000_000
 MAX_COST_USD = 10_000.0
+MAX_THREAD_TURNS = 100
 
 # One reviewer's critique of one answer, as extracted from its review.
 MAX_CRITIQUE_CHARS = 600

@@ -36,6 +36,15 @@ from council.stages import (
     Stage2Result,
     Stage3Result,
 )
+from council.steering import SteeringAction
+from council.thread import (
+    DEFAULT_CONTEXT_TOKENS,
+    MAX_CONTEXT_TOKENS,
+    ContextSummary,
+    ThreadContext,
+    Turn,
+    fit_context,
+)
 
 MODEL_ID = re.compile(r"^[A-Za-z0-9][\w.\-/:@+]*$")
 
@@ -99,6 +108,14 @@ class DeliberationRequest(BaseModel):
     criteria: EvaluationCriteria | None = None
     temperature: float | None = Field(default=None, ge=0, le=2)
     policy: CallPolicy = Field(default_factory=CallPolicy)
+    # A follow-up: the deliberation it follows, the thread's first one, and the thread's
+    # earlier turns (oldest first), of which the prompts carry at most context_tokens.
+    follow_up_of: str | None = None
+    thread_id: str | None = None
+    history: list[Turn] = Field(default_factory=list, max_length=limits.MAX_THREAD_TURNS)
+    # Earlier turns the client left out (the oldest, which could not fit anyway).
+    dropped_turns: list[str] = Field(default_factory=list)
+    context_tokens: int = Field(default=DEFAULT_CONTEXT_TOKENS, ge=0, le=MAX_CONTEXT_TOKENS)
 
     @field_validator("models")
     @classmethod
@@ -130,6 +147,19 @@ class DeliberationRequest(BaseModel):
             self.chairman = self.models[0]
         return self
 
+    @model_validator(mode="after")
+    def _thread(self) -> DeliberationRequest:
+        if (self.history or self.thread_id or self.dropped_turns) and not self.follow_up_of:
+            raise ValueError("history and thread_id come with follow_up_of (a follow-up)")
+        if self.follow_up_of and not self.thread_id:
+            self.thread_id = self.follow_up_of
+        return self
+
+    def context(self) -> ThreadContext:
+        """The earlier turns the prompts carry: the newest that fit in context_tokens."""
+        fitted = fit_context(self.history, self.context_tokens)
+        return fitted.model_copy(update={"dropped": [*self.dropped_turns, *fitted.dropped]})
+
     def iteration_config(self) -> IterationConfig:
         return IterationConfig(
             enabled=True,
@@ -143,7 +173,9 @@ class DeliberationRequest(BaseModel):
 
     @property
     def response_byte_cap(self) -> int:
-        return limits.response_byte_cap(len(self.models), self.max_rounds)
+        """The largest reply of this run: small enough that the record fits even when the
+        user raises the maximum rounds to the limit while the run goes on."""
+        return limits.response_byte_cap(len(self.models), limits.MAX_ROUNDS)
 
     def model_call(
         self, stage: Stage, round_number: int, model: str, messages: list[ChatMessage]
@@ -263,6 +295,10 @@ class DeliberationRecord(BaseModel):
     stop_reason: str | None = None
     started_at: datetime | None = None
     completed_at: datetime | None = None
+    follow_up_of: str | None = None
+    thread_id: str | None = None
+    context: ContextSummary | None = None
+    steering: list[SteeringAction] = Field(default_factory=list)
 
     @model_serializer(mode="wrap")
     def _omit_absent_stage2_5(self, handler: Any) -> dict[str, Any]:

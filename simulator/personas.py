@@ -460,6 +460,8 @@ def synthesis(persona: Persona, prompt: Prompt) -> str:
     )
     if persona.quality == "markup":
         parts.append(MARKUP)
+    if persona.quality == "hostile":
+        parts.append(INJECTION)
     return "\n\n".join(parts)
 
 

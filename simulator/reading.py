@@ -10,7 +10,15 @@ import re
 from dataclasses import dataclass, field
 
 from council.calls import Stage
-from council.prompts import CHAIRMAN_OPENING, REFINE_OPENING, REVIEW_OPENING
+from council.prompts import (
+    CHAIRMAN_OPENING,
+    CONTEXT_OPENING,
+    FOLLOW_UP_HEADER,
+    REFINE_OPENING,
+    REVIEW_OPENING,
+    USER_CRITIQUE_HEADER,
+)
+from council.steering import USER
 
 _LENGTH_NOTE = re.compile(r"\s*\(Keep your reply under about [\d,]+ words\.\)\s*$")
 _REVIEW_QUESTION = re.compile(
@@ -27,11 +35,17 @@ _ANSWER_FRAME = re.compile(
     r'<answer model="([^"]*)" standing="([^"]*)">\n(.*?)\n</answer>', re.DOTALL
 )
 _FEEDBACK = re.compile(r"PEER FEEDBACK:\n(.*?)\n\n---\n", re.DOTALL)
-_PEER = re.compile(
-    r"^Peer evaluation from (.+?)(?: \(rated your answer ([\d.]+)/5\))?:$", re.MULTILINE
+# A peer's critique, or the user's.
+_HEAD = re.compile(
+    r"^(?:Peer evaluation from (.+?)(?: \(rated your answer ([\d.]+)/5\))?:|"
+    + re.escape(USER_CRITIQUE_HEADER)
+    + r")$",
+    re.MULTILINE,
 )
 _RATING_LINE = re.compile(r"^\s*Rating of your answer: ([\d.]+)/5\s*\n?")
 _MEAN_RATING = re.compile(r"mean peer rating ([\d.]+)/5")
+# A follow-up's conversation so far: read past it, never as the question.
+_CONVERSATION = re.compile(r"<conversation>\n.*?\n</conversation>\n\n", re.DOTALL)
 
 
 @dataclass
@@ -93,6 +107,7 @@ def _question(pattern: re.Pattern[str], text: str) -> str:
 
 
 def read_prompt(text: str) -> Prompt:
+    text = _CONVERSATION.sub("", text, count=1)
     stage = detect_stage(text)
     if stage is Stage.REVIEW:
         return Prompt(
@@ -116,7 +131,10 @@ def read_prompt(text: str) -> Prompt:
                 ChairmanAnswer(m.group(1), m.group(3), float(rating.group(1)) if rating else None)
             )
         return Prompt(stage=stage, question=_question(_CHAIRMAN_QUESTION, text), council=council)
-    return Prompt(stage=stage, question=_LENGTH_NOTE.sub("", text).strip())
+    question = _LENGTH_NOTE.sub("", text).strip()
+    if question.startswith(CONTEXT_OPENING):
+        question = question.partition(FOLLOW_UP_HEADER)[2].strip() or question
+    return Prompt(stage=stage, question=question)
 
 
 def _critiques(text: str) -> list[Critique]:
@@ -124,7 +142,7 @@ def _critiques(text: str) -> list[Critique]:
     if not section:
         return []
     body = section.group(1)
-    heads = list(_PEER.finditer(body))
+    heads = list(_HEAD.finditer(body))
     critiques = []
     for i, head in enumerate(heads):
         end = heads[i + 1].start() if i + 1 < len(heads) else len(body)
@@ -133,5 +151,5 @@ def _critiques(text: str) -> list[Critique]:
         line = _RATING_LINE.match(text)
         if line:
             rating, text = float(line.group(1)), text[line.end() :].strip()
-        critiques.append(Critique(head.group(1), text, rating))
+        critiques.append(Critique(head.group(1) or USER, text, rating))
     return critiques

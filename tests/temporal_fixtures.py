@@ -8,8 +8,12 @@
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
+import os
+import sys
 import uuid
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
 from typing import Any
@@ -21,10 +25,14 @@ from temporalio.testing import WorkflowEnvironment
 
 from activities.model_call import ModelGateway
 from activities.settings import GatewaySettings
+from council.calls import ModelCall, Stage
 from council.models import DeliberationRecord
-from harness.processes import temporal_binary
+from council.progress import EventKind, ProgressEvent
+from council.validation import validate_request
+from harness.processes import ROOT, temporal_binary
 from simulator import SimulatorServer
 from worker import build_worker
+from workflows import client as deliberations
 from workflows.client import QUESTION_MEMO
 from workflows.deliberation import Deliberation
 from workflows.search_attributes import ensure_search_attributes
@@ -85,6 +93,18 @@ class Council:
         return await handle.result()
 
 
+async def model_calls(handle: WorkflowHandle) -> list[ModelCall]:
+    """Every model call the run scheduled, as the workflow built it (from its history)."""
+    converter = pydantic_data_converter.payload_converter
+    calls = []
+    async for event in handle.fetch_history_events():
+        attrs = event.activity_task_scheduled_event_attributes
+        if attrs.activity_type.name == ModelGateway.call_model.__name__:
+            [payload] = attrs.input.payloads
+            calls.append(converter.from_payload(payload, ModelCall))
+    return calls
+
+
 @asynccontextmanager
 async def council_worker(client: Client, sim: SimulatorServer) -> AsyncIterator[Council]:
     queue = f"council-test-{uuid.uuid4().hex[:8]}"
@@ -94,6 +114,63 @@ async def council_worker(client: Client, sim: SimulatorServer) -> AsyncIterator[
             yield Council(client, queue, sim)
     finally:
         await gateway.aclose()
+
+
+async def until(
+    handle: WorkflowHandle, happened: Callable[[ProgressEvent], bool], timeout: float = 30
+) -> None:
+    """Wait until the run reports an event that matches."""
+    deadline = asyncio.get_running_loop().time() + timeout
+    while True:
+        with contextlib.suppress(Exception):
+            progress = await handle.query(Deliberation.progress, 0)
+            if any(happened(event) for event in progress.events):
+                return
+        assert asyncio.get_running_loop().time() < deadline, "the event never came"
+        await asyncio.sleep(0.05)
+
+
+def stage_started(stage: Stage, round_number: int = 0) -> Callable[[ProgressEvent], bool]:
+    return lambda e: (e.kind, e.stage, e.round) == (EventKind.STAGE_START, stage, round_number)
+
+
+async def ask(
+    council: Council, question: str, follow_up_of: str | None = None, **fields: Any
+) -> tuple[DeliberationRecord, WorkflowHandle]:
+    """A deliberation of one round started as the CLI starts one (the production client
+    code: a follow-up of `follow_up_of`, when given), and its record."""
+    wanted = validate_request(request(question, max_rounds=1, **fields))
+    if follow_up_of:
+        wanted = await deliberations.follow_up(council.client, wanted, follow_up_of)
+    handle = await deliberations.start(council.client, wanted, council.task_queue)
+    return await handle.result(), handle
+
+
+async def starter(
+    *args: str, env: dict[str, str] | None = None, timeout: float = 60
+) -> tuple[int, str, str]:
+    """`python starter.py ARGS...` as a user runs it: (exit status, stdout, stderr)."""
+    process = await asyncio.create_subprocess_exec(
+        sys.executable,
+        "starter.py",
+        *args,
+        cwd=ROOT,
+        env={**os.environ, **(env or {})},
+        stdout=asyncio.subprocess.PIPE,
+        stderr=asyncio.subprocess.PIPE,
+    )
+    out, err = await asyncio.wait_for(process.communicate(), timeout)
+    return process.returncode, out.decode(), err.decode()
+
+
+@pytest.fixture
+def cli_env(council: Council, temporal: WorkflowEnvironment) -> dict[str, str]:
+    """The environment that points starter.py at the test's server and worker."""
+    return {
+        "TEMPORAL_ADDRESS": temporal_address(temporal),
+        "COUNCIL_TASK_QUEUE": council.task_queue,
+        "COUNCIL_MODELS": ",".join(FOUR_MODELS),
+    }
 
 
 @pytest.fixture

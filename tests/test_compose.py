@@ -394,6 +394,7 @@ def test_search_attributes_match_the_workflow(compose: dict[str, Any]) -> None:
         "CouncilStage": "Keyword",
         "CouncilRound": "Int",
         "CouncilTerminationReason": "Keyword",
+        "CouncilThread": "Keyword",
     }
 
 

@@ -288,8 +288,10 @@ def test_every_setting_that_can_change_an_answer_changes_the_run_key(bundled) ->
     from council.validation import validate_request
     from evaluation.plan import KEY_SETTINGS, run_key
 
-    # Only the question (each problem sets its own) and the call policy are left out.
-    assert set(DeliberationRequest.model_fields) - {"question", "policy"} == KEY_SETTINGS
+    # Left out: the question (each problem sets its own), the call policy, and the thread
+    # fields (a dataset's problems are never follow-ups).
+    thread = {"follow_up_of", "thread_id", "history", "dropped_turns", "context_tokens"}
+    assert set(DeliberationRequest.model_fields) - {"question", "policy", *thread} == KEY_SETTINGS
     base = {"question": "q", "models": ["sim/atlas", "sim/borealis"]}
     keys = {
         run_key(bundled, validate_request({**base, **change}))

@@ -2,42 +2,13 @@
 
 from __future__ import annotations
 
-import asyncio
 import json
-import os
-import sys
 
 import pytest
 
 from council.models import DeliberationRecord
-from harness.processes import ROOT
 from tests.sim_fixtures import wait_until
-from tests.temporal_fixtures import FOUR_MODELS, Council, temporal_address
-
-
-async def starter(
-    *args: str, env: dict[str, str] | None = None, timeout: float = 60
-) -> tuple[int, str, str]:
-    process = await asyncio.create_subprocess_exec(
-        sys.executable,
-        "starter.py",
-        *args,
-        cwd=ROOT,
-        env={**os.environ, **(env or {})},
-        stdout=asyncio.subprocess.PIPE,
-        stderr=asyncio.subprocess.PIPE,
-    )
-    out, err = await asyncio.wait_for(process.communicate(), timeout)
-    return process.returncode, out.decode(), err.decode()
-
-
-@pytest.fixture
-def cli_env(council: Council, temporal) -> dict[str, str]:
-    return {
-        "TEMPORAL_ADDRESS": temporal_address(temporal),
-        "COUNCIL_TASK_QUEUE": council.task_queue,
-        "COUNCIL_MODELS": ",".join(FOUR_MODELS),
-    }
+from tests.temporal_fixtures import Council, starter
 
 
 @pytest.mark.parametrize(

@@ -13,10 +13,11 @@ from typing import Any
 import httpx
 from temporalio.api.enums.v1 import EventType
 
+from council.calls import Stage
 from council.models import DeliberationRecord
 from harness.processes import ROOT
 from simulator.personas import MARKUP, answer, persona_for
-from tests.temporal_fixtures import FOUR_MODELS, Council
+from tests.temporal_fixtures import FOUR_MODELS, Council, ask, stage_started, until
 from tests.web_fixtures import WEB_TOKEN, WebServer
 
 HOSTILE = ["sim/atlas", "sim/borealis", "sim/cirrus", "sim/markup"]
@@ -275,3 +276,42 @@ async def test_partial_text_costs_the_history_nothing(council: Council) -> None:
     print(f"\nhistory without workflow tasks: at once {sizes[0.0]}, streamed {sizes[1.5]}")
     assert slow_events == fast_events
     assert abs(slow_bytes - fast_bytes) < 0.01 * fast_bytes, sizes
+
+
+async def test_a_follow_up_more_rounds_and_a_critique_from_the_page(
+    web: WebServer, page: Any, council: Council
+) -> None:
+    first, _ = await ask(council, "Is Rust hard to learn?")
+    await page.goto(f"{web.url}/deliberations/{first.id}")
+    await page.fill("#follow-up-question", "And Go?")
+    await page.click("#follow-up-button")
+    await page.wait_for_url(re.compile(r"/deliberations/council-and-go"))
+    await wait_for_status(page, "completed")
+    conversation = page.locator("#conversation .turn")
+    assert await conversation.count() == 1
+    assert await conversation.locator("h3").text_content() == first.query
+    assert "carried 1 earlier turn(s)" in await text_of(page, "#context")
+
+    # A running deliberation: one more round, and a critique for the next one.
+    council.sim.set_faults({"*": {"latency": 0.8}})
+    handle = await council.start(max_rounds=1, quality_threshold=5, stop_on_convergence=False)
+    await until(handle, stage_started(Stage.REVIEW))
+    await page.goto(f"{web.url}/deliberations/{handle.id}")
+    await page.click("#more-rounds-button")
+    assert await text_of(page, "#note") == "the maximum is now 2 refinement round(s)"
+    await page.select_option("#critique-model", "sim/drift")
+    await page.fill("#critique-text", "Name one database that does <b>not</b> fit.")
+    await page.click("#critique-button")
+    assert "a critique from the user for sim/drift waits" in await text_of(page, "#note")
+    await page.fill("#critique-text", "")
+    await page.click("#critique-button")
+    assert await text_of(page, "#refused") == "the critique is empty"
+    await wait_for_status(page, "completed")
+    record = await handle.result()
+    assert len(record.rounds) == 2 and [a.kind for a in record.steering] == [
+        "max_rounds",
+        "critique",
+    ]
+    steering = await text_of(page, "#steering")
+    assert "set the maximum rounds to 2" in steering
+    assert "handed over in round" in steering and "<b>not</b>" in steering  # as text

@@ -5,6 +5,9 @@
     GET  /deliberations/{id}                one deliberation: live while it runs, the record after
     GET  /deliberations/{id}/stream         its progress as Server-Sent Events (partial text too)
     POST /deliberations/{id}/stop           the stop signal, with an optional reason
+    POST /deliberations/{id}/rounds         one more round (an Update of the maximum rounds)
+    POST /deliberations/{id}/critique       the user's critique of a model's answer (an Update)
+    POST /deliberations/{id}/follow-up      ask a follow-up of a completed deliberation
     GET  /deliberations/{id}/record.md      the record as Markdown (record.json: as JSON)
     GET  /login, POST /login                the access token, when COUNCIL_WEB_TOKEN is set
 
@@ -22,6 +25,7 @@ from collections.abc import AsyncIterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
+from urllib.parse import urlencode
 
 from starlette.applications import Starlette
 from starlette.datastructures import MutableHeaders
@@ -32,12 +36,13 @@ from starlette.routing import Mount, Route
 from starlette.staticfiles import StaticFiles
 from starlette.templating import Jinja2Templates
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
-from temporalio.client import Client, WorkflowFailureError
+from temporalio.client import Client, WorkflowFailureError, WorkflowUpdateFailedError
 from temporalio.service import RPCError
 
 from app.render import event_line, record_markdown
 from council.models import DeliberationRecord
 from council.progress import ProgressEvent
+from council.steering import HumanCritique
 from web import views
 from workflows import client as deliberations
 from workflows.deliberation import Deliberation
@@ -136,6 +141,9 @@ def build_app(client: Client, settings: Settings) -> Starlette:
             status=status,
             record=record,
             problem=problem,
+            note=request.query_params.get("note"),
+            refused=request.query_params.get("refused"),
+            thread=await _thread(record),
             running=status == "running",
             matrices=views.review_matrices(record) if record else [],
             model_labels={m: label for label, m in record.label_to_model.items()} if record else {},
@@ -170,6 +178,69 @@ def build_app(client: Client, settings: Settings) -> Starlette:
             return page(request, "missing.html", 404, workflow=workflow)
         return RedirectResponse(f"/deliberations/{workflow}", status_code=303)
 
+    async def steer(request: Request) -> Response:
+        """One more round, or the user's critique: an Update, refused with its reason."""
+        workflow = request.path_params["id"]
+        try:
+            check_write(request)
+        except Forbidden as refused:
+            return PlainTextResponse(str(refused), status_code=403)
+        form = await request.form()
+        handle = deliberations.handle(client, workflow)
+        try:
+            if request.url.path.endswith("/rounds"):
+                rounds = int(str(form.get("rounds") or "0"))
+                done = await handle.execute_update(Deliberation.set_max_rounds, rounds)
+                note = f"the maximum is now {done} refinement round(s)"
+            else:
+                critique = HumanCritique(
+                    model=str(form.get("model") or ""), text=str(form.get("text") or "")
+                )
+                note = await handle.execute_update(Deliberation.add_critique, critique)
+        except WorkflowUpdateFailedError as failed:
+            cause = failed.cause
+            return _back(workflow, refused=getattr(cause, "message", None) or str(cause))
+        except (ValueError, RPCError) as error:
+            return _back(workflow, refused=str(getattr(error, "message", None) or error))
+        return _back(workflow, note=note)
+
+    async def follow_up(request: Request) -> Response:
+        workflow = request.path_params["id"]
+        try:
+            check_write(request)
+        except Forbidden as refused:
+            return PlainTextResponse(str(refused), status_code=403)
+        form = await request.form()
+        fields = {"question": str(form.get("question") or "")}
+        if form.get("context_tokens"):
+            fields["context_tokens"] = str(form.get("context_tokens"))
+        wanted, state = views.request_from_form(
+            fields | _settings_of(await _record(deliberations.handle(client, workflow))), defaults()
+        )
+        if wanted is None:
+            return _back(workflow, refused=next(iter(state.errors.values())))
+        try:
+            wanted = await deliberations.follow_up(client, wanted, workflow)
+        except deliberations.FollowUpError as error:
+            return _back(workflow, refused=str(error))
+        handle = await deliberations.start(client, wanted, settings.task_queue)
+        return RedirectResponse(f"/deliberations/{handle.id}", status_code=303)
+
+    async def _thread(record: DeliberationRecord | None) -> list[tuple[str, str, str | None]]:
+        """The thread's other deliberations, oldest first: (id, question, final answer)."""
+        if record is None or not record.thread_id:
+            return []
+        turns = []
+        for row in await deliberations.list_thread(client, record.thread_id):
+            if row.id == record.id:
+                continue
+            answer = None
+            if row.status == "completed":
+                earlier, _ = await _record(deliberations.handle(client, row.id))
+                answer = earlier.stage3.response if earlier and earlier.stage3 else None
+            turns.append((row.id, row.question or row.id, answer))
+        return turns
+
     async def download(request: Request) -> Response:
         workflow = request.path_params["id"]
         record, problem = await _record(deliberations.handle(client, workflow))
@@ -203,6 +274,9 @@ def build_app(client: Client, settings: Settings) -> Starlette:
             Route("/deliberations/{id}", show, methods=["GET"]),
             Route("/deliberations/{id}/stream", stream, methods=["GET"]),
             Route("/deliberations/{id}/stop", stop, methods=["POST"]),
+            Route("/deliberations/{id}/rounds", steer, methods=["POST"]),
+            Route("/deliberations/{id}/critique", steer, methods=["POST"]),
+            Route("/deliberations/{id}/follow-up", follow_up, methods=["POST"]),
             Route("/deliberations/{id}/record.{format:str}", download, methods=["GET"]),
             Route("/login", login, methods=["GET", "POST"]),
             Mount("/static", StaticFiles(directory=HERE / "static"), name="static"),
@@ -229,6 +303,19 @@ class SecurityHeaders:
             await send(message)
 
         await self.app(scope, receive, sending)
+
+
+def _back(workflow: str, **message: str) -> Response:
+    """Back to the deliberation's page, with a note or the reason a request was refused."""
+    return RedirectResponse(f"/deliberations/{workflow}?{urlencode(message)}", status_code=303)
+
+
+def _settings_of(found: tuple[DeliberationRecord | None, str | None]) -> dict[str, str]:
+    """A follow-up asks the same council: the models and chairman of the turn it follows."""
+    record, _ = found
+    if record is None:
+        return {}
+    return {"models": "\n".join(record.models), "chairman": record.chairman}
 
 
 async def _record(handle: Any) -> tuple[DeliberationRecord | None, str | None]:

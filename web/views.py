@@ -29,6 +29,7 @@ FORM_FIELDS = (
     "quality_threshold",
     "token_budget",
     "max_cost_usd",
+    "context_tokens",
 )
 
 

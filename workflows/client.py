@@ -20,11 +20,14 @@ from temporalio.client import (
     WorkflowExecutionStatus,
     WorkflowHandle,
 )
+from temporalio.common import SearchAttributePair, TypedSearchAttributes
 from temporalio.service import RPCError
 
 from council.calls import CallProgress
+from council.limits import MAX_THREAD_TURNS
 from council.models import DeliberationRecord, DeliberationRequest
 from council.progress import Progress
+from council.thread import Turn
 from workflows import search_attributes
 from workflows.deliberation import Deliberation
 
@@ -80,17 +83,79 @@ def details(request: DeliberationRequest) -> str:
 async def start(
     client: Client, request: DeliberationRequest, task_queue: str, id: str | None = None
 ) -> WorkflowHandle[Deliberation, DeliberationRecord]:
-    """Start a validated request; the id defaults to a readable one (see workflow_id)."""
+    """Start a validated request; the id defaults to a readable one (see workflow_id). Its
+    thread (the search attribute CouncilThread) is the thread it follows up, or its own id."""
     readable = client.data_converter.payload_codec is None
+    wid = id or workflow_id(request.question, readable)
+    thread = TypedSearchAttributes(
+        [SearchAttributePair(search_attributes.THREAD, request.thread_id or wid)]
+    )
     return await client.start_workflow(
         Deliberation.run,
         request.model_dump(mode="json"),
-        id=id or workflow_id(request.question, readable),
+        id=wid,
         task_queue=task_queue,
         static_summary=request.question[:200],
         static_details=details(request),
         memo={QUESTION_MEMO: request.question[:QUESTION_MEMO_CHARS]},
+        search_attributes=thread,
         result_type=DeliberationRecord,
+    )
+
+
+class FollowUpError(ValueError):
+    """A deliberation that cannot be followed up: the message says why, in one line."""
+
+
+async def follow_up(
+    client: Client, request: DeliberationRequest, follow_up_of: str
+) -> DeliberationRequest:
+    """The request as a follow-up of a completed deliberation: its thread, and the
+    thread's earlier turns (the newest that fit the request's context_tokens; the ids of
+    the older ones as dropped)."""
+    previous = handle(client, follow_up_of)
+    try:
+        status = await status_of(previous)
+    except RPCError:
+        raise FollowUpError(f"no deliberation with id {follow_up_of!r} to follow up") from None
+    if status == "running":
+        raise FollowUpError(f"{follow_up_of} is still running: follow it up once it completes")
+    if status != "completed":
+        raise FollowUpError(
+            f"{follow_up_of} did not complete ({status}): only a completed deliberation can be "
+            "followed up"
+        )
+    last = await previous.result()
+    if last.stage3 is None:
+        raise FollowUpError(f"{follow_up_of} has no final answer to follow up")
+    thread = last.thread_id or last.id
+    earlier = [
+        row.id
+        for row in await list_thread(client, thread)
+        if row.id != last.id
+        and row.status == "completed"
+        and row.started
+        and last.started_at
+        and row.started < last.started_at
+    ]
+    turns = [Turn(id=last.id, question=last.query, answer=last.stage3.response)]
+    used = turns[0].tokens
+    for wid in reversed(earlier):  # newest first, until the bound is passed
+        if used > request.context_tokens:
+            break
+        record = await handle(client, wid).result()
+        if record.stage3 is not None:
+            turns.insert(0, Turn(id=wid, question=record.query, answer=record.stage3.response))
+            used += turns[0].tokens
+    dropped = earlier[: len(earlier) - (len(turns) - 1)]
+    return DeliberationRequest.model_validate(
+        {
+            **request.model_dump(),
+            "follow_up_of": last.id,
+            "thread_id": thread,
+            "history": [turn.model_dump() for turn in turns],
+            "dropped_turns": dropped,
+        }
     )
 
 
@@ -125,12 +190,16 @@ class Listed:
         return self.reason or self.stage or "-"
 
 
-async def list_deliberations(client: Client, limit: int = 20, text: str = "") -> list[Listed]:
+async def list_deliberations(
+    client: Client, limit: int = 20, text: str = "", thread: str | None = None
+) -> list[Listed]:
     """The most recent deliberations, newest first; with text, those whose id or question
-    contains it (case-insensitive)."""
+    contains it (case-insensitive); with a thread, that thread's, oldest first."""
     rows = []
     needle = text.strip().lower()
     query = f'WorkflowType="{Deliberation.__name__}"'
+    if thread is not None:
+        query += f' AND {search_attributes.THREAD.name}="{_quoted(thread)}"'
     async for execution in client.list_workflows(query, limit=None if needle else limit):
         attrs = execution.typed_search_attributes
         question = await _question(execution)
@@ -148,8 +217,18 @@ async def list_deliberations(client: Client, limit: int = 20, text: str = "") ->
         rows.append(row)
         if len(rows) >= limit:
             break
-    rows.sort(key=lambda r: r.started or datetime.min.replace(tzinfo=UTC), reverse=True)
+    rows.sort(key=lambda r: r.started or datetime.min.replace(tzinfo=UTC), reverse=thread is None)
     return rows
+
+
+async def list_thread(client: Client, thread: str) -> list[Listed]:
+    """Every deliberation of a thread, oldest first."""
+    return await list_deliberations(client, limit=MAX_THREAD_TURNS + 1, thread=thread)
+
+
+def _quoted(value: str) -> str:
+    """A value inside a visibility query's double quotes."""
+    return value.replace("\\", "\\\\").replace('"', '\\"')
 
 
 async def _question(execution: WorkflowExecution) -> str | None:

@@ -37,6 +37,14 @@ with workflow.unsafe.imports_passed_through():
     from council.refinement import plan_refinements, record_refinements, refinement_result
     from council.reviews import read_review
     from council.stages import Stage1Result, Stage2Result, Stage3Result
+    from council.steering import (
+        HumanCritique,
+        SteeringAction,
+        critique_problem,
+        human_critique_item,
+        max_rounds_problem,
+    )
+    from council.thread import ThreadContext, summarize_context
     from council.validation import InvalidRequest, validate_request
     from workflows import search_attributes, versions
     from workflows.calls import call_model
@@ -55,6 +63,9 @@ class Deliberation:
         # Label -> the critiques of the latest review stage, parsed once as reviews arrive.
         self._critiques: dict[str, list[CritiqueItem]] = {}
         self._stage: Stage | None = None
+        self._context = ThreadContext()  # a follow-up's earlier turns
+        # Critiques from the user for the next round, by model.
+        self._human: dict[str, list[HumanCritique]] = {}
 
     # ---- the protocol -------------------------------------------------------------
 
@@ -79,12 +90,18 @@ class Deliberation:
         self._state = initialize_iteration_state(config)
         if self._stop_reason is not None:
             terminate_iteration(self._state, TerminationReason.USER_STOP)
+        self._context = self.request.context()
         self._record = DeliberationRecord(
             id=workflow.info().workflow_id,
             query=self.request.question,
             models=self.request.models,
             chairman=self.request.chairman or self.request.models[0],
             started_at=workflow.now(),
+            follow_up_of=self.request.follow_up_of,
+            thread_id=self.request.thread_id,
+            context=summarize_context(self._context, self.request.context_tokens)
+            if self.request.follow_up_of
+            else None,
         )
 
     async def _stage1_collect_answers(self) -> None:
@@ -93,7 +110,7 @@ class Deliberation:
             Stage.ANSWER,
             0,
             {
-                model: prompts.answer_prompt(self.request.question, cap)
+                model: prompts.answer_prompt(self.request.question, cap, self._context)
                 for model in self.request.models
             },
         )
@@ -183,6 +200,7 @@ class Deliberation:
         )
         labels = self.record.label_to_model
         round_data.critiques = {label: list(items) for label, items in self._critiques.items()}
+        self._hand_over_human_critiques(round_data.critiques, n)
         tasks = plan_refinements(self._answers, round_data.critiques, labels)
         cap = self.request.response_byte_cap
         replies = await self._fan_out(
@@ -282,6 +300,7 @@ class Deliberation:
             rounds_run=len(self.state.rounds),
             byte_cap=self.request.response_byte_cap,
             stopped_early=self.stopping,
+            context=self._context,
         )
         chairman = self.record.chairman
         candidates = [chairman] + [e.model for e in rankings if e.model != chairman]
@@ -395,6 +414,70 @@ class Deliberation:
             },
         )
         return reply
+
+    # ---- steering: updates ------------------------------------------------------------
+
+    @workflow.update
+    def set_max_rounds(self, rounds: int) -> int:
+        """Raise or lower the maximum number of refinement rounds; returns the new limit."""
+        self.state.max_rounds = rounds
+        self.state.min_rounds = min(self.state.min_rounds, rounds)
+        self._steer(SteeringAction(kind="max_rounds", max_rounds=rounds, **self._now()))
+        self._event(EventKind.NOTICE, message=f"the user set the maximum rounds to {rounds}")
+        self._update_details()
+        return rounds
+
+    @set_max_rounds.validator
+    def _check_max_rounds(self, rounds: int) -> None:
+        problem = max_rounds_problem(self._state, rounds)
+        if problem:
+            raise ValueError(problem)
+
+    @workflow.update
+    def add_critique(self, critique: HumanCritique) -> str:
+        """A critique from the user for a model's current answer: handed to that model in
+        the next refinement round, beside its peers' critiques."""
+        self._human.setdefault(critique.model, []).append(critique)
+        self.state.human_critiques_pending = sum(len(c) for c in self._human.values())
+        self._steer(
+            SteeringAction(kind="critique", model=critique.model, text=critique.text, **self._now())
+        )
+        message = f"a critique from the user for {critique.model} waits for the next round"
+        self._event(EventKind.NOTICE, model=critique.model, message=message)
+        return f"{message} (round {self.state.current_round + 1})"
+
+    @add_critique.validator
+    def _check_critique(self, critique: HumanCritique) -> None:
+        problem = critique_problem(self._state, self._labels_of_answers(), critique)
+        if problem:
+            raise ValueError(problem)
+
+    def _labels_of_answers(self) -> dict[str, str]:
+        if self._record is None:
+            return {}
+        labels = self._record.label_to_model.items()
+        return {model: label for label, model in labels if model in self._answers}
+
+    def _hand_over_human_critiques(
+        self, critiques: dict[str, list[CritiqueItem]], round_number: int
+    ) -> None:
+        """Add the user's waiting critiques to this round's, each to its model's label."""
+        label_of = self._labels_of_answers()
+        for model, items in self._human.items():
+            for critique in items:
+                label = label_of[model]
+                critiques.setdefault(label, []).append(human_critique_item(critique, label))
+        for action in self.record.steering:
+            if action.kind == "critique" and action.delivered_in_round is None:
+                action.delivered_in_round = round_number
+        self._human = {}
+        self.state.human_critiques_pending = 0
+
+    def _steer(self, action: SteeringAction) -> None:
+        self.record.steering.append(action)
+
+    def _now(self) -> dict[str, Any]:
+        return {"at": workflow.now(), "during_round": self.state.current_round}
 
     # ---- stop signal, queries, UI ---------------------------------------------------
 

@@ -14,8 +14,10 @@ from temporalio.common import SearchAttributeIndexedValueType, SearchAttributeKe
 STAGE = SearchAttributeKey.for_keyword("CouncilStage")
 ROUND = SearchAttributeKey.for_int("CouncilRound")
 TERMINATION_REASON = SearchAttributeKey.for_keyword("CouncilTerminationReason")
+# The thread a deliberation belongs to: the id of its first deliberation (set at start).
+THREAD = SearchAttributeKey.for_keyword("CouncilThread")
 
-ALL = (STAGE, ROUND, TERMINATION_REASON)
+ALL = (STAGE, ROUND, TERMINATION_REASON, THREAD)
 
 _INDEXED_TYPES = {
     SearchAttributeIndexedValueType.KEYWORD: IndexedValueType.INDEXED_VALUE_TYPE_KEYWORD,
