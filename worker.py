@@ -25,6 +25,7 @@ from temporalio.client import Client
 from temporalio.service import RPCError
 from temporalio.worker import Worker
 
+from activities.metrics import HISTOGRAM_BUCKETS
 from activities.model_call import PARTIAL_TEXT_SECONDS, ModelGateway
 from app import connection
 from app.connection import (
@@ -88,8 +89,19 @@ def build_worker(
     )
 
 
+def metrics_port() -> int | None:
+    """COUNCIL_METRICS_PORT: where the worker serves Prometheus metrics (unset: nowhere)."""
+    value = os.environ.get("COUNCIL_METRICS_PORT", "").strip()
+    if not value:
+        return None
+    if not value.isdigit() or not 1 <= int(value) <= 65535:
+        raise ConfigError(f"COUNCIL_METRICS_PORT must be a port number, 1 to 65535 (got {value!r})")
+    return int(value)
+
+
 async def run() -> None:
-    client = await connect()
+    port = metrics_port()
+    client = await connect(runtime=connection.runtime(port, HISTOGRAM_BUCKETS))
     try:
         added = await ensure_search_attributes(client)
     except RPCError as err:  # e.g. Temporal Cloud, or a key without operator rights
@@ -110,6 +122,8 @@ async def run() -> None:
     for sig in (signal.SIGINT, signal.SIGTERM):
         loop.add_signal_handler(sig, stop.set)
     log.info("%s", encryption_note(client.data_converter))
+    if port:
+        log.info("Prometheus metrics on http://0.0.0.0:%d/metrics", port)
     # Printed whatever the log level: harness.processes.start_worker waits for this line.
     print(
         f"worker ready: task queue {task_queue()}, namespace {client.namespace}, models via "

@@ -26,6 +26,7 @@ from temporalio.exceptions import ApplicationError
 from activities.completion import Completion, token_usage
 from activities.errors import CallFailure, ErrorType, application_error, one_line
 from activities.llm_client import ChatClient, make_http_client
+from activities.metrics import CallMetrics
 from activities.settings import GatewaySettings
 from council.calls import ModelCall, ModelReply
 
@@ -54,6 +55,15 @@ async def _heartbeat_while_running(
     while True:
         await asyncio.sleep(interval)
         activity.heartbeat(completion.progress(call))
+
+
+def _last_attempt(info: activity.Info) -> bool:
+    policy = info.retry_policy
+    return (
+        policy is not None
+        and bool(policy.maximum_attempts)
+        and (info.attempt >= policy.maximum_attempts)
+    )
 
 
 def _shutting_down() -> bool:
@@ -97,6 +107,21 @@ class ModelGateway:
 
     @activity.defn
     async def call_model(self, call: ModelCall) -> ModelReply:
+        metrics = CallMetrics.of(call)
+        started = time.monotonic()
+        try:
+            reply = await self._call(call)
+        except ApplicationError as error:
+            retried = not error.non_retryable and not _last_attempt(activity.info())
+            metrics.failed(error.type or "error", retried, time.monotonic() - started)
+            raise
+        except asyncio.CancelledError:
+            metrics.cancelled(time.monotonic() - started)
+            raise
+        metrics.succeeded(reply)
+        return reply
+
+    async def _call(self, call: ModelCall) -> ModelReply:
         info = activity.info()
         completion = Completion(call.max_response_bytes)
         beating = asyncio.create_task(

@@ -15,7 +15,7 @@ import dataclasses
 import gc
 import os
 import re
-from collections.abc import Coroutine, Mapping
+from collections.abc import Coroutine, Mapping, Sequence
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -24,7 +24,7 @@ from temporalio.client import Client
 from temporalio.contrib.pydantic import pydantic_data_converter
 from temporalio.converter import DataConverter, DefaultFailureConverterWithEncodedAttributes
 from temporalio.envconfig import ClientConfigProfile
-from temporalio.runtime import Runtime, TelemetryConfig
+from temporalio.runtime import PrometheusConfig, Runtime, TelemetryConfig
 from temporalio.service import RPCError, RPCStatusCode
 
 from app.codec import CodecConfigError, codec_from_env
@@ -121,10 +121,24 @@ def address() -> str:
 _runtime: Runtime | None = None
 
 
-def runtime() -> Runtime:
+def runtime(
+    metrics_port: int | None = None, histogram_buckets: Mapping[str, Sequence[float]] = {}
+) -> Runtime:
+    """The process's runtime; the first call decides whether it serves Prometheus metrics
+    (the SDK's temporal_* series and the application's council_* ones, with the given
+    bucket bounds for the application's histograms) on 0.0.0.0:metrics_port/metrics."""
     global _runtime
     if _runtime is None:
-        _runtime = Runtime(telemetry=TelemetryConfig())
+        metrics = (
+            PrometheusConfig(
+                bind_address=f"0.0.0.0:{metrics_port}",
+                counters_total_suffix=True,
+                histogram_bucket_overrides=dict(histogram_buckets),
+            )
+            if metrics_port
+            else None
+        )
+        _runtime = Runtime(telemetry=TelemetryConfig(metrics=metrics))
     return _runtime
 
 

@@ -251,7 +251,7 @@ def test_images_are_pinned_and_official(compose: dict[str, Any]) -> None:
     images = {name: service["image"] for name, service in compose["services"].items()}
     for service, image in images.items():
         _name, tag = image_tag(image)
-        assert tag != "latest" and re.match(r"\d+\.\d+", tag), f"{service}: {image} is not pinned"
+        assert tag != "latest" and re.match(r"v?\d+\.\d+", tag), f"{service}: {image} unpinned"
     temporal_images = {
         image_tag(i)[0]: image_tag(i)[1] for i in images.values() if i.startswith("temporalio/")
     }
@@ -295,6 +295,8 @@ def test_start_order(compose: dict[str, Any]) -> None:
     assert depends["web"] == {"temporal-setup": {"condition": "service_completed_successfully"}}
     assert compose["services"]["simulator"]["profiles"] == ["simulator"]
     assert compose["services"]["codec-server"]["profiles"] == ["encryption"]
+    assert compose["services"]["prometheus"]["profiles"] == ["metrics"]
+    assert depends["grafana"] == {"prometheus": {"condition": "service_healthy"}}
 
 
 def test_server_runs_on_postgresql(compose: dict[str, Any]) -> None:
@@ -387,6 +389,38 @@ def test_web_gets_exactly_the_variables_the_web_page_reads(compose: dict[str, An
     assert compose["services"]["web"]["command"][-4:] == ["--host", "0.0.0.0", "--port", "8080"]
 
 
+SERVED_BY_THE_WORKER = (
+    "council_model_calls_total",
+    "council_model_call_latency_seconds_bucket",
+    "council_prompt_tokens_total",
+    "council_completion_tokens_total",
+    "council_model_cost_usd_sum",
+    "council_deliberations_finished_total",
+    "council_model_call_retries_total",
+    "temporal_workflow_task_execution_latency_bucket",
+)
+
+
+def test_the_metrics_profile_scrapes_the_workers_and_shows_the_council_series(
+    compose: dict[str, Any],
+) -> None:
+    worker = service_env(compose["services"]["worker"])
+    port = worker["COUNCIL_METRICS_PORT"]
+    scrape = yaml.safe_load((ROOT / "deploy" / "prometheus" / "prometheus.yml").read_text())
+    [job] = scrape["scrape_configs"]
+    [discovery] = job["dns_sd_configs"]
+    assert discovery["names"] == ["worker"] and str(discovery["port"]) == port == "9464"
+    dashboard = json.loads(
+        (ROOT / "deploy" / "grafana" / "dashboards" / "council.json").read_text()
+    )
+    queries = " ".join(t["expr"] for panel in dashboard["panels"] for t in panel["targets"])
+    for series in SERVED_BY_THE_WORKER:
+        assert series in queries, series
+    # The dashboard reads no series the worker does not serve (tests/test_metrics.py
+    # checks that the worker serves these).
+    assert set(re.findall(r"\b(?:council|temporal)_\w+", queries)) <= set(SERVED_BY_THE_WORKER)
+
+
 def test_search_attributes_match_the_workflow(compose: dict[str, Any]) -> None:
     expected = {key.name: CLI_TYPES[key.indexed_value_type] for key in search_attributes.ALL}
     assert declared_search_attributes(compose) == expected
@@ -404,7 +438,7 @@ def test_mounted_scripts_and_build_context_exist(compose: dict[str, Any]) -> Non
         for volume in service.get("volumes", []):
             source, _, target = volume.partition(":")
             if source.startswith("."):
-                assert (ROOT / source).is_dir(), f"{name}: {source} is missing"
+                assert (ROOT / source).exists(), f"{name}: {source} is missing"
                 mounts[target.split(":")[0]] = ROOT / source
         entry = service.get("entrypoint")
         if entry:

@@ -330,9 +330,11 @@ class Deliberation:
         record = self._snapshot()
         record.status = "completed"
         record.completed_at = workflow.now()
-        workflow.upsert_search_attributes(
-            [search_attributes.TERMINATION_REASON.value_set(str(self.state.termination_reason))]
-        )
+        reason = str(self.state.termination_reason)
+        workflow.upsert_search_attributes([search_attributes.TERMINATION_REASON.value_set(reason)])
+        workflow.metric_meter().create_counter(
+            "council_deliberations_finished", "Deliberations finished, by termination reason"
+        ).add(1, {"reason": reason})
         self._event(EventKind.FINISHED, message=str(self.state.termination_reason))
         self._update_details(finished=True)
         return record
