@@ -17,6 +17,7 @@ from council.calls import Stage
 from council.steering import USER, HumanCritique
 from harness.processes import start_worker
 from simulator import SimulatorServer
+from tests.sim_fixtures import wait_until
 from tests.temporal_fixtures import (
     TEST_API_KEY,
     Council,
@@ -44,7 +45,8 @@ async def test_more_rounds_while_calls_are_in_flight(council: Council) -> None:
     council.sim.set_faults({"*": {"latency": 0.8}})
     handle = await council.start(max_rounds=1, **EVERY_ROUND)
     await until(handle, stage_started(Stage.REVIEW))
-    assert council.sim.log()["in_flight"] > 0  # the first review's calls are under way
+    # The stage is set when the calls are scheduled; wait until they reach the provider.
+    await wait_until(lambda: council.sim.log()["in_flight"] > 0, timeout=5)
     assert await handle.execute_update(Deliberation.set_max_rounds, 3) == 3
     record = await handle.result()
     assert len(record.rounds) == 3
