@@ -117,6 +117,11 @@ async def run() -> None:
         log.info("registered search attributes: %s", ", ".join(added))
     gateway = ModelGateway.from_env()
     worker = build_worker(client, gateway)
+    # Before the first deliberation, not during it: connections to the provider.
+    if await gateway.warm_up():
+        log.info("connected to the provider at %s", gateway.settings.base_url)
+    else:
+        log.warning("the provider at %s does not answer yet", gateway.settings.base_url)
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGINT, signal.SIGTERM):

@@ -24,6 +24,7 @@ from activities.sse import DONE_EVENT, SSEDecoder
 from council.calls import ModelCall
 
 ERROR_BODY_LIMIT = 64_000
+KEEPALIVE_SECONDS = 60.0
 
 
 def make_http_client(
@@ -40,6 +41,9 @@ def make_http_client(
         limits=httpx.Limits(
             max_connections=settings.max_connections,
             max_keepalive_connections=min(64, settings.max_connections),
+            # Idle connections stay open between deliberations (httpx's default is 5 s);
+            # one the provider has closed meanwhile is noticed and replaced before use.
+            keepalive_expiry=KEEPALIVE_SECONDS,
         ),
         follow_redirects=False,
         transport=transport,

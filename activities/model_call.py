@@ -35,6 +35,9 @@ MIN_HEARTBEAT_SECONDS = 0.1
 # far at least this often (the worker's heartbeat throttle matches it).
 PARTIAL_TEXT_SECONDS = 1.0
 REDACTED = "[redacted]"
+# The first stage calls every member at once: that many connections are opened at start.
+WARM_CONNECTIONS = 4
+WARM_UP_SECONDS = 5.0
 
 
 def heartbeat_interval(info: activity.Info) -> float:
@@ -93,6 +96,22 @@ class ModelGateway:
 
     async def aclose(self) -> None:
         await self._http.aclose()
+
+    async def warm_up(self, connections: int = WARM_CONNECTIONS) -> int:
+        """At worker start: open pooled connections to the provider (DNS, TCP, TLS and
+        the HTTP client's first-use work) so that the first deliberation does not pay for
+        them. A HEAD request each, never a model call; best effort: a provider that is down
+        now is the calls' business later. Returns the number of connections opened."""
+        url = self.settings.base_url.rstrip("/") + "/models"
+
+        async def one() -> bool:
+            try:
+                await self._http.head(url, timeout=WARM_UP_SECONDS)
+            except httpx.HTTPError:
+                return False
+            return True
+
+        return sum(await asyncio.gather(*(one() for _ in range(connections))))
 
     async def __aenter__(self) -> Self:
         return self

@@ -21,6 +21,7 @@ class Headline:
     goal: str
     met: bool | None
     detail: str = ""
+    unit: str = ""  # a value that is not a ratio: "ms"
 
 
 @dataclass
@@ -72,11 +73,12 @@ def kilobytes(value: float | None) -> str:
 
 
 def summary(sections: list[Section]) -> Table:
-    table = Table(["figure", "ratio", "goal", "met", "measured"])
+    table = Table(["figure", "value", "goal", "met", "measured"])
     for section in sections:
         for h in section.headlines:
             met = "n/a" if h.met is None else ("yes" if h.met else "NO")
-            table.add(h.name, ratio(h.value), h.goal, met, h.detail)
+            value = f"{h.value:.1f} {h.unit}" if h.unit and h.value is not None else ratio(h.value)
+            table.add(h.name, value, h.goal, met, h.detail)
     return table
 
 

@@ -17,8 +17,11 @@ from __future__ import annotations
 
 import time
 import uuid
+from dataclasses import dataclass
+from datetime import datetime
 from typing import Any
 
+from temporalio.api.enums.v1 import EventType
 from temporalio.client import WorkflowHandle
 
 from bench.bare_workflow import BareGraph
@@ -110,11 +113,37 @@ class BenchStack(Stack):
             task_queue=queue,
         )
 
-    async def run_bare(self, queue: str, plan: list[int], latency: float = 0.0) -> float:
+    async def run_bare(
+        self, queue: str, plan: list[int], latency: float = 0.0
+    ) -> tuple[WorkflowHandle, float]:
         started = time.monotonic()
         handle = await self.start_bare(queue, plan, latency)
         await handle.result()
-        return time.monotonic() - started
+        return handle, time.monotonic() - started
+
+
+@dataclass
+class Timing:
+    """A finished run as its history tells it: first to last event, and the time each
+    workflow task took (WORKFLOW_TASK_STARTED to WORKFLOW_TASK_COMPLETED, in ms): the
+    worker's time on it plus the round trips to the server."""
+
+    span: float
+    task_ms: list[float]
+
+
+async def history_timing(handle: WorkflowHandle) -> Timing:
+    events = (await handle.fetch_history()).events
+    started: dict[int, datetime] = {}
+    task_ms = []
+    for event in events:
+        if event.event_type == EventType.EVENT_TYPE_WORKFLOW_TASK_STARTED:
+            started[event.event_id] = event.event_time.ToDatetime()
+        elif event.event_type == EventType.EVENT_TYPE_WORKFLOW_TASK_COMPLETED:
+            began = started[event.workflow_task_completed_event_attributes.started_event_id]
+            task_ms.append((event.event_time.ToDatetime() - began).total_seconds() * 1000)
+    span = events[-1].event_time.ToDatetime() - events[0].event_time.ToDatetime()
+    return Timing(span.total_seconds(), task_ms)
 
 
 async def history_size(handle: WorkflowHandle) -> tuple[int, int]:

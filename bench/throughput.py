@@ -33,7 +33,7 @@ from bench.stack import BenchStack, CpuMeter, WorkerProcess, council_plan, counc
 MODELS = 4
 ROUNDS = 2
 IN_FLIGHT = 200
-GOAL = 0.8
+GOAL = 0.95  # of bare Temporal running the same graph with the model-call activity
 
 
 @dataclass
@@ -287,20 +287,20 @@ async def run(stack: BenchStack, quick: bool = False, profile: bool = False) -> 
                 f"{kind}: {profiling.summary_note(path)}" for kind, path in profiles.items() if path
             )
         )
-    ratio = per(council, bare)
+    ratio = per(council, calls)
     return report.Section(
         f"2. Throughput: {sizes.in_flight} runs in flight, zero-latency models, one worker",
         [table, cpu],
         notes,
         [
             report.Headline(
-                "throughput: Council / bare Temporal",
+                "throughput: Council / bare Temporal with the model-call activity",
                 ratio,
                 f">= {GOAL}",
                 None if ratio is None else ratio >= GOAL,
-                f"{council.per_minute:,.0f} vs {bare.per_minute:,.0f} per minute "
-                f"(bare + model calls {calls.per_minute:,.0f}: Council is "
-                f"{report.ratio(per(council, calls))} of it); "
+                f"{council.per_minute:,.0f} vs {calls.per_minute:,.0f} per minute "
+                f"(bare with no-op activities {bare.per_minute:,.0f}: Council is "
+                f"{report.ratio(per(council, bare))} of it); "
                 f"worker peak RSS {report.megabytes(council.peak_rss_mb)}",
             )
         ],

@@ -76,13 +76,22 @@ _RATING = re.compile(
 )
 # The same, with its wording and brackets, to cut out of a critique.
 _RATING_TEXT = re.compile(
+    # The lookahead only skips, fast, the positions where no alternative can start.
+    r"(?=[(\[\s\drs])(?:"
     r"[(\[]?\s?(?:(?:rating|rated|score|scored)\s?(?:of|:|=|-)?\s?)?\d{1,2}(?:\.\d{1,2})?"
     r"\s?(?:/\s?(?:5|10)|\s{1,3}out\s{1,3}of\s{1,3}5)\s?[)\]]?"
-    r"|\b(?:rating|score)\s?[:=]\s?\d(?:\.\d{1,2})?\b",
+    r"|\b(?:rating|score)\s?[:=]\s?\d(?:\.\d{1,2})?\b)",
     re.IGNORECASE,
 )
 _CHAIN_WORDS = re.compile(r"\b(?:then|and|followed\s+by)\b|\d{1,2}[.)]", re.IGNORECASE)
 _HEADER_FOLLOWERS = ":(|*[-–—"
+_DIGIT = re.compile(r"\d")  # every rating text has one
+_RATING_LETTERS = frozenset("ratingedscoreoutof")  # the letters a rating text can have
+
+
+def _without_ratings(text: str) -> str:
+    return _RATING_TEXT.sub(" ", text) if _DIGIT.search(text) else text
+
 
 # A line of the review: its text, and the same text with quoted spans blanked out
 # (same length, so that positions in one are positions in the other).
@@ -154,7 +163,7 @@ def _rating(text: str) -> float | None:
 
 
 def _clean(text: str) -> str:
-    text = _RATING_TEXT.sub(" ", text.replace("**", "").replace("|", " "))
+    text = _without_ratings(text.replace("**", "").replace("|", " "))
     text = re.sub(r"\s+", " ", text)
     # What a cut rating leaves behind: "earns : it", "numbers .", "D: .", "well. ."
     text = re.sub(r"(?<=[.!?\"”])(?:\s[.,;:])+", "", text)
@@ -276,7 +285,9 @@ def _standalone(masked: str, rest: str) -> bool:
     """A heading line: "### Response A ...", "**Response A (4/5)**", "Response A" alone."""
     if _MD_HEADING.match(masked) or _BOLD_LINE.match(masked):
         return True
-    return not any(ch.isalnum() for ch in _RATING_TEXT.sub(" ", rest))
+    if any(ch.isalpha() and ch.lower() not in _RATING_LETTERS for ch in rest):
+        return False  # a letter no rating text has: words, not a heading (the fast answer)
+    return not any(ch.isalnum() for ch in _without_ratings(rest))
 
 
 def _sentences(raw: str, masked: str) -> list[Line]:

@@ -9,7 +9,7 @@ from pathlib import Path
 
 from bench.plain_asyncio import PlainCouncil
 from bench.profiling import read_profile
-from bench.stack import CpuMeter, council_plan, council_request, stages_of
+from bench.stack import CpuMeter, council_plan, council_request, history_timing, stages_of
 from bench.throughput import Sizes, closed_loop
 from simulator import SimulatorServer
 from tests.temporal_fixtures import Council
@@ -35,6 +35,19 @@ async def test_the_asyncio_baseline_makes_the_workflows_calls(
     assert result.rounds == len(record.rounds) == 2
     assert result.terminated_reason == record.iteration.terminated_reason
     assert stages_of(2) == len(council_plan(4, 2)) == 7
+
+
+async def test_history_timing_reads_every_workflow_task_of_a_run(council: Council) -> None:
+    handle = await council.start(max_rounds=1)
+    record = await handle.result()
+    timing = await history_timing(handle)
+    history = await handle.fetch_history()
+    completed = [
+        e for e in history.events if e.HasField("workflow_task_completed_event_attributes")
+    ]
+    assert len(timing.task_ms) == len(completed) >= len(council_plan(len(record.models), 1))
+    assert all(0 < ms < 5000 for ms in timing.task_ms)
+    assert 0 < timing.span <= (record.completed_at - record.started_at).total_seconds() + 1
 
 
 class _Run:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import dataclasses
 import logging
 import math
@@ -330,3 +331,56 @@ async def test_the_api_key_is_sent_but_never_reported(sim, sim_faults, caplog) -
     assert all(entry["authorized"] for entry in sim.log()["entries"])
     seen.append(caplog.text)
     assert not [text for text in seen if KEY in text]
+
+
+class ConnectionCounter:
+    """A TCP relay in front of the simulator that counts the connections made to it."""
+
+    def __init__(self, target: str) -> None:
+        host, _, port = target.split("//")[1].split("/")[0].partition(":")
+        self.target = (host, int(port))
+        self.accepted = 0
+        self.url = ""
+
+    async def __aenter__(self) -> ConnectionCounter:
+        self.server = await asyncio.start_server(self._relay, "127.0.0.1", 0)
+        self.url = f"http://127.0.0.1:{self.server.sockets[0].getsockname()[1]}/v1"
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        self.server.close()
+
+    async def _relay(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        self.accepted += 1
+        upstream_reader, upstream_writer = await asyncio.open_connection(*self.target)
+
+        async def pipe(source: asyncio.StreamReader, sink: asyncio.StreamWriter) -> None:
+            with contextlib.suppress(OSError):
+                while data := await source.read(65536):
+                    sink.write(data)
+                    await sink.drain()
+            sink.close()
+
+        await asyncio.gather(pipe(reader, upstream_writer), pipe(upstream_reader, writer))
+
+
+async def test_warm_up_opens_the_connections_the_first_calls_use(sim) -> None:
+    async with (
+        ConnectionCounter(sim.url) as relay,
+        ModelGateway(GatewaySettings(base_url=relay.url)) as gw,
+    ):
+        assert await gw.warm_up(connections=4) == 4
+        assert relay.accepted == 4
+        models = ["sim/atlas", "sim/borealis", "sim/cirrus", "sim/drift"]
+        replies = await asyncio.gather(*(call(gw, make_call(m)) for m in models))
+        assert [r.model for r in replies] == models
+        assert relay.accepted == 4  # the first calls found their connections open
+    assert sim.log()["total"] == 4  # the warm-up itself called no model
+
+
+async def test_warm_up_with_the_provider_down_opens_none_and_raises_nothing() -> None:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    async with ModelGateway(GatewaySettings(base_url=f"http://127.0.0.1:{port}/v1")) as gw:
+        assert await gw.warm_up() == 0
