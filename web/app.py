@@ -21,14 +21,14 @@ from __future__ import annotations
 
 import hmac
 import json
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 from urllib.parse import urlencode
 
 from starlette.applications import Starlette
-from starlette.datastructures import MutableHeaders
+from starlette.datastructures import FormData, MutableHeaders
 from starlette.middleware import Middleware
 from starlette.requests import Request
 from starlette.responses import PlainTextResponse, RedirectResponse, Response, StreamingResponse
@@ -103,6 +103,21 @@ def build_app(client: Client, settings: Settings) -> Starlette:
             **({"chairman": chairman} if chairman else {}),
         }
 
+    def writing(
+        handler: Callable[[Request, FormData], Awaitable[Response]],
+    ) -> Callable[[Request], Awaitable[Response]]:
+        """A handler that starts, stops or steers: refused (403) unless check_write lets
+        the request through; given the posted form."""
+
+        async def checked(request: Request) -> Response:
+            try:
+                check_write(request)
+            except Forbidden as refused:
+                return PlainTextResponse(str(refused), status_code=403)
+            return await handler(request, await request.form())
+
+        return checked
+
     async def index(
         request: Request, form: views.StartForm | None = None, status: int = 200
     ) -> Response:
@@ -112,12 +127,7 @@ def build_app(client: Client, settings: Settings) -> Starlette:
             form = views.StartForm({"models": "\n".join(deliberations.default_models())})
         return page(request, "index.html", status, rows=rows, q=text, form=form)
 
-    async def start(request: Request) -> Response:
-        try:
-            check_write(request)
-        except Forbidden as refused:
-            return PlainTextResponse(str(refused), status_code=403)
-        form = await request.form()
+    async def start(request: Request, form: FormData) -> Response:
         request_, state = views.request_from_form(
             {k: v for k, v in form.items() if isinstance(v, str)}, defaults()
         )
@@ -162,13 +172,8 @@ def build_app(client: Client, settings: Settings) -> Starlette:
             headers={"Cache-Control": "no-cache", "X-Accel-Buffering": "no"},
         )
 
-    async def stop(request: Request) -> Response:
+    async def stop(request: Request, form: FormData) -> Response:
         workflow = request.path_params["id"]
-        try:
-            check_write(request)
-        except Forbidden as refused:
-            return PlainTextResponse(str(refused), status_code=403)
-        form = await request.form()
         reason = str(form.get("reason") or "").strip()[:MAX_REASON_CHARS] or None
         handle = deliberations.handle(client, workflow)
         try:
@@ -178,14 +183,9 @@ def build_app(client: Client, settings: Settings) -> Starlette:
             return page(request, "missing.html", 404, workflow=workflow)
         return RedirectResponse(f"/deliberations/{workflow}", status_code=303)
 
-    async def steer(request: Request) -> Response:
+    async def steer(request: Request, form: FormData) -> Response:
         """One more round, or the user's critique: an Update, refused with its reason."""
         workflow = request.path_params["id"]
-        try:
-            check_write(request)
-        except Forbidden as refused:
-            return PlainTextResponse(str(refused), status_code=403)
-        form = await request.form()
         handle = deliberations.handle(client, workflow)
         try:
             if request.url.path.endswith("/rounds"):
@@ -204,13 +204,8 @@ def build_app(client: Client, settings: Settings) -> Starlette:
             return _back(workflow, refused=str(getattr(error, "message", None) or error))
         return _back(workflow, note=note)
 
-    async def follow_up(request: Request) -> Response:
+    async def follow_up(request: Request, form: FormData) -> Response:
         workflow = request.path_params["id"]
-        try:
-            check_write(request)
-        except Forbidden as refused:
-            return PlainTextResponse(str(refused), status_code=403)
-        form = await request.form()
         fields = {"question": str(form.get("question") or "")}
         if form.get("context_tokens"):
             fields["context_tokens"] = str(form.get("context_tokens"))
@@ -270,13 +265,13 @@ def build_app(client: Client, settings: Settings) -> Starlette:
         middleware=[Middleware(SecurityHeaders)],
         routes=[
             Route("/", index, methods=["GET"]),
-            Route("/deliberations", start, methods=["POST"]),
+            Route("/deliberations", writing(start), methods=["POST"]),
             Route("/deliberations/{id}", show, methods=["GET"]),
             Route("/deliberations/{id}/stream", stream, methods=["GET"]),
-            Route("/deliberations/{id}/stop", stop, methods=["POST"]),
-            Route("/deliberations/{id}/rounds", steer, methods=["POST"]),
-            Route("/deliberations/{id}/critique", steer, methods=["POST"]),
-            Route("/deliberations/{id}/follow-up", follow_up, methods=["POST"]),
+            Route("/deliberations/{id}/stop", writing(stop), methods=["POST"]),
+            Route("/deliberations/{id}/rounds", writing(steer), methods=["POST"]),
+            Route("/deliberations/{id}/critique", writing(steer), methods=["POST"]),
+            Route("/deliberations/{id}/follow-up", writing(follow_up), methods=["POST"]),
             Route("/deliberations/{id}/record.{format:str}", download, methods=["GET"]),
             Route("/login", login, methods=["GET", "POST"]),
             Mount("/static", StaticFiles(directory=HERE / "static"), name="static"),
