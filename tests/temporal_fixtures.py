@@ -163,6 +163,19 @@ async def starter(
     return process.returncode, out.decode(), err.decode()
 
 
+def worker_env(
+    temporal: WorkflowEnvironment, sim: SimulatorServer, queue: str, **extra: str
+) -> dict[str, str]:
+    """The environment of a `worker.py` process on the test's server and simulator."""
+    return {
+        "TEMPORAL_ADDRESS": temporal_address(temporal),
+        "COUNCIL_TASK_QUEUE": queue,
+        "COUNCIL_LLM_BASE_URL": sim.url,
+        "COUNCIL_LLM_API_KEY": TEST_API_KEY,
+        **extra,
+    }
+
+
 @pytest.fixture
 def cli_env(council: Council, temporal: WorkflowEnvironment) -> dict[str, str]:
     """The environment that points starter.py at the test's server and worker."""

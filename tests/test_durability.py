@@ -17,7 +17,7 @@ from council.models import DeliberationRecord
 from harness.processes import start_worker
 from simulator import SimulatorServer
 from tests.sim_fixtures import wait_until
-from tests.temporal_fixtures import TEST_API_KEY, request, temporal_address
+from tests.temporal_fixtures import request, worker_env
 from workflows.deliberation import Deliberation
 
 LATENCY = 1.0
@@ -33,12 +33,7 @@ async def test_worker_killed_mid_round_resumes_without_repeating_calls(
 ) -> None:
     sim.set_faults({"*": {"latency": LATENCY}})
     queue = f"council-kill-{uuid.uuid4().hex[:8]}"
-    env = {
-        "TEMPORAL_ADDRESS": temporal_address(temporal),
-        "COUNCIL_TASK_QUEUE": queue,
-        "COUNCIL_LLM_BASE_URL": sim.url,
-        "COUNCIL_LLM_API_KEY": TEST_API_KEY,
-    }
+    env = worker_env(temporal, sim, queue)
     log = tmp_path / "worker.log"
     first = await asyncio.to_thread(start_worker, env, log)
     second = None

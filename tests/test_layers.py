@@ -18,18 +18,6 @@ from pathlib import Path
 
 from harness.processes import ROOT
 
-PACKAGES = (
-    "council",
-    "grading",
-    "activities",
-    "workflows",
-    "app",
-    "simulator",
-    "harness",
-    "evaluation",
-    "bench",
-)
-SCRIPTS = ("worker", "starter", "demo")
 BELOW = {
     "council": set(),
     "grading": {"council"},
@@ -54,7 +42,10 @@ BELOW = {
     "web": {"council", "workflows", "app"},
     "demo": {"harness"},
 }
-OURS = set(PACKAGES) | set(SCRIPTS)
+# What the check reads: every folder and root script named in the layers above.
+PACKAGES = tuple(name for name in BELOW if (ROOT / name).is_dir())
+SCRIPTS = tuple(name for name in BELOW if (ROOT / f"{name}.py").is_file())
+OURS = set(BELOW)
 
 
 def modules() -> dict[str, Path]:

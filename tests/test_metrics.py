@@ -16,7 +16,7 @@ from temporalio.testing import WorkflowEnvironment
 from council.models import DeliberationRecord
 from harness.processes import ROOT, free_port, start_worker
 from simulator import SimulatorServer
-from tests.temporal_fixtures import FOUR_MODELS, TEST_API_KEY, request, temporal_address
+from tests.temporal_fixtures import FOUR_MODELS, request, worker_env
 from tests.test_compose import SERVED_BY_THE_WORKER
 from workflows.deliberation import Deliberation
 
@@ -44,13 +44,7 @@ async def test_the_worker_serves_sdk_and_council_metrics(
 ) -> None:
     port = free_port()
     queue = f"metrics-{uuid.uuid4().hex[:8]}"
-    env = {
-        "TEMPORAL_ADDRESS": temporal_address(temporal),
-        "COUNCIL_TASK_QUEUE": queue,
-        "COUNCIL_LLM_BASE_URL": sim.url,
-        "COUNCIL_LLM_API_KEY": TEST_API_KEY,
-        "COUNCIL_METRICS_PORT": str(port),
-    }
+    env = worker_env(temporal, sim, queue, COUNCIL_METRICS_PORT=str(port))
     sim.set_faults({"sim/drift": {"errors": {"503": 1.0}, "max_faults": 1, "stages": ["stage1"]}})
     worker = await asyncio.to_thread(start_worker, env, tmp_path / "worker.log")
     try:

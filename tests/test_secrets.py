@@ -14,7 +14,7 @@ from temporalio.testing import WorkflowEnvironment
 
 from harness.processes import ROOT, start_worker, temporal_binary
 from simulator import SimulatorServer
-from tests.temporal_fixtures import FOUR_MODELS, TEST_API_KEY, temporal_address
+from tests.temporal_fixtures import FOUR_MODELS, TEST_API_KEY, temporal_address, worker_env
 
 
 async def _run(*command: str, env: dict[str, str] | None = None) -> str:
@@ -38,14 +38,9 @@ async def test_api_key_never_leaves_the_worker(
     sim.set_faults({"sim/drift": {"errors": {"401": 1.0}}})  # echoes the key it received
     address = temporal_address(temporal)
     queue = f"council-secrets-{uuid.uuid4().hex[:8]}"
-    env = {
-        "TEMPORAL_ADDRESS": address,
-        "COUNCIL_TASK_QUEUE": queue,
-        "COUNCIL_LLM_BASE_URL": sim.url,
-        "COUNCIL_LLM_API_KEY": TEST_API_KEY,
-        "COUNCIL_LOG_LEVEL": "DEBUG",
-        "COUNCIL_MODELS": ",".join(FOUR_MODELS),
-    }
+    env = worker_env(
+        temporal, sim, queue, COUNCIL_LOG_LEVEL="DEBUG", COUNCIL_MODELS=",".join(FOUR_MODELS)
+    )
     log = tmp_path / "worker.log"
     worker = await asyncio.to_thread(start_worker, env, log)
     try:

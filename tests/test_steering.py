@@ -19,14 +19,13 @@ from harness.processes import start_worker
 from simulator import SimulatorServer
 from tests.sim_fixtures import wait_until
 from tests.temporal_fixtures import (
-    TEST_API_KEY,
     Council,
     model_calls,
     request,
     stage_started,
     starter,
-    temporal_address,
     until,
+    worker_env,
 )
 from workflows.deliberation import Deliberation
 
@@ -148,12 +147,7 @@ async def test_updates_sent_while_the_worker_is_down_apply_on_the_next_worker(
 ) -> None:
     sim.set_faults({"*": {"latency": 1.0}})
     queue = f"steer-{uuid.uuid4().hex[:8]}"
-    env = {
-        "TEMPORAL_ADDRESS": temporal_address(temporal),
-        "COUNCIL_TASK_QUEUE": queue,
-        "COUNCIL_LLM_BASE_URL": sim.url,
-        "COUNCIL_LLM_API_KEY": TEST_API_KEY,
-    }
+    env = worker_env(temporal, sim, queue)
     first = await asyncio.to_thread(start_worker, env, tmp_path / "first.log")
     second = None
     try:
