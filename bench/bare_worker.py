@@ -1,8 +1,8 @@
 """The bare-Temporal baseline's worker: `python -m bench.bare_worker`.
 
 The worker a user runs (worker.build_worker: the same connection, data converter and
-options), with bench.bare_workflow's BareGraph as its workflow and a no-op activity
-beside the model-call activity.
+options), with bench.bare_workflow's BareGraph and SameCalls as its workflows and a no-op
+activity beside the model-call activity.
 """
 
 from __future__ import annotations
@@ -15,7 +15,7 @@ import sys
 from activities.model_call import ModelGateway
 from app import connection
 from app.connection import connect, task_queue
-from bench.bare_workflow import BareGraph, bare_step
+from bench.bare_workflow import BareGraph, SameCalls, bare_step
 from worker import build_worker
 
 log = logging.getLogger("council.bench.bare_worker")
@@ -24,7 +24,9 @@ log = logging.getLogger("council.bench.bare_worker")
 async def run() -> None:
     client = await connect()
     async with ModelGateway.from_env() as gateway:
-        worker = build_worker(client, gateway, workflows=[BareGraph], activities=[bare_step])
+        worker = build_worker(
+            client, gateway, workflows=[BareGraph, SameCalls], activities=[bare_step]
+        )
         stop = asyncio.Event()
         loop = asyncio.get_running_loop()
         for sig in (signal.SIGINT, signal.SIGTERM):

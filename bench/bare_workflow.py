@@ -1,11 +1,18 @@
 """The bare-Temporal baselines: the council's graph of calls with no protocol around it.
 
-A list of stage widths (4, 4, 4, 4, 4, 4, 1 for 4 models and 2 rounds): each stage runs
-that many activities in parallel and waits for all of them, as the deliberation does.
-Each activity is either `bare_step`, which does nothing but sleep for the given latency
-(0: a no-op), or, when models are given, the worker's own model-call activity asked the
-question alone (a stage 1 call), through the deliberation's own call (workflows.calls)
-with the default policy.
+BareGraph takes a list of stage widths (4, 4, 4, 4, 4, 4, 1 for 4 models and 2 rounds):
+each stage runs that many activities in parallel and waits for all of them, as the
+deliberation does. Each activity is either `bare_step`, which does nothing but sleep for
+the given latency (0: a no-op), or, when models are given, the worker's own model-call
+activity asked the question alone (a stage 1 call).
+
+SameCalls takes the calls a deliberation made, stage by stage (its prompts with the
+answers, reviews and critiques in them), and makes them again the same way: the same
+activities with the same inputs and replies, without the deliberation's own work
+(parsing, rules, state, events, search attributes) around them.
+
+Both call models through the deliberation's own call (workflows.calls) with the default
+policy.
 """
 
 from __future__ import annotations
@@ -57,4 +64,15 @@ class BareGraph:
                     for _ in range(width)
                 ]
             calls += len(await asyncio.gather(*stage))
+        return calls
+
+
+@workflow.defn
+class SameCalls:
+    @workflow.run
+    async def run(self, stages: list[list[ModelCall]]) -> int:
+        calls = 0
+        for stage in stages:
+            replies = await asyncio.gather(*(call_model(call, CallPolicy()) for call in stage))
+            calls += len(replies)
         return calls

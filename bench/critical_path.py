@@ -5,9 +5,13 @@ sequential stages (stage 1, review, (refine, review) x 2, synthesis = 7) times 1
 Council is measured twice: the first deliberation after `worker.py` starts (cold: a new
 worker process for each such run, given the 1 s latency at once) and warm runs on a worker
 that has run before. Beside it, the same protocol as a plain in-process asyncio fan-out
-(bench.plain_asyncio, no durability) and the same graph of 1 s activities on bare Temporal
-(bench.bare_workflow). Warm runs alternate between the three, after one warm-up run of
-each at zero latency. The workflow-task times come from the histories.
+(bench.plain_asyncio, no durability), and bare Temporal (bench.bare_workflow) twice: the
+same graph of 1 s sleep activities, and the same model calls a deliberation made (its
+prompts, stage by stage, through the model-call activity and the simulator). The last makes
+the calls over the same activity and HTTP client as Council without the deliberation around
+them, so Council's time over it is the protocol's own cost. Warm runs alternate between
+the four, after one warm-up run of each at zero latency.
+The workflow-task times come from the histories.
 """
 
 from __future__ import annotations
@@ -34,6 +38,7 @@ LATENCY = 1.0
 GOAL_COLD = 1.05
 GOAL_WARM = 1.04
 GOAL_TASK_MS = 10.0
+GOAL_PROTOCOL = 1.01
 
 
 def _check(record: DeliberationRecord) -> None:
@@ -67,8 +72,14 @@ async def run(stack: BenchStack, quick: bool = False) -> report.Section:
     expected_calls = sum(plan)
     assert stack.client is not None
 
-    walls: dict[str, list[float]] = {"cold": [], "council": [], "plain": [], "bare": []}
-    timings: dict[str, list[Timing]] = {"cold": [], "council": [], "bare": []}
+    walls: dict[str, list[float]] = {
+        "cold": [],
+        "council": [],
+        "plain": [],
+        "bare_calls": [],
+        "bare": [],
+    }
+    timings: dict[str, list[Timing]] = {"cold": [], "council": [], "bare_calls": [], "bare": []}
     calls: dict[str, int] = {}
     for _ in range(reps):
         stack.sim.reset()
@@ -82,9 +93,11 @@ async def run(stack: BenchStack, quick: bool = False) -> report.Section:
     plain = PlainCouncil(stack.sim_url, BENCH_API_KEY)
     try:
         stack.sim.set_latency(0)
-        await stack.run_council(council.queue, request)
+        warm_up, _ = await stack.run_council(council.queue, request)
+        same_calls = await stack.council_calls(warm_up.id)
         await plain.deliberate(request)
         await stack.run_bare(bare.queue, plan)
+        await stack.run_same_calls(bare.queue, same_calls)
         stack.sim.set_latency(LATENCY)
         for _ in range(reps):
             stack.sim.reset()
@@ -103,6 +116,12 @@ async def run(stack: BenchStack, quick: bool = False) -> report.Section:
             if result.rounds != ROUNDS or result.failures:
                 raise RuntimeError(f"the asyncio run did not run {ROUNDS} clean rounds")
             calls["plain"] = stack.sim.log()["total"]
+
+            stack.sim.reset()
+            bare_handle, elapsed = await stack.run_same_calls(bare.queue, same_calls)
+            walls["bare_calls"].append(elapsed)
+            timings["bare_calls"].append(await history_timing(bare_handle))
+            calls["bare_calls"] = stack.sim.log()["total"]
 
             bare_handle, elapsed = await stack.run_bare(bare.queue, plan, LATENCY)
             walls["bare"].append(elapsed)
@@ -135,6 +154,7 @@ async def run(stack: BenchStack, quick: bool = False) -> report.Section:
         "cold": "Council, the first run after worker.py starts (cold)",
         "council": "Council on a worker that has run before (warm)",
         "plain": "plain asyncio fan-out, same protocol and HTTP client (no durability)",
+        "bare_calls": "bare Temporal, the same model calls as a deliberation (no protocol)",
         "bare": "bare Temporal, same graph of 1 s sleep activities",
     }
     for key, name in names.items():
@@ -150,6 +170,8 @@ async def run(stack: BenchStack, quick: bool = False) -> report.Section:
             calls[key],
         )
     cold, warm = span["cold"] / ideal, span["council"] / ideal
+    protocol = span["council"] / span["bare_calls"]
+    protocol_ms = (span["council"] - span["bare_calls"]) / stages * 1000
     task_median = statistics.median(tasks["cold"] + tasks["council"])
     bare_median = statistics.median(tasks["bare"])
     section = report.Section(
@@ -162,7 +184,10 @@ async def run(stack: BenchStack, quick: bool = False) -> report.Section:
             "fan-out has no history: its wall time); wall time is measured by the client "
             "from starting the run to holding its result.",
             f"cold: {reps} run(s), each the first deliberation of a new worker process; warm: "
-            "runs alternate with the other two kinds, after a zero-latency warm-up run of each.",
+            "runs alternate with the other three kinds, after a zero-latency warm-up run of each.",
+            "Council / bare Temporal with the same model calls: both warm, from history; "
+            "the difference is the deliberation's own work on the critical path (prompts, "
+            "review parsing, state, events, search attributes).",
             "workflow task: WORKFLOW_TASK_STARTED to WORKFLOW_TASK_COMPLETED in the history, "
             "the worker's time on the task plus its round trips to the server, over every "
             "task of the runs.",
@@ -185,7 +210,16 @@ async def run(stack: BenchStack, quick: bool = False) -> report.Section:
                 f"<= {GOAL_WARM}",
                 warm <= GOAL_WARM,
                 f"{span['council']:.3f} s for {ideal:g} s ideal; asyncio "
-                f"{span['plain'] / ideal:.3f}, bare Temporal {span['bare'] / ideal:.3f}",
+                f"{span['plain'] / ideal:.3f}, bare Temporal {span['bare'] / ideal:.3f}, "
+                f"bare Temporal with the same model calls {span['bare_calls'] / ideal:.3f}",
+            ),
+            report.Headline(
+                "critical path, warm: Council / bare Temporal with the same model calls",
+                protocol,
+                f"<= {GOAL_PROTOCOL}",
+                protocol <= GOAL_PROTOCOL,
+                f"{span['council']:.3f} vs {span['bare_calls']:.3f} s: the protocol's own "
+                f"cost is {protocol_ms:.1f} ms per stage",
             ),
             report.Headline(
                 "workflow task time, median",

@@ -15,6 +15,7 @@ CPU time and peak RSS come from /proc (Linux); elsewhere they are reported as n/
 
 from __future__ import annotations
 
+import asyncio
 import time
 import uuid
 from dataclasses import dataclass
@@ -24,7 +25,8 @@ from typing import Any
 from temporalio.api.enums.v1 import EventType
 from temporalio.client import WorkflowHandle
 
-from bench.bare_workflow import BareGraph
+from bench.bare_workflow import BareGraph, SameCalls
+from council.calls import ModelCall
 from harness.processes import cpu_seconds
 from harness.stack import SIMULATOR_API_KEY, Stack, WorkerProcess
 from simulator.personas import DEFAULT_MODELS
@@ -97,6 +99,15 @@ class BenchStack(Stack):
         """`python worker.py`, the worker a user runs, on its own task queue."""
         return self.start_worker(queue)
 
+    async def fresh_server(self) -> None:
+        """Restart the dev server empty, on the same port: no earlier run's workflows in
+        its database to slow the next measurement down."""
+        self.stop_server()
+        if self.db_file is not None:
+            self.db_file.unlink(missing_ok=True)
+        await asyncio.to_thread(self.start_server)
+        self.client = await self.connect()
+
     def start_bare_worker(self) -> WorkerProcess:
         """The bare-Temporal baseline's worker: same options, the bare graph."""
         return self.start_worker(module="bench.bare_worker")
@@ -114,12 +125,45 @@ class BenchStack(Stack):
         )
 
     async def run_bare(
-        self, queue: str, plan: list[int], latency: float = 0.0
+        self, queue: str, plan: list[int], latency: float = 0.0, models: list[str] | None = None
     ) -> tuple[WorkflowHandle, float]:
         started = time.monotonic()
-        handle = await self.start_bare(queue, plan, latency)
+        handle = await self.start_bare(queue, plan, latency, models)
         await handle.result()
         return handle, time.monotonic() - started
+
+    async def start_same_calls(self, queue: str, stages: list[list[ModelCall]]) -> WorkflowHandle:
+        """The calls of a deliberation (council_calls), made again on bare Temporal."""
+        assert self.client is not None
+        return await self.client.start_workflow(
+            SameCalls.run, stages, id=f"same-{uuid.uuid4().hex[:12]}", task_queue=queue
+        )
+
+    async def run_same_calls(
+        self, queue: str, stages: list[list[ModelCall]]
+    ) -> tuple[WorkflowHandle, float]:
+        started = time.monotonic()
+        handle = await self.start_same_calls(queue, stages)
+        await handle.result()
+        return handle, time.monotonic() - started
+
+    async def council_calls(self, workflow_id: str) -> list[list[ModelCall]]:
+        """The model calls a finished deliberation made, stage by stage, read from the inputs
+        of its activities in the history."""
+        assert self.client is not None
+        history = await self.client.get_workflow_handle(workflow_id).fetch_history()
+        stages: list[list[ModelCall]] = []
+        place = None
+        for event in history.events:
+            if event.event_type != EventType.EVENT_TYPE_ACTIVITY_TASK_SCHEDULED:
+                continue
+            payloads = event.activity_task_scheduled_event_attributes.input.payloads
+            [call] = await self.client.data_converter.decode(payloads, [ModelCall])
+            if (call.stage, call.round) != place:
+                place = (call.stage, call.round)
+                stages.append([])
+            stages[-1].append(call)
+        return stages
 
 
 @dataclass

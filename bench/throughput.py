@@ -3,10 +3,10 @@
 Zero-latency models, one worker process, the embedded dev server. A closed loop keeps
 200 runs in flight (each finished run is replaced at once); after a ramp-up, the figure
 is the runs completed inside a measured window, per minute. Beside it, run the same way
-for the same duration on the same server, two bare-Temporal baselines with the same
-graph (bench.bare_workflow): no-op activities (the goal's reference), and the worker's
-own model-call activity sent the question alone (what calling models over HTTP costs
-without the deliberation workflow around it).
+for the same duration, two bare-Temporal baselines with the same graph
+(bench.bare_workflow): the worker's own model-call activity sent the question alone (the
+goal's reference: what calling models over HTTP costs without the deliberation workflow
+around it), and no-op activities. Each of the three runs on a dev server restarted empty.
 
 The CPU time each process spent inside the window is reported too, because all of them
 share the machine: the simulator's work of serving every call counts against the runs
@@ -206,6 +206,9 @@ async def run(stack: BenchStack, quick: bool = False, profile: bool = False) -> 
     }
     results: dict[str, LoopResult] = {}
     for kind in kinds:
+        # Each row on an empty server: the runs before it would otherwise have filled the
+        # server's database, and the row measured last would pay for it.
+        await stack.fresh_server()
         if kind == "council":
             worker = await asyncio.to_thread(stack.start_council_worker)
             start = functools.partial(stack.start_council, worker.queue, request, prefix="tput")
@@ -270,14 +273,16 @@ async def run(stack: BenchStack, quick: bool = False, profile: bool = False) -> 
         f"of the runs, then one more per completed run: {ramps}), {sizes.settle:.0f} s more, "
         f"then {sizes.window:.0f} s measured; runs in flight at the end are terminated, "
         "not counted.",
-        "One worker process each, with the same worker options, one after the other on the "
-        "same dev server (no-op baseline first).",
+        "One worker process each, with the same worker options, one after the other "
+        "(no-op baseline first), each on a dev server restarted empty, so that no row "
+        "pays for the workflows of the rows before it.",
         "Included in each figure: everything on the machine it took, since all processes "
         "share its cores. Council and the middle row pay for the simulator serving every "
         "call over HTTP (its CPU time is in the second table) and for the worker's HTTP "
         "client; the middle row has the same activities and graph as Council without the "
         "deliberation workflow (its prompts, parsing, state, progress and search attributes), "
-        "so the gap between the two is the protocol's own cost.",
+        "so the gap between the two is the protocol's own cost, the larger prompts and "
+        "replies that carry the answers and critiques included.",
     ]
     if profile:
         notes.append(
