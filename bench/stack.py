@@ -18,6 +18,7 @@ from __future__ import annotations
 import asyncio
 import time
 import uuid
+from collections.abc import Awaitable
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
@@ -125,27 +126,20 @@ class BenchStack(Stack):
         )
 
     async def run_bare(
-        self, queue: str, plan: list[int], latency: float = 0.0, models: list[str] | None = None
+        self, queue: str, plan: list[int], latency: float = 0.0
     ) -> tuple[WorkflowHandle, float]:
-        started = time.monotonic()
-        handle = await self.start_bare(queue, plan, latency, models)
-        await handle.result()
-        return handle, time.monotonic() - started
-
-    async def start_same_calls(self, queue: str, stages: list[list[ModelCall]]) -> WorkflowHandle:
-        """The calls of a deliberation (council_calls), made again on bare Temporal."""
-        assert self.client is not None
-        return await self.client.start_workflow(
-            SameCalls.run, stages, id=f"same-{uuid.uuid4().hex[:12]}", task_queue=queue
-        )
+        return await _to_the_end(self.start_bare(queue, plan, latency))
 
     async def run_same_calls(
         self, queue: str, stages: list[list[ModelCall]]
     ) -> tuple[WorkflowHandle, float]:
-        started = time.monotonic()
-        handle = await self.start_same_calls(queue, stages)
-        await handle.result()
-        return handle, time.monotonic() - started
+        """The calls of a deliberation (council_calls), made again on bare Temporal."""
+        assert self.client is not None
+        return await _to_the_end(
+            self.client.start_workflow(
+                SameCalls.run, stages, id=f"same-{uuid.uuid4().hex[:12]}", task_queue=queue
+            )
+        )
 
     async def council_calls(self, workflow_id: str) -> list[list[ModelCall]]:
         """The model calls a finished deliberation made, stage by stage, read from the inputs
@@ -164,6 +158,14 @@ class BenchStack(Stack):
                 stages.append([])
             stages[-1].append(call)
         return stages
+
+
+async def _to_the_end(start: Awaitable[WorkflowHandle]) -> tuple[WorkflowHandle, float]:
+    """Start a run and wait for its result: its handle, and the wall time it took."""
+    started = time.monotonic()
+    handle = await start
+    await handle.result()
+    return handle, time.monotonic() - started
 
 
 @dataclass

@@ -44,17 +44,24 @@ def subset(tmp_path: Path, ids: tuple[str, ...] = SUBSET, name: str = "subset") 
     return path
 
 
-async def eval_cli(*args: str, env: dict[str, str], timeout: float = 90) -> tuple[int, str, str]:
-    process = await asyncio.create_subprocess_exec(
+async def start_eval_cli(
+    *args: str, env: dict[str, str], output: int = asyncio.subprocess.PIPE
+) -> asyncio.subprocess.Process:
+    """`starter.py eval ARGS` as a child process; its output piped, or sent to `output`."""
+    return await asyncio.create_subprocess_exec(
         sys.executable,
         "starter.py",
         "eval",
         *args,
         cwd=ROOT,
         env={**os.environ, **env},
-        stdout=asyncio.subprocess.PIPE,
-        stderr=asyncio.subprocess.PIPE,
+        stdout=output,
+        stderr=output,
     )
+
+
+async def eval_cli(*args: str, env: dict[str, str], timeout: float = 90) -> tuple[int, str, str]:
+    process = await start_eval_cli(*args, env=env)
     out, err = await asyncio.wait_for(process.communicate(), timeout)
     return process.returncode, out.decode(), err.decode()
 
@@ -206,16 +213,7 @@ async def test_an_interrupted_eval_resumes_without_deliberating_again(
     raw = out / "raw_outputs"
     council.sim.set_faults({"*": {"latency": 0.1}})  # slow enough to interrupt partway
     args = (str(dataset), "--out", str(out), "--concurrency", "2", "--tag", fresh_tag())
-    process = await asyncio.create_subprocess_exec(
-        sys.executable,
-        "starter.py",
-        "eval",
-        *args,
-        cwd=ROOT,
-        env={**os.environ, **cli_env},
-        stdout=asyncio.subprocess.DEVNULL,
-        stderr=asyncio.subprocess.DEVNULL,
-    )
+    process = await start_eval_cli(*args, env=cli_env, output=asyncio.subprocess.DEVNULL)
     await wait_until(lambda: len(list(raw.glob("*_record.json"))) >= 2, timeout=60, step=0.05)
     process.kill()  # SIGKILL: no chance to clean up
     await process.wait()
