@@ -5,7 +5,9 @@ case-insensitive) is below 0.5, or at most 0.95 with more than 10 % new words.""
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from difflib import SequenceMatcher, unified_diff
+from typing import Any
 
 UNCHANGED_SIMILARITY = 0.95
 CHANGED_SIMILARITY = 0.5
@@ -47,3 +49,15 @@ def summarize_changes(original: str, refined: str) -> str:
 def estimate_tokens(*texts: str) -> int:
     """A rough estimate (4 characters a token), used only when a provider reports no usage."""
     return sum(len(text) // CHARS_PER_TOKEN for text in texts)
+
+
+def estimate_tokens_used(
+    refinement_tasks: Mapping[str, Mapping[str, Any]],
+    responses: Mapping[str, Mapping[str, Any] | None],
+) -> int:
+    """The specification's estimate of a refinement round's tokens: each task's prompt
+    (model -> {"prompt": ...}; None for a model that did not refine) and each reply
+    (model -> {"content": ...}), at 4 characters a token."""
+    prompts = [task.get("prompt") or "" for task in refinement_tasks.values()]
+    replies = [(reply or {}).get("content") or "" for reply in responses.values()]
+    return estimate_tokens(*prompts, *replies)

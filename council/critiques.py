@@ -3,10 +3,11 @@ from the rating the reviewer gave."""
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
+from typing import Any
 
 from council.iteration import CritiqueItem
-from council.reviews import ParsedReview
+from council.reviews import ParsedReview, read_review
 
 
 def severity(rating: float | None) -> str:
@@ -37,3 +38,16 @@ def critiques_from_parsed(
                 )
             )
     return critiques
+
+
+def extract_critiques_from_rankings(
+    stage2_results: Iterable[Mapping[str, Any]], label_to_model: Mapping[str, str]
+) -> dict[str, list[CritiqueItem]]:
+    """The specification's name for it: label -> critiques, from stage 2 results given as
+    {"model": reviewer, "ranking": review text}; each review is read with the labels its
+    reviewer was shown (every label but its own)."""
+    labels = dict(label_to_model)
+    return critiques_from_parsed(
+        (result["model"], read_review(result["model"], result["ranking"], labels)[1])
+        for result in stage2_results
+    )

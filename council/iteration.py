@@ -1,6 +1,8 @@
 """Iteration state and the termination rules of the refinement loop.
 
-Time is always passed in: the workflow supplies workflow.now(), tests a fixed datetime.
+Time is passed in: the workflow supplies workflow.now(), tests a fixed datetime. The
+specification's own calls (`start_new_round(state)`, `complete_round(state, round, tokens)`)
+leave it out, and then the wall clock is read, as the specification does.
 
 The loop runs at least `min_rounds` refinement rounds, then another round only while
 some individual peer rating of some current answer is below the quality threshold.
@@ -22,8 +24,9 @@ user asked for another round, which then runs unless a limit (1, 3, 4, 5) holds.
 from __future__ import annotations
 
 from collections.abc import Awaitable, Callable, Sequence
-from datetime import datetime
+from datetime import UTC, datetime
 from enum import StrEnum
+from typing import Any
 
 from pydantic import BaseModel, Field
 
@@ -255,9 +258,15 @@ async def refine_until_done(
     return state.termination_reason or TerminationReason.MAX_ROUNDS
 
 
-def start_new_round(state: IterationState, now: datetime) -> IterationRound:
+def _clock(now: datetime | None) -> datetime:
+    """The time given; the wall clock only for a caller that gives none (never the
+    workflow, which passes workflow.now())."""
+    return now if now is not None else datetime.now(UTC)
+
+
+def start_new_round(state: IterationState, now: datetime | None = None) -> IterationRound:
     state.current_round += 1
-    new_round = IterationRound(round_number=state.current_round, started_at=now)
+    new_round = IterationRound(round_number=state.current_round, started_at=_clock(now))
     state.rounds.append(new_round)
     return new_round
 
@@ -268,9 +277,12 @@ def charge_tokens(state: IterationState, tokens: int) -> None:
 
 
 def complete_round(
-    state: IterationState, round_data: IterationRound, tokens_used: int, now: datetime
+    state: IterationState,
+    round_data: IterationRound,
+    tokens_used: int,
+    now: datetime | None = None,
 ) -> None:
-    round_data.completed_at = now
+    round_data.completed_at = _clock(now)
     round_data.tokens_used = tokens_used
     state.total_tokens_used += tokens_used
     state.rounds[-1] = round_data
@@ -310,33 +322,42 @@ class IterationSummary(BaseModel):
     round_summaries: list[RoundSummary] = Field(default_factory=list)
 
 
-def get_iteration_summary(state: IterationState) -> IterationSummary:
-    return IterationSummary(
-        message=None if state.rounds else "No iterations performed",
-        rounds_completed=len(state.rounds),
-        total_refinements=sum(len(r.models_that_changed) for r in state.rounds),
-        total_unchanged=sum(len(r.models_unchanged) for r in state.rounds),
-        max_rounds=state.max_rounds,
-        min_rounds=state.min_rounds,
-        terminated_reason=state.termination_reason,
-        tokens_used=state.total_tokens_used,
-        token_budget=state.context_budget,
-        cost_usd=state.cost_usd,
-        max_cost_usd=state.max_cost_usd,
-        quality_threshold=state.quality_threshold,
-        quality_gate=state.quality_gate,
-        final_scores=dict(state.latest_scores),
-        final_lowest_ratings=dict(state.lowest_ratings),
-        round_summaries=[
-            RoundSummary(
-                round=r.round_number,
-                models_changed=len(r.models_that_changed),
-                models_unchanged=len(r.models_unchanged),
-                tokens_used=r.tokens_used,
-                duration_seconds=(r.completed_at - r.started_at).total_seconds()
+def get_iteration_summary(state: IterationState) -> dict[str, Any]:
+    """The loop in figures, for display: the specification's dict (its keys, with the
+    termination reason as its string value), extended with the rules the loop ran by.
+    Without rounds it carries the specification's message, "No iterations performed",
+    beside the same figures (which then say so in numbers)."""
+    message = {} if state.rounds else {"message": "No iterations performed"}
+    return message | {
+        "rounds_completed": len(state.rounds),
+        "max_rounds": state.max_rounds,
+        "total_refinements": sum(len(r.models_that_changed) for r in state.rounds),
+        "total_unchanged": sum(len(r.models_unchanged) for r in state.rounds),
+        "terminated_reason": state.termination_reason.value if state.termination_reason else None,
+        "tokens_used": state.total_tokens_used,
+        "round_summaries": [
+            {
+                "round": r.round_number,
+                "models_changed": len(r.models_that_changed),
+                "models_unchanged": len(r.models_unchanged),
+                "duration_seconds": (r.completed_at - r.started_at).total_seconds()
                 if r.completed_at
                 else None,
-            )
+                "tokens_used": r.tokens_used,
+            }
             for r in state.rounds
         ],
-    )
+        "min_rounds": state.min_rounds,
+        "token_budget": state.context_budget,
+        "cost_usd": state.cost_usd,
+        "max_cost_usd": state.max_cost_usd,
+        "quality_threshold": state.quality_threshold,
+        "quality_gate": state.quality_gate.value,
+        "final_scores": dict(state.latest_scores),
+        "final_lowest_ratings": dict(state.lowest_ratings),
+    }
+
+
+def iteration_summary(state: IterationState) -> IterationSummary:
+    """The record's typed summary: get_iteration_summary's figures, validated."""
+    return IterationSummary.model_validate(get_iteration_summary(state))

@@ -167,21 +167,23 @@ def format_critiques_for_refinement(critiques: Sequence[CritiqueItem]) -> str:
     return "\n\n".join(blocks)
 
 
-def refinement_prompt(
-    question: str,
-    original: str,
+def build_refinement_prompt(
+    user_query: str,
+    original_response: str,
     critiques: Sequence[CritiqueItem],
-    byte_cap: int,
     criteria: EvaluationCriteria | None = None,
-) -> list[ChatMessage]:
-    """Stage 2.5: the model's own answer and the critiques aimed at it; the reply is one
-    JSON object of the refinement's fields, or plain text."""
+    byte_cap: int | None = None,
+) -> str:
+    """Stage 2.5's prompt (the specification's function): the question, the model's own
+    answer (framed), the critiques aimed at it and the task, ending in "REFINED RESPONSE:".
+    The reply asked for is one JSON object of the refinement's fields, or plain text; a
+    tight reply cap (`byte_cap`) adds length guidance."""
     names = criteria_names(criteria)
     criteria_context = f"\nThe evaluation criteria were: {names}\n" if names else ""
-    return user(
+    return (
         f"{REFINE_OPENING}\n\n"
-        f"QUESTION: {question}\n{criteria_context}\n"
-        f"YOUR ORIGINAL RESPONSE:\n{frame('original', original)}\n\n"
+        f"QUESTION: {user_query}\n{criteria_context}\n"
+        f"YOUR ORIGINAL RESPONSE:\n{frame('original', original_response)}\n\n"
         "---\n\n"
         f"PEER FEEDBACK:\n{format_critiques_for_refinement(critiques)}\n\n"
         "---\n\n"
@@ -209,9 +211,20 @@ def refinement_prompt(
         '  "improvement_explanation": "what you improved, or why you kept your position"\n'
         "}\n"
         "If you cannot write JSON, write the complete refined response as plain text."
-        f"{length_note(byte_cap)}\n\n"
+        f"{length_note(byte_cap) if byte_cap is not None else ''}\n\n"
         f"{REFINED_HEADER}"
     )
+
+
+def refinement_prompt(
+    question: str,
+    original: str,
+    critiques: Sequence[CritiqueItem],
+    byte_cap: int,
+    criteria: EvaluationCriteria | None = None,
+) -> list[ChatMessage]:
+    """Stage 2.5 as the model call sends it: build_refinement_prompt as the user's message."""
+    return user(build_refinement_prompt(question, original, critiques, criteria, byte_cap))
 
 
 def _standing(entry: AggregateRanking | None) -> str:

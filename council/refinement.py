@@ -1,16 +1,35 @@
-"""Stage 2.5: who refines, reading the refinement, and what changed."""
+"""Stage 2.5: who refines, reading the refinement, and what changed; and the stage as
+the specification's one function, `stage2_5_refine_responses`, over any way of calling
+models."""
 
 from __future__ import annotations
 
 import json
 import re
-from collections.abc import Mapping
+from collections.abc import Awaitable, Callable, Mapping, Sequence
+from datetime import datetime
 from typing import Any
 
 from pydantic import BaseModel, Field
 
-from council.changes import NEW_WORD_RATIO, detect_significant_changes, summarize_changes
-from council.iteration import CritiqueItem, IterationRound, RefinementResult, RejectedCritique
+from council.changes import (
+    NEW_WORD_RATIO,
+    detect_significant_changes,
+    estimate_tokens_used,
+    summarize_changes,
+)
+from council.critiques import extract_critiques_from_rankings
+from council.iteration import (
+    CritiqueItem,
+    IterationRound,
+    IterationState,
+    RefinementResult,
+    RejectedCritique,
+    complete_round,
+    start_new_round,
+)
+from council.models import EvaluationCriteria
+from council.prompts import build_refinement_prompt
 
 # Only the keys our prompt asks for: a reply whose JSON has an "answer" key is not ours.
 ANSWER_KEYS = ("final_answer", "refined_response")
@@ -241,3 +260,67 @@ def record_refinements(
         else:
             round_data.models_unchanged.append(model)
     return new_answers
+
+
+# Model -> chat messages in; model -> {"content": reply text}, or None, out (a model whose
+# call failed may be left out).
+QueryModels = Callable[
+    [dict[str, list[dict[str, str]]]], Awaitable[Mapping[str, Mapping[str, Any] | None]]
+]
+
+
+async def stage2_5_refine_responses(
+    user_query: str,
+    stage1_results: Sequence[Mapping[str, Any]],
+    stage2_results: Sequence[Mapping[str, Any]],
+    label_to_model: Mapping[str, str],
+    iteration_state: IterationState,
+    criteria: EvaluationCriteria | None = None,
+    *,
+    query_models: QueryModels,
+    now: datetime | None = None,
+) -> tuple[list[dict[str, Any]], IterationRound]:
+    """One refinement round as the specification states it: a new round; the critiques
+    from the stage 2 reviews; a refinement call for each model with critiques (in
+    parallel, through `query_models`); what changed; the tokens estimated; the round
+    completed. Returns each stage 1 model's result, refined or not, and the round.
+
+    The rules are the workflow's own (plan_refinements, build_refinement_prompt,
+    refinement_result, record_refinements); a failed call keeps the original answer."""
+    round_data = start_new_round(iteration_state, now)
+    round_data.critiques = extract_critiques_from_rankings(stage2_results, label_to_model)
+    answers = {result["model"]: result["response"] for result in stage1_results}
+    tasks = plan_refinements(answers, round_data.critiques, label_to_model)
+    prompts = {
+        task.model: build_refinement_prompt(user_query, task.original, task.critiques, criteria)
+        for task in tasks
+    }
+    messages = {model: [{"role": "user", "content": text}] for model, text in prompts.items()}
+    replies = await query_models(messages) if messages else {}
+    contents = {model: (reply or {}).get("content") or None for model, reply in replies.items()}
+    results = [
+        refinement_result(
+            task,
+            contents.get(task.model),
+            error=None if contents.get(task.model) else "the refinement call failed",
+        )
+        for task in tasks
+    ]
+    new_answers = record_refinements(round_data, answers, results)
+    tasks_for_estimate = {model: {"prompt": text} for model, text in prompts.items()}
+    complete_round(
+        iteration_state, round_data, estimate_tokens_used(tasks_for_estimate, replies), now
+    )
+    refined = {result.model: result for result in results if result.error is None}
+    return [
+        {
+            "model": model,
+            "response": new_answers[model],
+            "original_response": answers[model],
+            "refined": True,
+            "changes_made": refined[model].changes_made,
+        }
+        if model in refined
+        else {"model": model, "response": answers[model], "refined": False, "changes_made": False}
+        for model in answers
+    ], round_data

@@ -12,9 +12,8 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from textwrap import dedent
 
-from council.critiques import critiques_from_parsed
+from council.critiques import extract_critiques_from_rankings
 from council.iteration import CritiqueItem
-from council.reviews import read_review
 from council.stages import Stage2Result
 
 A, B, C, D, E = (f"Response {x}" for x in "ABCDE")
@@ -24,10 +23,7 @@ def critiques_of(
     reviews: Sequence[Stage2Result], label_to_model: Mapping[str, str]
 ) -> dict[str, list[CritiqueItem]]:
     """Label -> critiques, as the workflow builds them: each review read once, then paired."""
-    labels = dict(label_to_model)
-    return critiques_from_parsed(
-        (review.model, read_review(review.model, review.ranking, labels)[1]) for review in reviews
-    )
+    return extract_critiques_from_rankings([r.model_dump() for r in reviews], label_to_model)
 
 
 @dataclass(frozen=True)

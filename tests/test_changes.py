@@ -5,7 +5,12 @@ from __future__ import annotations
 from difflib import SequenceMatcher
 
 from council.calls import Stage, TokenUsage
-from council.changes import detect_significant_changes, estimate_tokens, summarize_changes
+from council.changes import (
+    detect_significant_changes,
+    estimate_tokens,
+    estimate_tokens_used,
+    summarize_changes,
+)
 from council.models import Usage
 
 # --- the specification's unit tests -----------------------------------------------------------
@@ -102,6 +107,14 @@ def test_estimate_tokens_is_four_characters_a_token_per_text():
     # Each text is floored separately: prompt and reply are estimated apart.
     assert estimate_tokens("abcde", "abcdefg") == 2
     assert estimate_tokens() == 0
+
+
+def test_estimate_tokens_used_reads_the_specification_task_and_reply_shapes():
+    tasks = {"m1": {"prompt": "p" * 400}, "m2": {"prompt": None}, "m3": {"prompt": "q" * 41}}
+    responses = {"m1": {"content": "c" * 80}, "m2": None, "m3": {"content": ""}}
+
+    assert estimate_tokens_used(tasks, responses) == 100 + 10 + 20
+    assert estimate_tokens_used({}, {}) == 0
 
 
 def test_estimated_usage_is_counted_as_estimated():

@@ -1,5 +1,6 @@
-"""Iteration state and termination rules: the specification's tests (time passed in), the
-quality threshold, the order of the checks, token charging and the summary."""
+"""Iteration state and termination rules beyond the specification's own tests (those are
+in test_specification.py): the quality threshold, the order of the checks, token
+charging and the summary."""
 
 from __future__ import annotations
 
@@ -31,89 +32,6 @@ def finished_round(number: int, changed: list[str], unchanged: list[str]) -> Ite
         models_that_changed=changed,
         models_unchanged=unchanged,
     )
-
-
-# --- the specification's unit tests -------------------------------------------------------
-
-
-def test_initialize_state():
-    config = IterationConfig(enabled=True, max_rounds=3)
-    state = rules.initialize_iteration_state(config)
-
-    assert state.enabled is True
-    assert state.max_rounds == 3
-    assert state.current_round == 0
-    assert len(state.rounds) == 0
-
-
-def test_should_continue_first_round():
-    state = IterationState(enabled=True, max_rounds=2, current_round=0)
-    should_continue, reason = rules.should_continue_iteration(state)
-
-    assert should_continue is True
-    assert reason is None
-
-
-def test_should_stop_at_max_rounds():
-    state = IterationState(enabled=True, max_rounds=2, current_round=2)
-    should_continue, reason = rules.should_continue_iteration(state)
-
-    assert should_continue is False
-    assert reason == TerminationReason.MAX_ROUNDS
-
-
-def test_should_stop_on_convergence():
-    state = IterationState(
-        enabled=True,
-        max_rounds=3,
-        current_round=1,
-        rounds=[finished_round(1, changed=[], unchanged=["gpt-4", "claude"])],
-    )
-    should_continue, reason = rules.should_continue_iteration(state)
-
-    assert should_continue is False
-    assert reason == TerminationReason.CONVERGENCE
-
-
-def test_context_budget_limit():
-    state = IterationState(
-        enabled=True,
-        max_rounds=5,
-        current_round=1,
-        total_tokens_used=46000,
-        context_budget=50000,
-    )
-    should_continue, reason = rules.should_continue_iteration(state)
-
-    assert should_continue is False
-    assert reason == TerminationReason.CONTEXT_LIMIT
-
-
-def test_start_new_round():
-    state = IterationState(enabled=True, max_rounds=3, current_round=0)
-    new_round = rules.start_new_round(state, NOW)
-
-    assert state.current_round == 1
-    assert len(state.rounds) == 1
-    assert new_round.round_number == 1
-
-
-def test_iteration_summary():
-    state = IterationState(
-        enabled=True,
-        max_rounds=2,
-        current_round=2,
-        terminated=True,
-        termination_reason=TerminationReason.MAX_ROUNDS,
-        total_tokens_used=25000,
-        rounds=[finished_round(1, changed=["gpt-4"], unchanged=["claude"])],
-    )
-
-    summary = rules.get_iteration_summary(state)
-
-    assert summary.rounds_completed == 1
-    assert summary.total_refinements == 1
-    assert summary.terminated_reason == "max_rounds_reached"
 
 
 # --- the rest of the rules ----------------------------------------------------------------
@@ -459,15 +377,15 @@ def test_charge_tokens_counts_work_outside_rounds_towards_the_budget():
 
 def test_summary_without_rounds_still_has_a_terminated_reason():
     state = IterationState(enabled=True, max_rounds=2, total_tokens_used=700)
-    summary = rules.get_iteration_summary(state)
+    summary = rules.iteration_summary(state)
     assert summary.terminated_reason is None
     assert summary.message == "No iterations performed"
     assert summary.rounds_completed == 0
     assert summary.tokens_used == 700
 
     rules.terminate_iteration(state, TerminationReason.QUALITY_THRESHOLD_MET)
-    assert rules.get_iteration_summary(state).terminated_reason == "quality_threshold_met"
-    assert rules.get_iteration_summary(state).model_dump(mode="json")["terminated_reason"] == (
+    assert rules.iteration_summary(state).terminated_reason == "quality_threshold_met"
+    assert rules.iteration_summary(state).model_dump(mode="json")["terminated_reason"] == (
         "quality_threshold_met"
     )
 
@@ -482,7 +400,7 @@ def test_summary_with_rounds():
     second.models_unchanged.append("m2")
     rules.terminate_iteration(state, TerminationReason.USER_STOP)  # stopped mid-round
 
-    summary = rules.get_iteration_summary(state)
+    summary = rules.iteration_summary(state)
 
     assert summary.rounds_completed == 2
     assert summary.max_rounds == 3
@@ -508,6 +426,36 @@ def test_summary_with_rounds():
             "duration_seconds": None,
         },
     ]
+
+
+def test_the_specification_calls_without_a_time_read_the_clock():
+    state = IterationState(enabled=True, max_rounds=2)
+    before = datetime.now(UTC)
+    round_data = rules.start_new_round(state)
+    rules.complete_round(state, round_data, 120)
+    rules.terminate_iteration(state, TerminationReason.MAX_ROUNDS)
+
+    assert before <= round_data.started_at <= round_data.completed_at <= datetime.now(UTC)
+    assert state.total_tokens_used == 120
+    assert rules.get_iteration_summary(state)["round_summaries"][0]["round"] == 1
+
+
+def test_the_specification_summary_is_a_dict_and_the_record_summary_reads_the_same_figures():
+    state = IterationState(enabled=True, max_rounds=3, total_tokens_used=900)
+    assert rules.get_iteration_summary(state)["message"] == "No iterations performed"
+    first = rules.start_new_round(state, NOW)
+    first.models_that_changed.append("m1")
+    rules.complete_round(state, first, 300, NOW + timedelta(seconds=5))
+    rules.terminate_iteration(state, TerminationReason.CONVERGENCE)
+
+    figures = rules.get_iteration_summary(state)
+    typed = rules.iteration_summary(state)
+
+    assert "message" not in figures  # as the specification: a message only without rounds
+    assert figures["terminated_reason"] == "models_converged"
+    assert isinstance(figures["terminated_reason"], str)
+    assert figures["round_summaries"][0]["duration_seconds"] == 5.0
+    assert typed.model_dump(mode="json", exclude={"message"}) == figures
 
 
 def test_state_survives_a_json_round_trip():

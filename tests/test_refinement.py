@@ -8,22 +8,22 @@ from datetime import UTC, datetime
 
 import pytest
 
+from activities import direct
 from council.iteration import CritiqueItem, IterationState, start_new_round
 from council.models import Criterion, EvaluationCriteria
-from council.prompts import refinement_prompt
+from council.prompts import build_refinement_prompt, refinement_prompt
 from council.refinement import (
     RefinementTask,
     parse_refinement,
     plan_refinements,
     record_refinements,
     refinement_result,
+    stage2_5_refine_responses,
 )
-from council.stages import Stage2Result
-from tests.review_cases import critiques_of
 
 NOW = datetime(2026, 1, 2, 12, 0, tzinfo=UTC)
 
-# --- the refinement step, as the specification's unit tests state it -----------------------
+# --- the refinement step as one function (the specification's shape) -------------------------
 
 
 def prompt_text(*args, **kwargs) -> str:
@@ -32,56 +32,99 @@ def prompt_text(*args, **kwargs) -> str:
     return message.content
 
 
-def test_build_refinement_prompt():
+def test_the_workflow_sends_the_specification_prompt():
     critiques = [
         CritiqueItem(source_model="m1", target_response="A", critique_text="lacks examples")
     ]
+    criteria = EvaluationCriteria(criteria=[Criterion(name="accuracy")])
 
-    prompt = prompt_text("What is Python?", "Python is a language.", critiques, byte_cap=64_000)
+    sent = prompt_text("What is Python?", "Python is a language.", critiques, 4_000, criteria)
 
-    assert "What is Python?" in prompt
-    assert "Python is a language." in prompt
-    assert "lacks examples" in prompt
-    assert "REFINED RESPONSE" in prompt
+    assert sent == build_refinement_prompt(
+        "What is Python?", "Python is a language.", critiques, criteria, byte_cap=4_000
+    )
+    assert "The evaluation criteria were: accuracy" in sent
+    assert "(Keep your reply under about" in sent  # a tight cap says so
+    assert sent.endswith("REFINED RESPONSE:")
+    assert "Keep your reply" not in build_refinement_prompt("Q", "A", critiques)
 
 
-def test_stage2_5_basic_flow():
-    """The refinement step's flow, with the model calls replaced by their replies."""
-    stage1_results = [
-        {"model": "gpt-4", "response": "Original answer about Python"},
-        {"model": "claude", "response": "Another answer about Python"},
-    ]
-    stage2_results = [
-        Stage2Result(model="gpt-4", ranking="Response A lacks examples. Response B is good."),
-        Stage2Result(model="claude", ranking="Response A should be more detailed."),
-    ]
-    label_to_model = {"Response A": "gpt-4", "Response B": "claude"}
+STAGE1 = [
+    {"model": "gpt-4", "response": "Original answer about Python"},
+    {"model": "claude", "response": "Another answer about Python"},
+]
+STAGE2 = [
+    {"model": "gpt-4", "ranking": "Response A lacks examples. Response B is good."},
+    {"model": "claude", "ranking": "Response A should be more detailed."},
+]
+LABELS = {"Response A": "gpt-4", "Response B": "claude"}
+
+
+async def test_stage2_5_refine_responses_routes_critiques_and_records_the_round():
+    sent: dict[str, list[dict[str, str]]] = {}
+
+    async def query_models(prompts):
+        sent.update(prompts)
+        return {
+            "gpt-4": {"content": "Python is a high-level language. For example, `print('hi')`."},
+            "claude": {"content": "Another answer about Python"},  # kept its position
+        }
+
     state = IterationState(enabled=True, max_rounds=2)
+    refined, round_data = await stage2_5_refine_responses(
+        "What is Python?", STAGE1, STAGE2, LABELS, state, query_models=query_models, now=NOW
+    )
 
-    round_data = start_new_round(state, NOW)
-    round_data.critiques = critiques_of(stage2_results, label_to_model)
-    answers = {r["model"]: r["response"] for r in stage1_results}
-    tasks = plan_refinements(answers, round_data.critiques, label_to_model)
-    replies = {
-        "gpt-4": "Python is a high-level language. For example, `print('hi')` prints a greeting.",
-        "claude": "Another answer about Python",  # kept its position
-    }
-    results = [refinement_result(task, replies[task.model]) for task in tasks]
-    refined = record_refinements(round_data, answers, results)
-
-    assert len(refined) == 2
-    assert round_data.round_number == 1
     # gpt-4 wrote "Response A lacks examples" about its own answer: that never reaches it.
-    by_model = {task.model: task for task in tasks}
-    assert [c.critique_text for c in by_model["gpt-4"].critiques] == [
-        "Response A should be more detailed."
-    ]
-    assert [c.source_model for c in by_model["gpt-4"].critiques] == ["claude"]
-    assert [c.critique_text for c in by_model["claude"].critiques] == ["Response B is good."]
-    assert refined == {"gpt-4": replies["gpt-4"], "claude": "Another answer about Python"}
+    gpt4 = sent["gpt-4"][0]["content"]
+    assert "Response A should be more detailed." in gpt4
+    assert "lacks examples" not in gpt4
+    assert "Response B is good." in sent["claude"][0]["content"]
+    assert [r["model"] for r in refined] == ["gpt-4", "claude"]
+    assert refined[0]["refined"] and refined[0]["changes_made"]
+    assert refined[0]["response"].startswith("Python is a high-level language")
+    assert refined[1]["refined"] and not refined[1]["changes_made"]
+    assert round_data.round_number == 1 and state.current_round == 1
     assert round_data.models_that_changed == ["gpt-4"]
     assert round_data.models_unchanged == ["claude"]
-    assert [r.model for r in round_data.refinements] == ["gpt-4", "claude"]
+    # The specification's estimate: prompts and replies at 4 characters a token.
+    assert state.total_tokens_used == round_data.tokens_used > 0
+    texts = [m[0]["content"] for m in sent.values()]
+    texts += [r.raw_response for r in round_data.refinements]
+    assert round_data.tokens_used == sum(len(text) // 4 for text in texts)
+
+
+async def test_a_failed_refinement_call_keeps_the_original_answer():
+    async def query_models(prompts):
+        return {}  # every call failed
+
+    state = IterationState(enabled=True, max_rounds=2)
+    refined, round_data = await stage2_5_refine_responses(
+        "What is Python?", STAGE1, STAGE2, LABELS, state, query_models=query_models, now=NOW
+    )
+
+    assert [(r["response"], r["refined"]) for r in refined] == [
+        ("Original answer about Python", False),
+        ("Another answer about Python", False),
+    ]
+    assert round_data.models_that_changed == []
+    assert {r.error for r in round_data.refinements} == {"the refinement call failed"}
+
+
+async def test_the_specification_function_calls_the_models_over_http(sim, monkeypatch):
+    monkeypatch.setenv("COUNCIL_LLM_BASE_URL", sim.url)
+    state = IterationState(enabled=True, max_rounds=2)
+
+    refined, round_data = await direct.stage2_5_refine_responses(
+        "What is Python?", STAGE1, STAGE2, LABELS, state
+    )
+
+    entries = sim.log()["entries"]
+    assert sorted(e["model"] for e in entries) == ["claude", "gpt-4"]
+    assert {e["stage"] for e in entries} == {"stage2_5"}
+    assert all(r["refined"] for r in refined)
+    assert len(round_data.refinements) == 2
+    assert all(r.error is None for r in round_data.refinements)
 
 
 # --- the prompt -----------------------------------------------------------------------------

@@ -23,8 +23,8 @@ with workflow.unsafe.imports_passed_through():
         charge_tokens,
         complete_round,
         end_if_all_failed,
-        get_iteration_summary,
         initialize_iteration_state,
+        iteration_summary,
         note_review,
         refine_until_done,
         start_new_round,
@@ -542,7 +542,7 @@ class Deliberation:
     def _snapshot(self) -> DeliberationRecord:
         record = self.record.model_copy(deep=False)
         record.rounds = list(self.state.rounds)
-        record.iteration = get_iteration_summary(self.state)
+        record.iteration = iteration_summary(self.state)
         record.stage2_5 = stage2_5_results(
             record.stage1, record.rounds, record.label_to_model, self._answers
         )
