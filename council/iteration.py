@@ -84,6 +84,8 @@ class RefinementResult(BaseModel):
     original_response: str
     refined_response: str
     critiques_addressed: list[str] = Field(default_factory=list)
+    # Critiques aimed at it that its prompt's feedback budget left out.
+    critiques_left_out: int = 0
     changes_made: bool = False
     change_summary: str | None = None
     # The structured reply's fields, present when the model gave them.

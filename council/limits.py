@@ -28,6 +28,28 @@ MAX_THREAD_TURNS = 100
 # One reviewer's critique of one answer, as extracted from its review.
 MAX_CRITIQUE_CHARS = 600
 
+# What a user may add to a running deliberation (Updates and the stop signal): each item
+# and the run's total are bounded, so that nothing a client sends can push the record or a
+# prompt past its size. Refused in one line beyond these.
+MAX_HUMAN_CRITIQUE_CHARS = 2_000
+# Critiques waiting for the next round (all models together), and in the whole run.
+MAX_HUMAN_CRITIQUES_PER_ROUND = 8
+MAX_HUMAN_CRITIQUES_PER_RUN = 20
+# The text of all the user's critiques of a run together.
+MAX_HUMAN_CRITIQUE_TOTAL_CHARS = 12_000
+# Changes of the maximum rounds in one run.
+MAX_ROUND_CHANGES = 20
+MAX_STOP_REASON_CHARS = 500
+# The peer and user feedback one member's refinement prompt carries: critiques are kept
+# whole, in order, while they fit; the rest are left out (and the record counts them).
+MAX_FEEDBACK_CHARS = 12_000
+
+# Temporal refuses a payload over 2 MiB (the workflow task that would write it fails and
+# is retried for ever). A record (the workflow's result, and the `record` query's answer)
+# above this, measured as JSON, has its largest texts elided until it fits.
+PAYLOAD_LIMIT_BYTES = 2 * 1024 * 1024
+RECORD_LIMIT_BYTES = 1_800_000
+
 # Rough conversion used for length guidance in prompts only.
 BYTES_PER_WORD = 6
 

@@ -299,10 +299,15 @@ class DeliberationRecord(BaseModel):
     thread_id: str | None = None
     context: ContextSummary | None = None
     steering: list[SteeringAction] = Field(default_factory=list)
+    # Places of texts replaced by a marker to keep the record within Temporal's payload
+    # limit (council.record.fit_record); absent when nothing was.
+    elided: list[str] = Field(default_factory=list)
 
     @model_serializer(mode="wrap")
-    def _omit_absent_stage2_5(self, handler: Any) -> dict[str, Any]:
+    def _omit_absent_parts(self, handler: Any) -> dict[str, Any]:
         data = handler(self)
         if data.get("stage2_5") is None:
             data.pop("stage2_5", None)
+        if not data.get("elided"):
+            data.pop("elided", None)
         return data

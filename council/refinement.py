@@ -51,6 +51,8 @@ class RefinementTask(BaseModel):
     label: str
     original: str
     critiques: list[CritiqueItem]
+    # Critiques aimed at it that did not fit the feedback budget of its prompt.
+    left_out: int = 0
 
 
 class ParsedRefinement(BaseModel):
@@ -65,18 +67,41 @@ class ParsedRefinement(BaseModel):
     reasoning_steps: list[str] = Field(default_factory=list)
 
 
+def fit_feedback(critiques: Sequence[CritiqueItem], budget: int) -> list[CritiqueItem]:
+    """The critiques one refinement prompt carries within `budget` characters of critique
+    text: the user's first, then the peers' from the lowest rating up, each whole while it
+    fits; those kept stay in their order."""
+    rank = {id(c): (not c.from_user, c.rating if c.rating is not None else 3.0) for c in critiques}
+    chosen: set[int] = set()
+    room = budget
+    for item in sorted(critiques, key=lambda c: rank[id(c)]):
+        if len(item.critique_text) <= room:
+            chosen.add(id(item))
+            room -= len(item.critique_text)
+    return [c for c in critiques if id(c) in chosen]
+
+
 def plan_refinements(
     answers: Mapping[str, str],
     critiques: Mapping[str, list[CritiqueItem]],
     label_to_model: Mapping[str, str],
+    feedback_chars: int | None = None,
 ) -> list[RefinementTask]:
-    """Each answering model with critiques refines; a model without any keeps its answer."""
+    """Each answering model with critiques refines; a model without any keeps its answer.
+    With `feedback_chars`, a model's critiques are trimmed to that budget (fit_feedback)."""
     tasks = []
     for label, model in label_to_model.items():
         aimed = [c for c in critiques.get(label, []) if c.source_model != model]
         if model in answers and aimed:
+            given = aimed if feedback_chars is None else fit_feedback(aimed, feedback_chars)
             tasks.append(
-                RefinementTask(model=model, label=label, original=answers[model], critiques=aimed)
+                RefinementTask(
+                    model=model,
+                    label=label,
+                    original=answers[model],
+                    critiques=given,
+                    left_out=len(aimed) - len(given),
+                )
             )
     return tasks
 
@@ -222,6 +247,7 @@ def refinement_result(
         "model": task.model,
         "original_response": task.original,
         "critiques_addressed": [c.critique_text for c in task.critiques],
+        "critiques_left_out": task.left_out,
         "raw_response": raw,
     }
     parsed = parse_refinement(reply) if raw is not None else None

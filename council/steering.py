@@ -1,12 +1,16 @@
 """Steering a running deliberation: more (or fewer) rounds, and a critique from the user.
 
 Both arrive as Temporal Updates. The checks here run in the updates' validators, so a
-request that cannot apply is refused with one line before it touches the state.
+request that cannot apply is refused with one line before it touches the state. What a
+user adds is bounded (council.limits): each critique, the critiques waiting for one
+round, those of the whole run and their text, the changes of the maximum rounds, and
+the stop reason. An update carries a deadline: one that reaches the workflow after it
+(no worker took it in time, and the user was told it failed) is refused, never applied.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from datetime import datetime
 from typing import Annotated, Literal
 
@@ -14,17 +18,38 @@ from pydantic import BaseModel, Field, StringConstraints
 
 from council import limits
 from council.iteration import CritiqueItem, IterationState
+from council.limits import (
+    MAX_HUMAN_CRITIQUE_CHARS,
+    MAX_HUMAN_CRITIQUE_TOTAL_CHARS,
+    MAX_HUMAN_CRITIQUES_PER_ROUND,
+    MAX_HUMAN_CRITIQUES_PER_RUN,
+    MAX_ROUND_CHANGES,
+    MAX_STOP_REASON_CHARS,
+)
 
 # A user's critique is attributed to this name, which no model id can have (it has spaces).
 USER = "the user"
-MAX_HUMAN_CRITIQUE_CHARS = 2_000
 
 
 class HumanCritique(BaseModel):
-    """The user's critique of one model's current answer."""
+    """The user's critique of one model's current answer (the add_critique Update). A
+    client's deadline refuses it once passed (see expired_problem)."""
 
     model: str
     text: Annotated[str, StringConstraints(strip_whitespace=True)]
+    deadline: datetime | None = None
+
+
+class RoundsChange(BaseModel):
+    """A new maximum of refinement rounds (the set_max_rounds Update takes this, or the
+    bare number without a deadline)."""
+
+    rounds: int
+    deadline: datetime | None = None
+
+    @classmethod
+    def of(cls, change: int | RoundsChange) -> RoundsChange:
+        return change if isinstance(change, RoundsChange) else cls(rounds=change)
 
 
 class SteeringAction(BaseModel):
@@ -60,7 +85,36 @@ def text_problem(text: str) -> str | None:
     return None
 
 
-def max_rounds_problem(state: IterationState | None, rounds: int) -> str | None:
+def reason_problem(reason: str | None) -> str | None:
+    """Why a stop reason cannot be sent (None: it can)."""
+    if reason is not None and len(reason.strip()) > MAX_STOP_REASON_CHARS:
+        return (
+            f"the reason is too long: at most {MAX_STOP_REASON_CHARS} characters "
+            f"(got {len(reason.strip())})"
+        )
+    return None
+
+
+def bounded_reason(reason: str | None) -> str | None:
+    """A stop reason as the record keeps it: at most MAX_STOP_REASON_CHARS (a client that
+    sent more, bypassing the checks, is cut), None when empty."""
+    text = (reason or "").strip()[:MAX_STOP_REASON_CHARS]
+    return text or None
+
+
+def expired_problem(deadline: datetime | None, now: datetime) -> str | None:
+    """Why an update that carries a deadline is refused now (None: it is in time)."""
+    if deadline is not None and now > deadline:
+        return (
+            "no worker took the request before its deadline; the client reported it as "
+            "failed, so it is not applied"
+        )
+    return None
+
+
+def max_rounds_problem(
+    state: IterationState | None, rounds: int, steering: Sequence[SteeringAction] = ()
+) -> str | None:
     """Why the maximum cannot become `rounds` now (None: it can)."""
     if state is None:
         return "the deliberation has not started yet"
@@ -73,14 +127,19 @@ def max_rounds_problem(state: IterationState | None, rounds: int) -> str | None:
             f"rounds must be at least {state.current_round}, the rounds already run or under "
             f"way (got {rounds})"
         )
+    if sum(action.kind == "max_rounds" for action in steering) >= MAX_ROUND_CHANGES:
+        return f"the maximum rounds can be changed at most {MAX_ROUND_CHANGES} times in a run"
     return None
 
 
 def critique_problem(
-    state: IterationState | None, label_of: Mapping[str, str], critique: HumanCritique
+    state: IterationState | None,
+    label_of: Mapping[str, str],
+    critique: HumanCritique,
+    steering: Sequence[SteeringAction] = (),
 ) -> str | None:
     """Why this critique cannot be taken (None: it can). `label_of` maps each model that
-    has an answer to refine to its label."""
+    has an answer to refine to its label; `steering` is what the user did so far."""
     if state is None:
         return "the deliberation has not started yet"
     if state.terminated:
@@ -88,7 +147,25 @@ def critique_problem(
     if critique.model not in label_of:
         known = ", ".join(sorted(label_of)) or "none yet"
         return f"model {critique.model!r} has no answer in this council (models: {known})"
-    return text_problem(critique.text)
+    problem = text_problem(critique.text)
+    if problem:
+        return problem
+    given = [action for action in steering if action.kind == "critique"]
+    waiting = sum(action.delivered_in_round is None for action in given)
+    if waiting >= MAX_HUMAN_CRITIQUES_PER_ROUND:
+        return (
+            f"at most {MAX_HUMAN_CRITIQUES_PER_ROUND} critiques can wait for one round "
+            f"({waiting} wait now): add more once the next round has started"
+        )
+    if len(given) >= MAX_HUMAN_CRITIQUES_PER_RUN:
+        return f"at most {MAX_HUMAN_CRITIQUES_PER_RUN} critiques can be added to one deliberation"
+    used = sum(len(action.text or "") for action in given)
+    if used + len(critique.text.strip()) > MAX_HUMAN_CRITIQUE_TOTAL_CHARS:
+        return (
+            f"the critiques of one deliberation are at most {MAX_HUMAN_CRITIQUE_TOTAL_CHARS:,} "
+            f"characters in all ({used:,} used, {len(critique.text.strip()):,} more asked)"
+        )
+    return None
 
 
 def human_critique_item(critique: HumanCritique, label: str) -> CritiqueItem:

@@ -34,7 +34,7 @@ _ORIGINAL_FRAME = re.compile(r"<original>\n(.*?)\n</original>", re.DOTALL)
 _ANSWER_FRAME = re.compile(
     r'<answer model="([^"]*)" standing="([^"]*)">\n(.*?)\n</answer>', re.DOTALL
 )
-_FEEDBACK = re.compile(r"PEER FEEDBACK:\n(.*?)\n\n---\n", re.DOTALL)
+_FEEDBACK = re.compile(r"PEER FEEDBACK:[^\n]*\n(.*?)\n\n---\n", re.DOTALL)
 # A peer's critique, or the user's.
 _HEAD = re.compile(
     r"^(?:Peer evaluation from (.+?)(?: \(rated your answer ([\d.]+)/5\))?:|"
@@ -43,6 +43,8 @@ _HEAD = re.compile(
     re.MULTILINE,
 )
 _RATING_LINE = re.compile(r"^\s*Rating of your answer: ([\d.]+)/5\s*\n?")
+# A critique's text in its frame; what is inside is never read as a heading.
+_CRITIQUE_FRAME = re.compile(r"\A<critique>\n(.*?)\n</critique>", re.DOTALL)
 _MEAN_RATING = re.compile(r"mean peer rating ([\d.]+)/5")
 # A follow-up's conversation so far: read past it, never as the question.
 _CONVERSATION = re.compile(r"<conversation>\n.*?\n</conversation>\n\n", re.DOTALL)
@@ -142,14 +144,21 @@ def _critiques(text: str) -> list[Critique]:
     if not section:
         return []
     body = section.group(1)
-    heads = list(_HEAD.finditer(body))
     critiques = []
-    for i, head in enumerate(heads):
-        end = heads[i + 1].start() if i + 1 < len(heads) else len(body)
+    at = 0
+    while head := _HEAD.search(body, at):
         rating = float(head.group(2)) if head.group(2) else None
-        text = body[head.end() : end].strip()
-        line = _RATING_LINE.match(text)
+        rest = body[head.end() :].lstrip("\n")
+        line = _RATING_LINE.match(rest)
         if line:
-            rating, text = float(line.group(1)), text[line.end() :].strip()
-        critiques.append(Critique(head.group(1) or USER, text, rating))
+            rating, rest = float(line.group(1)), rest[line.end() :]
+        framed = _CRITIQUE_FRAME.match(rest)
+        if framed:  # the text ends at its frame's close, whatever it says
+            text = framed.group(1)
+            at = len(body) - len(rest) + framed.end()
+        else:  # unframed (the first releases' prompts): up to the next heading
+            following = _HEAD.search(rest)
+            text = rest[: following.start()] if following else rest
+            at = len(body) - len(rest) + len(text)
+        critiques.append(Critique(head.group(1) or USER, text.strip(), rating))
     return critiques

@@ -16,6 +16,7 @@ import json
 import sys
 import tempfile
 import uuid
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 from temporalio.client import Client
@@ -23,6 +24,7 @@ from temporalio.contrib.pydantic import pydantic_data_converter
 
 from council.calls import Stage
 from council.progress import EventKind
+from council.steering import HumanCritique, RoundsChange
 from harness.processes import free_port, start_temporal
 from simulator import SimulatorConfig, SimulatorServer
 from tests.temporal_fixtures import council_worker, request
@@ -32,12 +34,10 @@ from workflows.search_attributes import ensure_search_attributes
 HERE = Path(__file__).parent / "histories"
 
 
-async def _until_refining(handle) -> None:
+async def _until_stage(handle, stage: Stage) -> None:
     while True:
         progress = await handle.query(Deliberation.progress, 0)
-        if any(
-            e.kind == EventKind.STAGE_START and e.stage == Stage.REFINE for e in progress.events
-        ):
+        if any(e.kind == EventKind.STAGE_START and e.stage == stage for e in progress.events):
             return
         await asyncio.sleep(0.05)
 
@@ -68,6 +68,12 @@ SCENARIOS = {
         {"quality_threshold": 5, "max_rounds": 3, "max_cost_usd": 5.0},
         {"*": {"cost_per_million_tokens": 1000.0}},
     ),
+    # Since bounded input: the user's critique (framed, within the feedback budget) and a
+    # change of the maximum rounds, each with a deadline.
+    "user_critique_and_more_rounds": (
+        {"quality_threshold": 5, "max_rounds": 1, "stop_on_convergence": False},
+        {"*": {"latency": 0.3}},
+    ),
 }
 
 
@@ -83,10 +89,20 @@ async def record(client: Client, sim: SimulatorServer, names: list[str]) -> None
                 task_queue=council.task_queue,
             )
             if name == "stopped_mid_refinement":
-                await _until_refining(handle)
+                await _until_stage(handle, Stage.REFINE)
                 await handle.signal(Deliberation.stop, "recorded stop")
+            if name == "user_critique_and_more_rounds":
+                await _until_stage(handle, Stage.REVIEW)
+                deadline = datetime.now(UTC) + timedelta(seconds=30)
+                critique = HumanCritique(
+                    model="sim/atlas", text="Name a version.", deadline=deadline
+                )
+                await handle.execute_update(Deliberation.add_critique, critique)
+                await handle.execute_update(
+                    Deliberation.set_max_rounds, RoundsChange(rounds=2, deadline=deadline)
+                )
             try:
-                outcome = (await handle.result())["iteration"]["terminated_reason"]
+                outcome = (await handle.result()).iteration.terminated_reason
             except Exception as error:
                 outcome = f"failed ({error})"
             history = await handle.fetch_history()

@@ -141,8 +141,8 @@ def test_prompt_carries_criteria_every_critic_and_asks_for_json():
     prompt = prompt_text("Q?", "My answer.", critiques, 64_000, criteria)
 
     assert "The evaluation criteria were: accuracy, brevity" in prompt
-    assert "Peer evaluation from m1:\nRating of your answer: 3/5\ntoo long" in prompt
-    assert "Peer evaluation from m2:\nno sources" in prompt
+    assert "Peer evaluation from m1:\nRating of your answer: 3/5\n<critique>\ntoo long" in prompt
+    assert "Peer evaluation from m2:\n<critique>\nno sources\n</critique>" in prompt
     assert '"final_answer"' in prompt
     assert prompt.rstrip().endswith("REFINED RESPONSE:")
 

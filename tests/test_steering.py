@@ -108,7 +108,7 @@ async def test_a_critique_from_the_user_reaches_exactly_one_model_in_the_next_ro
     carrying = [c for c in refinements if NOTE in c.messages[-1].content]
     assert [c.model for c in carrying] == ["sim/atlas"] and carrying[0].round == 1
     assert (
-        "Critique from the user who asked the question:\n" + NOTE
+        f"Critique from the user who asked the question:\n<critique>\n{NOTE}\n</critique>"
         in carrying[0].messages[-1].content
     )
     [action] = record.steering

@@ -31,16 +31,20 @@ with workflow.unsafe.imports_passed_through():
         terminate_iteration,
     )
     from council.labels import assign_labels, presentation_orders
+    from council.limits import MAX_FEEDBACK_CHARS
     from council.models import CallError, DeliberationRecord, DeliberationRequest
     from council.progress import EventKind, Progress, ProgressEvent
-    from council.record import stage2_5_results
+    from council.record import fit_record, stage2_5_results
     from council.refinement import plan_refinements, record_refinements, refinement_result
     from council.reviews import read_review
     from council.stages import Stage1Result, Stage2Result, Stage3Result
     from council.steering import (
         HumanCritique,
+        RoundsChange,
         SteeringAction,
+        bounded_reason,
         critique_problem,
+        expired_problem,
         human_critique_item,
         max_rounds_problem,
     )
@@ -66,6 +70,8 @@ class Deliberation:
         self._context = ThreadContext()  # a follow-up's earlier turns
         # Critiques from the user for the next round, by model.
         self._human: dict[str, list[HumanCritique]] = {}
+        # Critiques framed in the refinement prompt and trimmed to a budget (see versions).
+        self._bounded = False
 
     # ---- the protocol -------------------------------------------------------------
 
@@ -87,6 +93,7 @@ class Deliberation:
         config = self.request.iteration_config()
         if not workflow.patched(versions.REFINE_BY_DEFAULT):
             config = config.first_release()  # a run that started before the change
+        self._bounded = workflow.patched(versions.BOUNDED_INPUT)
         self._state = initialize_iteration_state(config)
         if self._stop_reason is not None:
             terminate_iteration(self._state, TerminationReason.USER_STOP)
@@ -201,14 +208,20 @@ class Deliberation:
         labels = self.record.label_to_model
         round_data.critiques = {label: list(items) for label, items in self._critiques.items()}
         self._hand_over_human_critiques(round_data.critiques, n)
-        tasks = plan_refinements(self._answers, round_data.critiques, labels)
+        budget = MAX_FEEDBACK_CHARS if self._bounded else None
+        tasks = plan_refinements(self._answers, round_data.critiques, labels, budget)
         cap = self.request.response_byte_cap
         replies = await self._fan_out(
             Stage.REFINE,
             n,
             {
                 task.model: prompts.refinement_prompt(
-                    self.request.question, task.original, task.critiques, cap, self.request.criteria
+                    self.request.question,
+                    task.original,
+                    task.critiques,
+                    cap,
+                    self.request.criteria,
+                    framed=self._bounded,
                 )
                 for task in tasks
             },
@@ -327,7 +340,7 @@ class Deliberation:
         )
 
     def _finish(self) -> DeliberationRecord:
-        record = self._snapshot()
+        record = fit_record(self._snapshot())
         record.status = "completed"
         record.completed_at = workflow.now()
         reason = str(self.state.termination_reason)
@@ -420,8 +433,10 @@ class Deliberation:
     # ---- steering: updates ------------------------------------------------------------
 
     @workflow.update
-    def set_max_rounds(self, rounds: int) -> int:
-        """Raise or lower the maximum number of refinement rounds; returns the new limit."""
+    def set_max_rounds(self, change: int | RoundsChange) -> int:
+        """Raise or lower the maximum number of refinement rounds; returns the new limit.
+        A deadline (the client's) refuses the update if no worker took it in time."""
+        rounds = RoundsChange.of(change).rounds
         self.state.max_rounds = rounds
         self.state.min_rounds = min(self.state.min_rounds, rounds)
         self._steer(SteeringAction(kind="max_rounds", max_rounds=rounds, **self._now()))
@@ -430,15 +445,19 @@ class Deliberation:
         return rounds
 
     @set_max_rounds.validator
-    def _check_max_rounds(self, rounds: int) -> None:
-        problem = max_rounds_problem(self._state, rounds)
+    def _check_max_rounds(self, change: int | RoundsChange) -> None:
+        change = RoundsChange.of(change)
+        problem = expired_problem(change.deadline, workflow.now()) or max_rounds_problem(
+            self._state, change.rounds, self._steering_so_far()
+        )
         if problem:
             raise ValueError(problem)
 
     @workflow.update
     def add_critique(self, critique: HumanCritique) -> str:
         """A critique from the user for a model's current answer: handed to that model in
-        the next refinement round, beside its peers' critiques."""
+        the next refinement round, beside its peers' critiques (see set_max_rounds for the
+        deadline)."""
         self._human.setdefault(critique.model, []).append(critique)
         self.state.human_critiques_pending = sum(len(c) for c in self._human.values())
         self._steer(
@@ -450,9 +469,14 @@ class Deliberation:
 
     @add_critique.validator
     def _check_critique(self, critique: HumanCritique) -> None:
-        problem = critique_problem(self._state, self._labels_of_answers(), critique)
+        problem = expired_problem(critique.deadline, workflow.now()) or critique_problem(
+            self._state, self._labels_of_answers(), critique, self._steering_so_far()
+        )
         if problem:
             raise ValueError(problem)
+
+    def _steering_so_far(self) -> list[SteeringAction]:
+        return self._record.steering if self._record is not None else []
 
     def _labels_of_answers(self) -> dict[str, str]:
         if self._record is None:
@@ -488,7 +512,7 @@ class Deliberation:
         """Stop after the calls in flight are cancelled; synthesize from what there is."""
         if self._stop_reason is not None:
             return
-        self._stop_reason = reason or "stopped by the user"
+        self._stop_reason = bounded_reason(reason) or "stopped by the user"
         if self._state is not None and not self._state.terminated:
             terminate_iteration(self._state, TerminationReason.USER_STOP)
         self._event(EventKind.STOP_REQUESTED, message=self._stop_reason)
@@ -518,7 +542,7 @@ class Deliberation:
         """The record so far (the final record once the run has completed)."""
         if self._record is None:
             raise ApplicationError("the deliberation has not started yet")
-        return self._snapshot()
+        return fit_record(self._snapshot())
 
     @property
     def stopping(self) -> bool:

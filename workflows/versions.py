@@ -9,3 +9,7 @@ before it can still be open (then move its ID to workflow.deprecate_patch).
 # Stage 2.5 runs at least min_rounds rounds, the quality gate compares each individual
 # rating with the threshold, and a round whose every call failed ends the loop.
 REFINE_BY_DEFAULT = "refine-by-default"
+
+# Hostile input: each critique's text framed in the refinement prompt, and the critiques
+# one prompt carries trimmed to a budget (the user's bounded in number and size).
+BOUNDED_INPUT = "bounded-input"

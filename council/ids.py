@@ -1,0 +1,30 @@
+"""The one rule for a deliberation's id, on every surface that names one (the CLI's
+`--id`, the web page, the OpenAI-compatible API, the MCP tools).
+
+An id is 1 to 200 characters: ASCII letters, digits and - _ . : , starting with a
+letter or a digit. So it is safe in a URL path segment (no /, ?, # or %, never "." or
+".."), in an HTTP header and in a terminal, and Temporal's own limit is far above it.
+"""
+
+from __future__ import annotations
+
+import re
+
+MAX_ID_CHARS = 200
+ID_RULE = (
+    f"1 to {MAX_ID_CHARS} characters: letters, digits and - _ . : "
+    "(starting with a letter or a digit)"
+)
+_ID = re.compile(rf"[A-Za-z0-9][A-Za-z0-9_.:\-]{{0,{MAX_ID_CHARS - 1}}}")
+
+
+def id_problem(value: str) -> str | None:
+    """Why `value` cannot be a deliberation's id (None: it can)."""
+    if _ID.fullmatch(value):
+        return None
+    shown = value if len(value) <= 60 else value[:57] + "..."
+    return f"{shown!r} is not a valid id: {ID_RULE}"
+
+
+def is_valid_id(value: str) -> bool:
+    return id_problem(value) is None
