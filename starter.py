@@ -18,15 +18,15 @@ from __future__ import annotations
 
 import argparse
 import json
+import re
 import sys
 from typing import Any, NoReturn
 
 from rich.console import Console
-from temporalio.client import WorkflowUpdateFailedError
-from temporalio.service import RPCError
 
 from app import connection
 from app.render import event_line, record_markdown
+from council.ids import id_problem
 from council.iteration import (
     DEFAULT_MAX_ROUNDS,
     DEFAULT_MIN_ROUNDS,
@@ -34,14 +34,14 @@ from council.iteration import (
     DEFAULT_TOKEN_BUDGET,
 )
 from council.models import DeliberationRecord, DeliberationRequest
-from council.steering import HumanCritique, rounds_problem, text_problem
+from council.steering import HumanCritique, reason_problem, rounds_problem, text_problem
 from council.thread import DEFAULT_CONTEXT_TOKENS
 from council.validation import InvalidRequest, validate_request
 from evaluation import cli as evaluation
 from workflows import client as deliberations
-from workflows.deliberation import Deliberation
 
 FLAGS = {
+    "criteria.criteria": "--criterion",
     "question": "QUESTION",
     "models": "--model",
     "chairman": "--chairman",
@@ -56,6 +56,10 @@ FLAGS = {
     "policy.heartbeat_timeout_seconds": "--heartbeat-timeout",
     "policy.max_attempts": "--max-attempts",
 }
+
+MAX_LIST_LIMIT = 1_000
+# "criteria.criteria.0.name must not be empty" -> "--criterion name must not be empty"
+_CRITERION_FIELD = re.compile(r"^criteria\.criteria\.\d+\.")
 
 err = Console(stderr=True, highlight=False, soft_wrap=True)
 
@@ -104,7 +108,7 @@ def build_request(args: argparse.Namespace) -> DeliberationRequest:
     try:
         return validate_request(data)
     except InvalidRequest as error:
-        message = str(error)
+        message = _CRITERION_FIELD.sub("--criterion ", str(error))
         for field, flag in sorted(FLAGS.items(), key=lambda item: -len(item[0])):
             if message.startswith(field):
                 message = flag + message[len(field) :]
@@ -151,13 +155,18 @@ async def print_outcome(handle: Any, as_json: bool) -> int:
 
 async def cmd_start(args: argparse.Namespace) -> int:
     request = build_request(args)
+    if args.id is not None and id_problem(args.id):
+        raise UsageError(f"--id: {id_problem(args.id)}")
     client = await connection.connect()
     if args.follow_up:
         try:
             request = await deliberations.follow_up(client, request, args.follow_up)
         except deliberations.FollowUpError as error:
-            raise UsageError(str(error)) from None
-    handle = await deliberations.start(client, request, connection.task_queue(), args.id)
+            raise UsageError(f"--follow-up: {error}") from None
+    try:
+        handle = await deliberations.start(client, request, connection.task_queue(), args.id)
+    except deliberations.IdTaken as taken:
+        raise UsageError(f"--id: {taken}") from None
     wid = handle.id
     if not args.wait:
         print(wid)
@@ -171,43 +180,43 @@ async def cmd_start(args: argparse.Namespace) -> int:
     return await print_outcome(handle, args.json)
 
 
-async def _handle(workflow: str) -> tuple[Any, str]:
-    """The run with this id and its status; a usage error if there is none."""
+async def _find(workflow: str) -> deliberations.Found:
+    """The deliberation with this id; a usage error if there is none."""
     client = await connection.connect()
-    handle = deliberations.handle(client, workflow)
     try:
-        return handle, await deliberations.status_of(handle)
-    except RPCError:
-        raise UsageError(
-            f"no deliberation with id {workflow!r} on {connection.address()}"
-        ) from None
+        return await deliberations.find(client, workflow)
+    except deliberations.NoSuchDeliberation as missing:
+        raise UsageError(f"{missing} on {connection.address()}") from None
 
 
 async def cmd_stop(args: argparse.Namespace) -> int:
-    handle, status = await _handle(args.id)
-    if status != "running":
-        err.print(f"{args.id} is not running ({status})", markup=False)
+    if reason_problem(args.reason):
+        raise UsageError(f"--reason: {reason_problem(args.reason)}")
+    found = await _find(args.id)
+    if found.status != "running":
+        err.print(f"{args.id} is not running ({found.status})", markup=False)
         return 1
-    await handle.signal(Deliberation.stop, args.reason)
+    await deliberations.stop(found, args.reason)
     err.print(f"stop requested for {args.id}; the council synthesizes what it has", markup=False)
     return 0
 
 
 async def cmd_watch(args: argparse.Namespace) -> int:
-    handle, _ = await _handle(args.id)
-    await follow(handle)  # a closed run replays its events, if a worker answers queries
-    status = await deliberations.status_of(handle)
+    found = await _find(args.id)
+    await follow(found.handle)  # a closed run replays its events, if a worker answers queries
+    status = await deliberations.status_of(found.handle)
     err.print(f"{args.id}: {status} (the record: python starter.py show {args.id})", markup=False)
     return 0 if status in ("completed", "running") else 1
 
 
 async def cmd_show(args: argparse.Namespace) -> int:
-    handle, status = await _handle(args.id)
+    found = await _find(args.id)
     try:
-        record = await deliberations.read_record(handle)
+        record = await deliberations.read_record(found.handle)
     except Exception as error:
         cause = getattr(error, "cause", None) or error
-        err.print(f"{args.id}: {status}: {cause}", markup=False)
+        message = getattr(cause, "message", None) or str(cause)
+        err.print(f"{args.id}: {found.status}: {message}", markup=False)
         return 1
     if args.json:
         print(record.model_dump_json(indent=2))
@@ -217,6 +226,8 @@ async def cmd_show(args: argparse.Namespace) -> int:
 
 
 async def cmd_list(args: argparse.Namespace) -> int:
+    if not 1 <= args.limit <= MAX_LIST_LIMIT:
+        raise UsageError(f"--limit must be between 1 and {MAX_LIST_LIMIT} (got {args.limit})")
     client = await connection.connect()
     if args.thread:
         rows = await deliberations.list_thread(client, args.thread)
@@ -252,23 +263,21 @@ async def cmd_list(args: argparse.Namespace) -> int:
     return 0
 
 
-async def _update(workflow: str, update: Any, argument: Any) -> Any:
-    """An update to a running deliberation; a usage error when it is refused."""
-    handle, status = await _handle(workflow)
-    if status != "running":
-        raise UsageError(f"{workflow} is not running ({status}): its loop cannot be steered")
+async def _steer(workflow: str, steer: Any, argument: Any) -> Any:
+    """A steering update (deliberations.set_max_rounds or add_critique) that applies
+    within seconds or not at all; a usage error when it is refused or no worker takes it."""
+    found = await _find(workflow)
     try:
-        return await handle.execute_update(update, argument)
-    except WorkflowUpdateFailedError as failed:
-        cause = failed.cause
-        raise UsageError(getattr(cause, "message", None) or str(cause)) from None
+        return await steer(found, argument)
+    except deliberations.SteeringRefused as refused:
+        raise UsageError(str(refused)) from None
 
 
 async def cmd_extend(args: argparse.Namespace) -> int:
     problem = rounds_problem(args.rounds)
     if problem:
         raise UsageError(f"--rounds: {problem}")
-    rounds = await _update(args.id, Deliberation.set_max_rounds, args.rounds)
+    rounds = await _steer(args.id, deliberations.set_max_rounds, args.rounds)
     print(rounds)
     err.print(f"{args.id}: the maximum is now {rounds} refinement round(s)", markup=False)
     return 0
@@ -279,7 +288,7 @@ async def cmd_critique(args: argparse.Namespace) -> int:
     if problem:
         raise UsageError(problem)
     critique = HumanCritique(model=args.model, text=args.text)
-    print(await _update(args.id, Deliberation.add_critique, critique))
+    print(await _steer(args.id, deliberations.add_critique, critique))
     return 0
 
 

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 from typing import Any
+from urllib.parse import quote
 
 import httpx
 
@@ -96,7 +97,9 @@ class ChatClient:
         stream = settings.stream
         headers = settings.headers(stream)
         if call_id:
-            headers[CALL_ID_HEADER] = call_id
+            # Ids follow council.ids, but a workflow started elsewhere may have any id:
+            # never a raw id in a header.
+            headers[CALL_ID_HEADER] = quote(call_id, safe="/:._-~")
         headers_received = False
         try:
             async with self.http.stream(

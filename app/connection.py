@@ -32,6 +32,8 @@ from app.codec import CodecConfigError, codec_from_env
 DEFAULT_ADDRESS = "localhost:7233"
 DEFAULT_NAMESPACE = "default"
 DEFAULT_TASK_QUEUE = "council"
+# host:port, the host a name, an IPv4 address or a bracketed IPv6 address.
+_ADDRESS = re.compile(r"(?:\[[0-9A-Fa-f:.]+\]|[A-Za-z0-9][A-Za-z0-9.\-_]*):\d{1,5}")
 T = TypeVar("T")
 
 
@@ -84,6 +86,11 @@ def connect_options(env: Mapping[str, str] | None = None) -> dict[str, Any]:
         raise ConfigError(f"Temporal client configuration: {detail}") from None
     options.setdefault("target_host", DEFAULT_ADDRESS)
     options.setdefault("namespace", DEFAULT_NAMESPACE)
+    if not _ADDRESS.fullmatch(options["target_host"]):
+        where = "TEMPORAL_ADDRESS" if present.get("TEMPORAL_ADDRESS") else "the Temporal address"
+        raise ConfigError(
+            f"{where} must be host:port, such as localhost:7233 (got {options['target_host']!r})"
+        )
     return options
 
 
@@ -168,6 +175,10 @@ async def connect(**overrides: Any) -> Client:
     }
     try:
         client = await Client.connect(**options)
+    except ValueError as err:  # an address the SDK cannot parse (a port over 65535, ...)
+        raise ConfigError(
+            f"the Temporal address {options['target_host']!r} cannot be used: {err}"
+        ) from None
     except RuntimeError as err:
         raise ServerUnreachable(
             f"cannot reach the Temporal server at {options['target_host']} "

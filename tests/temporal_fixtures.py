@@ -106,8 +106,11 @@ async def model_calls(handle: WorkflowHandle) -> list[ModelCall]:
 
 
 @asynccontextmanager
-async def council_worker(client: Client, sim: SimulatorServer) -> AsyncIterator[Council]:
-    queue = f"council-test-{uuid.uuid4().hex[:8]}"
+async def council_worker(
+    client: Client, sim: SimulatorServer, queue: str | None = None
+) -> AsyncIterator[Council]:
+    """An in-process worker on its own task queue (or on `queue`)."""
+    queue = queue or f"council-test-{uuid.uuid4().hex[:8]}"
     gateway = ModelGateway(GatewaySettings(base_url=sim.url, api_key=TEST_API_KEY))
     try:
         async with build_worker(client, gateway, queue=queue):

@@ -1,7 +1,12 @@
-"""The client side of the Deliberation workflow: starting one, listing them, following
-one's progress, reading its record and the replies its models are writing.
+"""The client side of the Deliberation workflow: starting one, finding one, listing them,
+following one's progress, reading its record and the replies its models are writing,
+stopping and steering one.
 
-The CLI (starter.py) and the web page (web/) both work through these functions.
+Every surface (the CLI, the web page, the OpenAI-compatible API, the MCP server) works
+through these functions, so one rule holds everywhere: ids follow council.ids, only
+workflows of the Deliberation type are acted on ("no deliberation with id X" for any
+other), an id names one deliberation for good, and a steering request either applies
+within seconds or never.
 """
 
 from __future__ import annotations
@@ -10,23 +15,37 @@ import asyncio
 import os
 import re
 import uuid
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
+from typing import Any
 
+from temporalio.api.enums.v1 import TaskQueueKind, TaskQueueType
+from temporalio.api.taskqueue.v1 import TaskQueue
+from temporalio.api.workflowservice.v1 import DescribeTaskQueueRequest
 from temporalio.client import (
     Client,
     WorkflowExecution,
     WorkflowExecutionStatus,
     WorkflowHandle,
+    WorkflowUpdateFailedError,
+    WorkflowUpdateRPCTimeoutOrCancelledError,
 )
-from temporalio.common import SearchAttributePair, TypedSearchAttributes
-from temporalio.service import RPCError
+from temporalio.common import (
+    SearchAttributePair,
+    TypedSearchAttributes,
+    WorkflowIDConflictPolicy,
+    WorkflowIDReusePolicy,
+)
+from temporalio.exceptions import WorkflowAlreadyStartedError
+from temporalio.service import RPCError, RPCStatusCode
 
 from council.calls import CallProgress
+from council.ids import is_valid_id
 from council.limits import MAX_THREAD_TURNS
 from council.models import DeliberationRecord, DeliberationRequest
 from council.progress import Progress
+from council.steering import HumanCritique, RoundsChange, bounded_reason
 from council.thread import Turn
 from workflows import search_attributes
 from workflows.deliberation import Deliberation
@@ -39,6 +58,12 @@ DEFAULT_MODELS = (
     "meta-llama/llama-3.3-70b-instruct",
 )
 QUERY_TIMEOUT = timedelta(seconds=5)
+# A steering update carries a deadline this far ahead: a worker that takes it later
+# refuses it. The client waits a little longer than that for the worker's answer.
+STEER_DEADLINE = timedelta(seconds=4)
+STEER_WAIT_SECONDS = 6.0
+# A worker that polled the task queue this recently may still be there.
+POLLER_SEEN = timedelta(minutes=2)
 QUESTION_MEMO_CHARS = 300
 # The memo holds the question, so that a listing can show it: encrypted with the other
 # payloads when a payload key is set.
@@ -80,26 +105,164 @@ def details(request: DeliberationRequest) -> str:
     )
 
 
+class NoSuchDeliberation(LookupError):
+    """No deliberation has this id (a foreign workflow's id counts as none)."""
+
+    def __init__(self, workflow: str) -> None:
+        shown = workflow if len(workflow) <= 80 else workflow[:77] + "..."
+        super().__init__(f"no deliberation with id {shown!r}")
+        self.workflow = workflow
+
+
+class IdTaken(ValueError):
+    """A start with an id that already names a workflow, finished or running."""
+
+
+class SteeringRefused(ValueError):
+    """A steering request that did not apply: the one-line reason (the workflow's
+    validator's, or why no worker took it)."""
+
+
+@dataclass
+class Found:
+    """A deliberation found by id: its handle, status and the task queue it runs on."""
+
+    client: Client
+    handle: WorkflowHandle[Deliberation, DeliberationRecord]
+    status: str
+    task_queue: str
+
+    @property
+    def id(self) -> str:
+        return self.handle.id
+
+
+def unavailable(error: RPCError) -> bool:
+    """The Temporal server did not answer (as opposed to answering no)."""
+    return error.status in (RPCStatusCode.UNAVAILABLE, RPCStatusCode.DEADLINE_EXCEEDED)
+
+
+async def find(client: Client, workflow: str) -> Found:
+    """The deliberation with this id; NoSuchDeliberation for an id that breaks the id rule,
+    names nothing, or names a workflow of another type. Other RPC errors (the server is
+    down) are raised as they are."""
+    if not is_valid_id(workflow):
+        raise NoSuchDeliberation(workflow)
+    found = client.get_workflow_handle(workflow, result_type=DeliberationRecord)
+    try:
+        description = await found.describe()
+    except RPCError as error:
+        if error.status in (RPCStatusCode.NOT_FOUND, RPCStatusCode.INVALID_ARGUMENT):
+            raise NoSuchDeliberation(workflow) from None
+        raise
+    if description.workflow_type != Deliberation.__name__:
+        raise NoSuchDeliberation(workflow)
+    return Found(client, found, status_name(description.status), description.task_queue)
+
+
 async def start(
     client: Client, request: DeliberationRequest, task_queue: str, id: str | None = None
 ) -> WorkflowHandle[Deliberation, DeliberationRecord]:
     """Start a validated request; the id defaults to a readable one (see workflow_id). Its
-    thread (the search attribute CouncilThread) is the thread it follows up, or its own id."""
+    thread (the search attribute CouncilThread) is the thread it follows up, or its own id.
+    An id that already names a workflow (running or finished) is refused with IdTaken: an
+    id names one deliberation for good. The caller checks a given id with council.ids."""
     readable = client.data_converter.payload_codec is None
     wid = id or workflow_id(request.question, readable)
     thread = TypedSearchAttributes(
         [SearchAttributePair(search_attributes.THREAD, request.thread_id or wid)]
     )
-    return await client.start_workflow(
-        Deliberation.run,
-        request.model_dump(mode="json"),
-        id=wid,
-        task_queue=task_queue,
-        static_summary=request.question[:200],
-        static_details=details(request),
-        memo={QUESTION_MEMO: request.question[:QUESTION_MEMO_CHARS]},
-        search_attributes=thread,
-        result_type=DeliberationRecord,
+    try:
+        return await client.start_workflow(
+            Deliberation.run,
+            request.model_dump(mode="json"),
+            id=wid,
+            task_queue=task_queue,
+            static_summary=request.question[:200],
+            static_details=details(request),
+            memo={QUESTION_MEMO: request.question[:QUESTION_MEMO_CHARS]},
+            search_attributes=thread,
+            result_type=DeliberationRecord,
+            id_reuse_policy=WorkflowIDReusePolicy.REJECT_DUPLICATE,
+            id_conflict_policy=WorkflowIDConflictPolicy.FAIL,
+        )
+    except WorkflowAlreadyStartedError:
+        raise IdTaken(await _taken(client, wid)) from None
+
+
+async def _taken(client: Client, wid: str) -> str:
+    try:
+        description = await client.get_workflow_handle(wid).describe()
+    except RPCError:
+        return f"{wid!r} already names a workflow on this server: choose another id"
+    kind = "deliberation" if description.workflow_type == Deliberation.__name__ else "workflow"
+    started = (
+        description.start_time.strftime("%Y-%m-%d %H:%M:%S") if description.start_time else "?"
+    )
+    return (
+        f"{wid!r} already names a {status_name(description.status)} {kind} (started {started} "
+        "UTC): choose another id"
+    )
+
+
+async def stop(found: Found, reason: str | None) -> None:
+    """The stop signal (the reason cut to its bound); only while the run is running."""
+    await found.handle.signal(Deliberation.stop, bounded_reason(reason))
+
+
+async def workers_polling(client: Client, task_queue: str) -> bool:
+    """Whether a worker polled this task queue for workflow tasks recently."""
+    reply = await client.workflow_service.describe_task_queue(
+        DescribeTaskQueueRequest(
+            namespace=client.namespace,
+            task_queue=TaskQueue(name=task_queue, kind=TaskQueueKind.TASK_QUEUE_KIND_NORMAL),
+            task_queue_type=TaskQueueType.TASK_QUEUE_TYPE_WORKFLOW,
+        )
+    )
+    now = datetime.now(UTC)
+    return any(
+        now - poller.last_access_time.ToDatetime(UTC) < POLLER_SEEN for poller in reply.pollers
+    )
+
+
+async def steer(found: Found, update: Any, argument: Callable[[datetime], Any]) -> Any:
+    """A steering Update that applies within seconds or never: refused at once when no
+    worker polls the run's task queue; sent with a deadline (`argument(deadline)` builds
+    the update's argument) that the workflow's validator checks, so a worker that takes it
+    late refuses it; given up after STEER_WAIT_SECONDS. Raises SteeringRefused, one line."""
+    if found.status != "running":
+        raise SteeringRefused(f"{found.id} is not running ({found.status}): it cannot be steered")
+    if not await workers_polling(found.client, found.task_queue):
+        raise SteeringRefused(
+            f"no worker is polling task queue {found.task_queue!r}: start one (make worker) "
+            "and try again"
+        )
+    deadline = datetime.now(UTC) + STEER_DEADLINE
+    try:
+        return await asyncio.wait_for(
+            found.handle.execute_update(update, argument(deadline)), STEER_WAIT_SECONDS
+        )
+    except WorkflowUpdateFailedError as failed:
+        cause = failed.cause
+        raise SteeringRefused(getattr(cause, "message", None) or str(cause)) from None
+    except (TimeoutError, WorkflowUpdateRPCTimeoutOrCancelledError):
+        raise SteeringRefused(
+            f"no worker took the request within {STEER_WAIT_SECONDS:g} s (task queue "
+            f"{found.task_queue!r}): it will not apply; check that a worker runs"
+        ) from None
+
+
+async def set_max_rounds(found: Found, rounds: int) -> int:
+    """Deliberation.set_max_rounds through steer: the new maximum."""
+    return await steer(
+        found, Deliberation.set_max_rounds, lambda by: RoundsChange(rounds=rounds, deadline=by)
+    )
+
+
+async def add_critique(found: Found, critique: HumanCritique) -> str:
+    """Deliberation.add_critique through steer: the workflow's reply."""
+    return await steer(
+        found, Deliberation.add_critique, lambda by: critique.model_copy(update={"deadline": by})
     )
 
 
@@ -113,11 +276,11 @@ async def follow_up(
     """The request as a follow-up of a completed deliberation: its thread, and the
     thread's earlier turns (the newest that fit the request's context_tokens; the ids of
     the older ones as dropped)."""
-    previous = handle(client, follow_up_of)
     try:
-        status = await status_of(previous)
-    except RPCError:
-        raise FollowUpError(f"no deliberation with id {follow_up_of!r} to follow up") from None
+        found = await find(client, follow_up_of)
+    except NoSuchDeliberation as missing:
+        raise FollowUpError(f"{missing} to follow up") from None
+    previous, status = found.handle, found.status
     if status == "running":
         raise FollowUpError(f"{follow_up_of} is still running: follow it up once it completes")
     if status != "completed":
@@ -160,6 +323,7 @@ async def follow_up(
 
 
 def handle(client: Client, workflow: str) -> WorkflowHandle[Deliberation, DeliberationRecord]:
+    """The handle of an id known to be a deliberation's (from a listing); see find."""
     return client.get_workflow_handle(workflow, result_type=DeliberationRecord)
 
 
