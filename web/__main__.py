@@ -1,10 +1,11 @@
 """python -m web [--host H] [--port N]: the web page, on the Temporal server the starter uses.
 
 Reads COUNCIL_WEB_HOST (default 127.0.0.1), COUNCIL_WEB_PORT (8080), COUNCIL_WEB_TOKEN
-(optional: starting and stopping then need it), COUNCIL_TASK_QUEUE, COUNCIL_MODELS and
-COUNCIL_CHAIRMAN (the form's defaults), COUNCIL_UI_URL, and the Temporal and encryption
-settings of app.connection. Exit status 2 with one line when a setting cannot be used or
-the server cannot be reached.
+(optional: starting and stopping then need it), COUNCIL_WEB_ALLOWED_HOSTS (names beyond
+loopback and --host that the server answers to, comma-separated), COUNCIL_TASK_QUEUE,
+COUNCIL_MODELS and COUNCIL_CHAIRMAN (the form's defaults), COUNCIL_UI_URL, and the
+Temporal and encryption settings of app.connection. Exit status 2 with one line when a
+setting cannot be used or the server cannot be reached.
 """
 
 from __future__ import annotations
@@ -17,6 +18,7 @@ import sys
 import uvicorn
 
 from app import connection
+from web import guard
 from web.app import Settings, build_app
 
 DEFAULT_HOST = "127.0.0.1"
@@ -66,12 +68,20 @@ def access_note(host: str, port: int, token: str | None) -> str:
 
 
 async def serve(args: argparse.Namespace) -> None:
+    hosts = guard.allowed_hosts(args.host, os.environ.get("COUNCIL_WEB_ALLOWED_HOSTS"))
     client = await connection.connect()
     token = (os.environ.get("COUNCIL_WEB_TOKEN") or "").strip() or None
-    app = build_app(client, Settings(task_queue=connection.task_queue(), token=token))
+    settings = Settings(
+        task_queue=connection.task_queue(),
+        token=token,
+        temporal_address=connection.address(),
+        allowed_hosts=hosts,
+    )
+    app = build_app(client, settings)
     print(
         f"council web page on http://{args.host}:{args.port} (Temporal {connection.address()}, "
-        f"namespace {client.namespace}); {access_note(args.host, args.port, token)}",
+        f"namespace {client.namespace}); {access_note(args.host, args.port, token)}; "
+        f"answers to the host names {', '.join(hosts)} (more: COUNCIL_WEB_ALLOWED_HOSTS)",
         file=sys.stderr,
         flush=True,
     )
@@ -85,7 +95,7 @@ def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
     try:
         connection.run(serve(args))
-    except (connection.ServerUnreachable, connection.ConfigError) as error:
+    except (connection.ServerUnreachable, connection.ConfigError, guard.ConfigError) as error:
         print(f"web: {error}", file=sys.stderr)
         return 2
     except KeyboardInterrupt:

@@ -1,0 +1,148 @@
+"""Who the web server answers, one set of rules for every route (the pages, the live
+stream, the OpenAI-compatible API, the MCP transport):
+
+- Host allowlist, reads included: only requests addressed to this machine's loopback
+  names, the host the server was started on, and COUNCIL_WEB_ALLOWED_HOSTS. A page on
+  another name that resolves here (DNS rebinding) gets a 400, never a page.
+- Writes (start, stop, steer, sign in) from a browser must come from an allowlisted
+  origin: the Origin (or, without one, the Referer) must name an allowed host, and the
+  same host and port the request was sent to.
+- The access token (COUNCIL_WEB_TOKEN), when set: a cookie from /login or
+  `Authorization: Bearer`, compared in constant time; failed sign-ins are limited.
+"""
+
+from __future__ import annotations
+
+import hmac
+import ipaddress
+import time
+from collections import deque
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
+from urllib.parse import urlsplit
+
+from starlette.requests import Request
+
+LOOPBACK_HOSTS = ("localhost", "127.0.0.1", "[::1]")
+ANY_ADDRESS = ("0.0.0.0", "::", "")
+TOKEN_COOKIE = "council_token"
+# Failed sign-ins from one client address: this many within the window, then 429.
+MAX_FAILED_LOGINS = 5
+LOGIN_WINDOW_SECONDS = 300.0
+
+
+class ConfigError(ValueError):
+    """A web setting that cannot be used (one line naming the variable)."""
+
+
+class Forbidden(Exception):
+    """A request the rules refuse (the message says why, in one line)."""
+
+
+def _host_name(host: str) -> str:
+    """A host as a Host header carries it: IPv6 addresses in brackets, lower case."""
+    try:
+        if ipaddress.ip_address(host.strip("[]")).version == 6:
+            return f"[{host.strip('[]')}]".lower()
+    except ValueError:
+        pass
+    return host.lower()
+
+
+def allowed_hosts(bind_host: str, extra: str | None = None) -> tuple[str, ...]:
+    """The names the server answers to: loopback, the host it binds to (unless that is
+    every address), and the comma-separated COUNCIL_WEB_ALLOWED_HOSTS (`*.example.com`
+    allows a domain's subdomains; a bare `*` is refused: it would answer to any name)."""
+    hosts = list(LOOPBACK_HOSTS)
+    if bind_host not in ANY_ADDRESS:
+        hosts.append(_host_name(bind_host))
+    for item in (extra or "").split(","):
+        name = item.strip()
+        if not name:
+            continue
+        if name == "*" or "*" in name[1:] or (name.startswith("*") and not name.startswith("*.")):
+            raise ConfigError(
+                f"COUNCIL_WEB_ALLOWED_HOSTS: {name!r} is not a host name or a '*.domain' "
+                "pattern (a bare '*' would answer to any name)"
+            )
+        hosts.append(_host_name(name))
+    return tuple(dict.fromkeys(hosts))
+
+
+def host_allowed(host: str, allowed: Iterable[str]) -> bool:
+    host = host.lower()
+    return any(
+        host == pattern or (pattern.startswith("*.") and host.endswith(pattern[1:]))
+        for pattern in allowed
+    )
+
+
+@dataclass
+class Guard:
+    """The rules, with the server's allowlist and token."""
+
+    allowed: Sequence[str]
+    token: str | None = None
+    _failures: dict[str, deque[float]] = field(default_factory=dict)
+
+    def _origin_ok(self, request: Request, source: str) -> bool:
+        try:
+            parts = urlsplit(source)
+            host = parts.hostname
+        except ValueError:
+            return False
+        return (
+            parts.scheme in ("http", "https")
+            and host is not None
+            and host_allowed(_host_name(host), self.allowed)
+            and parts.netloc.lower() == request.headers.get("host", "").lower()
+        )
+
+    def check_origin(self, request: Request) -> None:
+        """A browser's write must come from an allowlisted origin of this server; a client
+        that sends neither Origin nor Referer (a script, curl) is not a browser page."""
+        origin = request.headers.get("origin")
+        referer = request.headers.get("referer")
+        if origin is not None:
+            if not self._origin_ok(request, origin):
+                raise Forbidden(f"refused: a request from another origin ({origin[:100]})")
+        elif referer is not None and not self._origin_ok(request, referer):
+            raise Forbidden("refused: a request from another page's origin")
+
+    def token_matches(self, given: str) -> bool:
+        """Whether `given` is the server's token (compared in constant time)."""
+        return bool(self.token) and hmac.compare_digest(given.encode(), self.token.encode())
+
+    def token_given(self, request: Request) -> bool:
+        """The request carries the server's token (always true without one)."""
+        if not self.token:
+            return True
+        bearer = request.headers.get("authorization", "")
+        return self.token_matches(
+            request.cookies.get(TOKEN_COOKIE) or bearer.removeprefix("Bearer ").strip()
+        )
+
+    def check_write(self, request: Request) -> None:
+        """Start, stop or steer: same origin, and the token when the server has one."""
+        self.check_origin(request)
+        if not self.token_given(request):
+            raise Forbidden("this server needs its access token to start or stop: /login")
+
+    # ---- sign-in attempts ---------------------------------------------------------
+
+    def _recent_failures(self, client: str) -> deque[float]:
+        window = self._failures.setdefault(client, deque())
+        now = time.monotonic()
+        while window and now - window[0] > LOGIN_WINDOW_SECONDS:
+            window.popleft()
+        return window
+
+    def login_wait(self, client: str) -> float:
+        """Seconds until this client may try to sign in again (0: now)."""
+        window = self._recent_failures(client)
+        if len(window) < MAX_FAILED_LOGINS:
+            return 0.0
+        return max(1.0, LOGIN_WINDOW_SECONDS - (time.monotonic() - window[0]))
+
+    def login_failed(self, client: str) -> None:
+        self._recent_failures(client).append(time.monotonic())
