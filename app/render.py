@@ -7,6 +7,7 @@ from collections.abc import Callable
 from council.calls import Stage
 from council.models import DeliberationRecord
 from council.progress import EventKind, ProgressEvent
+from council.stages import Ending
 
 
 def _where(event: ProgressEvent) -> str:
@@ -22,9 +23,18 @@ def event_line(event: ProgressEvent) -> str:
     return line(event, where) if line else f"{event.kind.value} {where} {event.message}".strip()
 
 
+def _cut(result: Ending) -> str:
+    """How a stored reply ended, when it was cut."""
+    if result.cut_by_token_limit:
+        return " (cut by the token limit)"
+    return " (cut at the size cap)" if result.truncated else ""
+
+
 def _model_complete(event: ProgressEvent, where: str) -> str:
     data = event.data
     extra = " (truncated at the size cap)" if data.get("truncated") else ""
+    if data.get("finish_reason") == "length":
+        extra += " (cut by the token limit)"
     return (
         f"  · {event.model} done ({where}): {data.get('tokens', 0)} tokens, "
         f"{data.get('latency_ms', 0) / 1000:.1f} s{extra}"
@@ -137,7 +147,7 @@ def record_markdown(record: DeliberationRecord) -> str:
         out += [f"**Steering** (during round {action.during_round}): the user {what}", ""]
     if record.stage3:
         out += [
-            f"## Final answer (chairman: {record.stage3.model})",
+            f"## Final answer (chairman: {record.stage3.model}){_cut(record.stage3)}",
             "",
             record.stage3.response,
             "",
@@ -170,7 +180,8 @@ def record_markdown(record: DeliberationRecord) -> str:
 
     out += ["## Stage 1: answers", ""]
     for result in record.stage1:
-        out += [f"### {result.model} ({labels.get(result.model, '-')})", "", result.response, ""]
+        head = f"### {result.model} ({labels.get(result.model, '-')}){_cut(result)}"
+        out += [head, "", result.response, ""]
 
     out += ["## Stage 2: reviews", ""]
     for review in record.stage2:
@@ -182,10 +193,10 @@ def record_markdown(record: DeliberationRecord) -> str:
             else ""
         )
         out += [
-            f"### Review by {review.model}",
+            f"### Review by {review.model}{_cut(review)}",
             "",
             f"Ranking: {' > '.join(review.parsed_ranking) or '-'} · "
-            f"ratings: {ratings or '-'}{inferred}{shown}",
+            f"ratings: {ratings or '-'}{inferred}{shown} · read as {review.read_as}",
             "",
             review.ranking,
             "",
@@ -212,7 +223,7 @@ def record_markdown(record: DeliberationRecord) -> str:
                 else ""
             )
             out += [
-                f"### {refinement.model}: {status}{confidence}",
+                f"### {refinement.model}: {status}{confidence}{_cut(refinement)}",
                 "",
                 f"Critiques addressed: {len(refinement.critiques_addressed)}"
                 + (

@@ -11,6 +11,8 @@ from enum import StrEnum
 from pydantic import BaseModel, Field
 
 from council.limits import MAX_RESPONSE_BYTES
+from council.stages import Ending
+from council.structured import StructuredReply
 
 
 class Stage(StrEnum):
@@ -60,6 +62,8 @@ class ModelCall(BaseModel):
     # Content longer than this (UTF-8 bytes) is cut and flagged, so that a reply never
     # pushes a Temporal payload or the record past its size limit.
     max_response_bytes: int = MAX_RESPONSE_BYTES
+    # The reply's JSON schema, where the provider takes one (the worker decides how).
+    response_format: StructuredReply | None = None
 
     @property
     def summary(self) -> str:
@@ -100,3 +104,10 @@ class ModelReply(BaseModel):
     usage: TokenUsage = Field(default_factory=TokenUsage)
     latency_ms: int = 0
     truncated: bool = False
+    # How the reply was asked for: json_schema, json_object, or None (free text).
+    structured: str | None = None
+
+    @property
+    def ending(self) -> Ending:
+        """How the reply ended, as the record keeps it with the text."""
+        return Ending(finish_reason=self.finish_reason, truncated=self.truncated)

@@ -33,7 +33,7 @@ from pydantic import BaseModel, Field
 from council import limits
 from council.aggregate import lowest_ratings, mean_ratings
 from council.changes import NEW_WORD_RATIO
-from council.stages import AggregateRanking, Stage2Result
+from council.stages import AggregateRanking, Ending, Stage2Result
 
 DEFAULT_MAX_ROUNDS = 2
 DEFAULT_MIN_ROUNDS = 1
@@ -77,8 +77,9 @@ class RejectedCritique(BaseModel):
     reason: str = ""
 
 
-class RefinementResult(BaseModel):
-    """A model's refinement of its own answer, with the structured fields of its reply."""
+class RefinementResult(Ending):
+    """A model's refinement of its own answer, with the structured fields of its reply
+    (and how the reply ended: Ending)."""
 
     model: str
     original_response: str

@@ -53,6 +53,13 @@ RECORD_LIMIT_BYTES = 1_800_000
 # Rough conversion used for length guidance in prompts only.
 BYTES_PER_WORD = 6
 
+# max_tokens of a call: each stage's default, never above what the reply size cap holds
+# (a token is about 4 bytes of text), within these bounds when set by hand.
+DEFAULT_REPLY_TOKENS = {"answer": 4_096, "review": 2_048, "refine": 4_096, "synthesis": 4_096}
+BYTES_PER_TOKEN = 4
+MIN_REPLY_TOKENS = 16
+MAX_REPLY_TOKENS = 200_000
+
 
 def texts_per_model(max_rounds: int) -> int:
     """Replies of one model the record can hold: 3 answers, 3 per round (the original,
@@ -75,3 +82,9 @@ def response_byte_cap(models: int, max_rounds: int, ceiling: int = MAX_RESPONSE_
 def word_allowance(byte_cap: int) -> int:
     """Words to suggest in a prompt so that a reply fits its cap with room to spare."""
     return max(200, int(byte_cap * 0.8 / BYTES_PER_WORD) // 50 * 50)
+
+
+def reply_tokens(stage: str, byte_cap: int) -> int:
+    """The default max_tokens of a stage's calls: the stage's default, or what the reply
+    size cap holds when that is less."""
+    return max(MIN_REPLY_TOKENS, min(DEFAULT_REPLY_TOKENS[stage], byte_cap // BYTES_PER_TOKEN))

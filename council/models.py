@@ -37,6 +37,7 @@ from council.stages import (
     Stage3Result,
 )
 from council.steering import SteeringAction
+from council.structured import StructuredReply
 from council.thread import (
     DEFAULT_CONTEXT_TOKENS,
     MAX_CONTEXT_TOKENS,
@@ -82,6 +83,31 @@ class CallPolicy(BaseModel):
     max_retry_seconds: float = Field(default=30, ge=1, le=600)
 
 
+ReplyTokenLimit = Annotated[
+    int | None, Field(default=None, ge=limits.MIN_REPLY_TOKENS, le=limits.MAX_REPLY_TOKENS)
+]
+
+
+class ReplyTokens(BaseModel):
+    """max_tokens of each stage's calls; None: the stage's default (council.limits)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    answer: ReplyTokenLimit = None
+    review: ReplyTokenLimit = None
+    refine: ReplyTokenLimit = None
+    synthesis: ReplyTokenLimit = None
+
+
+# The ReplyTokens field of each stage.
+STAGE_TOKENS = {
+    Stage.ANSWER: "answer",
+    Stage.REVIEW: "review",
+    Stage.REFINE: "refine",
+    Stage.SYNTHESIS: "synthesis",
+}
+
+
 class DeliberationRequest(BaseModel):
     """A user's question and how the council should deliberate on it."""
 
@@ -107,6 +133,7 @@ class DeliberationRequest(BaseModel):
     stop_on_convergence: bool = True
     criteria: EvaluationCriteria | None = None
     temperature: float | None = Field(default=None, ge=0, le=2)
+    max_tokens: ReplyTokens = Field(default_factory=ReplyTokens)
     policy: CallPolicy = Field(default_factory=CallPolicy)
     # A follow-up: the deliberation it follows, the thread's first one, and the thread's
     # earlier turns (oldest first), of which the prompts carry at most context_tokens.
@@ -177,17 +204,32 @@ class DeliberationRequest(BaseModel):
         user raises the maximum rounds to the limit while the run goes on."""
         return limits.response_byte_cap(len(self.models), limits.MAX_ROUNDS)
 
+    def reply_tokens(self, stage: Stage) -> int:
+        """max_tokens of this stage's calls: as set, or the stage's default."""
+        name = STAGE_TOKENS[stage]
+        given = getattr(self.max_tokens, name)
+        return given if given is not None else limits.reply_tokens(name, self.response_byte_cap)
+
     def model_call(
-        self, stage: Stage, round_number: int, model: str, messages: list[ChatMessage]
+        self,
+        stage: Stage,
+        round_number: int,
+        model: str,
+        messages: list[ChatMessage],
+        max_tokens: int | None = None,
+        response_format: StructuredReply | None = None,
     ) -> ModelCall:
-        """One model call of this deliberation: its temperature and its reply size cap."""
+        """One model call of this deliberation: its temperature, its reply size cap, and
+        (where given) its token limit and the JSON schema of its reply."""
         return ModelCall(
             model=model,
             messages=messages,
             stage=stage,
             round=round_number,
             temperature=self.temperature,
+            max_tokens=max_tokens,
             max_response_bytes=self.response_byte_cap,
+            response_format=response_format,
         )
 
 

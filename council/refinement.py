@@ -30,6 +30,7 @@ from council.iteration import (
 )
 from council.models import EvaluationCriteria
 from council.prompts import build_refinement_prompt
+from council.stages import Ending
 
 # Only the keys our prompt asks for: a reply whose JSON has an "answer" key is not ours.
 ANSWER_KEYS = ("final_answer", "refined_response")
@@ -239,9 +240,10 @@ def refinement_result(
     reply: str | None,
     error: str | None = None,
     min_change: float = NEW_WORD_RATIO,
+    ending: Ending | None = None,
 ) -> RefinementResult:
     """What a refinement did. A failed or empty call keeps the original answer; the reply
-    itself is kept as it arrived."""
+    itself is kept as it arrived, with how it ended (`ending`: a finish reason, a cut)."""
     raw = reply if error is None else None
     common = {
         "model": task.model,
@@ -249,6 +251,7 @@ def refinement_result(
         "critiques_addressed": [c.critique_text for c in task.critiques],
         "critiques_left_out": task.left_out,
         "raw_response": raw,
+        **(ending.model_dump() if ending and raw is not None else {}),
     }
     parsed = parse_refinement(reply) if raw is not None else None
     if parsed is None or not parsed.final_answer:

@@ -25,9 +25,14 @@ lower-case labels, no final section at all). The rules:
   next heading; a label opening a line ("**Response A** (4/5): ...", "- Response A: ...",
   a table row) holds until a blank line; a sentence that opens with a label ("Response B
   is good.") goes to every label it names. Other sentences go to the answer whose
-  paragraph they are in, or else to every label they name. Hard-wrapped lines are joined.
+  paragraph they are in; outside every paragraph, a sentence that names a label only in
+  passing ("my preference is given to Response B") is no critique. Hard-wrapped lines
+  are joined.
 - Only labels that were shown to this reviewer count; anything said about another label
-  (the reviewer's own answer, a label that does not exist) is dropped with its paragraph.
+  (the reviewer's own answer, a label that does not exist) is dropped with its paragraph,
+  and a sentence that names such a label is dropped wherever it stands.
+- A critique says something: with its labels and ratings taken out, a word remains. A
+  line that only lists labels, or a bare score, is not a critique.
 
 Every pattern here is linear or bounded: reviews are untrusted text parsed inside the
 workflow, so no input may make parsing slow.
@@ -43,10 +48,13 @@ from pydantic import BaseModel, Field
 
 from council.labels import LABEL_PREFIX, labels_shown_to
 from council.limits import MAX_CRITIQUE_CHARS
-from council.stages import Stage2Result
+from council.stages import Ending, Stage2Result
+from council.structured import JSON_OBJECT, TEXT, review_verdicts
 
 INFERRED_BEST = 4.0
 INFERRED_WORST = 2.0
+# Words a critique needs besides labels and ratings (none: a list of labels, not a critique).
+MIN_CRITIQUE_WORDS = 1
 # Lines (of any kind) allowed between a ranking heading and its first ranked label.
 MAX_RANKING_PREAMBLE = 6
 
@@ -309,6 +317,21 @@ def _named(masked: str, shown: set[str]) -> list[tuple[str, str]]:
     return list(named.items())
 
 
+def _names_unshown(text: str, shown: set[str]) -> bool:
+    """The text names a label this reviewer was not shown (its own answer's, or none's)."""
+    return any(_label(m.group(1), shown) is None for m in _LABEL.finditer(text))
+
+
+_WORD = re.compile(r"[^\W\d_]{2,}")
+
+
+def substantive(critique: str) -> bool:
+    """A critique says something: a word besides the labels and ratings, so that a bare
+    list of labels ("1. Response C, Response B") or a score ("4.0") is not one."""
+    words = _WORD.findall(_LABEL.sub(" ", _without_ratings(critique)))
+    return len(words) >= MIN_CRITIQUE_WORDS
+
+
 # Markers among the lines (splitlines never yields "\n" or "\r" inside a line).
 _BREAK: Line = ("", "\n")  # a blank line
 _RESET: Line = ("", "\r")  # the ranking section, skipped
@@ -363,8 +386,11 @@ def _logical_lines(lines: list[Line | None], skip: range) -> list[Line]:
     return units
 
 
-def _paragraphs(lines: list[Line | None], shown: set[str], skip: range) -> dict[str, list[Line]]:
-    """Label -> the reviewer's own words about that answer, as (text, masked text) parts."""
+def _paragraphs(
+    lines: list[Line | None], shown: set[str], skip: range, legacy: bool = False
+) -> dict[str, list[Line]]:
+    """Label -> the reviewer's own words about that answer, as (text, masked text) parts.
+    `legacy`: the first releases' rule, where a passing mention was a critique too."""
     about: dict[str, list[Line]] = {}
     current: str | None = None
     level: str | None = None
@@ -422,7 +448,7 @@ def _paragraphs(lines: list[Line | None], shown: set[str], skip: range) -> dict[
             elif level is not None:
                 if current:
                     give(current, s_raw, s_masked)
-            else:
+            elif legacy:
                 for label, segment in named:
                     give(label, s_raw, segment)
     return about
@@ -435,13 +461,25 @@ def _inferred(ranking: Sequence[str]) -> dict[str, float]:
     return {label: round(INFERRED_BEST - i * step, 2) for i, label in enumerate(ranking)}
 
 
-def parse_review(text: str | None, shown_labels: Iterable[str]) -> ParsedReview:
-    """Parse one review. Never raises; returns only labels in `shown_labels`."""
+def _critique(parts: Sequence[str], shown: set[str], legacy: bool) -> str:
+    """A critique from the reviewer's words about one answer: without the sentences that
+    name a label it was not shown, and only when it says something (not legacy)."""
+    if legacy:
+        return _clean(" ".join(parts))
+    critique = _clean(" ".join(part for part in parts if not _names_unshown(part, shown)))
+    return critique if substantive(critique) else ""
+
+
+def parse_review(
+    text: str | None, shown_labels: Iterable[str], legacy: bool = False
+) -> ParsedReview:
+    """Parse one review. Never raises; returns only labels in `shown_labels`. `legacy`:
+    the first releases' critique rules (for runs that started with them)."""
     shown = set(shown_labels)
     lines = _own_lines(text or "")
     found = _final_section(lines, shown)
     start, end, entries = found if found else (0, 0, [])
-    about = _paragraphs(lines, shown, range(start, end))
+    about = _paragraphs(lines, shown, range(start, end), legacy)
 
     ratings = {label: rating for label, rating, _ in entries if rating is not None}
     for label, parts in about.items():
@@ -460,12 +498,14 @@ def parse_review(text: str | None, shown_labels: Iterable[str]) -> ParsedReview:
 
     critiques: dict[str, str] = {}
     for label, parts in about.items():
-        critique = _clean(" ".join(raw for raw, _ in parts))
+        critique = _critique([raw for raw, _ in parts], shown, legacy)
         if critique:
             critiques[label] = critique
     for label, _, reason in entries:
-        if label not in critiques and reason:
-            critiques[label] = reason
+        if label not in critiques:
+            critique = _critique([reason], shown, legacy)
+            if critique:
+                critiques[label] = critique
 
     return ParsedReview(
         ranking=ranking,
@@ -476,14 +516,43 @@ def parse_review(text: str | None, shown_labels: Iterable[str]) -> ParsedReview:
     )
 
 
+def parse_json_review(text: str | None, shown_labels: Iterable[str]) -> ParsedReview | None:
+    """A review given as JSON (council.structured's review schema), or None. The same
+    rules hold as for text: only shown labels, a critique only when it says something.
+    The ranking is the one given, completed by the ratings of the labels it leaves out."""
+    shown = sorted(set(shown_labels))
+    verdicts = review_verdicts(text or "", shown)
+    if verdicts is None:
+        return None
+    ratings, said, given = verdicts
+    critiques = {
+        label: critique
+        for label, words in said.items()
+        if (critique := _critique([words], set(shown), legacy=False))
+    }
+    rest = sorted((label for label in ratings if label not in given), key=lambda x: -ratings[x])
+    return ParsedReview(
+        ranking=[*given, *rest], ratings=ratings, critiques=critiques, found_final_section=True
+    )
+
+
 def read_review(
     reviewer: str,
     text: str,
     label_to_model: dict[str, str],
     presented_order: Sequence[str] = (),
+    asked: str | None = None,
+    legacy: bool = False,
+    ending: Ending | None = None,
 ) -> tuple[Stage2Result, ParsedReview]:
-    """A reviewer's reply as the record keeps it, and the parse its critiques come from."""
-    parsed = parse_review(text, labels_shown_to(reviewer, label_to_model))
+    """A reviewer's reply as the record keeps it, and the parse its critiques come from.
+    A reply in the review's JSON form is read as JSON (read_as: how it was asked for, or
+    json_object); any other as text. `legacy` runs read text only, by the first rules."""
+    shown = labels_shown_to(reviewer, label_to_model)
+    parsed = None if legacy else parse_json_review(text, shown)
+    read_as = (asked or JSON_OBJECT) if parsed is not None else TEXT
+    if parsed is None:
+        parsed = parse_review(text, shown, legacy)
     result = Stage2Result(
         model=reviewer,
         ranking=text,
@@ -491,5 +560,7 @@ def read_review(
         ratings=parsed.ratings,
         ratings_inferred=parsed.ratings_inferred,
         presented_order=list(presented_order),
+        read_as=read_as,
+        **(ending.model_dump() if ending else {}),
     )
     return result, parsed

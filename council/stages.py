@@ -5,12 +5,24 @@ from __future__ import annotations
 from pydantic import BaseModel, Field
 
 
-class Stage1Result(BaseModel):
+class Ending(BaseModel):
+    """How a stored reply ended: the provider's finish reason ("length": cut by the token
+    limit) and whether the reply size cap cut it."""
+
+    finish_reason: str | None = None
+    truncated: bool = False
+
+    @property
+    def cut_by_token_limit(self) -> bool:
+        return self.finish_reason == "length"
+
+
+class Stage1Result(Ending):
     model: str
     response: str
 
 
-class Stage2Result(BaseModel):
+class Stage2Result(Ending):
     """One reviewer's review of the other answers."""
 
     model: str
@@ -23,6 +35,11 @@ class Stage2Result(BaseModel):
     presented_order: list[str] = Field(
         default_factory=list, description="the labels in the order the reviewer was shown them"
     )
+    read_as: str = Field(
+        default="text",
+        description="how the review was read: json_schema or json_object (JSON asked for in "
+        "that form), or text",
+    )
 
 
 class Stage2_5Result(BaseModel):
@@ -32,7 +49,7 @@ class Stage2_5Result(BaseModel):
     corrected_response: str
 
 
-class Stage3Result(BaseModel):
+class Stage3Result(Ending):
     model: str
     response: str
 

@@ -39,6 +39,18 @@ def _field_bounds(model: type[BaseModel], loc: tuple[Any, ...]) -> tuple[Any, An
     return low, high, exclusive
 
 
+def _model_at(model: type[BaseModel], loc: tuple[Any, ...]) -> type[BaseModel]:
+    """The (nested) model that the fields at `loc` belong to (the top one if unknown)."""
+    target: Any = model
+    for part in loc:
+        info = target.model_fields.get(str(part))
+        annotation = info.annotation if info else None
+        if not (isinstance(annotation, type) and issubclass(annotation, BaseModel)):
+            return model
+        target = annotation
+    return target
+
+
 def _describe(model: type[BaseModel], error: dict[str, Any]) -> str:
     loc = tuple(error.get("loc", ()))
     field = ".".join(str(p) for p in loc) or "request"
@@ -58,7 +70,7 @@ def _describe(model: type[BaseModel], error: dict[str, Any]) -> str:
     if kind == "missing":
         return f"{field} is required"
     if kind == "extra_forbidden":
-        allowed = ", ".join(model.model_fields)
+        allowed = ", ".join(_model_at(model, loc[:-1]).model_fields)
         return f"{field} is not a known field (allowed: {allowed})"
     message = error.get("msg", "is invalid")
     message = message.removeprefix("Value error, ")

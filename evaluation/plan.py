@@ -32,6 +32,7 @@ KEY_SETTINGS = {
     "stop_on_convergence",
     "criteria",
     "temperature",
+    "max_tokens",
 }
 
 

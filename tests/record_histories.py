@@ -74,6 +74,12 @@ SCENARIOS = {
         {"quality_threshold": 5, "max_rounds": 1, "stop_on_convergence": False},
         {"*": {"latency": 0.3}},
     ),
+    # Since real models: token limits, reviews and refinements asked for as JSON (the
+    # provider refuses json_schema and takes json_object), no critique from noise.
+    "structured_reviews_and_token_limits": (
+        {"quality_threshold": 5, "max_rounds": 1, "max_tokens": {"answer": 300}},
+        {"*": {"structured": True, "refuse_formats": {"json_schema": 500}}},
+    ),
 }
 
 

@@ -30,9 +30,9 @@ async def test_a_deliberation_parses_each_review_once(
     the worker's profile."""
     parsed: list[str] = []
 
-    def counting(text, shown):
+    def counting(text, shown, *rules):
         parsed.append(text)
-        return parse_review(text, shown)
+        return parse_review(text, shown, *rules)
 
     # The workflow's sandbox imports parse_review from council.reviews for each new run.
     monkeypatch.setattr(reviews_module, "parse_review", counting)

@@ -194,3 +194,48 @@ def test_pathological_reviews_parse_in_linear_time(nasty: str):
     started = time.perf_counter()
     parse_review(nasty, [A, B])
     assert time.perf_counter() - started < 1.0
+
+
+# --- noise is no critique: replies a small real model gave -----------------------------------
+
+
+def test_a_line_that_only_lists_labels_is_no_critique():
+    # The reviewer wrote Response A; it was shown B and C. A real 135M model's whole review.
+    reply = "1. Response C, Response B\n2. Response A, Response B"
+    parsed = parse_review(reply, ["Response B", "Response C"])
+    assert parsed.critiques == {}
+    assert all("Response A" not in text for text in parsed.critiques.values())
+
+
+def test_a_passing_mention_is_no_critique():
+    reply = (
+        "Both answers explain the idea. After reading them both, my preference is given to "
+        "Response B."
+    )
+    parsed = parse_review(reply, ["Response B", "Response C"])
+    assert parsed.critiques == {}
+
+
+def test_a_comparison_with_the_reviewers_own_answer_reaches_no_one():
+    reply = "Response A is better than Response B because it has examples. Response B is short."
+    parsed = parse_review(reply, ["Response B", "Response C"])
+    assert parsed.critiques == {"Response B": "Response B is short."}
+
+
+def test_a_sentence_about_the_reviewers_own_answer_reaches_no_one():
+    reply = (
+        "**Response B** (3/5): Response B copies Response A, the best of the three. It "
+        "misses the units.\n\n**Response C** (4/5): Clear, with an example."
+    )
+    parsed = parse_review(reply, ["Response B", "Response C"])
+    assert parsed.critiques == {
+        "Response B": "It misses the units.",
+        "Response C": "Clear, with an example.",
+    }
+    assert parsed.ratings == {"Response B": 3.0, "Response C": 4.0}
+
+
+@pytest.mark.parametrize("reason", ["4.0", "(4/5)", "Response C", "-", "5 out of 5"])
+def test_a_score_or_a_label_alone_is_no_critique(reason: str):
+    parsed = parse_review(f"FINAL RANKING:\n1. Response C (4/5) {reason}", ["Response C"])
+    assert parsed.ranking == ["Response C"] and parsed.critiques == {}

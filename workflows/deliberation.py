@@ -30,7 +30,7 @@ with workflow.unsafe.imports_passed_through():
         start_new_round,
         terminate_iteration,
     )
-    from council.labels import assign_labels, presentation_orders
+    from council.labels import assign_labels, labels_shown_to, presentation_orders
     from council.limits import MAX_FEEDBACK_CHARS
     from council.models import CallError, DeliberationRecord, DeliberationRequest
     from council.progress import EventKind, Progress, ProgressEvent
@@ -48,6 +48,7 @@ with workflow.unsafe.imports_passed_through():
         human_critique_item,
         max_rounds_problem,
     )
+    from council.structured import StructuredReply, refinement_schema, review_schema
     from council.thread import ThreadContext, summarize_context
     from council.validation import InvalidRequest, validate_request
     from workflows import search_attributes, versions
@@ -72,6 +73,8 @@ class Deliberation:
         self._human: dict[str, list[HumanCritique]] = {}
         # Critiques framed in the refinement prompt and trimmed to a budget (see versions).
         self._bounded = False
+        # Token limits, JSON reviews and refinements, no critique from noise (see versions).
+        self._real = False
 
     # ---- the protocol -------------------------------------------------------------
 
@@ -94,6 +97,7 @@ class Deliberation:
         if not workflow.patched(versions.REFINE_BY_DEFAULT):
             config = config.first_release()  # a run that started before the change
         self._bounded = workflow.patched(versions.BOUNDED_INPUT)
+        self._real = workflow.patched(versions.REAL_MODELS)
         self._state = initialize_iteration_state(config)
         if self._stop_reason is not None:
             terminate_iteration(self._state, TerminationReason.USER_STOP)
@@ -122,7 +126,9 @@ class Deliberation:
             },
         )
         self.record.stage1 = [
-            Stage1Result(model=model, response=replies[model].content)
+            Stage1Result(
+                model=model, response=replies[model].content, **replies[model].ending.model_dump()
+            )
             for model in self.request.models
             if model in replies
         ]
@@ -168,10 +174,22 @@ class Deliberation:
             orders,
             self.request.response_byte_cap,
             self.request.criteria,
+            structured=self._real,
         )
-        replies = await self._fan_out(Stage.REVIEW, round_number, calls)
+        formats = {r: review_schema(labels_shown_to(r, labels)) for r in calls}
+        replies = await self._fan_out(
+            Stage.REVIEW, round_number, calls, formats if self._real else None
+        )
         read = [
-            read_review(r, replies[r].content, labels, orders[r])
+            read_review(
+                r,
+                replies[r].content,
+                labels,
+                orders[r],
+                asked=replies[r].structured,
+                legacy=not self._real,
+                ending=replies[r].ending,
+            )
             for r in self._answers
             if r in replies
         ]
@@ -225,6 +243,7 @@ class Deliberation:
                 )
                 for task in tasks
             },
+            dict.fromkeys((t.model for t in tasks), refinement_schema()) if self._real else {},
         )
         failures = {
             e.model: e.describe()
@@ -238,6 +257,7 @@ class Deliberation:
                 error=None
                 if task.model in replies
                 else failures.get(task.model, "stopped by the user"),
+                ending=replies[task.model].ending if task.model in replies else None,
             )
             for task in tasks
         ]
@@ -329,7 +349,9 @@ class Deliberation:
                 )
             reply = await self._call(Stage.SYNTHESIS, self.state.current_round, model, messages)
             if reply is not None:
-                self.record.stage3 = Stage3Result(model=model, response=reply.content)
+                self.record.stage3 = Stage3Result(
+                    model=model, response=reply.content, **reply.ending.model_dump()
+                )
                 self._event(EventKind.STAGE_COMPLETE, stage=Stage.SYNTHESIS, model=model)
                 return
         raise ApplicationError(
@@ -355,15 +377,22 @@ class Deliberation:
     # ---- model calls ----------------------------------------------------------------
 
     async def _fan_out(
-        self, stage: Stage, round_number: int, calls: dict[str, list[ChatMessage]]
+        self,
+        stage: Stage,
+        round_number: int,
+        calls: dict[str, list[ChatMessage]],
+        formats: dict[str, StructuredReply] | None = None,
     ) -> dict[str, ModelReply]:
-        """One activity per model, in parallel. A stop cancels the calls still running;
-        what completed is kept. Failed calls are recorded and left out."""
+        """One activity per model, in parallel (each reply asked for in its JSON schema,
+        where `formats` gives one). A stop cancels the calls still running; what completed
+        is kept. Failed calls are recorded and left out."""
         if self.stopping or not calls:
             return {}
         self._begin_stage(stage, round_number, list(calls))
         tasks = {
-            model: asyncio.create_task(self._call(stage, round_number, model, messages))
+            model: asyncio.create_task(
+                self._call(stage, round_number, model, messages, (formats or {}).get(model))
+            )
             for model, messages in calls.items()
         }
         await workflow.wait_condition(
@@ -386,9 +415,17 @@ class Deliberation:
         return replies
 
     async def _call(
-        self, stage: Stage, round_number: int, model: str, messages: list[ChatMessage]
+        self,
+        stage: Stage,
+        round_number: int,
+        model: str,
+        messages: list[ChatMessage],
+        response_format: StructuredReply | None = None,
     ) -> ModelReply | None:
-        call = self.request.model_call(stage, round_number, model, messages)
+        max_tokens = self.request.reply_tokens(stage) if self._real else None
+        call = self.request.model_call(
+            stage, round_number, model, messages, max_tokens, response_format
+        )
         try:
             reply = await call_model(call, self.request.policy)
         except (ActivityError, asyncio.CancelledError) as err:
@@ -426,6 +463,8 @@ class Deliberation:
                 "latency_ms": reply.latency_ms,
                 "served_by": reply.served_by,
                 "truncated": reply.truncated,
+                "finish_reason": reply.finish_reason,
+                "structured": reply.structured,
             },
         )
         return reply

@@ -13,3 +13,9 @@ REFINE_BY_DEFAULT = "refine-by-default"
 # Hostile input: each critique's text framed in the refinement prompt, and the critiques
 # one prompt carries trimmed to a budget (the user's bounded in number and size).
 BOUNDED_INPUT = "bounded-input"
+
+# Real models: token limits per stage, reviews and refinements asked for as JSON where the
+# provider takes a schema (the review prompt says what the JSON holds), and no critique
+# from noise (a list of labels, a passing mention, a sentence about the reviewer's own
+# answer).
+REAL_MODELS = "real-models"
