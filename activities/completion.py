@@ -44,6 +44,10 @@ def provider_error(error: Any, default_status: int, where: str) -> CallFailure:
 class Completion:
     def __init__(self, max_content_bytes: int) -> None:
         self.max_content_bytes = max(1, max_content_bytes)
+        self.reset()
+
+    def reset(self) -> None:
+        """Empty, for the same call asked again (another form of reply, or unstreamed)."""
         self._parts: list[str] = []
         self.content_bytes = 0
         self.truncated = False

@@ -16,7 +16,7 @@ from enum import StrEnum
 from http import HTTPStatus
 from typing import Any
 
-from temporalio.exceptions import ApplicationError
+from temporalio.exceptions import ApplicationError, ApplicationErrorCategory
 
 
 class ErrorType(StrEnum):
@@ -39,6 +39,7 @@ class ErrorType(StrEnum):
     CLIENT_ERROR = "ClientError"
     UNEXPECTED_STATUS = "UnexpectedStatus"
     BAD_CONFIGURATION = "BadConfiguration"
+    CONTEXT_TOO_LONG = "ContextTooLong"
 
 
 NON_RETRYABLE = frozenset(
@@ -53,6 +54,7 @@ NON_RETRYABLE = frozenset(
         ErrorType.CLIENT_ERROR,
         ErrorType.UNEXPECTED_STATUS,
         ErrorType.BAD_CONFIGURATION,
+        ErrorType.CONTEXT_TOO_LONG,
     }
 )
 # Error types a workflow may list in its RetryPolicy.non_retryable_error_types.
@@ -101,12 +103,16 @@ class CallFailure(Exception):
         *,
         status: int | None = None,
         retry_after: float | None = None,
+        ask_unstreamed: bool = False,
     ) -> None:
         super().__init__(detail)
         self.kind = kind
         self.detail = detail
         self.status = status
         self.retry_after = retry_after
+        # A stream that gave no whole reply (no data, a cut, a connection closed before
+        # the reply): worth asking again at once without streaming.
+        self.ask_unstreamed = ask_unstreamed
 
 
 def error_type_for_status(status: int) -> ErrorType:
@@ -209,6 +215,19 @@ def clamp_delay(seconds: float) -> float:
     return min(MAX_RETRY_DELAY, max(MIN_RETRY_DELAY, seconds))
 
 
+# How providers say a prompt does not fit the context window (OpenAI's code, llama.cpp's
+# and vLLM's words): one error type, whichever way the call was made.
+_CONTEXT_WORDS = re.compile(
+    r"context_length_exceeded|maximum context length|context (?:window|length) (?:of|is)"
+    r"|exceeds? the context|too many tokens|prompt is too long",
+    re.IGNORECASE,
+)
+
+
+def context_overflow(message: str) -> bool:
+    return bool(_CONTEXT_WORDS.search(message))
+
+
 def status_failure(
     status: int, body: bytes | str, retry_after: float | None = None, host: str = ""
 ) -> CallFailure:
@@ -218,6 +237,13 @@ def status_failure(
         phrase = ""
     origin = f" from {host}" if host else ""
     said = provider_message(body) or "no error message"
+    raw = body.decode("utf-8", "replace") if isinstance(body, bytes) else body
+    if 400 <= status < 500 and context_overflow(raw):
+        return CallFailure(
+            ErrorType.CONTEXT_TOO_LONG,
+            f"HTTP {status}{origin}: the prompt does not fit the model's context window: {said}",
+            status=status,
+        )
     return CallFailure(
         error_type_for_status(status),
         f"HTTP {status}{' ' + phrase if phrase else ''}{origin}: {said}",
@@ -245,4 +271,6 @@ def application_error(failure: CallFailure, model: str, attempt: int) -> Applica
         type=kind.value,
         non_retryable=non_retryable,
         next_retry_delay=delay,
+        # Expected (a model failing is not a bug of the worker): the SDK logs it at DEBUG.
+        category=ApplicationErrorCategory.BENIGN,
     )

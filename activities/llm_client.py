@@ -7,6 +7,7 @@ nothing here retries (Temporal owns every attempt) and nothing here knows Tempor
 from __future__ import annotations
 
 import json
+import re
 from typing import Any
 from urllib.parse import quote
 
@@ -23,6 +24,7 @@ from activities.errors import (
 from activities.settings import GatewaySettings
 from activities.sse import DONE_EVENT, SSEDecoder
 from council.calls import ModelCall
+from council.structured import JSON_OBJECT, JSON_SCHEMA
 
 ERROR_BODY_LIMIT = 64_000
 KEEPALIVE_SECONDS = 60.0
@@ -51,7 +53,46 @@ def make_http_client(
     )
 
 
-def request_body(call: ModelCall, settings: GatewaySettings, stream: bool) -> dict[str, Any]:
+# The forms a reply's JSON schema can be asked in, and what the reply records of each.
+JSON_OBJECT_WITH_SCHEMA = "json_object_with_schema"
+FORMS = {
+    "auto": [JSON_SCHEMA, JSON_OBJECT_WITH_SCHEMA, JSON_OBJECT, None],
+    "json_schema": [JSON_SCHEMA, None],
+    "json_object": [JSON_OBJECT_WITH_SCHEMA, JSON_OBJECT, None],
+    "off": [None],
+}
+# A provider that refuses a form says so in its error (400, 422; llama-cpp-python's server
+# answers a json_schema with a 500 that names response_format).
+_FORM_WORDS = re.compile(r"response_format|json_schema|json_object|schema|grammar|structured")
+
+
+def response_format(call: ModelCall, form: str | None) -> dict[str, Any] | None:
+    wanted = call.response_format
+    if wanted is None or form is None:
+        return None
+    if form == JSON_SCHEMA:
+        return {
+            "type": JSON_SCHEMA,
+            "json_schema": {"name": wanted.name, "schema": wanted.json_schema},
+        }
+    if form == JSON_OBJECT_WITH_SCHEMA:
+        return {"type": JSON_OBJECT, "schema": wanted.json_schema}
+    return {"type": JSON_OBJECT}
+
+
+def refuses_form(failure: CallFailure) -> bool:
+    """The provider refused the reply form asked for (not the call as such)."""
+    status = failure.status or 0
+    return (
+        failure.kind is not ErrorType.CONTEXT_TOO_LONG
+        and (status in (400, 422) or status >= 500)
+        and bool(_FORM_WORDS.search(failure.detail.lower()))
+    )
+
+
+def request_body(
+    call: ModelCall, settings: GatewaySettings, stream: bool, form: str | None = None
+) -> dict[str, Any]:
     body: dict[str, Any] = {
         "model": call.model,
         "messages": [message.model_dump() for message in call.messages],
@@ -60,6 +101,9 @@ def request_body(call: ModelCall, settings: GatewaySettings, stream: bool) -> di
         body["temperature"] = call.temperature
     if call.max_tokens is not None:
         body["max_tokens"] = call.max_tokens
+    format_ = response_format(call, form)
+    if format_ is not None:
+        body["response_format"] = format_
     if stream:
         body["stream"] = True
         body["stream_options"] = {"include_usage": True}
@@ -84,17 +128,75 @@ class ChatClient:
     def __init__(self, settings: GatewaySettings, http: httpx.AsyncClient) -> None:
         self.settings = settings
         self.http = http
+        # Model -> the reply forms its provider refused (each is tried once per process).
+        self.refused: dict[str, set[str]] = {}
+
+    def forms(self, call: ModelCall) -> list[str | None]:
+        """The forms to ask for the call's reply in, in order (None: free text)."""
+        if call.response_format is None:
+            return [None]
+        refused = self.refused.get(call.model, set())
+        return [f for f in FORMS[self.settings.structured_output] if f not in refused]
 
     async def complete(
         self, call: ModelCall, completion: Completion, call_id: str | None = None
-    ) -> None:
-        """Fill `completion` with the reply to `call`, or raise CallFailure.
+    ) -> str | None:
+        """Fill `completion` with the reply to `call`, or raise CallFailure. Returns how
+        the reply was asked for: json_schema, json_object, or None (free text).
 
-        `call_id` (workflow id / activity id) goes out as X-Council-Call, so a provider's
-        or the simulator's logs can tell a retry of a call from a new call.
+        A form the provider refuses is remembered for the model and the next one tried
+        (the last is free text). A stream that gives no whole reply is asked once more at
+        once, without streaming: one cut without a finish reason (llama.cpp's server cuts
+        a stream whenever another request waits, never an unstreamed reply), one that
+        holds no data, and one whose connection closed before any reply (then the
+        provider's own error is read: a prompt over the context window is the same error
+        either way). If that fails too, Temporal retries the call. `call_id` (workflow id
+        / activity id) goes out as X-Council-Call, so a provider's or the simulator's logs
+        can tell a retry of a call from a new call.
         """
+        forms = self.forms(call)
+        for form in forms:  # the last one is always tried
+            try:
+                try:
+                    await self._exchange(call, completion, call_id, form, self.settings.stream)
+                except CallFailure as failure:
+                    if not (failure.ask_unstreamed and self.settings.stream):
+                        raise
+                    await self._unstreamed(call, completion, call_id, form)
+            except CallFailure as failure:
+                if form is None or form == forms[-1] or not refuses_form(failure):
+                    raise
+                self.refused.setdefault(call.model, set()).add(form)
+                completion.reset()
+                continue
+            return JSON_OBJECT if form == JSON_OBJECT_WITH_SCHEMA else form
+        return None
+
+    async def _unstreamed(
+        self, call: ModelCall, completion: Completion, call_id: str | None, form: str | None
+    ) -> None:
+        """The call asked again without streaming, after a stream that gave no whole reply.
+        The server may have closed the connection the stream came on while the pool still
+        holds it: a connection that drops before any reply is replaced once."""
+        for last in (False, True):
+            completion.reset()
+            try:
+                await self._exchange(call, completion, call_id, form, stream=False)
+                return
+            except CallFailure as failure:
+                if last or failure.kind is not ErrorType.CONNECTION_FAILED:
+                    raise
+
+    async def _exchange(
+        self,
+        call: ModelCall,
+        completion: Completion,
+        call_id: str | None,
+        form: str | None,
+        stream: bool,
+    ) -> None:
+        """One POST, its reply read into `completion`."""
         settings = self.settings
-        stream = settings.stream
         headers = settings.headers(stream)
         if call_id:
             # Ids follow council.ids, but a workflow started elsewhere may have any id:
@@ -105,7 +207,7 @@ class ChatClient:
             async with self.http.stream(
                 "POST",
                 settings.chat_url,
-                json=request_body(call, settings, stream),
+                json=request_body(call, settings, stream, form),
                 headers=headers,
             ) as response:
                 headers_received = True
@@ -124,9 +226,15 @@ class ChatClient:
                     ErrorType.TRUNCATED_STREAM,
                     f"the connection to {settings.host} broke mid-reply after "
                     f"{completion.received_bytes} bytes ({_why(err)})",
+                    ask_unstreamed=stream,
                 ) from None
+            # A server that fails a streamed reply before its first byte may just close the
+            # connection (llama-cpp-python's, for a prompt over its context): asked again
+            # unstreamed, it says why.
             raise CallFailure(
-                ErrorType.CONNECTION_FAILED, f"{settings.host} dropped the connection ({_why(err)})"
+                ErrorType.CONNECTION_FAILED,
+                f"{settings.host} dropped the connection ({_why(err)})",
+                ask_unstreamed=stream,
             ) from None
         except (httpx.ConnectError, httpx.NetworkError) as err:
             raise CallFailure(
@@ -218,11 +326,12 @@ class ChatClient:
 
 
 def _take_line(decoder: SSEDecoder, line: str, completion: Completion) -> bool:
-    """Apply the events one stream line completes; True once the reply is whole ([DONE])
-    or over the size cap (then it is flagged truncated and nothing more is read)."""
+    """Apply the events one stream line completes; True once the reply is whole ([DONE]
+    after a finish reason) or over the size cap (then it is flagged truncated and nothing
+    more is read)."""
     for event in decoder.feed(line):
         if event is DONE_EVENT:
-            completion.done = True
+            _whole(completion, "[DONE]")
             return True
         completion.apply_chunk(event)  # type: ignore[arg-type]
     return completion.truncated
@@ -231,12 +340,26 @@ def _take_line(decoder: SSEDecoder, line: str, completion: Completion) -> bool:
 def _end_of_stream(decoder: SSEDecoder, completion: Completion) -> None:
     """The server closed the stream cleanly but without [DONE]."""
     decoder.close()
-    if decoder.events == 0:
-        raise CallFailure(ErrorType.MALFORMED_RESPONSE, "the event stream held no data events")
+    _whole(completion, "the end of the stream")
+
+
+def _whole(completion: Completion, end: str) -> None:
+    """A stream that ended is whole only with a finish reason: without one the server cut
+    it (llama.cpp ends a stream with [DONE] when another request waits), and the reply is
+    asked for again, never stored; so is a stream with no data at all."""
+    streamed = completion.streaming
+    if completion.chunks == 0:
+        raise CallFailure(
+            ErrorType.MALFORMED_RESPONSE,
+            f"the event stream held no data events (it ended with {end})",
+            ask_unstreamed=streamed,
+        )
     if completion.finish_reason is None:
         raise CallFailure(
             ErrorType.TRUNCATED_STREAM,
-            f"the stream ended without a finish reason or [DONE] after {completion.chunks} chunks",
+            f"the stream ended ({end}) without a finish reason after {completion.chunks} "
+            f"chunks and {completion.content_bytes} bytes of text: the server cut the reply",
+            ask_unstreamed=streamed,
         )
     completion.done = True
 

@@ -15,13 +15,14 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import logging
 import time
 from collections.abc import Mapping
 from typing import Self
 
 import httpx
 from temporalio import activity
-from temporalio.exceptions import ApplicationError
+from temporalio.exceptions import ApplicationError, ApplicationErrorCategory
 
 from activities.completion import Completion, token_usage
 from activities.errors import CallFailure, ErrorType, application_error, one_line
@@ -38,6 +39,32 @@ REDACTED = "[redacted]"
 # The first stage calls every member at once: that many connections are opened at start.
 WARM_CONNECTIONS = 4
 WARM_UP_SECONDS = 5.0
+# Fitting a prompt into a known context window: a cautious estimate (3 characters a token,
+# and each message's chat-template tokens), and the least room a reply must have.
+CAUTIOUS_CHARS_PER_TOKEN = 3
+TOKENS_PER_MESSAGE = 8
+MIN_REPLY_ROOM = 64
+
+log = logging.getLogger("council.model_call")
+
+
+def fit_context(call: ModelCall, window: int | None) -> ModelCall:
+    """The call with max_tokens lowered to what `window` leaves after the prompt; a
+    CallFailure (ContextTooLong, final) when the prompt alone leaves too little."""
+    if window is None:
+        return call
+    chars = sum(len(m.content) for m in call.messages)
+    prompt = -(-chars // CAUTIOUS_CHARS_PER_TOKEN) + TOKENS_PER_MESSAGE * len(call.messages)
+    room = window - prompt
+    if room < MIN_REPLY_ROOM:
+        raise CallFailure(
+            ErrorType.CONTEXT_TOO_LONG,
+            f"the prompt (about {prompt:,} tokens, {chars:,} characters) does not fit the "
+            f"context window of {window:,} tokens (COUNCIL_LLM_CONTEXT_WINDOW); not sent",
+        )
+    if call.max_tokens is None or call.max_tokens > room:
+        return call.model_copy(update={"max_tokens": room})
+    return call
 
 
 def heartbeat_interval(info: activity.Info) -> float:
@@ -131,8 +158,18 @@ class ModelGateway:
         try:
             reply = await self._call(call)
         except ApplicationError as error:
-            retried = not error.non_retryable and not _last_attempt(activity.info())
+            info = activity.info()
+            retried = not error.non_retryable and not _last_attempt(info)
             metrics.failed(error.type or "error", retried, time.monotonic() - started)
+            # One line per failed attempt; the SDK logs the error (a benign one) with its
+            # traceback at DEBUG only: a model failing is expected, not a bug in the worker.
+            log.warning(
+                "%s failed (attempt %d, %s): %s",
+                call.summary,
+                info.attempt,
+                "retried" if retried else "final",
+                error.message,
+            )
             raise
         except asyncio.CancelledError:
             metrics.cancelled(time.monotonic() - started)
@@ -142,13 +179,19 @@ class ModelGateway:
 
     async def _call(self, call: ModelCall) -> ModelReply:
         info = activity.info()
+        try:
+            call = fit_context(call, self.settings.context_window)
+        except CallFailure as failure:
+            raise self._error(failure, call.model, info.attempt) from None
         completion = Completion(call.max_response_bytes)
         beating = asyncio.create_task(
             _heartbeat_while_running(completion, call, heartbeat_interval(info))
         )
         started = time.monotonic()
         try:
-            await self._client.complete(call, completion, f"{info.workflow_id}/{info.activity_id}")
+            structured = await self._client.complete(
+                call, completion, f"{info.workflow_id}/{info.activity_id}"
+            )
         except CallFailure as failure:
             raise self._error(failure, call.model, info.attempt) from None
         except asyncio.CancelledError:
@@ -158,6 +201,7 @@ class ModelGateway:
                 raise ApplicationError(
                     one_line(f"{call.model}: the worker shut down during the call"),
                     type=ErrorType.WORKER_SHUTDOWN.value,
+                    category=ApplicationErrorCategory.BENIGN,
                 ) from None
             raise
         finally:
@@ -184,6 +228,7 @@ class ModelGateway:
             usage=token_usage(completion.usage, [m.content for m in call.messages], content),
             latency_ms=latency_ms,
             truncated=completion.truncated,
+            structured=structured,
         )
 
     def _error(self, failure: CallFailure, model: str, attempt: int) -> ApplicationError:
@@ -195,4 +240,5 @@ class ModelGateway:
             type=error.type,
             non_retryable=error.non_retryable,
             next_retry_delay=error.next_retry_delay,
+            category=error.category,
         )

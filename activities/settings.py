@@ -17,6 +17,10 @@ APP_TITLE = "Council"
 
 _FALSE = {"0", "false", "no", "off"}
 _TRUE = {"1", "true", "yes", "on"}
+# How a reply's JSON schema is sent: auto tries json_schema, then json_object (with the
+# schema, as llama.cpp's server takes it), then json_object alone, then nothing, keeping
+# for each model the first form the provider accepts; the others send that form or nothing.
+STRUCTURED_OUTPUTS = ("auto", "json_schema", "json_object", "off")
 
 
 class SettingsError(ValueError):
@@ -36,6 +40,10 @@ class GatewaySettings:
     # Largest raw reply the worker reads (a non-streamed JSON body, or a whole stream).
     max_body_bytes: int = 8_000_000
     max_connections: int = 256
+    structured_output: str = "auto"
+    # The models' context window in tokens, when known: a prompt that cannot fit is refused
+    # before the call, and max_tokens is lowered to what fits.
+    context_window: int | None = None
 
     @classmethod
     def from_env(cls, env: Mapping[str, str] | None = None) -> GatewaySettings:
@@ -50,6 +58,8 @@ class GatewaySettings:
             extra_headers=_headers(env, "COUNCIL_LLM_EXTRA_HEADERS"),
             connect_timeout=_seconds(env, "COUNCIL_LLM_CONNECT_TIMEOUT", 10.0),
             read_timeout=_seconds(env, "COUNCIL_LLM_READ_TIMEOUT", 300.0),
+            structured_output=_choice(env, "COUNCIL_LLM_STRUCTURED_OUTPUT", STRUCTURED_OUTPUTS),
+            context_window=_tokens(env, "COUNCIL_LLM_CONTEXT_WINDOW"),
         )
 
     @property
@@ -99,6 +109,24 @@ def _flag(env: Mapping[str, str], name: str, default: bool) -> bool:
     if value in _FALSE:
         return False
     raise SettingsError(f"{name} must be one of 1/0, true/false, yes/no, on/off (got {value!r})")
+
+
+def _choice(env: Mapping[str, str], name: str, choices: tuple[str, ...]) -> str:
+    value = (env.get(name) or "").strip().lower()
+    if not value:
+        return choices[0]
+    if value not in choices:
+        raise SettingsError(f"{name} must be one of {', '.join(choices)} (got {value!r})")
+    return value
+
+
+def _tokens(env: Mapping[str, str], name: str) -> int | None:
+    value = (env.get(name) or "").strip().replace("_", "")
+    if not value:
+        return None
+    if not value.isdigit() or not 256 <= int(value) <= 10_000_000:
+        raise SettingsError(f"{name} must be a number of tokens, 256 to 10000000 (got {value!r})")
+    return int(value)
 
 
 def _seconds(env: Mapping[str, str], name: str, default: float) -> float:
