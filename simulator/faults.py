@@ -21,7 +21,7 @@ from council.calls import Stage
 
 DEFAULT_KEY = "*"
 Probability = Annotated[float, Field(ge=0.0, le=1.0)]
-FaultKind = Literal["hang", "error", "truncate", "malformed", "empty"]
+FaultKind = Literal["hang", "error", "truncate", "interrupt", "malformed", "empty"]
 
 
 class FaultSpec(BaseModel):
@@ -39,6 +39,11 @@ class FaultSpec(BaseModel):
     )
     hang: Probability = 0.0
     truncate: Probability = 0.0
+    interrupt: Probability = Field(
+        default=0.0,
+        description="end a streamed reply half-way with [DONE] and no finish reason, as "
+        "llama.cpp's server does when another request waits (a non-streamed reply is whole)",
+    )
     malformed: Probability = 0.0
     empty: Probability = 0.0
     stages: list[Stage] | None = Field(
@@ -66,6 +71,16 @@ class FaultSpec(BaseModel):
     critiques: bool = Field(
         default=True,
         description="as a reviewer, write critiques (false: only the rated ranking)",
+    )
+    structured: bool = Field(
+        default=False,
+        description="honour response_format: a review or refinement asked for as JSON "
+        "comes as that JSON (by default the simulator ignores it, as many providers do)",
+    )
+    refuse_formats: dict[str, int] = Field(
+        default_factory=dict,
+        description="response_format types refused, with the HTTP status of the refusal "
+        '(llama-cpp-python\'s server answers {"json_schema": 500})',
     )
 
     @field_validator("ratings_by_author")
@@ -104,7 +119,8 @@ class FaultSpec(BaseModel):
         return self
 
     def fault_probability(self) -> float:
-        return self.hang + sum(self.errors.values()) + self.truncate + self.malformed + self.empty
+        faults = (self.hang, self.truncate, self.interrupt, self.malformed, self.empty)
+        return sum(faults) + sum(self.errors.values())
 
 
 class FaultConfig(RootModel[dict[str, FaultSpec]]):
@@ -133,6 +149,8 @@ class Plan:
     ratings_by_author: dict[str, int] = field(default_factory=dict)
     cost_per_million_tokens: float | None = 0.0
     critiques: bool = True
+    structured: bool = False
+    refuse_formats: dict[str, int] = field(default_factory=dict)
 
 
 class FaultInjector:
@@ -184,6 +202,8 @@ class FaultInjector:
             ratings_by_author=dict(spec.ratings_by_author),
             cost_per_million_tokens=spec.cost_per_million_tokens,
             critiques=spec.critiques,
+            structured=spec.structured,
+            refuse_formats=dict(spec.refuse_formats),
         )
 
 
@@ -201,6 +221,7 @@ def _pick(spec: FaultSpec, draw: float) -> tuple[FaultKind | None, int | None]:
     outcomes += [("error", status, p) for status, p in sorted(spec.errors.items())]
     outcomes += [
         ("truncate", None, spec.truncate),
+        ("interrupt", None, spec.interrupt),
         ("malformed", None, spec.malformed),
         ("empty", None, spec.empty),
     ]

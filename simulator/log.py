@@ -29,7 +29,9 @@ class LogEntry:
     call_id: str | None = None  # X-Council-Call: the same for every attempt of one call
     fault: str | None = None
     status: int | None = None
-    outcome: str | None = None  # ok, empty, error, hang, truncated, malformed, disconnected
+    outcome: str | None = (
+        None  # ok, empty, error, hang, truncated, interrupted, malformed, disconnected
+    )
     started: float = field(default_factory=time.time)
     finished: float | None = None
     duration_ms: int | None = None

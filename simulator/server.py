@@ -191,6 +191,12 @@ class _Exchange:
         if plan.fault == "error":
             await self.send_error(plan.status or 500)
             return
+        refused = plan.refuse_formats.get(self.format_type or "")
+        if refused:
+            await self.send_error(
+                refused, f"response_format type {self.format_type!r} is not supported"
+            )
+            return
         content, finish_reason = self.content()
         if self.stream:
             await self.send_stream(content, finish_reason)
@@ -210,6 +216,11 @@ class _Exchange:
             self.sim.authors.note(text, self.model)
         elif prompt.stage is Stage.REFINE:
             self.sim.authors.note(parse_refinement(text).final_answer, self.model)
+        if self.plan.structured and self.format_type in ("json_schema", "json_object"):
+            if prompt.stage is Stage.REVIEW:
+                text = wire.review_json(text, list(prompt.answers))
+            elif prompt.stage is Stage.REFINE:
+                text = wire.refinement_json(text)
         if self.plan.pad_to_bytes:
             need = self.plan.pad_to_bytes - len(text.encode("utf-8"))
             if need > 0:
@@ -240,8 +251,16 @@ class _Exchange:
     async def body(self, data: bytes, more: bool = True) -> None:
         await self.send({"type": "http.response.body", "body": data, "more_body": more})
 
-    async def send_error(self, status: int) -> None:
+    @property
+    def format_type(self) -> str | None:
+        """The type of the request's response_format, if it has one."""
+        wanted = self.payload.get("response_format")
+        return wanted.get("type") if isinstance(wanted, dict) else None
+
+    async def send_error(self, status: int, why: str | None = None) -> None:
         message = f"Simulated {status} {wire.phrase(status)} for {self.model}"
+        if why:
+            message += f": {why}"
         headers = [(b"content-type", b"application/json"), wire.SIMULATED_HEADER]
         retry_after = self.plan.retry_after
         if status in (429, 503) and retry_after is not None:
@@ -298,7 +317,7 @@ class _Exchange:
         parts = wire.pieces(content, self.sim.config.chunk_chars)
         pace = max(0.0, ends_at - loop.time()) / max(len(parts), 1)
         fault = self.plan.fault
-        if fault == "truncate":
+        if fault in ("truncate", "interrupt"):
             parts = parts[: max(1, len(parts) // 2)]
         chunk = self._chunk
         await self.body(wire.sse(chunk({"role": "assistant", "content": ""})))
@@ -321,6 +340,10 @@ class _Exchange:
         if fault == "truncate":
             self.finish("truncated", 200)
             raise _DropConnection
+        if fault == "interrupt":
+            self.finish("interrupted", 200)
+            await self.body(wire.sse("[DONE]"), more=False)
+            return
         await self.body(wire.sse(chunk({}, finish_reason)))
         await self.body(wire.sse(chunk(usage=self.usage(content))))
         self.finish(self._outcome(), 200)

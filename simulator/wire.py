@@ -7,6 +7,9 @@ import math
 from http import HTTPStatus
 from typing import Any
 
+from council.refinement import parse_refinement
+from council.reviews import parse_review
+
 SYSTEM_FINGERPRINT = "council-simulator"
 OWNER = "council-simulator"
 SIMULATED_HEADER = (b"x-council-simulator", b"simulated")
@@ -46,6 +49,31 @@ def review_text(
         lines = [f"{label} ({rating}/5) - {why}" for label, rating, why in ranking]
     numbered = [f"{i}. {line}" for i, line in enumerate(lines, start=1)]
     return "\n\n".join([head, *paragraphs, heading]) + "\n" + "\n".join(numbered)
+
+
+def review_json(review: str, shown: list[str]) -> str:
+    """A simulated review as the JSON the review schema asks for: each shown label's
+    critique and rating, then the ranking (read from the review's own text)."""
+    parsed = parse_review(review, shown)
+    data: dict[str, Any] = {
+        label: {"critique": parsed.critiques.get(label, ""), "rating": round(rating)}
+        for label, rating in parsed.ratings.items()
+    }
+    data["ranking"] = parsed.ranking
+    return json.dumps(data, ensure_ascii=False)
+
+
+def refinement_json(reply: str) -> str:
+    """A simulated refinement as the JSON the refinement schema asks for."""
+    parsed = parse_refinement(reply)
+    data = parsed.model_dump(exclude={"structured"})
+    # Every field the schema requires, as a schema-bound model gives them.
+    data["refinement_reasoning"] = parsed.refinement_reasoning or "(simulated) weighed the feedback"
+    data["improvement_explanation"] = parsed.improvement_explanation or ""
+    data["confidence"] = 0.7 if parsed.confidence is None else parsed.confidence
+    if parsed.changed_from_original is None:
+        data["changed_from_original"] = True
+    return json.dumps(data, ensure_ascii=False)
 
 
 def tokens(text: str) -> int:

@@ -76,7 +76,7 @@ def request(question: str = QUESTION, **fields: Any) -> dict[str, Any]:
 class Council:
     client: Client
     task_queue: str
-    sim: SimulatorServer
+    sim: SimulatorServer  # (None for a council of real models)
 
     async def start(self, question: str = QUESTION, **fields: Any) -> WorkflowHandle:
         return await self.client.start_workflow(
@@ -107,11 +107,18 @@ async def model_calls(handle: WorkflowHandle) -> list[ModelCall]:
 
 @asynccontextmanager
 async def council_worker(
-    client: Client, sim: SimulatorServer, queue: str | None = None
+    client: Client,
+    sim: SimulatorServer | None,
+    queue: str | None = None,
+    settings: GatewaySettings | None = None,
 ) -> AsyncIterator[Council]:
-    """An in-process worker on its own task queue (or on `queue`)."""
+    """An in-process worker on its own task queue (or on `queue`), calling the simulator
+    (or the provider `settings` name)."""
     queue = queue or f"council-test-{uuid.uuid4().hex[:8]}"
-    gateway = ModelGateway(GatewaySettings(base_url=sim.url, api_key=TEST_API_KEY))
+    if settings is None:
+        assert sim is not None
+        settings = GatewaySettings(base_url=sim.url, api_key=TEST_API_KEY)
+    gateway = ModelGateway(settings)
     try:
         async with build_worker(client, gateway, queue=queue):
             yield Council(client, queue, sim)
