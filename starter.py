@@ -24,8 +24,10 @@ from typing import Any, NoReturn
 
 from rich.console import Console
 
+from app import config as app_config
 from app import connection
 from app.render import event_line, record_markdown
+from council.config import ConfigProblem, with_overrides
 from council.ids import id_problem
 from council.iteration import (
     DEFAULT_MAX_ROUNDS,
@@ -78,39 +80,44 @@ class Parser(argparse.ArgumentParser):
 
 
 def build_request(args: argparse.Namespace) -> DeliberationRequest:
-    data: dict[str, Any] = {
-        "question": args.question,
-        "models": args.model or deliberations.default_models(),
+    """The request: the council's options (--council, else the default council), with the
+    flags given on top."""
+    try:
+        council = app_config.council_options(app_config.load(), args.council)
+    except app_config.UnknownCouncil as error:
+        raise UsageError(f"--council: {error.args[0]}") from None
+    given: dict[str, Any] = {
+        "models": args.model,
+        "chairman": args.chairman,
         "max_rounds": args.max_rounds,
         "min_rounds": args.min_rounds,
         "quality_threshold": args.quality_threshold,
         "token_budget": args.token_budget,
-        "stop_on_convergence": not args.no_convergence_stop,
+        "max_cost_usd": args.max_cost,
+        "context_tokens": getattr(args, "context_tokens", None),
+        "temperature": args.temperature,
+        "stop_on_convergence": False if args.no_convergence_stop else None,
+        "max_tokens": reply_tokens(args.max_tokens) if args.max_tokens else None,
+        "policy": {
+            key: value
+            for key, value in {
+                "call_timeout_seconds": args.call_timeout,
+                "heartbeat_timeout_seconds": args.heartbeat_timeout,
+                "max_attempts": args.max_attempts,
+            }.items()
+            if value is not None
+        }
+        or None,
     }
-    if args.max_cost is not None:
-        data["max_cost_usd"] = args.max_cost
-    if getattr(args, "context_tokens", None) is not None:
-        data["context_tokens"] = args.context_tokens
-    chairman = args.chairman or deliberations.default_chairman()
-    if chairman:
-        data["chairman"] = chairman
-    if args.temperature is not None:
-        data["temperature"] = args.temperature
-    if args.max_tokens:
-        data["max_tokens"] = reply_tokens(args.max_tokens)
     if args.criterion:
-        data["criteria"] = {
+        given["criteria"] = {
             "criteria": [
                 {"name": c.split(":", 1)[0], "description": c.split(":", 1)[1] if ":" in c else ""}
                 for c in args.criterion
             ]
         }
-    policy = {
-        "call_timeout_seconds": args.call_timeout,
-        "heartbeat_timeout_seconds": args.heartbeat_timeout,
-        "max_attempts": args.max_attempts,
-    }
-    data["policy"] = {k: v for k, v in policy.items() if v is not None}
+    overrides = {key: value for key, value in given.items() if value is not None}
+    data = with_overrides(council, overrides) | {"question": args.question}
     try:
         return validate_request(data)
     except InvalidRequest as error:
@@ -325,23 +332,33 @@ async def cmd_eval(args: argparse.Namespace) -> int:
 
 
 def council_options(command: argparse.ArgumentParser) -> None:
-    """How the council deliberates: the options of `start`, shared with `eval`."""
+    """How the council deliberates: the options of `start`, shared with `eval`. Unset, each
+    comes from the council (--council, else the default one), then the built-in default."""
+    command.add_argument(
+        "--council", metavar="NAME", help="a council of council.toml (flags override its options)"
+    )
     command.add_argument("--model", action="append", help="a council model (repeat; 2 to 12)")
     command.add_argument("--chairman", help="the model that writes the synthesis")
-    command.add_argument("--max-rounds", type=int, default=DEFAULT_MAX_ROUNDS)
+    command.add_argument(
+        "--max-rounds", type=int, help=f"refinement rounds at most (default {DEFAULT_MAX_ROUNDS})"
+    )
     command.add_argument(
         "--min-rounds",
         type=int,
-        default=DEFAULT_MIN_ROUNDS,
-        help="refinement rounds that run whatever the ratings (0: only while a rating is low)",
+        help="refinement rounds that run whatever the ratings (0: only while a rating is low; "
+        f"default {DEFAULT_MIN_ROUNDS})",
     )
     command.add_argument(
         "--quality-threshold",
         type=float,
-        default=DEFAULT_QUALITY_THRESHOLD,
-        help="another round runs while any peer rating (1-5) is below this",
+        help="another round runs while any peer rating (1-5) is below this "
+        f"(default {DEFAULT_QUALITY_THRESHOLD})",
     )
-    command.add_argument("--token-budget", type=int, default=DEFAULT_TOKEN_BUDGET)
+    command.add_argument(
+        "--token-budget",
+        type=int,
+        help=f"tokens of the whole run (default {DEFAULT_TOKEN_BUDGET:,})",
+    )
     command.add_argument(
         "--max-cost",
         type=float,
@@ -440,7 +457,12 @@ def main(argv: list[str] | None = None) -> int:
     try:
         args = parser().parse_args(argv)
         return connection.run(args.run(args))
-    except (UsageError, connection.ServerUnreachable, connection.ConfigError) as error:
+    except (
+        UsageError,
+        connection.ServerUnreachable,
+        connection.ConfigError,
+        ConfigProblem,
+    ) as error:
         print(f"starter: {error}", file=sys.stderr)
         return 2
     except KeyboardInterrupt:

@@ -135,13 +135,25 @@ class DeliberationRequest(BaseModel):
     temperature: float | None = Field(default=None, ge=0, le=2)
     max_tokens: ReplyTokens = Field(default_factory=ReplyTokens)
     policy: CallPolicy = Field(default_factory=CallPolicy)
+    # The user's standing instructions (a chat's system message): every member and the
+    # chairman get them beside the question.
+    instructions: (
+        Annotated[
+            str,
+            StringConstraints(
+                strip_whitespace=True, min_length=1, max_length=limits.INSTRUCTIONS_MAX_CHARS
+            ),
+        ]
+        | None
+    ) = None
     # A follow-up: the deliberation it follows, the thread's first one, and the thread's
     # earlier turns (oldest first), of which the prompts carry at most context_tokens.
+    # A conversation a client brings (the chat API) has history without follow_up_of.
     follow_up_of: str | None = None
     thread_id: str | None = None
     history: list[Turn] = Field(default_factory=list, max_length=limits.MAX_THREAD_TURNS)
     # Earlier turns the client left out (the oldest, which could not fit anyway).
-    dropped_turns: list[str] = Field(default_factory=list)
+    dropped_turns: list[str] = Field(default_factory=list, max_length=limits.MAX_THREAD_TURNS)
     context_tokens: int = Field(default=DEFAULT_CONTEXT_TOKENS, ge=0, le=MAX_CONTEXT_TOKENS)
 
     @field_validator("models")
@@ -176,8 +188,8 @@ class DeliberationRequest(BaseModel):
 
     @model_validator(mode="after")
     def _thread(self) -> DeliberationRequest:
-        if (self.history or self.thread_id or self.dropped_turns) and not self.follow_up_of:
-            raise ValueError("history and thread_id come with follow_up_of (a follow-up)")
+        if (self.thread_id or self.dropped_turns) and not self.follow_up_of:
+            raise ValueError("thread_id and dropped_turns come with follow_up_of (a follow-up)")
         if self.follow_up_of and not self.thread_id:
             self.thread_id = self.follow_up_of
         return self

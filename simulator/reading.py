@@ -14,6 +14,8 @@ from council.prompts import (
     CHAIRMAN_OPENING,
     CONTEXT_OPENING,
     FOLLOW_UP_HEADER,
+    INSTRUCTIONS_HEADER,
+    QUESTION_HEADER,
     REFINE_OPENING,
     REVIEW_OPENING,
     USER_CRITIQUE_HEADER,
@@ -136,6 +138,8 @@ def read_prompt(text: str) -> Prompt:
     question = _LENGTH_NOTE.sub("", text).strip()
     if question.startswith(CONTEXT_OPENING):
         question = question.partition(FOLLOW_UP_HEADER)[2].strip() or question
+    if question.startswith(INSTRUCTIONS_HEADER):
+        question = question.partition(f"\n{QUESTION_HEADER}\n")[2].strip() or question
     return Prompt(stage=stage, question=question)
 
 

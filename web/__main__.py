@@ -17,7 +17,9 @@ import sys
 
 import uvicorn
 
+from app import config as app_config
 from app import connection
+from council.config import ConfigProblem
 from web import guard
 from web.app import Settings, build_app
 
@@ -69,6 +71,7 @@ def access_note(host: str, port: int, token: str | None) -> str:
 
 async def serve(args: argparse.Namespace) -> None:
     hosts = guard.allowed_hosts(args.host, os.environ.get("COUNCIL_WEB_ALLOWED_HOSTS"))
+    config = app_config.load()
     client = await connection.connect()
     token = (os.environ.get("COUNCIL_WEB_TOKEN") or "").strip() or None
     settings = Settings(
@@ -76,6 +79,7 @@ async def serve(args: argparse.Namespace) -> None:
         token=token,
         temporal_address=connection.address(),
         allowed_hosts=hosts,
+        config=config,
     )
     app = build_app(client, settings)
     print(
@@ -95,7 +99,12 @@ def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
     try:
         connection.run(serve(args))
-    except (connection.ServerUnreachable, connection.ConfigError, guard.ConfigError) as error:
+    except (
+        connection.ServerUnreachable,
+        connection.ConfigError,
+        guard.ConfigError,
+        ConfigProblem,
+    ) as error:
         print(f"web: {error}", file=sys.stderr)
         return 2
     except KeyboardInterrupt:

@@ -31,6 +31,7 @@ from starlette.templating import Jinja2Templates
 from temporalio.client import Client, WorkflowFailureError
 from temporalio.service import RPCError
 
+from app import config as app_config
 from app.render import record_markdown
 from council.limits import MAX_STOP_REASON_CHARS
 from council.models import DeliberationRecord
@@ -113,12 +114,9 @@ class Pages:
 
         return checked
 
-    def defaults(self) -> dict[str, Any]:
-        chairman = deliberations.default_chairman()
-        return {
-            "models": deliberations.default_models(),
-            **({"chairman": chairman} if chairman else {}),
-        }
+    def council(self, name: str | None) -> dict[str, Any]:
+        """A council's options (the default council's without a name)."""
+        return app_config.council_options(self.settings.config, name or None)
 
     # ---- the list and the start form ------------------------------------------------
 
@@ -128,13 +126,28 @@ class Pages:
         text = request.query_params.get("q", "")
         rows = await deliberations.list_deliberations(self.client, LIST_LIMIT, text)
         if form is None:
-            form = views.StartForm({"models": "\n".join(deliberations.default_models())})
-        return self.page(request, "index.html", status, rows=rows, q=text, form=form)
+            form = views.StartForm()
+        councils = app_config.council_names(self.settings.config)
+        members = {name: self.council(name)["models"] for name in councils}
+        return self.page(
+            request,
+            "index.html",
+            status,
+            rows=rows,
+            q=text,
+            form=form,
+            councils=councils,
+            members=members,
+        )
 
     async def start(self, request: Request, form: FormData) -> Response:
-        wanted, state = views.request_from_form(
-            {k: v for k, v in form.items() if isinstance(v, str)}, self.defaults()
-        )
+        fields = {k: v for k, v in form.items() if isinstance(v, str)}
+        try:
+            council = self.council(fields.get("council"))
+        except app_config.UnknownCouncil as unknown:
+            state = views.StartForm(fields, {"council": str(unknown.args[0])})
+            return await self.index(request, state, status=400)
+        wanted, state = views.request_from_form(fields, council)
         if wanted is None:
             return await self.index(request, state, status=400)
         handle = await deliberations.start(self.client, wanted, self.settings.task_queue)
@@ -242,7 +255,7 @@ class Pages:
         except deliberations.NoSuchDeliberation:
             return self.missing(request, workflow)
         record, _ = await read(found.handle)
-        wanted, state = views.request_from_form(fields | _settings_of(record), self.defaults())
+        wanted, state = views.request_from_form(fields | _settings_of(record), self.council(None))
         problem = None if wanted else next(iter(state.errors.values()))
         if wanted is not None:
             try:

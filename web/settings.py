@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
+from council.config import Config
 from web.guard import LOOPBACK_HOSTS
 
 
@@ -15,3 +16,5 @@ class Settings:
     temporal_address: str = "localhost:7233"
     # The Host names the server answers to (web.guard.allowed_hosts).
     allowed_hosts: tuple[str, ...] = LOOPBACK_HOSTS
+    # council.toml: the councils a user can pick.
+    config: Config = field(default_factory=Config)

@@ -22,6 +22,7 @@ from council.validation import InvalidRequest, validate_request
 
 FORM_FIELDS = (
     "question",
+    "council",
     "models",
     "chairman",
     "max_rounds",
@@ -44,14 +45,17 @@ class StartForm:
 def request_from_form(
     form: Mapping[str, str], defaults: Mapping[str, Any]
 ) -> tuple[DeliberationRequest | None, StartForm]:
-    """The request the form describes, or None and the form with its error next to the
-    field it concerns (the same one-line message the CLI prints)."""
+    """The request the form describes (its fields on top of `defaults`: the chosen
+    council's options), or None and the form with its error next to the field it
+    concerns (the same one-line message the CLI prints)."""
     values = {name: str(form.get(name, "")).strip() for name in FORM_FIELDS}
     data: dict[str, Any] = {**defaults, "question": values["question"]}
     models = [m.strip() for m in re.split(r"[,\n]", values["models"]) if m.strip()]
     if models:
+        if data.get("chairman") not in models:
+            data.pop("chairman", None)
         data["models"] = models
-    for name in FORM_FIELDS[2:]:
+    for name in FORM_FIELDS[3:]:
         if values[name]:
             data[name] = values[name] if name == "chairman" else _number(values[name])
     try:

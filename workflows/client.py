@@ -50,13 +50,6 @@ from council.thread import Turn
 from workflows import search_attributes
 from workflows.deliberation import Deliberation
 
-# OpenRouter ids; COUNCIL_MODELS (comma-separated) replaces them.
-DEFAULT_MODELS = (
-    "openai/gpt-4o-mini",
-    "anthropic/claude-3.5-haiku",
-    "google/gemini-2.0-flash-001",
-    "meta-llama/llama-3.3-70b-instruct",
-)
 QUERY_TIMEOUT = timedelta(seconds=5)
 # A steering update carries a deadline this far ahead: a worker that takes it later
 # refuses it. The client waits a little longer than that for the worker's answer.
@@ -68,15 +61,6 @@ QUESTION_MEMO_CHARS = 300
 # The memo holds the question, so that a listing can show it: encrypted with the other
 # payloads when a payload key is set.
 QUESTION_MEMO = "question"
-
-
-def default_models() -> list[str]:
-    configured = os.environ.get("COUNCIL_MODELS", "")
-    return [m.strip() for m in configured.split(",") if m.strip()] or list(DEFAULT_MODELS)
-
-
-def default_chairman() -> str | None:
-    return os.environ.get("COUNCIL_CHAIRMAN") or None
 
 
 def workflow_id(question: str, readable: bool = True) -> str:

@@ -111,7 +111,7 @@ class Deliberation:
             follow_up_of=self.request.follow_up_of,
             thread_id=self.request.thread_id,
             context=summarize_context(self._context, self.request.context_tokens)
-            if self.request.follow_up_of
+            if self.request.history
             else None,
         )
 
@@ -121,7 +121,9 @@ class Deliberation:
             Stage.ANSWER,
             0,
             {
-                model: prompts.answer_prompt(self.request.question, cap, self._context)
+                model: prompts.answer_prompt(
+                    self.request.question, cap, self._context, self.request.instructions
+                )
                 for model in self.request.models
             },
         )
@@ -175,6 +177,7 @@ class Deliberation:
             self.request.response_byte_cap,
             self.request.criteria,
             structured=self._real,
+            instructions=self.request.instructions,
         )
         formats = {r: review_schema(labels_shown_to(r, labels)) for r in calls}
         replies = await self._fan_out(
@@ -240,6 +243,7 @@ class Deliberation:
                     cap,
                     self.request.criteria,
                     framed=self._bounded,
+                    instructions=self.request.instructions,
                 )
                 for task in tasks
             },
@@ -334,6 +338,7 @@ class Deliberation:
             byte_cap=self.request.response_byte_cap,
             stopped_early=self.stopping,
             context=self._context,
+            instructions=self.request.instructions,
         )
         chairman = self.record.chairman
         candidates = [chairman] + [e.model for e in rankings if e.model != chairman]

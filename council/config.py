@@ -1,0 +1,181 @@
+"""The configuration file (`council.toml`): model providers and named councils.
+
+    [providers.local]
+    base_url = "http://127.0.0.1:11434/v1"
+    api_key_env = "LOCAL_KEY"        # the NAME of the variable: keys never go in the file
+    models = ["llama*", "qwen*"]     # fnmatch patterns of the model ids it serves
+
+    [councils.quick]
+    models = ["a", "b", "c"]
+    chairman = "a"
+    max_rounds = 1                   # any start option
+
+A model id goes to the first provider (in the file's order) with a pattern that matches
+it, else to the default provider (COUNCIL_LLM_BASE_URL). A council is a set of start
+options; `[councils.default]` is the council used when none is named.
+
+This module parses text and answers questions about it (no file, no environment):
+app.config reads the file and the variables.
+"""
+
+from __future__ import annotations
+
+import re
+import tomllib
+from collections.abc import Mapping
+from fnmatch import fnmatchcase
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+
+from council.validation import InvalidRequest, validate_request
+
+DEFAULT_COUNCIL = "default"
+DEFAULT_PROVIDER = "default"
+_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.\-]{0,63}")
+_VARIABLE = re.compile(r"[A-Za-z_][A-Za-z0-9_]{0,127}")
+# What a council may not set: each request's own question, and a thread's fields.
+NOT_COUNCIL_OPTIONS = frozenset(
+    {"question", "follow_up_of", "thread_id", "history", "dropped_turns", "instructions"}
+)
+
+
+class ConfigProblem(ValueError):
+    """The file cannot be used: one line naming the file and the key."""
+
+
+def _pattern_problem(pattern: str) -> str | None:
+    if not pattern or pattern != pattern.strip() or any(ch.isspace() for ch in pattern):
+        return "is empty or holds white space"
+    depth = 0
+    for ch in pattern:
+        depth += ch == "["
+        depth -= ch == "]" and depth > 0
+        if depth > 1:
+            return "nests brackets"
+    if depth:
+        return "opens a bracket it does not close"
+    return None
+
+
+class ProviderConfig(BaseModel):
+    """One provider: where, with which key (the variable's name), for which models, and
+    the same settings as the default provider's COUNCIL_LLM_* variables."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    base_url: str = Field(pattern=r"^https?://[^\s/?#]+(/[^\s?#]*)?$")
+    api_key_env: str | None = None
+    models: list[str] = Field(min_length=1)
+    stream: bool = True
+    extra_headers: dict[str, str] = Field(default_factory=dict)
+    connect_timeout: float = Field(default=10.0, gt=0, le=600)
+    read_timeout: float = Field(default=300.0, gt=0, le=3600)
+    structured_output: Literal["auto", "json_schema", "json_object", "off"] = "auto"
+    context_window: int | None = Field(default=None, ge=256, le=10_000_000)
+
+    @field_validator("api_key_env")
+    @classmethod
+    def _variable(cls, name: str | None) -> str | None:
+        if name is not None and not _VARIABLE.fullmatch(name):
+            raise ValueError(f"{name!r} is not a variable name")
+        return name
+
+    @field_validator("models")
+    @classmethod
+    def _patterns(cls, patterns: list[str]) -> list[str]:
+        for pattern in patterns:
+            problem = _pattern_problem(pattern)
+            if problem:
+                raise ValueError(f"the pattern {pattern!r} {problem}")
+        return patterns
+
+
+class Config(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    providers: dict[str, ProviderConfig] = Field(default_factory=dict)
+    # Council name -> start options (checked against the request when the file is read).
+    councils: dict[str, dict[str, Any]] = Field(default_factory=dict)
+
+    def council(self, name: str) -> dict[str, Any]:
+        """The start options of a named council; KeyError if there is none."""
+        return dict(self.councils[name])
+
+    def council_names(self) -> list[str]:
+        """Named councils, the default (if the file has one) first."""
+        return sorted(self.councils, key=lambda n: (n != DEFAULT_COUNCIL, n))
+
+
+def _where(loc: tuple[Any, ...]) -> str:
+    return ".".join(str(part) for part in loc)
+
+
+def parse_config(text: str, source: str = "council.toml") -> Config:
+    """The configuration in `text`; ConfigProblem with one line otherwise."""
+    try:
+        data = tomllib.loads(text)
+    except tomllib.TOMLDecodeError as error:
+        raise ConfigProblem(f"{source}: not valid TOML ({error})") from None
+    try:
+        config = Config.model_validate(data)
+    except ValidationError as error:
+        first = error.errors()[0]
+        where = _where(tuple(first["loc"]))
+        message = first["msg"].removeprefix("Value error, ")
+        if first["type"] == "extra_forbidden":
+            message = "is not a known key"
+        elif first["type"] == "string_pattern_mismatch":
+            message = "must be an http:// or https:// URL"
+        joint = " " if message.startswith(("is ", "must ")) else ": "
+        raise ConfigProblem(f"{source}: {where}{joint}{message}") from None
+    for name in [*config.providers, *config.councils]:
+        if not _NAME.fullmatch(name):
+            raise ConfigProblem(
+                f"{source}: {name!r} is not a name (letters, digits and _ . -, up to 64)"
+            )
+    if DEFAULT_PROVIDER in config.providers:
+        raise ConfigProblem(
+            f"{source}: providers.{DEFAULT_PROVIDER} is reserved: the default provider is "
+            "COUNCIL_LLM_BASE_URL's"
+        )
+    for name, options in config.councils.items():
+        council_problem(options, f"{source}: councils.{name}")
+    return config
+
+
+def council_problem(options: Mapping[str, Any], where: str) -> None:
+    """Raise ConfigProblem when a council's options cannot start a deliberation."""
+    wrong = sorted(set(options) & NOT_COUNCIL_OPTIONS)
+    if wrong:
+        raise ConfigProblem(f"{where}.{wrong[0]} is not a council option")
+    if "models" not in options:
+        raise ConfigProblem(f"{where}.models is required")
+    try:
+        validate_request({"question": "?", **options})
+    except InvalidRequest as error:
+        raise ConfigProblem(f"{where}.{error}") from None
+
+
+def route(model: str, providers: Mapping[str, ProviderConfig]) -> str:
+    """The provider of a model id: the first whose patterns match it, else the default."""
+    for name, provider in providers.items():
+        if any(fnmatchcase(model, pattern) for pattern in provider.models):
+            return name
+    return DEFAULT_PROVIDER
+
+
+def with_overrides(options: Mapping[str, Any], overrides: Mapping[str, Any]) -> dict[str, Any]:
+    """A council's options with what a user gave for this deliberation on top: a value
+    replaces the council's, a table (policy, max_tokens) is merged key by key, and given
+    models without a given chairman drop a council chairman that is not among them."""
+    merged = dict(options)
+    for key, value in overrides.items():
+        if isinstance(value, Mapping) and isinstance(merged.get(key), Mapping):
+            merged[key] = {**merged[key], **value}
+        else:
+            merged[key] = value
+    given_models = "models" in overrides and "chairman" not in overrides
+    if given_models and merged.get("chairman") not in overrides["models"]:
+        merged.pop("chairman", None)
+    return merged
