@@ -9,6 +9,7 @@
     python starter.py show ID [--json | --markdown]
     python starter.py list [--filter TEXT | --thread ID]
     python starter.py eval DATASET.jsonl [--concurrency N] [--limit N] [--out DIR] [--judge M]
+    python starter.py mcp [--http HOST:PORT]
 
 Exit status: 0 done, 1 the deliberation (for eval: any problem's) failed, 2 bad input or the
 server is unreachable.
@@ -25,7 +26,7 @@ from typing import Any, NoReturn
 from rich.console import Console
 
 from app import config as app_config
-from app import connection
+from app import connection, councils
 from app.render import event_line, record_markdown
 from council.config import ConfigProblem, with_overrides
 from council.ids import id_problem
@@ -83,8 +84,8 @@ def build_request(args: argparse.Namespace) -> DeliberationRequest:
     """The request: the council's options (--council, else the default council), with the
     flags given on top."""
     try:
-        council = app_config.council_options(app_config.load(), args.council)
-    except app_config.UnknownCouncil as error:
+        council = councils.council_options(app_config.load(), args.council)
+    except councils.UnknownCouncil as error:
         raise UsageError(f"--council: {error.args[0]}") from None
     given: dict[str, Any] = {
         "models": args.model,
@@ -331,6 +332,18 @@ async def cmd_eval(args: argparse.Namespace) -> int:
     return await evaluation.execute(client, plan, args.json, err)
 
 
+async def cmd_mcp(args: argparse.Namespace) -> int:
+    # Imported here: the MCP SDK would slow every other command's start.
+    from mcp_server import serve
+    from mcp_server.inputs import Problem
+
+    try:
+        await serve.serve(args.http)
+    except Problem as problem:
+        raise UsageError(str(problem)) from None
+    return 0
+
+
 def council_options(command: argparse.ArgumentParser) -> None:
     """How the council deliberates: the options of `start`, shared with `eval`. Unset, each
     comes from the council (--council, else the default one), then the built-in default."""
@@ -450,6 +463,16 @@ def parser() -> argparse.ArgumentParser:
     listing.add_argument("--thread", metavar="ID", help="a thread's deliberations, oldest first")
     listing.add_argument("--json", action="store_true")
     listing.set_defaults(run=cmd_list)
+
+    mcp = commands.add_parser(
+        "mcp", help="serve the council as MCP tools on stdio (or HTTP with --http)"
+    )
+    mcp.add_argument(
+        "--http",
+        metavar="HOST:PORT",
+        help="serve the streamable HTTP transport at http://HOST:PORT/mcp instead of stdio",
+    )
+    mcp.set_defaults(run=cmd_mcp)
     return top
 
 

@@ -3,7 +3,8 @@
     python worker.py
 
 Reads TEMPORAL_ADDRESS / TEMPORAL_NAMESPACE (or a Temporal config profile),
-COUNCIL_TASK_QUEUE, COUNCIL_LLM_BASE_URL and COUNCIL_LLM_API_KEY (or OPENROUTER_API_KEY).
+COUNCIL_TASK_QUEUE, COUNCIL_LLM_BASE_URL and COUNCIL_LLM_API_KEY (or OPENROUTER_API_KEY),
+and council.toml (COUNCIL_CONFIG, else ./council.toml) for more providers.
 The API key stays in this process: it never enters a workflow input, result or history.
 Throughput: COUNCIL_MAX_CONCURRENT_CALLS (this worker, default 200) and
 COUNCIL_MAX_CALLS_PER_SECOND (model calls started per second on the whole task queue,
@@ -27,6 +28,8 @@ from temporalio.worker import Worker
 
 from activities.metrics import HISTOGRAM_BUCKETS
 from activities.model_call import PARTIAL_TEXT_SECONDS, ModelGateway
+from activities.settings import SettingsError
+from app import config as app_config
 from app import connection
 from app.connection import (
     ConfigError,
@@ -35,6 +38,7 @@ from app.connection import (
     encryption_note,
     task_queue,
 )
+from council.config import ConfigProblem
 from workflows import search_attributes
 from workflows.deliberation import Deliberation
 from workflows.judge import JudgeAnswers
@@ -100,6 +104,7 @@ def metrics_port() -> int | None:
 
 
 async def run() -> None:
+    config = app_config.load(keys=True)  # council.toml's providers (an error: exit 2)
     port = metrics_port()
     client = await connect(runtime=connection.runtime(port, HISTOGRAM_BUCKETS))
     try:
@@ -115,13 +120,15 @@ async def run() -> None:
         added = []
     if added:
         log.info("registered search attributes: %s", ", ".join(added))
-    gateway = ModelGateway.from_env()
+    gateway = ModelGateway.from_env(providers=config.providers)
     worker = build_worker(client, gateway)
-    # Before the first deliberation, not during it: connections to the provider.
-    if await gateway.warm_up():
-        log.info("connected to the provider at %s", gateway.settings.base_url)
-    else:
-        log.warning("the provider at %s does not answer yet", gateway.settings.base_url)
+    # Before the first deliberation, not during it: connections to the providers.
+    for name, opened in (await gateway.warm_up()).items():
+        where = gateway.providers[name].settings.host
+        if opened:
+            log.info("connected to the provider %s at %s", name, where)
+        else:
+            log.warning("the provider %s at %s does not answer yet", name, where)
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGINT, signal.SIGTERM):
@@ -130,10 +137,13 @@ async def run() -> None:
     if port:
         log.info("Prometheus metrics on http://0.0.0.0:%d/metrics", port)
     # Printed whatever the log level: harness.processes.start_worker waits for this line.
+    providers = ", ".join(
+        f"{name} {p.settings.host} ({'API key set' if p.settings.api_key else 'no API key'})"
+        for name, p in gateway.providers.items()
+    )
     print(
         f"worker ready: task queue {task_queue()}, namespace {client.namespace}, models via "
-        f"{gateway.settings.base_url} "
-        f"({'API key set' if gateway.settings.api_key else 'no API key'})",
+        f"{providers}",
         file=sys.stderr,
         flush=True,
     )
@@ -151,7 +161,7 @@ def main() -> int:
     )
     try:
         connection.run(run())
-    except (ServerUnreachable, ConfigError) as err:
+    except (ServerUnreachable, ConfigError, ConfigProblem, SettingsError) as err:
         print(f"worker: {err}", file=sys.stderr)
         return 2
     return 0

@@ -18,6 +18,7 @@ import contextlib
 import logging
 import time
 from collections.abc import Mapping
+from dataclasses import dataclass
 from typing import Self
 
 import httpx
@@ -30,6 +31,7 @@ from activities.llm_client import ChatClient, make_http_client
 from activities.metrics import CallMetrics
 from activities.settings import GatewaySettings
 from council.calls import ModelCall, ModelReply
+from council.config import DEFAULT_PROVIDER, ProviderConfig, route
 
 MIN_HEARTBEAT_SECONDS = 0.1
 # A streaming reply shows on the web page as it arrives: a heartbeat carries the text so
@@ -103,42 +105,81 @@ def _shutting_down() -> bool:
     return activity.is_worker_shutdown()
 
 
+@dataclass
+class Provider:
+    """One provider as the worker calls it: its settings, connection pool and client."""
+
+    name: str
+    settings: GatewaySettings
+    http: httpx.AsyncClient
+    client: ChatClient
+
+    @classmethod
+    def open(
+        cls, name: str, settings: GatewaySettings, transport: httpx.AsyncBaseTransport | None
+    ) -> Provider:
+        http = make_http_client(settings, transport)
+        return cls(name, settings, http, ChatClient(settings, http))
+
+    async def warm_up(self, connections: int) -> int:
+        """Open pooled connections (DNS, TCP, TLS and the HTTP client's first-use work)
+        so that the first deliberation does not pay for them: a HEAD request each, never
+        a model call; best effort. Returns the number of connections opened."""
+        url = self.settings.base_url.rstrip("/") + "/models"
+
+        async def one() -> bool:
+            try:
+                await self.http.head(url, timeout=WARM_UP_SECONDS)
+            except httpx.HTTPError:
+                return False
+            return True
+
+        return sum(await asyncio.gather(*(one() for _ in range(connections))))
+
+
 class ModelGateway:
-    """The worker's access to models: settings, the key and one shared HTTP client."""
+    """The worker's access to models: the default provider (COUNCIL_LLM_*) and those of
+    council.toml, each with its settings, its key and its own connection pool. A call goes
+    to the provider its model id routes to (council.config.route)."""
 
     def __init__(
         self,
         settings: GatewaySettings | None = None,
         *,
         transport: httpx.AsyncBaseTransport | None = None,
+        providers: Mapping[str, ProviderConfig] | None = None,
+        env: Mapping[str, str] | None = None,
     ) -> None:
         self.settings = settings or GatewaySettings()
-        self._http = make_http_client(self.settings, transport)
-        self._client = ChatClient(self.settings, self._http)
-        self._secrets = self.settings.secrets()
+        self.routes: dict[str, ProviderConfig] = dict(providers or {})
+        self.providers = {
+            DEFAULT_PROVIDER: Provider.open(DEFAULT_PROVIDER, self.settings, transport),
+            **{
+                name: Provider.open(name, GatewaySettings.from_provider(config, env), transport)
+                for name, config in self.routes.items()
+            },
+        }
+        self._secrets = [s for p in self.providers.values() for s in p.settings.secrets()]
 
     @classmethod
-    def from_env(cls, env: Mapping[str, str] | None = None) -> ModelGateway:
-        return cls(GatewaySettings.from_env(env))
+    def from_env(
+        cls,
+        env: Mapping[str, str] | None = None,
+        providers: Mapping[str, ProviderConfig] | None = None,
+    ) -> ModelGateway:
+        return cls(GatewaySettings.from_env(env), providers=providers, env=env)
+
+    def provider_of(self, model: str) -> Provider:
+        return self.providers[route(model, self.routes)]
 
     async def aclose(self) -> None:
-        await self._http.aclose()
+        for provider in self.providers.values():
+            await provider.http.aclose()
 
-    async def warm_up(self, connections: int = WARM_CONNECTIONS) -> int:
-        """At worker start: open pooled connections to the provider (DNS, TCP, TLS and
-        the HTTP client's first-use work) so that the first deliberation does not pay for
-        them. A HEAD request each, never a model call; best effort: a provider that is down
-        now is the calls' business later. Returns the number of connections opened."""
-        url = self.settings.base_url.rstrip("/") + "/models"
-
-        async def one() -> bool:
-            try:
-                await self._http.head(url, timeout=WARM_UP_SECONDS)
-            except httpx.HTTPError:
-                return False
-            return True
-
-        return sum(await asyncio.gather(*(one() for _ in range(connections))))
+    async def warm_up(self, connections: int = WARM_CONNECTIONS) -> dict[str, int]:
+        """At worker start: each provider's connections opened (see Provider.warm_up)."""
+        opened = await asyncio.gather(*(p.warm_up(connections) for p in self.providers.values()))
+        return dict(zip(self.providers, opened, strict=True))
 
     async def __aenter__(self) -> Self:
         return self
@@ -179,21 +220,22 @@ class ModelGateway:
 
     async def _call(self, call: ModelCall) -> ModelReply:
         info = activity.info()
+        provider = self.provider_of(call.model)
         try:
-            call = fit_context(call, self.settings.context_window)
+            call = fit_context(call, provider.settings.context_window)
         except CallFailure as failure:
-            raise self._error(failure, call.model, info.attempt) from None
+            raise self._error(failure, call.model, info.attempt, provider.name) from None
         completion = Completion(call.max_response_bytes)
         beating = asyncio.create_task(
             _heartbeat_while_running(completion, call, heartbeat_interval(info))
         )
         started = time.monotonic()
         try:
-            structured = await self._client.complete(
+            structured = await provider.client.complete(
                 call, completion, f"{info.workflow_id}/{info.activity_id}"
             )
         except CallFailure as failure:
-            raise self._error(failure, call.model, info.attempt) from None
+            raise self._error(failure, call.model, info.attempt, provider.name) from None
         except asyncio.CancelledError:
             if _shutting_down():
                 # Fail this attempt so that Temporal retries it on another worker now,
@@ -219,6 +261,7 @@ class ModelGateway:
                 ),
                 call.model,
                 info.attempt,
+                provider.name,
             )
         return ModelReply(
             model=call.model,
@@ -229,14 +272,18 @@ class ModelGateway:
             latency_ms=latency_ms,
             truncated=completion.truncated,
             structured=structured,
+            provider=provider.name,
         )
 
-    def _error(self, failure: CallFailure, model: str, attempt: int) -> ApplicationError:
+    def _error(
+        self, failure: CallFailure, model: str, attempt: int, provider: str
+    ) -> ApplicationError:
+        """The error Temporal sees (application_error), the key redacted; its details name
+        the provider (by its config name) for the record."""
         error = application_error(failure, model, attempt)
-        if not any(secret in error.message for secret in self._secrets):
-            return error
         return ApplicationError(
             self.redact(error.message),
+            provider,
             type=error.type,
             non_retryable=error.non_retryable,
             next_retry_delay=error.next_retry_delay,

@@ -12,6 +12,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from urllib.parse import urlsplit
 
+from council.config import ProviderConfig
+
 OPENROUTER_BASE_URL = "https://openrouter.ai/api/v1"
 APP_TITLE = "Council"
 
@@ -60,6 +62,24 @@ class GatewaySettings:
             read_timeout=_seconds(env, "COUNCIL_LLM_READ_TIMEOUT", 300.0),
             structured_output=_choice(env, "COUNCIL_LLM_STRUCTURED_OUTPUT", STRUCTURED_OUTPUTS),
             context_window=_tokens(env, "COUNCIL_LLM_CONTEXT_WINDOW"),
+        )
+
+    @classmethod
+    def from_provider(
+        cls, provider: ProviderConfig, env: Mapping[str, str] | None = None
+    ) -> GatewaySettings:
+        """A council.toml provider's settings, its key from the variable it names."""
+        env = os.environ if env is None else env
+        key = (env.get(provider.api_key_env) or "").strip() if provider.api_key_env else ""
+        return cls(
+            base_url=provider.base_url,
+            api_key=key or None,
+            stream=provider.stream,
+            extra_headers=dict(provider.extra_headers),
+            connect_timeout=provider.connect_timeout,
+            read_timeout=provider.read_timeout,
+            structured_output=provider.structured_output,
+            context_window=provider.context_window,
         )
 
     @property

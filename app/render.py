@@ -124,13 +124,17 @@ def record_markdown(record: DeliberationRecord) -> str:
         f"**Usage:** {_usage_line(record)}",
         "",
     ]
-    if record.follow_up_of and record.context:
+    if record.context:
         context = record.context
         dropped = f"; left out: {', '.join(context.dropped)}" if context.dropped else ""
         cut = "; the last answer cut to fit" if context.cut else ""
+        origin = (
+            f"**Follow-up of** `{record.follow_up_of}` in thread `{record.thread_id}`"
+            if record.follow_up_of
+            else "**A conversation the client brought**"
+        )
         out += [
-            f"**Follow-up of** `{record.follow_up_of}` in thread `{record.thread_id}`: "
-            f"{len(context.turns)} earlier turn(s) in the prompts ({context.tokens} of "
+            f"{origin}: {len(context.turns)} earlier turn(s) in the prompts ({context.tokens} of "
             f"{context.max_tokens} tokens){dropped}{cut}",
             "",
         ]

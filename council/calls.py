@@ -106,8 +106,12 @@ class ModelReply(BaseModel):
     truncated: bool = False
     # How the reply was asked for: json_schema, json_object, or None (free text).
     structured: str | None = None
+    # The provider that answered, by its council.toml name ("default": COUNCIL_LLM_*).
+    provider: str | None = None
 
     @property
     def ending(self) -> Ending:
         """How the reply ended, as the record keeps it with the text."""
-        return Ending(finish_reason=self.finish_reason, truncated=self.truncated)
+        return Ending(
+            finish_reason=self.finish_reason, truncated=self.truncated, provider=self.provider
+        )

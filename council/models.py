@@ -303,11 +303,16 @@ class Usage(UsageTotals):
 
     by_model: dict[str, UsageTotals] = Field(default_factory=dict)
     by_stage: dict[str, UsageTotals] = Field(default_factory=dict)
+    by_provider: dict[str, UsageTotals] = Field(default_factory=dict)
 
-    def record(self, model: str, stage: Stage, usage: TokenUsage) -> None:
+    def record(
+        self, model: str, stage: Stage, usage: TokenUsage, provider: str | None = None
+    ) -> None:
         self.add(usage)
         self.by_model.setdefault(model, UsageTotals()).add(usage)
         self.by_stage.setdefault(stage.value, UsageTotals()).add(usage)
+        if provider:
+            self.by_provider.setdefault(provider, UsageTotals()).add(usage)
 
 
 class CallError(BaseModel):
@@ -318,6 +323,7 @@ class CallError(BaseModel):
     model: str
     message: str
     error_type: str | None = None
+    provider: str | None = None
 
     def describe(self) -> str:
         """One line that names the model once."""

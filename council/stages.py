@@ -7,10 +7,12 @@ from pydantic import BaseModel, Field
 
 class Ending(BaseModel):
     """How a stored reply ended: the provider's finish reason ("length": cut by the token
-    limit) and whether the reply size cap cut it."""
+    limit) and whether the reply size cap cut it; and the provider that gave it, by its
+    council.toml name ("default" for COUNCIL_LLM_BASE_URL's)."""
 
     finish_reason: str | None = None
     truncated: bool = False
+    provider: str | None = None
 
     @property
     def cut_by_token_limit(self) -> bool:

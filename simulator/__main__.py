@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 
 from simulator.config import FaultConfigError, SimulatorConfig, parse_faults, with_default_latency
@@ -32,6 +33,11 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         "--latency", type=_latency, help="default latency of every reply, in seconds"
     )
     parser.add_argument("--seed", type=int, default=0, help="seed of the fault injection")
+    parser.add_argument(
+        "--api-key",
+        default=os.environ.get("COUNCIL_SIMULATOR_API_KEY") or None,
+        help="answer only requests with this key (others get a 401); default: any",
+    )
     parser.add_argument("--log-level", default="warning", help="uvicorn log level")
     return parser.parse_args(argv)
 
@@ -43,7 +49,7 @@ def main(argv: list[str] | None = None) -> int:
     except FaultConfigError as err:
         print(f"simulator: {err}", file=sys.stderr)
         return 2
-    config = SimulatorConfig(faults=faults, seed=args.seed)
+    config = SimulatorConfig(faults=faults, seed=args.seed, api_key=args.api_key)
 
     import uvicorn
 

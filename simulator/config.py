@@ -22,6 +22,9 @@ class SimulatorConfig(BaseModel):
     chunk_chars: int = Field(default=24, ge=1)
     # Keep-alive comments (": SIMULATOR PROCESSING") while a streamed reply is delayed.
     keepalive_seconds: float = Field(default=1.0, gt=0)
+    # When set, a request without this key (Authorization: Bearer) gets a 401, as a real
+    # provider's would: two simulators with two keys stand in for two providers.
+    api_key: str | None = None
 
 
 class FaultConfigError(ValueError):

@@ -12,7 +12,9 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import dataclasses
 import hashlib
+import hmac
 import json
 import logging
 import socket
@@ -413,6 +415,9 @@ class ChatCompletions:
             call_id=request.headers.get("x-council-call"),
         )
         plan = self.sim.faults.plan(model, Stage(prompt.stage), digest)
+        key = self.sim.config.api_key
+        if key and not hmac.compare_digest(bearer.encode(), key.encode()):
+            plan = dataclasses.replace(plan, fault="error", status=401, latency=0.0)
         entry.fault = plan.fault if plan.fault != "error" else f"error {plan.status}"
         client = _ClientWatch(receive)
         try:

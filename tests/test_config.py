@@ -8,6 +8,7 @@ from pathlib import Path
 import pytest
 
 from app import config as app_config
+from app import councils
 from council.config import ConfigProblem, parse_config, route, with_overrides
 from tests.temporal_fixtures import starter
 
@@ -87,8 +88,9 @@ def test_a_key_variable_named_but_unset_is_an_error(tmp_path: Path) -> None:
     path.write_text(FILE)
     env = {"COUNCIL_CONFIG": str(path)}
     with pytest.raises(ConfigProblem, match=r"providers\.local\.api_key_env names LOCAL_KEY"):
-        app_config.load(env)
-    config = app_config.load({**env, "LOCAL_KEY": "k"})
+        app_config.load(env, keys=True)
+    assert app_config.load(env).providers["local"].api_key_env == "LOCAL_KEY"  # no model call
+    config = app_config.load({**env, "LOCAL_KEY": "k"}, keys=True)
     assert list(config.providers) == ["local", "lab"]
     with pytest.raises(ConfigProblem, match="COUNCIL_CONFIG: no such file"):
         app_config.load({"COUNCIL_CONFIG": str(tmp_path / "none.toml")})
@@ -96,17 +98,17 @@ def test_a_key_variable_named_but_unset_is_an_error(tmp_path: Path) -> None:
 
 def test_the_default_council_is_the_variables_then_the_file_then_the_built_in() -> None:
     config = parse_config(FILE)
-    assert app_config.council_options(config, None, {})["models"] == ["lab/a", "lab/b"]
-    from_env = app_config.council_options(
+    assert councils.council_options(config, None, {})["models"] == ["lab/a", "lab/b"]
+    from_env = councils.council_options(
         config, None, {"COUNCIL_MODELS": "x, y", "COUNCIL_CHAIRMAN": "y"}
     )
     assert from_env == {"models": ["x", "y"], "chairman": "y"}
     empty = parse_config("")
-    assert app_config.council_options(empty, None, {})["models"] == list(app_config.DEFAULT_MODELS)
-    assert app_config.council_options(config, "quick", {})["max_rounds"] == 1
-    with pytest.raises(app_config.UnknownCouncil, match="known: default, quick"):
-        app_config.council_options(config, "slow", {})
-    assert app_config.council_names(config) == ["default", "quick"]
+    assert councils.council_options(empty, None, {})["models"] == list(councils.DEFAULT_MODELS)
+    assert councils.council_options(config, "quick", {})["max_rounds"] == 1
+    with pytest.raises(councils.UnknownCouncil, match="known: default, quick"):
+        councils.council_options(config, "slow", {})
+    assert councils.council_names(config) == ["default", "quick"]
 
 
 def test_the_users_options_go_on_top_of_the_councils() -> None:

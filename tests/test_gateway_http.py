@@ -369,7 +369,7 @@ async def test_warm_up_opens_the_connections_the_first_calls_use(sim) -> None:
         ConnectionCounter(sim.url) as relay,
         ModelGateway(GatewaySettings(base_url=relay.url)) as gw,
     ):
-        assert await gw.warm_up(connections=4) == 4
+        assert await gw.warm_up(connections=4) == {"default": 4}
         assert relay.accepted == 4
         models = ["sim/atlas", "sim/borealis", "sim/cirrus", "sim/drift"]
         replies = await asyncio.gather(*(call(gw, make_call(m)) for m in models))
@@ -383,4 +383,4 @@ async def test_warm_up_with_the_provider_down_opens_none_and_raises_nothing() ->
         probe.bind(("127.0.0.1", 0))
         port = probe.getsockname()[1]
     async with ModelGateway(GatewaySettings(base_url=f"http://127.0.0.1:{port}/v1")) as gw:
-        assert await gw.warm_up() == 0
+        assert await gw.warm_up() == {"default": 0}

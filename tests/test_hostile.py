@@ -6,10 +6,8 @@ from __future__ import annotations
 
 import asyncio
 import re
-import sys
 import time
 import uuid
-from pathlib import Path
 from typing import Any
 from urllib.parse import quote
 
@@ -28,7 +26,6 @@ from council.labels import labels_shown_to
 from council.models import DeliberationRecord
 from council.reviews import parse_review
 from council.steering import HumanCritique
-from harness.processes import free_port, port_open, spawn, start_temporal, wait_for
 from simulator import SimulatorServer
 from tests.sim_fixtures import wait_until
 from tests.temporal_fixtures import (
@@ -452,29 +449,13 @@ async def test_the_stream_checks_its_arguments_before_streaming(
         assert "invalid literal" not in steer.text
 
 
-async def test_with_temporal_down_the_page_says_so(
-    council: Council, simulator: SimulatorServer, tmp_path: Path
-) -> None:
-    port = free_port()
-    server = start_temporal(tmp_path / "down.db", port=port, ui_port=None)
-    web_port = free_port()
-    web = spawn(
-        "web",
-        [sys.executable, "-m", "web", "--port", str(web_port)],
-        tmp_path / "web.log",
-        {"TEMPORAL_ADDRESS": f"127.0.0.1:{port}"},
-    )
-    try:
-        wait_for(lambda: port_open("127.0.0.1", web_port), "web page", web, timeout=30)
-        server.stop()
-        async with httpx.AsyncClient(base_url=f"http://127.0.0.1:{web_port}", timeout=60) as http:
-            for path in ("/", "/deliberations/some-run"):
-                response = await http.get(path)
-                assert response.status_code == 503, (path, response.text[:300])
-                assert f"The Temporal server at 127.0.0.1:{port} does not answer" in response.text
-    finally:
-        web.stop()
-        server.stop()
+async def test_with_temporal_down_the_page_says_so(web_without_temporal: WebServer) -> None:
+    address = web_without_temporal.extra["temporal"]
+    async with httpx.AsyncClient(base_url=web_without_temporal.url, timeout=60) as http:
+        for path in ("/", "/deliberations/some-run"):
+            response = await http.get(path)
+            assert response.status_code == 503, (path, response.text[:300])
+            assert f"The Temporal server at {address} does not answer" in response.text
 
 
 async def test_the_cli_names_flags_and_checks_limits(cli_env: dict[str, str]) -> None:

@@ -6,7 +6,8 @@
     app                               connecting to Temporal, payload codec, terminal output
     simulator                         a fake provider: council and grading only
     harness, evaluation, bench, web,
-    worker.py, starter.py, demo.py    what people run
+    mcp_server, worker.py,
+    starter.py, demo.py               what people run
 
 Every import counts: at the top, inside functions and under TYPE_CHECKING.
 """
@@ -38,8 +39,9 @@ BELOW = {
         "worker",
     },
     "worker": {"council", "activities", "workflows", "app"},
-    "starter": {"council", "workflows", "app", "evaluation"},
+    "starter": {"council", "workflows", "app", "evaluation", "mcp_server"},
     "web": {"council", "workflows", "app"},
+    "mcp_server": {"council", "workflows", "app", "web"},
     "demo": {"harness"},
 }
 # What the check reads: every folder and root script named in the layers above.

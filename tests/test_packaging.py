@@ -18,6 +18,7 @@ PACKAGES = (
     "evaluation",
     "grading",
     "harness",
+    "mcp_server",
     "simulator",
     "web",
     "workflows",

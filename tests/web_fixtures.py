@@ -14,13 +14,13 @@ import shutil
 import sys
 from collections.abc import AsyncIterator, Iterator
 from contextlib import contextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from harness.processes import Process, free_port, port_open, spawn, wait_for
+from harness.processes import Process, free_port, port_open, spawn, start_temporal, wait_for
 from tests.temporal_fixtures import FOUR_MODELS, Council, temporal_address
 
 CHROMIUM = "/usr/bin/chromium"
@@ -40,6 +40,7 @@ WEB_TOKEN = "web-test-token-8c1d"
 class WebServer:
     url: str
     process: Process
+    extra: dict[str, str] = field(default_factory=dict)
 
     def log(self) -> str:
         return self.process.log_text()
@@ -64,6 +65,28 @@ def web_server(temporal: Any, council: Council, tmp: Path, **env: str) -> Iterat
         yield WebServer(f"http://127.0.0.1:{port}", process)
     finally:
         process.stop()
+
+
+@pytest.fixture
+def web_without_temporal(tmp_path: Path) -> Iterator[WebServer]:
+    """`python -m web` on a Temporal server of its own, stopped once the page is up (its
+    address in `extra["temporal"]`)."""
+    port = free_port()
+    server = start_temporal(None, port=port, ui_port=None)
+    web_port = free_port()
+    process = spawn(
+        "web",
+        [sys.executable, "-m", "web", "--port", str(web_port)],
+        tmp_path / "web.log",
+        {"TEMPORAL_ADDRESS": f"127.0.0.1:{port}"},
+    )
+    try:
+        wait_for(lambda: port_open("127.0.0.1", web_port), "web page", process, timeout=30)
+        server.stop()
+        yield WebServer(f"http://127.0.0.1:{web_port}", process, {"temporal": f"127.0.0.1:{port}"})
+    finally:
+        process.stop()
+        server.stop()
 
 
 @pytest.fixture

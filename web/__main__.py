@@ -11,7 +11,6 @@ setting cannot be used or the server cannot be reached.
 from __future__ import annotations
 
 import argparse
-import ipaddress
 import os
 import sys
 
@@ -46,19 +45,10 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     return parser.parse_args(argv)
 
 
-def loopback(host: str) -> bool:
-    if host == "localhost":
-        return True
-    try:
-        return ipaddress.ip_address(host).is_loopback
-    except ValueError:
-        return False
-
-
 def access_note(host: str, port: int, token: str | None) -> str:
     if token:
         return "starting and stopping need the access token (COUNCIL_WEB_TOKEN; sign in at /login)"
-    if loopback(host):
+    if guard.loopback(host):
         return (
             f"no COUNCIL_WEB_TOKEN: serving on {host} only, so only this machine can start and "
             "stop deliberations"

@@ -1,7 +1,7 @@
 """The web server, composed: the pages (web.pages), the live stream (web.live), the
-static files, and the rules every route follows (web.guard): the Host allowlist, the
-write check and the token; security headers on every response; Temporal unreachable is
-a 503 that names the server.
+OpenAI-compatible API (web.openai_api), the static files, and the rules every route
+follows (web.guard): the Host allowlist, the write check and the token; security headers
+on every response; Temporal unreachable is a 503 that names the server.
 """
 
 from __future__ import annotations
@@ -22,6 +22,7 @@ from temporalio.service import RPCError
 
 from web.guard import Guard
 from web.live import Live
+from web.openai_api import OpenAIApi
 from web.pages import Pages, templates
 from web.settings import Settings
 from workflows import client as deliberations
@@ -68,6 +69,7 @@ def build_app(client: Client, settings: Settings) -> Starlette:
         routes=[
             *Pages(client, settings, guard, pages).routes(),
             *Live(client, settings.poll_seconds).routes(),
+            *OpenAIApi(client, settings, guard).routes(),
             Mount("/static", StaticFiles(directory=HERE / "static"), name="static"),
         ],
         exception_handlers={RPCError: temporal_error},

@@ -69,6 +69,16 @@ def allowed_hosts(bind_host: str, extra: str | None = None) -> tuple[str, ...]:
     return tuple(dict.fromkeys(hosts))
 
 
+def loopback(host: str) -> bool:
+    """A host name or address that only this machine reaches."""
+    if host == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host.strip("[]")).is_loopback
+    except ValueError:
+        return False
+
+
 def host_allowed(host: str, allowed: Iterable[str]) -> bool:
     host = host.lower()
     return any(
@@ -113,14 +123,20 @@ class Guard:
         """Whether `given` is the server's token (compared in constant time)."""
         return bool(self.token) and hmac.compare_digest(given.encode(), self.token.encode())
 
-    def token_given(self, request: Request) -> bool:
-        """The request carries the server's token (always true without one)."""
+    def bearer_given(self, request: Request) -> bool:
+        """The request's `Authorization: Bearer` is the server's token (always true without
+        one): the rule of the API and the MCP transport, which have no sign-in."""
         if not self.token:
             return True
-        bearer = request.headers.get("authorization", "")
-        return self.token_matches(
-            request.cookies.get(TOKEN_COOKIE) or bearer.removeprefix("Bearer ").strip()
-        )
+        scheme, _, given = request.headers.get("authorization", "").partition(" ")
+        return scheme.lower() == "bearer" and self.token_matches(given.strip())
+
+    def token_given(self, request: Request) -> bool:
+        """The page's rule: the token from the sign-in cookie, or as a bearer."""
+        if not self.token:
+            return True
+        cookie = request.cookies.get(TOKEN_COOKIE)
+        return self.token_matches(cookie) if cookie else self.bearer_given(request)
 
     def check_write(self, request: Request) -> None:
         """Start, stop or steer: same origin, and the token when the server has one."""

@@ -31,7 +31,7 @@ from starlette.templating import Jinja2Templates
 from temporalio.client import Client, WorkflowFailureError
 from temporalio.service import RPCError
 
-from app import config as app_config
+from app import councils
 from app.render import record_markdown
 from council.limits import MAX_STOP_REASON_CHARS
 from council.models import DeliberationRecord
@@ -116,7 +116,7 @@ class Pages:
 
     def council(self, name: str | None) -> dict[str, Any]:
         """A council's options (the default council's without a name)."""
-        return app_config.council_options(self.settings.config, name or None)
+        return councils.council_options(self.settings.config, name or None)
 
     # ---- the list and the start form ------------------------------------------------
 
@@ -127,8 +127,8 @@ class Pages:
         rows = await deliberations.list_deliberations(self.client, LIST_LIMIT, text)
         if form is None:
             form = views.StartForm()
-        councils = app_config.council_names(self.settings.config)
-        members = {name: self.council(name)["models"] for name in councils}
+        names = councils.council_names(self.settings.config)
+        members = {name: self.council(name)["models"] for name in names}
         return self.page(
             request,
             "index.html",
@@ -136,7 +136,7 @@ class Pages:
             rows=rows,
             q=text,
             form=form,
-            councils=councils,
+            councils=names,
             members=members,
         )
 
@@ -144,7 +144,7 @@ class Pages:
         fields = {k: v for k, v in form.items() if isinstance(v, str)}
         try:
             council = self.council(fields.get("council"))
-        except app_config.UnknownCouncil as unknown:
+        except councils.UnknownCouncil as unknown:
             state = views.StartForm(fields, {"council": str(unknown.args[0])})
             return await self.index(request, state, status=400)
         wanted, state = views.request_from_form(fields, council)

@@ -440,12 +440,14 @@ class Deliberation:
             if isinstance(err, asyncio.CancelledError):
                 raise
             cause = err.cause if err.cause is not None else err
+            details = getattr(cause, "details", None) or ()
             error = CallError(
                 stage=stage,
                 round=round_number,
                 model=model,
                 message=getattr(cause, "message", None) or str(cause),
                 error_type=getattr(cause, "type", None) or type(cause).__name__,
+                provider=details[0] if details and isinstance(details[0], str) else None,
             )
             self.record.errors.append(error)
             self._event(
@@ -456,7 +458,7 @@ class Deliberation:
                 message=error.message,
             )
             return None
-        self.record.usage.record(model, stage, reply.usage)
+        self.record.usage.record(model, stage, reply.usage, reply.provider)
         self.state.cost_usd = self.record.usage.cost_usd
         self._event(
             EventKind.MODEL_COMPLETE,
@@ -470,6 +472,7 @@ class Deliberation:
                 "truncated": reply.truncated,
                 "finish_reason": reply.finish_reason,
                 "structured": reply.structured,
+                "provider": reply.provider,
             },
         )
         return reply

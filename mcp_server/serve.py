@@ -1,0 +1,85 @@
+"""`starter.py mcp`: read the settings, connect to Temporal, then serve the tools on
+stdio (stdout carries the protocol alone; notes and logs go to stderr) or, with
+`--http HOST:PORT`, on the streamable HTTP transport.
+
+Settings that cannot be used raise Problem (or app.connection's and council.config's
+errors) before anything is served: the command exits 2 with one line.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+
+from app import config as app_config
+from app import connection
+from council.config import Config
+from mcp_server import http_transport
+from mcp_server.inputs import Problem
+from mcp_server.tools import Backend, build_server
+from web import guard
+
+
+def note(line: str) -> None:
+    print(line, file=sys.stderr, flush=True)
+
+
+def access_note(host: str, token: str | None) -> str:
+    if token:
+        return "every request needs the access token (Authorization: Bearer)"
+    if guard.loopback(host):
+        return f"no COUNCIL_WEB_TOKEN: serving on {host} only, so only this machine can call it"
+    return (
+        f"no COUNCIL_WEB_TOKEN and --http {host}: anyone who can reach the port can start and "
+        "stop deliberations; set COUNCIL_WEB_TOKEN"
+    )
+
+
+def http_guard(host: str) -> guard.Guard:
+    """The page's rules for a server on `host`: its Host allowlist and token."""
+    try:
+        hosts = guard.allowed_hosts(host, os.environ.get("COUNCIL_WEB_ALLOWED_HOSTS"))
+    except guard.ConfigError as error:
+        raise Problem(str(error)) from None
+    return guard.Guard(hosts, (os.environ.get("COUNCIL_WEB_TOKEN") or "").strip() or None)
+
+
+async def serve(http: str | None) -> None:
+    """Serve until the client hangs up (stdio) or the process is stopped (HTTP)."""
+    if http is None:
+        await serve_stdio()
+    else:
+        await serve_http(*http_transport.listen_address(http))
+
+
+async def serve_stdio() -> None:
+    config = app_config.load()
+    backend = await connect(config)
+    note(f"council MCP server on stdio ({described(backend)})")
+    await build_server(backend).run_stdio_async()
+
+
+async def serve_http(host: str, port: int) -> None:
+    rules = http_guard(host)
+    config = app_config.load()
+    with http_transport.listening_socket(host, port) as sock:
+        backend = await connect(config)
+        shown = f"[{host}]" if ":" in host else host
+        note(
+            f"council MCP server on http://{shown}:{port}{http_transport.ENDPOINT} "
+            f"({described(backend)}); {access_note(host, rules.token)}; answers to the host "
+            f"names {', '.join(rules.allowed)} (more: COUNCIL_WEB_ALLOWED_HOSTS)"
+        )
+        await http_transport.serve(build_server(backend), sock, rules)
+
+
+async def connect(config: Config) -> Backend:
+    client = await connection.connect()
+    return Backend(client, config, connection.task_queue(), connection.address())
+
+
+def described(backend: Backend) -> str:
+    return (
+        f"Temporal {backend.address}, namespace {backend.client.namespace}, task queue "
+        f"{backend.task_queue}"
+    )

@@ -1,0 +1,339 @@
+"""The MCP server as an MCP client sees it: `python starter.py mcp` spoken to over stdio
+by the official SDK's client, and `--http` over the streamable HTTP transport, with the
+page's rules (the token, the Host allowlist) in front."""
+
+from __future__ import annotations
+
+import asyncio
+import sys
+from collections.abc import AsyncIterator, Callable, Iterator
+from pathlib import Path
+from typing import Any, TextIO
+
+import httpx
+import httpx2
+import pytest
+from mcp import Client, StdioServerParameters, stdio_client
+from mcp.client.streamable_http import streamable_http_client
+from mcp.types import CallToolResult, TextContent
+from temporalio.testing import WorkflowEnvironment
+
+from council.calls import Stage
+from council.models import DeliberationRecord
+from council.progress import EventKind, ProgressEvent
+from harness.processes import ROOT, Process, free_port, port_open, spawn
+from tests.temporal_fixtures import TEST_API_KEY, Council, starter, temporal_address, until
+from workflows import client as deliberations
+
+TOOLS = {"ask_council", "start_deliberation", "get_deliberation", "stop_deliberation"}
+TOKEN = "mcp-test-token-9c41e"
+
+
+def stdio_server(env: dict[str, str], log: TextIO) -> Client:
+    """An SDK client that runs `python starter.py mcp` and speaks to it over stdio."""
+    command = StdioServerParameters(
+        command=sys.executable, args=["starter.py", "mcp"], env=env, cwd=ROOT
+    )
+    return Client(stdio_client(command, errlog=log), read_timeout_seconds=60)
+
+
+def texts(result: CallToolResult) -> list[str]:
+    return [block.text for block in result.content if isinstance(block, TextContent)]
+
+
+def error_text(result: CallToolResult) -> str:
+    assert result.is_error, result
+    [text] = texts(result)
+    return text
+
+
+async def record_of(council: Council, wid: str) -> DeliberationRecord:
+    return await deliberations.handle(council.client, wid).result()
+
+
+def stage_completed(stage: Stage) -> Callable[[ProgressEvent], bool]:
+    return lambda event: (event.kind, event.stage) == (EventKind.STAGE_COMPLETE, stage)
+
+
+@pytest.fixture
+def server_log(tmp_path: Path) -> Iterator[TextIO]:
+    """Where the stdio server's stderr goes."""
+    with (tmp_path / "mcp-stderr.log").open("w+") as log:
+        yield log
+
+
+async def test_the_tools_and_their_arguments(cli_env: dict[str, str], server_log: TextIO) -> None:
+    async with stdio_server(cli_env, server_log) as client:
+        tools = {tool.name: tool for tool in (await client.list_tools()).tools}
+    assert set(tools) == TOOLS
+    for name in ("ask_council", "start_deliberation"):
+        schema = tools[name].input_schema
+        assert schema["required"] == ["question"]
+        assert set(schema["properties"]) == {
+            "question",
+            "council",
+            "models",
+            "chairman",
+            "max_rounds",
+        }
+    assert tools["get_deliberation"].input_schema["required"] == ["id"]
+    assert set(tools["stop_deliberation"].input_schema["properties"]) == {"id", "reason"}
+    output = tools["ask_council"].output_schema
+    assert output is not None
+    assert {"id", "answer", "terminated_reason", "total_tokens", "cost_usd"} <= set(
+        output["properties"]
+    )
+    annotations = tools["get_deliberation"].annotations
+    assert annotations is not None and annotations.read_only_hint
+    server_log.seek(0)  # stdout carried the protocol; the note went to stderr
+    assert server_log.readline().startswith("council MCP server on stdio (Temporal ")
+
+
+async def test_ask_council_reports_progress_and_returns_the_answer(
+    council: Council, cli_env: dict[str, str], server_log: TextIO
+) -> None:
+    updates: list[tuple[float, str | None]] = []
+
+    async def progress(value: float, total: float | None, message: str | None) -> None:
+        updates.append((value, message))
+
+    async with stdio_server(cli_env, server_log) as client:
+        result = await client.call_tool(
+            "ask_council",
+            {"question": "Should a library pin its dependencies?", "max_rounds": 1},
+            progress_callback=progress,
+        )
+    assert not result.is_error, texts(result)
+    data = result.structured_content
+    assert isinstance(data, dict)
+    record = await record_of(council, data["id"])
+    assert record.stage3 is not None
+    summary = (
+        f"{record.id} · ended: {record.iteration.terminated_reason} · "
+        f"{record.usage.total_tokens:,} tokens in {record.usage.calls} calls · "
+        f"{record.usage.cost_line()}"
+    )
+    # The answer, then one short line; the structured content carries the same fields.
+    assert texts(result) == [record.stage3.response, summary]
+    assert data["summary"] == summary and data["status"] == "completed"
+    assert data["answer"] == record.stage3.response
+    assert data["terminated_reason"] == record.iteration.terminated_reason
+    assert data["total_tokens"] == record.usage.total_tokens > 0
+    assert data["calls"] == record.usage.calls
+
+    messages = [message or "" for _, message in updates]
+    assert [value for value, _ in updates] == list(range(1, len(updates) + 1))
+    assert messages[0] == f"deliberation {record.id} started"
+    assert "▶ stage 1 answer: 4 call(s)" in messages
+    assert any(m.startswith("■ stage 2 review") for m in messages)
+    assert any(m.startswith("↻ ") for m in messages) and any(m.startswith("✓ ") for m in messages)
+    assert any(m.startswith("■ stage 3 synthesis") for m in messages)
+    assert messages[-1].startswith("✔ finished")
+    assert not any(" done (" in m for m in messages)  # each model's reply is left out
+
+
+async def test_start_get_and_stop(
+    council: Council, cli_env: dict[str, str], temporal: WorkflowEnvironment, server_log: TextIO
+) -> None:
+    council.sim.set_faults({"*": {"latency": 1.0}})  # still running when it is stopped
+    async with stdio_server(cli_env, server_log) as client:
+        started = await client.call_tool("start_deliberation", {"question": "Tabs or spaces?"})
+        assert not started.is_error, texts(started)
+        assert isinstance(started.structured_content, dict)
+        wid = started.structured_content["id"]
+        assert started.structured_content["status"] == "running"
+
+        status = await client.call_tool("get_deliberation", {"id": wid})
+        assert not status.is_error and texts(status)[0].startswith(f"{wid}: running")
+        assert isinstance(status.structured_content, dict)
+        assert status.structured_content["status"] == "running"
+
+        # Stopped once the answers are in: the chairman writes the final answer from them.
+        answered = stage_completed(Stage.ANSWER)
+        await until(deliberations.handle(council.client, wid), answered)
+        stopped = await client.call_tool("stop_deliberation", {"id": wid, "reason": "seen enough"})
+        assert texts(stopped) == [f"stop requested for {wid}; the council synthesizes what it has"]
+        record = await record_of(council, wid)
+        assert record.iteration.terminated_reason == "user_stopped"
+        assert record.stop_reason == "seen enough" and record.stage3 is not None
+
+        done = await client.call_tool("get_deliberation", {"id": wid})
+        assert not done.is_error
+        assert texts(done)[0] == record.stage3.response
+        assert isinstance(done.structured_content, dict)
+        assert done.structured_content["status"] == "completed"
+        assert done.structured_content["terminated_reason"] == record.iteration.terminated_reason
+
+        again = await client.call_tool("stop_deliberation", {"id": wid})
+        assert error_text(again) == f"{wid} is not running (completed)"
+        address = temporal_address(temporal)
+        for unknown in ("no-such-run", "../etc/passwd"):
+            missing = await client.call_tool("get_deliberation", {"id": unknown})
+            assert error_text(missing) == f"no deliberation with id {unknown!r} on {address}"
+            missing = await client.call_tool("stop_deliberation", {"id": unknown})
+            assert error_text(missing) == f"no deliberation with id {unknown!r} on {address}"
+
+
+async def test_a_failed_deliberation_is_a_tool_error(
+    council: Council, cli_env: dict[str, str], server_log: TextIO
+) -> None:
+    council.sim.set_faults({"*": {"errors": {"401": 1.0}}})
+    async with stdio_server(cli_env, server_log) as client:
+        failed = await client.call_tool("ask_council", {"question": "Doomed?"})
+        message = error_text(failed)
+        assert message.startswith("deliberation ")
+        assert " failed: fewer than two models answered (0 of 4): " in message
+        assert "\n" not in message and TEST_API_KEY not in message
+        wid = message.split()[1]
+        status = await client.call_tool("get_deliberation", {"id": wid})
+    assert not status.is_error
+    [text] = texts(status)
+    assert text.startswith(f"{wid}: failed: fewer than two models answered (0 of 4): ")
+    assert isinstance(status.structured_content, dict)
+    assert status.structured_content["status"] == "failed"
+    assert status.structured_content["answer"] is None
+
+
+BAD_INPUT: list[tuple[str, dict[str, Any], str]] = [
+    ("ask_council", {"question": ""}, "question must not be empty"),
+    ("ask_council", {"question": "   "}, "question must not be empty"),
+    (
+        "ask_council",
+        {"question": "Q?", "max_rounds": 9},
+        "max_rounds must be between 1 and 5 (got 9)",
+    ),
+    (
+        "start_deliberation",
+        {"question": "Q?", "models": ["a/b"]},
+        "models: need 2 to 12 models, got 1",
+    ),
+    (
+        "start_deliberation",
+        {"question": "Q?", "council": "nope"},
+        "council: no council 'nope' (known: default)",
+    ),
+    (
+        "start_deliberation",
+        {"question": "x" * 20_001},
+        "question is too long: at most 20000 characters (got 20001)",
+    ),
+    (
+        "ask_council",
+        {"question": "Q?", "max_rounds": "two"},
+        "max_rounds: Input should be a valid integer, unable to parse string as an integer",
+    ),
+    ("get_deliberation", {}, "id is required"),
+    (
+        "stop_deliberation",
+        {"id": "anything", "reason": "r" * 501},
+        "reason: the reason is too long: at most 500 characters (got 501)",
+    ),
+]
+
+
+async def test_bad_input_is_a_tool_error_and_nothing_starts(
+    council: Council, cli_env: dict[str, str], server_log: TextIO
+) -> None:
+    async with stdio_server(cli_env, server_log) as client:
+        for tool, arguments, message in BAD_INPUT:
+            result = await client.call_tool(tool, arguments)
+            assert error_text(result) == message, (tool, arguments)
+            assert result.structured_content is None
+        good = await client.call_tool("start_deliberation", {"question": "Q?", "max_rounds": 1})
+    assert isinstance(good.structured_content, dict)
+    wid = good.structured_content["id"]
+    # Once the good one is listed, the task queue holds it alone.
+    query = f'TaskQueue="{council.task_queue}"'
+    for _ in range(100):
+        ids = [run.id async for run in council.client.list_workflows(query)]
+        if ids:
+            break
+        await asyncio.sleep(0.1)
+    assert ids == [wid]
+    await record_of(council, wid)
+
+
+async def test_problems_at_start_exit_2_with_one_line() -> None:
+    unreachable = {"TEMPORAL_ADDRESS": "127.0.0.1:1"}
+    code, out, err = await starter("mcp", env=unreachable)
+    assert (code, out) == (2, "")
+    assert err.startswith("starter: cannot reach the Temporal server at 127.0.0.1:1")
+    assert err.count("\n") == 1
+    code, out, err = await starter("mcp", "--http", "nowhere", env=unreachable)
+    assert (code, out) == (2, "")
+    assert err == "starter: --http must be HOST:PORT, such as 127.0.0.1:8765 (got 'nowhere')\n"
+    code, _, err = await starter(
+        "mcp", "--http", "127.0.0.1:8765", env={**unreachable, "COUNCIL_WEB_ALLOWED_HOSTS": "*"}
+    )
+    assert code == 2 and err.startswith("starter: COUNCIL_WEB_ALLOWED_HOSTS: '*'")
+    assert err.count("\n") == 1
+
+
+@pytest.fixture
+async def http_server(
+    cli_env: dict[str, str], tmp_path: Path
+) -> AsyncIterator[tuple[int, Process]]:
+    """`starter.py mcp --http` with a token and one extra allowed host name."""
+    port = free_port()
+    env = {**cli_env, "COUNCIL_WEB_TOKEN": TOKEN, "COUNCIL_WEB_ALLOWED_HOSTS": "council.example"}
+    command = [sys.executable, "starter.py", "mcp", "--http", f"127.0.0.1:{port}"]
+    process = spawn("mcp", command, tmp_path / "mcp-http.log", env)
+    try:
+        for _ in range(300):
+            if port_open("127.0.0.1", port) or not process.alive():
+                break
+            await asyncio.sleep(0.05)
+        assert port_open("127.0.0.1", port), process.log_text()
+        yield port, process
+    finally:
+        process.stop()
+
+
+INITIALIZE = {
+    "jsonrpc": "2.0",
+    "id": 1,
+    "method": "initialize",
+    "params": {
+        "protocolVersion": "2025-06-18",
+        "capabilities": {},
+        "clientInfo": {"name": "test", "version": "1"},
+    },
+}
+JSON_HEADERS = {"Accept": "application/json, text/event-stream"}
+
+
+async def test_http_needs_the_token_and_an_allowed_host(
+    http_server: tuple[int, Process],
+) -> None:
+    port, process = http_server
+    url = f"http://127.0.0.1:{port}/mcp"
+    signed = {**JSON_HEADERS, "Authorization": f"Bearer {TOKEN}"}
+    async with httpx.AsyncClient(timeout=10) as http:
+
+        async def post(headers: dict[str, str]) -> httpx.Response:
+            return await http.post(url, json=INITIALIZE, headers=headers)
+
+        refused = await post(JSON_HEADERS)
+        assert refused.status_code == 401 and refused.headers["www-authenticate"] == "Bearer"
+        assert TOKEN not in refused.text
+        for wrong in ("wrong", TOKEN[:-1], TOKEN + "x", TOKEN.upper()):
+            assert (
+                await post({**JSON_HEADERS, "Authorization": f"Bearer {wrong}"})
+            ).status_code == 401
+        assert (await post({**JSON_HEADERS, "Authorization": TOKEN})).status_code == 401
+        # A name that is not this server's (DNS rebinding) is refused, token or not.
+        for host in ("evil.example", f"evil.example:{port}", f"council.example.evil:{port}"):
+            assert (await post({**signed, "Host": host})).status_code == 400
+        assert (await post({**signed, "Origin": "http://evil.example"})).status_code == 403
+        # Loopback and the allowed name, with the token: the server answers.
+        assert (await post(signed)).status_code == 200
+        assert (await post({**signed, "Host": f"council.example:{port}"})).status_code == 200
+
+    async with (
+        httpx2.AsyncClient(headers={"Authorization": f"Bearer {TOKEN}"}, timeout=30) as http,
+        Client(streamable_http_client(url, http_client=http)) as client,
+    ):
+        assert {tool.name for tool in (await client.list_tools()).tools} == TOOLS
+        missing = await client.call_tool("get_deliberation", {"id": "no-such-run"})
+        assert error_text(missing).startswith("no deliberation with id 'no-such-run' on ")
+    assert TOKEN not in process.log_text()

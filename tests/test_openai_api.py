@@ -1,0 +1,397 @@
+"""The OpenAI-compatible API (`python -m web`, under /v1) through the real openai SDK, on
+the dev server, a worker and the simulator: the models, a plain and a streamed
+completion, a conversation and instructions reaching every member, the id that `show`
+finds, every refusal with its status, the bearer token, and a client that goes away
+stopping its deliberation."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from collections.abc import AsyncIterator, Iterator
+from pathlib import Path
+from typing import Any
+
+import httpx
+import openai
+import pytest
+from temporalio.testing import WorkflowEnvironment
+
+from council import limits
+from council.calls import Stage
+from council.models import DeliberationRecord
+from tests.temporal_fixtures import Council, model_calls, stage_started, starter, until
+from tests.web_fixtures import WEB_TOKEN, WebServer, web_server
+from web.openai_api import MAX_BODY_BYTES, StreamedText
+from workflows import client as deliberations
+
+QUICK = ["sim/atlas", "sim/borealis", "sim/cirrus"]
+COUNCIL_TOML = f"""
+[councils.quick]
+models = {json.dumps(QUICK)}
+chairman = "sim/borealis"
+max_rounds = 1
+"""
+ONE_ROUND = {"council": {"max_rounds": 1}}
+
+
+def sdk(web: WebServer, key: str = "no-key-needed", **options: Any) -> openai.AsyncOpenAI:
+    return openai.AsyncOpenAI(base_url=f"{web.url}/v1", api_key=key, max_retries=0, **options)
+
+
+def said(error: openai.APIStatusError) -> str:
+    """The message of an error as the server wrote it."""
+    assert isinstance(error.body, dict)
+    return str(error.body["message"])
+
+
+def user(text: str) -> list[dict[str, str]]:
+    return [{"role": "user", "content": text}]
+
+
+async def record_of(council: Council, workflow: str) -> DeliberationRecord:
+    handle = council.client.get_workflow_handle(workflow, result_type=DeliberationRecord)
+    return await handle.result()
+
+
+@pytest.fixture
+def web_councils(
+    temporal: WorkflowEnvironment, council: Council, tmp_path: Path
+) -> Iterator[WebServer]:
+    """The web server with a council.toml that names one council, `quick`."""
+    config = tmp_path / "council.toml"
+    config.write_text(COUNCIL_TOML)
+    with web_server(temporal, council, tmp_path, COUNCIL_CONFIG=str(config)) as server:
+        yield server
+
+
+@pytest.fixture
+async def api(web: WebServer) -> AsyncIterator[openai.AsyncOpenAI]:
+    async with sdk(web) as client:
+        yield client
+
+
+# ---- answers ----------------------------------------------------------------------------
+
+
+async def test_the_models_and_a_plain_completion_that_show_finds(
+    web_councils: WebServer, council: Council, cli_env: dict[str, str]
+) -> None:
+    async with sdk(web_councils) as client:
+        models = await client.models.list()
+        assert [m.id for m in models.data] == ["council", "council/quick"]
+        quick = await client.models.retrieve("council/quick")
+        assert quick.model_extra["council"] == {"models": QUICK, "chairman": "sim/borealis"}
+        completion = await client.chat.completions.create(
+            model="council/quick", messages=user("Is tea better than coffee?")
+        )
+    record = await record_of(council, completion.id)
+    assert record.models == QUICK and record.stage3 and record.stage3.model == "sim/borealis"
+    assert completion.object == "chat.completion" and completion.model == "council/quick"
+    [choice] = completion.choices
+    assert choice.message.role == "assistant" and choice.finish_reason == "stop"
+    assert choice.message.content == record.stage3.response != ""
+    assert completion.usage is not None
+    assert (completion.usage.prompt_tokens, completion.usage.completion_tokens) == (
+        record.usage.prompt_tokens,
+        record.usage.completion_tokens,
+    )
+    assert completion.usage.total_tokens == record.usage.total_tokens > 0
+    about = completion.model_extra["council"]
+    assert about["id"] == record.id and about["status"] == "completed"
+    assert about["termination_reason"] == record.iteration.terminated_reason
+    assert about["rounds"] == record.iteration.rounds_completed <= 1
+    assert about["page"] == f"{web_councils.url}/deliberations/{record.id}"
+
+    code, out, _ = await starter("show", completion.id, env=cli_env)
+    assert code == 0 and record.id in out and "Is tea better than coffee?" in out
+
+
+async def test_a_streamed_completion_adds_up_to_the_final_answer(
+    api: openai.AsyncOpenAI, council: Council
+) -> None:
+    # The chairman (a member only for the synthesis) writes its reply over the last 4 s of
+    # its 8: the stream carries it as it is written, refreshed about once a second.
+    council.sim.set_faults({"sim/echo": {"latency": 8}})
+    stream = await api.chat.completions.create(
+        model="council",
+        messages=user("How do I pick a name for a cat?"),
+        stream=True,
+        stream_options={"include_usage": True},
+        extra_body={
+            "council": {
+                "max_rounds": 1,
+                "chairman": "sim/echo",
+                "policy": {"heartbeat_timeout_seconds": 2},
+            }
+        },
+    )
+    chunks = [chunk async for chunk in stream]
+    workflow = chunks[0].id
+    record = await record_of(council, workflow)
+    assert record.stage3 is not None and record.stage3.model == "sim/echo"
+    assert {chunk.id for chunk in chunks} == {workflow}
+    assert chunks[0].choices[0].delta.role == "assistant"
+    with_choices = [chunk for chunk in chunks if chunk.choices]
+    deltas = [c.choices[0].delta.content for c in with_choices if c.choices[0].delta.content]
+    assert "".join(deltas) == record.stage3.response
+    assert len(deltas) >= 3, deltas  # written as it came, not only at the end
+    assert with_choices[-1].choices[0].finish_reason == "stop"
+    assert with_choices[-1].model_extra["council"]["id"] == workflow
+    usage = chunks[-1]
+    assert usage.choices == [] and usage.usage is not None
+    assert usage.usage.total_tokens == record.usage.total_tokens
+
+
+async def test_earlier_turns_and_the_system_message_reach_every_member(
+    api: openai.AsyncOpenAI, council: Council
+) -> None:
+    messages = [
+        {"role": "system", "content": "Answer as a ship's captain would."},
+        {"role": "user", "content": "Which sea is saltiest?"},
+        {"role": "assistant", "content": "The Red Sea, of the open seas: EARLIER-ANSWER-7c2."},
+        {"role": "user", "content": [{"type": "text", "text": "And the least salty?"}]},
+    ]
+    completion = await api.chat.completions.create(
+        model="council", messages=messages, extra_body=ONE_ROUND
+    )
+    handle = council.client.get_workflow_handle(completion.id, result_type=DeliberationRecord)
+    record = await handle.result()
+    assert record.query == "And the least salty?"
+    assert record.context is not None and record.context.turns == ["messages[1]"]
+    first = [call for call in await model_calls(handle) if call.stage is Stage.ANSWER]
+    assert sorted(call.model for call in first) == sorted(record.models)
+    for call in first:
+        prompt = call.messages[-1].content
+        conversation = prompt[prompt.index("<conversation>") : prompt.index("</conversation>")]
+        assert "Which sea is saltiest?" in conversation and "EARLIER-ANSWER-7c2" in conversation
+        instructions = prompt[prompt.index("<instructions>") : prompt.index("</instructions>")]
+        assert "Answer as a ship's captain would." in instructions
+        assert prompt.index("And the least salty?") > prompt.index("</conversation>")
+
+    # Trimmed as a follow-up's context is: the oldest turn goes first.
+    long_turn = [
+        {"role": "user", "content": "Tell me about tides. " * 200},
+        {"role": "assistant", "content": "Tides follow the moon. " * 200},
+    ]
+    short_turn = [
+        {"role": "user", "content": "Is the sea blue?"},
+        {"role": "assistant", "content": "Mostly."},
+    ]
+    trimmed = await api.chat.completions.create(
+        model="council",
+        messages=[*long_turn, *short_turn, *user("Why?")],
+        extra_body={"council": {"max_rounds": 1, "context_tokens": 200}},
+    )
+    record = await record_of(council, trimmed.id)
+    assert record.context is not None
+    assert (record.context.turns, record.context.dropped) == (["messages[2]"], ["messages[0]"])
+
+
+# ---- refusals -----------------------------------------------------------------------------
+
+
+async def test_each_refusal_has_its_status_and_the_clis_message(
+    web: WebServer, api: openai.AsyncOpenAI, council: Council, cli_env: dict[str, str]
+) -> None:
+    with pytest.raises(openai.NotFoundError) as missing:
+        await api.chat.completions.create(model="gpt-4o", messages=user("Hi?"))
+    assert missing.value.code == "model_not_found" and "council" in said(missing.value)
+    with pytest.raises(openai.NotFoundError):
+        await api.models.retrieve("council/nothing")
+
+    refused = {
+        "no user message": [{"role": "system", "content": "Be brief."}],
+        "the last message is the assistant's": [
+            *user("Hi?"),
+            {"role": "assistant", "content": "!"},
+        ],
+        "a tool's message": [*user("Hi?"), {"role": "tool", "content": "42"}],
+        "an image": [{"role": "user", "content": [{"type": "image_url", "image_url": {}}]}],
+    }
+    for why, messages in refused.items():
+        with pytest.raises(openai.BadRequestError) as bad:
+            await api.chat.completions.create(model="council", messages=messages)
+        assert "\n" not in said(bad.value), why
+    with pytest.raises(openai.BadRequestError) as bad:
+        await api.chat.completions.create(model="council", messages=[])
+    with pytest.raises(openai.BadRequestError) as bad:
+        await api.chat.completions.create(
+            model="council", messages=user("Hi?"), extra_body={"council": {"max_rounds": 9}}
+        )
+    assert said(bad.value) == "max_rounds must be between 1 and 5 (got 9)"
+    with pytest.raises(openai.BadRequestError) as bad:
+        await api.chat.completions.create(
+            model="council", messages=user("Hi?"), extra_body={"council": {"history": []}}
+        )
+
+    # The same one line the CLI gives.
+    long_question = "why " * (limits.QUESTION_MAX_CHARS // 4 + 1)
+    code, _, err = await starter("start", long_question, env=cli_env)
+    assert code == 2
+    with pytest.raises(openai.BadRequestError) as bad:
+        await api.chat.completions.create(model="council", messages=user(long_question))
+    # The CLI names the field as its argument, QUESTION.
+    assert said(bad.value).startswith("question is too long: at most")
+    assert err.strip() == f"starter: QUESTION{said(bad.value).removeprefix('question')}"
+    with pytest.raises(openai.BadRequestError) as bad:
+        await api.chat.completions.create(model="council", messages=user("Hi?"), temperature=2.5)
+    code, _, err = await starter("start", "Hi?", "--temperature", "2.5", env=cli_env)
+    assert said(bad.value) in err
+
+    # Each earlier message is bounded too, and the body as a whole.
+    with pytest.raises(openai.BadRequestError) as bad:
+        await api.chat.completions.create(
+            model="council",
+            messages=[
+                {"role": "assistant", "content": "x" * (limits.MAX_RESPONSE_BYTES + 1)},
+                *user("Hi?"),
+            ],
+        )
+    assert said(bad.value).startswith("messages[0].content is too long")
+    with pytest.raises(openai.APIStatusError) as large:
+        await api.chat.completions.create(model="council", messages=user("x" * MAX_BODY_BYTES))
+    assert large.value.status_code == 413
+
+    # A browser page on another origin, and a body that is not JSON.
+    async with sdk(web, default_headers={"Origin": "http://evil.test"}) as foreign:
+        with pytest.raises(openai.PermissionDeniedError):
+            await foreign.chat.completions.create(model="council", messages=user("Hi?"))
+    async with httpx.AsyncClient(base_url=web.url) as http:
+        form = await http.post("/v1/chat/completions", data={"model": "council"})
+        assert form.status_code == 415
+        assert form.json()["error"]["code"] == "unsupported_media_type"
+        broken = await http.post(
+            "/v1/chat/completions", content=b"{", headers={"Content-Type": "application/json"}
+        )
+        assert broken.status_code == 400 and broken.json()["error"]["code"] == "invalid_json"
+        nowhere = await http.get("/v1/embeddings")
+        assert nowhere.status_code == 404 and nowhere.json()["error"]["code"] == "unknown_url"
+        wrong_method = await http.get("/v1/chat/completions")
+        assert wrong_method.status_code == 405
+        port = web.url.rsplit(":", 1)[1]
+        rebound = await http.get("/v1/models", headers={"Host": f"evil.example:{port}"})
+        assert rebound.status_code == 400
+    assert council.sim.log()["total"] == 0  # nothing started
+
+
+async def test_a_failed_deliberation_is_a_502_with_its_reason(
+    api: openai.AsyncOpenAI, council: Council
+) -> None:
+    council.sim.set_faults({"*": {"errors": {"400": 1.0}}})
+    with pytest.raises(openai.APIStatusError) as failed:
+        await api.chat.completions.create(model="council", messages=user("Will this fail?"))
+    assert failed.value.status_code == 502
+    assert "fewer than two models answered" in said(failed.value)
+    assert "\n" not in said(failed.value)
+    stream = await api.chat.completions.create(
+        model="council", messages=user("And streamed?"), stream=True
+    )
+    with pytest.raises(openai.APIError) as ended:
+        async for _ in stream:
+            pass
+    assert "fewer than two models answered" in ended.value.message
+
+
+async def test_with_a_token_every_route_needs_the_bearer(
+    web_with_token: WebServer, council: Council
+) -> None:
+    async with sdk(web_with_token, key="guess") as client:
+        with pytest.raises(openai.AuthenticationError) as refused:
+            await client.models.list()
+        assert refused.value.code == "invalid_api_key"
+        with pytest.raises(openai.AuthenticationError):
+            await client.chat.completions.create(model="council", messages=user("Hi?"))
+    async with httpx.AsyncClient(
+        base_url=web_with_token.url, cookies={"council_token": WEB_TOKEN}
+    ) as http:
+        # The page's sign-in cookie is not the API's key.
+        bare = await http.post("/v1/chat/completions", json={"model": "council"})
+        assert bare.status_code == 401
+        assert bare.headers["www-authenticate"] == "Bearer"
+        assert (await http.get("/v1/models")).status_code == 401
+    async with sdk(web_with_token, key=WEB_TOKEN) as client:
+        assert [m.id for m in (await client.models.list()).data] == ["council"]
+        completion = await client.chat.completions.create(
+            model="council", messages=user("With the token?"), extra_body=ONE_ROUND
+        )
+    assert completion.choices[0].message.content
+    assert WEB_TOKEN not in web_with_token.log()
+    assert council.sim.log()["total"] > 0
+
+
+async def test_with_temporal_down_a_completion_is_a_503(web_without_temporal: WebServer) -> None:
+    async with openai.AsyncOpenAI(
+        base_url=f"{web_without_temporal.url}/v1", api_key="x", max_retries=0, timeout=90
+    ) as client:
+        with pytest.raises(openai.InternalServerError) as down:
+            await client.chat.completions.create(model="council", messages=user("Up?"))
+    assert down.value.status_code == 503
+    address = web_without_temporal.extra["temporal"]
+    assert f"the Temporal server at {address} does not answer" in said(down.value)
+
+
+# ---- a client that goes away --------------------------------------------------------------
+
+
+async def test_a_stream_closed_mid_deliberation_stops_it(
+    api: openai.AsyncOpenAI, council: Council
+) -> None:
+    council.sim.set_faults({"*": {"latency": 1.5}})
+    comments = []
+    async with api.chat.completions.with_streaming_response.create(
+        model="council", messages=user("Should I learn the cello?"), stream=True
+    ) as response:
+        async for line in response.iter_lines():
+            if line.startswith("data: ") and not comments:
+                workflow = json.loads(line.removeprefix("data: "))["id"]
+            if line.startswith(":"):
+                comments.append(line)
+                if "stage 2 review" in line:
+                    break
+    assert comments[0] in (
+        ": waiting for a worker to pick the deliberation up",
+        ": starting",
+        ": working: stage 1 answer",
+    )
+    assert ": working: stage 1 answer" in comments
+    record = await record_of(council, workflow)
+    assert record.iteration.terminated_reason == "user_stopped"
+    assert record.stop_reason == "the API client disconnected"
+    assert record.stage3 is not None  # the chairman synthesized what the council had
+
+
+async def test_a_plain_request_whose_client_leaves_stops_it(
+    api: openai.AsyncOpenAI, council: Council
+) -> None:
+    council.sim.set_faults({"*": {"latency": 1.5}})
+    question = "Should I learn the oboe?"
+    asking = asyncio.create_task(
+        api.chat.completions.create(model="council", messages=user(question))
+    )
+    rows: list[deliberations.Listed] = []
+    while not rows:
+        await asyncio.sleep(0.2)
+        rows = await deliberations.list_deliberations(council.client, 5, question)
+    handle = council.client.get_workflow_handle(rows[0].id, result_type=DeliberationRecord)
+    await until(handle, stage_started(Stage.REVIEW))
+    asking.cancel()
+    record = await handle.result()
+    assert record.iteration.terminated_reason == "user_stopped"
+    assert record.stop_reason == "the API client disconnected"
+
+
+# ---- the streamed text ------------------------------------------------------------------
+
+
+def test_the_streamed_deltas_always_add_up_to_the_final_answer() -> None:
+    text = StreamedText()
+    sent = [text.more("The "), text.more("The sea"), text.more(""), text.more("The sea is")]
+    assert sent == ["The ", "sea", "", " is"]
+    assert "".join(sent) + text.rest("The sea is wide.") == "The sea is wide."
+    # A call asked again starts over: nothing is sent until it passes what was sent.
+    assert text.more("A") == "" and text.more("The sea is wide") == " wide"
+    rewritten = StreamedText()
+    streamed = rewritten.more("Red")
+    rest = rewritten.rest("Blue.")
+    assert streamed + rest == "Red" + rest and rest.endswith("Blue.") and "written again" in rest

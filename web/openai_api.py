@@ -1,0 +1,730 @@
+"""The OpenAI-compatible API: a deliberation asked and answered as a chat completion.
+
+    GET  /v1/models               council (the default council) and council/NAME per named one
+    GET  /v1/models/{model}       one of them
+    POST /v1/chat/completions     the chairman's final answer to the last user message
+
+The last user message is the question; the user and assistant messages before it reach
+every member as the conversation so far (trimmed to context_tokens, oldest turns first,
+as a follow-up's are); system (and developer) messages are the user's instructions. The
+completion's id is the deliberation's workflow id. A streamed completion sends its role
+at once, SSE comments while the council works, then the final answer as content deltas
+(the chairman's reply as it is written, when it can be read). A client that goes away
+before the end stops the deliberation. Errors come in the OpenAI shape, before any
+stream starts; a deliberation that fails mid-stream ends the stream with an error event.
+
+The rules of the web server hold here too: the Host allowlist (web.app), a POST from a
+browser only from this server's own origin, and with COUNCIL_WEB_TOKEN set,
+`Authorization: Bearer TOKEN` on every route. Input is bounded: the body, the number of
+messages, and each message's text.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import time
+from collections.abc import AsyncIterator, Awaitable, Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+from starlette.requests import ClientDisconnect, Request
+from starlette.responses import JSONResponse, Response, StreamingResponse
+from starlette.routing import Route
+from starlette.types import Receive, Scope, Send
+from temporalio.client import Client, WorkflowFailureError, WorkflowHandle
+from temporalio.service import RPCError
+
+from app import councils
+from council import limits
+from council.calls import CallProgress, Stage
+from council.config import DEFAULT_COUNCIL, NOT_COUNCIL_OPTIONS, with_overrides
+from council.models import DeliberationRecord, DeliberationRequest
+from council.progress import Progress
+from council.thread import Turn
+from council.validation import InvalidRequest, validate_request
+from web.guard import Forbidden, Guard
+from web.pages import deliberation_url
+from web.settings import Settings
+from workflows import client as deliberations
+
+MODEL_PREFIX = "council"
+SERVED = ("/v1/models", "/v1/chat/completions")
+ANY_METHOD = ["GET", "POST", "PUT", "PATCH", "DELETE"]
+MAX_BODY_BYTES = 1_000_000
+# A conversation of MAX_THREAD_TURNS turns, its question and a few system messages.
+MAX_MESSAGES = 2 * limits.MAX_THREAD_TURNS + 9
+# An earlier answer as long as the longest a council can give.
+ANSWER_MAX_CHARS = limits.MAX_RESPONSE_BYTES
+TEXT_BOUNDS = {
+    "system": limits.INSTRUCTIONS_MAX_CHARS,
+    "user": limits.QUESTION_MAX_CHARS,
+    "assistant": ANSWER_MAX_CHARS,
+}
+# developer is the newer name of the system role.
+ROLES = {"system": "system", "developer": "system", "user": "user", "assistant": "assistant"}
+KEEPALIVE_SECONDS = 3.0
+DONE = "data: [DONE]\n\n"
+STOP_REASON = "the API client disconnected"
+# Said in the stream when the final answer does not continue the text already streamed
+# (the chairman's call was asked again, or another member wrote the synthesis).
+REWRITTEN = "\n\n(The synthesis was written again; the final answer follows.)\n\n"
+
+
+class ApiError(Exception):
+    """A refusal in the OpenAI error shape; the message is one line."""
+
+    def __init__(
+        self,
+        status: int,
+        message: str,
+        code: str,
+        kind: str = "invalid_request_error",
+        param: str | None = None,
+    ) -> None:
+        super().__init__(message)
+        self.status = status
+        self.code = code
+        self.kind = kind
+        self.param = param
+
+    def body(self) -> dict[str, Any]:
+        return {
+            "error": {
+                "message": str(self),
+                "type": self.kind,
+                "param": self.param,
+                "code": self.code,
+            }
+        }
+
+    def response(self) -> JSONResponse:
+        headers = {"WWW-Authenticate": "Bearer"} if self.status == 401 else None
+        return JSONResponse(self.body(), status_code=self.status, headers=headers)
+
+
+def bad_request(message: str, param: str | None = None, code: str = "invalid_request") -> ApiError:
+    return ApiError(400, message, code, param=param)
+
+
+# ---- the request --------------------------------------------------------------------------
+
+
+@dataclass
+class Conversation:
+    """The messages as the council takes them."""
+
+    question: str
+    instructions: str | None
+    history: list[Turn]
+
+
+@dataclass
+class Asked:
+    """A chat completion request, read and checked."""
+
+    model: str
+    council: str | None
+    conversation: Conversation
+    stream: bool = False
+    include_usage: bool = False
+    overrides: dict[str, Any] = field(default_factory=dict)
+
+
+def model_ids(names: list[str]) -> dict[str, str | None]:
+    """API model id -> council name (None: the default council)."""
+    ids: dict[str, str | None] = {MODEL_PREFIX: None}
+    ids.update({f"{MODEL_PREFIX}/{name}": name for name in names if name != DEFAULT_COUNCIL})
+    return ids
+
+
+def text_of(content: Any, where: str) -> str:
+    """A message's text: a string, or a list of text parts."""
+    if isinstance(content, str):
+        return content
+    if isinstance(content, list):
+        texts = []
+        for part in content:
+            kind = part.get("type") if isinstance(part, dict) else None
+            if kind != "text" or not isinstance(part.get("text"), str):
+                shown = str(kind)[:40] if kind else "not a text part"
+                raise bad_request(f"{where}.content: only text parts are read (got {shown})", where)
+            texts.append(part["text"])
+        return "\n".join(texts)
+    raise bad_request(f"{where}.content must be text", where)
+
+
+def read_message(raw: Any, index: int) -> tuple[str, str]:
+    """(role, text) of one message, its role as the council reads it."""
+    where = f"messages[{index}]"
+    if not isinstance(raw, dict):
+        raise bad_request(f"{where} must be an object with a role and a content", where)
+    role = ROLES.get(raw.get("role")) if isinstance(raw.get("role"), str) else None
+    if role is None:
+        shown = str(raw.get("role"))[:40]
+        raise bad_request(
+            f"{where}.role must be system, developer, user or assistant (got {shown!r})",
+            f"{where}.role",
+            "invalid_role",
+        )
+    return role, text_of(raw.get("content"), where)
+
+
+def check_length(index: int, role: str, text: str) -> None:
+    bound = TEXT_BOUNDS[role]
+    if len(text) > bound:
+        where = f"messages[{index}]"
+        raise bad_request(
+            f"{where}.content is too long: at most {bound} characters (got {len(text)})", where
+        )
+
+
+def turns_of(messages: list[tuple[int, str, str]]) -> list[Turn]:
+    """The earlier exchanges as turns: user messages, then the assistant messages that
+    answer them. A turn's id names the message it starts with."""
+    turns: list[Turn] = []
+    start, asked, answered = 0, [], []
+    for index, role, text in messages:
+        if role == "user" and answered:
+            turns.append(turn(start, asked, answered))
+            asked, answered = [], []
+        if not asked and not answered:
+            start = index
+        (asked if role == "user" else answered).append(text)
+    if asked or answered:
+        turns.append(turn(start, asked, answered))
+    return turns
+
+
+def turn(start: int, asked: list[str], answered: list[str]) -> Turn:
+    return Turn(id=f"messages[{start}]", question="\n\n".join(asked), answer="\n\n".join(answered))
+
+
+def conversation_of(raw: Any) -> Conversation:
+    if not isinstance(raw, list) or not raw:
+        raise bad_request(
+            "messages must be a non-empty list of {role, content} objects", "messages"
+        )
+    if len(raw) > MAX_MESSAGES:
+        raise bad_request(f"messages: at most {MAX_MESSAGES} messages (got {len(raw)})", "messages")
+    read = [(index, *read_message(message, index)) for index, message in enumerate(raw)]
+    system = [text for _, role, text in read if role == "system" and text.strip()]
+    chat = [item for item in read if item[1] != "system"]
+    if not any(role == "user" for _, role, _ in chat):
+        raise bad_request(
+            "messages: no user message: the last message must be the question",
+            "messages",
+            "no_user_message",
+        )
+    if chat[-1][1] != "user":
+        raise bad_request(
+            f"messages: the last message must be the user's question (messages[{chat[-1][0]}] "
+            "is the assistant's)",
+            "messages",
+            "invalid_role",
+        )
+    question = chat[-1]
+    for index, role, text in read:
+        if index != question[0]:  # the question's own bound is the request's (validation)
+            check_length(index, role, text)
+    history = turns_of(chat[:-1])
+    if len(history) > limits.MAX_THREAD_TURNS:
+        raise bad_request(
+            f"messages: at most {limits.MAX_THREAD_TURNS} earlier turns (got {len(history)})",
+            "messages",
+        )
+    return Conversation(
+        question=question[2],
+        instructions="\n\n".join(system) or None,
+        history=history,
+    )
+
+
+def flag(body: dict[str, Any], name: str, default: bool = False) -> bool:
+    value = body.get(name, default)
+    if value is None:
+        return default
+    if not isinstance(value, bool):
+        raise bad_request(f"{name} must be true or false", name)
+    return value
+
+
+def overrides_of(body: dict[str, Any]) -> dict[str, Any]:
+    """The council's options this request sets: temperature, and the `council` object."""
+    options = body.get("council")
+    if options is None:
+        options = {}
+    if not isinstance(options, dict):
+        raise bad_request("council must be an object of start options (max_rounds, ...)", "council")
+    refused = sorted(set(options) & NOT_COUNCIL_OPTIONS)
+    if refused:
+        raise bad_request(
+            f"council.{refused[0]} cannot be set here: the messages carry the question, the "
+            "conversation and the instructions",
+            f"council.{refused[0]}",
+        )
+    overrides = dict(options)
+    if body.get("temperature") is not None:
+        overrides["temperature"] = body["temperature"]
+    return overrides
+
+
+def no_such_model(model: str, known: dict[str, str | None]) -> ApiError:
+    shown = model if len(model) <= 100 else model[:97] + "..."
+    return ApiError(
+        404,
+        f"no model {shown!r} here: the models are {', '.join(known)}",
+        "model_not_found",
+        param="model",
+    )
+
+
+def read_asked(body: Any, known: dict[str, str | None]) -> Asked:
+    if not isinstance(body, dict):
+        raise bad_request("the body must be a JSON object")
+    model = body.get("model")
+    if not isinstance(model, str) or not model:
+        raise bad_request("model is required: council or council/NAME (GET /v1/models)", "model")
+    if model not in known:
+        raise no_such_model(model, known)
+    if body.get("n") not in (None, 1):
+        raise bad_request("n must be 1: the council gives one answer", "n")
+    options = body.get("stream_options") or {}
+    if not isinstance(options, dict):
+        raise bad_request("stream_options must be an object", "stream_options")
+    return Asked(
+        model=model,
+        council=known[model],
+        conversation=conversation_of(body.get("messages")),
+        stream=flag(body, "stream"),
+        include_usage=flag(options, "include_usage"),
+        overrides=overrides_of(body),
+    )
+
+
+async def read_json(request: Request) -> Any:
+    """The body as JSON: Content-Type application/json, at most MAX_BODY_BYTES."""
+    kind = request.headers.get("content-type", "").split(";")[0].strip().lower()
+    if kind != "application/json":
+        raise ApiError(
+            415,
+            "the body must be JSON: send Content-Type: application/json",
+            "unsupported_media_type",
+        )
+    too_large = ApiError(413, f"the body is over {MAX_BODY_BYTES:,} bytes", "request_too_large")
+    declared = request.headers.get("content-length", "")
+    if declared.isdigit() and int(declared) > MAX_BODY_BYTES:
+        raise too_large
+    body = bytearray()
+    try:
+        async for part in request.stream():
+            body += part
+            if len(body) > MAX_BODY_BYTES:
+                raise too_large
+    except ClientDisconnect:
+        raise bad_request("the body did not arrive whole") from None
+    try:
+        return json.loads(body)
+    except (ValueError, RecursionError):
+        raise bad_request("the body is not valid JSON", code="invalid_json") from None
+
+
+# ---- the answer -------------------------------------------------------------------------
+
+
+@dataclass
+class StreamedText:
+    """What a stream has sent of the final answer, so that the deltas add up to it."""
+
+    sent: str = ""
+
+    def more(self, partial: str) -> str:
+        """The new part of the reply being written; nothing while it does not continue
+        what was sent (a call asked again starts over)."""
+        if not partial.startswith(self.sent):
+            return ""
+        delta, self.sent = partial[len(self.sent) :], partial
+        return delta
+
+    def rest(self, final: str) -> str:
+        """What is left to send of the final answer: after what was sent when that is its
+        beginning, else a note and the whole answer."""
+        if final.startswith(self.sent):
+            return final[len(self.sent) :]
+        return REWRITTEN + final
+
+
+def final_answer(record: DeliberationRecord) -> str:
+    return record.stage3.response if record.stage3 else ""
+
+
+def usage_of(record: DeliberationRecord) -> dict[str, int]:
+    return {
+        "prompt_tokens": record.usage.prompt_tokens,
+        "completion_tokens": record.usage.completion_tokens,
+        "total_tokens": record.usage.total_tokens,
+    }
+
+
+def where_of(progress: Progress | None) -> str:
+    """Where the run is, for a keep-alive comment (one line, our words)."""
+    if progress is None:
+        return "waiting for a worker to pick the deliberation up"
+    if progress.stage is None:
+        return "starting"
+    return f"working: {progress.stage.place(progress.round)}"
+
+
+def chairman_text(partials: list[CallProgress]) -> str | None:
+    writing = [p for p in partials if p.stage is Stage.SYNTHESIS]
+    return writing[-1].text if writing else None
+
+
+def failed(workflow: str, failure: WorkflowFailureError) -> ApiError:
+    """A deliberation that failed, in one line: its reason as the workflow gave it."""
+    cause = failure.cause
+    text = str(getattr(cause, "message", None) or cause or failure).strip()
+    reason = text.splitlines()[0] if text else "no reason given"
+    return ApiError(
+        502, f"deliberation {workflow} failed: {reason}", "deliberation_failed", "server_error"
+    )
+
+
+@dataclass
+class Seen:
+    """What one look at a running deliberation saw."""
+
+    progress: Progress | None  # None: no worker answers yet
+    partial: str | None  # the chairman's reply so far, while it writes it
+
+
+@dataclass
+class Started:
+    """A deliberation the API started, and what its answer says about it."""
+
+    handle: WorkflowHandle[Any, DeliberationRecord]
+    asked: Asked
+    created: int
+    page: str
+    ui: str
+
+    @property
+    def id(self) -> str:
+        return self.handle.id
+
+    def about(self, record: DeliberationRecord) -> dict[str, Any]:
+        """The completion's `council` field."""
+        reason = record.iteration.terminated_reason
+        return {
+            "id": record.id,
+            "status": record.status,
+            "termination_reason": str(reason) if reason else None,
+            "rounds": record.iteration.rounds_completed,
+            "chairman": record.stage3.model if record.stage3 else record.chairman,
+            "page": self.page,
+            "temporal_ui": self.ui,
+        }
+
+    def head(self, kind: str) -> dict[str, Any]:
+        return {"id": self.id, "object": kind, "created": self.created, "model": self.asked.model}
+
+    def completion(self, record: DeliberationRecord) -> dict[str, Any]:
+        message = {"role": "assistant", "content": final_answer(record)}
+        return {
+            **self.head("chat.completion"),
+            "choices": [{"index": 0, "message": message, "finish_reason": "stop"}],
+            "usage": usage_of(record),
+            "council": self.about(record),
+        }
+
+    def chunk(self, delta: dict[str, Any], finish: str | None = None, **extra: Any) -> str:
+        choice = {"index": 0, "delta": delta, "finish_reason": finish}
+        return event({**self.head("chat.completion.chunk"), "choices": [choice], **extra})
+
+    def usage_chunk(self, record: DeliberationRecord) -> str:
+        return event(
+            {**self.head("chat.completion.chunk"), "choices": [], "usage": usage_of(record)}
+        )
+
+
+def event(body: dict[str, Any]) -> str:
+    return f"data: {json.dumps(body)}\n\n"
+
+
+class StopWhenLeft(StreamingResponse):
+    """A stream that, when it ends before its last event was sent (the client went away),
+    stops the deliberation."""
+
+    def __init__(self, events: AsyncIterator[str], stop: Callable[[], None]) -> None:
+        self.finished = False
+        self.stop = stop
+        super().__init__(
+            self._through(events),
+            media_type="text/event-stream",
+            headers={"Cache-Control": "no-cache", "X-Accel-Buffering": "no"},
+        )
+
+    async def _through(self, events: AsyncIterator[str]) -> AsyncIterator[str]:
+        async for text in events:
+            yield text
+        self.finished = True
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        try:
+            await super().__call__(scope, receive, send)
+        finally:
+            if not self.finished:
+                self.stop()
+
+
+# ---- the routes -------------------------------------------------------------------------
+
+
+class OpenAIApi:
+    def __init__(self, client: Client, settings: Settings, guard: Guard) -> None:
+        self.client = client
+        self.settings = settings
+        self.guard = guard
+        self.created = int(time.time())
+        self._stopping: set[asyncio.Task[None]] = set()
+
+    def routes(self) -> list[Route]:
+        return [
+            Route("/v1/models", self.answering(self.models), methods=["GET"]),
+            Route("/v1/models/{model:path}", self.answering(self.model), methods=["GET"]),
+            Route("/v1/chat/completions", self.answering(self.completions), methods=["POST"]),
+            Route("/v1/{rest:path}", self.answering(self.unknown), methods=ANY_METHOD),
+        ]
+
+    def answering(
+        self, handler: Callable[[Request], Awaitable[Response]]
+    ) -> Callable[[Request], Awaitable[Response]]:
+        """A handler behind the token, with its refusals in the OpenAI shape."""
+
+        async def answer(request: Request) -> Response:
+            try:
+                self.check_token(request)
+                return await handler(request)
+            except ApiError as refused:
+                return refused.response()
+            except RPCError as error:
+                return self.temporal_error(error).response()
+
+        return answer
+
+    def check_token(self, request: Request) -> None:
+        if not self.guard.bearer_given(request):
+            raise ApiError(
+                401,
+                "this server needs its access token: send Authorization: Bearer TOKEN "
+                "(the server's COUNCIL_WEB_TOKEN)",
+                "invalid_api_key",
+            )
+
+    def temporal_error(self, error: RPCError) -> ApiError:
+        if deliberations.unavailable(error):
+            return ApiError(
+                503,
+                f"the Temporal server at {self.settings.temporal_address} does not answer: start "
+                "it (make server) or check TEMPORAL_ADDRESS",
+                "temporal_unavailable",
+                "server_error",
+            )
+        return ApiError(
+            502,
+            f"the Temporal server refused the request ({error.status.name})",
+            "temporal_error",
+            "server_error",
+        )
+
+    def known(self) -> dict[str, str | None]:
+        return model_ids(councils.council_names(self.settings.config))
+
+    # ---- models ----
+
+    def model_object(self, model: str, name: str | None) -> dict[str, Any]:
+        options = councils.council_options(self.settings.config, name)
+        members = list(options.get("models", []))
+        return {
+            "id": model,
+            "object": "model",
+            "created": self.created,
+            "owned_by": MODEL_PREFIX,
+            "council": {"models": members, "chairman": options.get("chairman") or members[0]},
+        }
+
+    async def models(self, request: Request) -> Response:
+        data = [self.model_object(model, name) for model, name in self.known().items()]
+        return JSONResponse({"object": "list", "data": data})
+
+    async def model(self, request: Request) -> Response:
+        model = request.path_params["model"]
+        known = self.known()
+        if model not in known:
+            raise no_such_model(model, known)
+        return JSONResponse(self.model_object(model, known[model]))
+
+    async def unknown(self, request: Request) -> Response:
+        path = request.url.path
+        if path in SERVED or path.startswith("/v1/models/"):
+            raise ApiError(
+                405, f"{request.method} is not served at {path[:100]}", "method_not_allowed"
+            )
+        raise ApiError(404, f"no route {request.method} {path[:100]}", "unknown_url")
+
+    # ---- chat completions ----
+
+    async def completions(self, request: Request) -> Response:
+        try:
+            self.guard.check_origin(request)
+        except Forbidden as refused:
+            raise ApiError(403, str(refused), "forbidden_origin", "permission_error") from None
+        asked = read_asked(await read_json(request), self.known())
+        wanted = self.deliberation_request(asked)
+        handle = await deliberations.start(self.client, wanted, self.settings.task_queue)
+        started = Started(
+            handle=handle,
+            asked=asked,
+            created=int(time.time()),
+            page=str(request.base_url).rstrip("/") + deliberation_url(handle.id),
+            ui=deliberations.ui_url(self.client, handle.id),
+        )
+        if asked.stream:
+            return self.streamed(started)
+        return await self.answered(request, started)
+
+    def deliberation_request(self, asked: Asked) -> DeliberationRequest:
+        try:
+            council = councils.council_options(self.settings.config, asked.council)
+        except councils.UnknownCouncil as unknown:  # the file changed under a running server
+            raise ApiError(404, str(unknown.args[0]), "model_not_found", param="model") from None
+        said = asked.conversation
+        data = with_overrides(council, asked.overrides) | {
+            "question": said.question,
+            "instructions": said.instructions,
+            "history": [turn.model_dump() for turn in said.history],
+        }
+        try:
+            return validate_request(data)
+        except InvalidRequest as error:
+            raise bad_request(str(error)) from None
+
+    async def answered(self, request: Request, started: Started) -> Response:
+        """The completion, once the deliberation completes; if the client leaves first,
+        the deliberation is stopped."""
+        result = asyncio.ensure_future(started.handle.result())
+        gone = asyncio.ensure_future(disconnected(request))
+        left = False
+        try:
+            await asyncio.wait({result, gone}, return_when=asyncio.FIRST_COMPLETED)
+        finally:
+            drop(gone)
+            if not result.done():
+                left = True
+                drop(result)
+                self.stop_soon(started.handle)
+        if left:
+            return Response(status_code=499)  # nobody is there to read it
+        try:
+            record = result.result()
+        except WorkflowFailureError as failure:
+            raise failed(started.id, failure) from None
+        return JSONResponse(started.completion(record))
+
+    def streamed(self, started: Started) -> Response:
+        return StopWhenLeft(self.stream(started), lambda: self.stop_soon(started.handle))
+
+    async def stream(self, started: Started) -> AsyncIterator[str]:
+        yield started.chunk({"role": "assistant", "content": ""})
+        text = StreamedText()
+        result = asyncio.ensure_future(started.handle.result())
+        try:
+            async for line in self.while_running(started, result, text):
+                yield line
+            record = await result
+        except WorkflowFailureError as failure:
+            yield event(failed(started.id, failure).body())
+            yield DONE
+            return
+        except RPCError as error:
+            yield event(self.temporal_error(error).body())
+            yield DONE
+            return
+        finally:
+            drop(result)  # read already, or the client left first
+        rest = text.rest(final_answer(record))
+        if rest:
+            yield started.chunk({"content": rest})
+        yield started.chunk({}, "stop", council=started.about(record))
+        if started.asked.include_usage:
+            yield started.usage_chunk(record)
+        yield DONE
+
+    async def while_running(
+        self, started: Started, result: asyncio.Future[Any], text: StreamedText
+    ) -> AsyncIterator[str]:
+        """Keep-alive comments that say where the run is, and the new part of the
+        chairman's reply as it is written, until the result is in."""
+        seen: asyncio.Queue[Seen] = asyncio.Queue()
+        watcher = asyncio.ensure_future(self.watch(started.handle, seen))
+        said, last = "", 0.0
+        step: asyncio.Future[Seen] | None = None
+        try:
+            while not result.done():
+                step = asyncio.ensure_future(seen.get())
+                await asyncio.wait({result, step, watcher}, return_when=asyncio.FIRST_COMPLETED)
+                if not step.done():
+                    drop(step)
+                    if watcher.done() and not result.done():
+                        watcher.result()  # raises what ended the watch, if anything did
+                        await asyncio.wait({result})  # the run closed: its result is coming
+                    continue
+                now = step.result()
+                where = where_of(now.progress)
+                if where != said or time.monotonic() - last >= KEEPALIVE_SECONDS:
+                    yield f": {where}\n\n"
+                    said, last = where, time.monotonic()
+                delta = text.more(now.partial) if now.partial else ""
+                if delta:
+                    yield started.chunk({"content": delta})
+                    last = time.monotonic()
+        finally:
+            drop(watcher)
+            if step is not None:
+                drop(step)
+
+    async def watch(self, handle: WorkflowHandle[Any, Any], seen: asyncio.Queue[Seen]) -> None:
+        """Where the run is, and the chairman's reply so far, each time it may have moved."""
+        async for progress in deliberations.follow(handle, 0, self.settings.poll_seconds):
+            partial = None
+            if progress is not None and progress.stage is Stage.SYNTHESIS and not progress.finished:
+                partial = chairman_text(await deliberations.partial_replies(handle))
+            seen.put_nowait(Seen(progress, partial))
+
+    def stop_soon(self, handle: WorkflowHandle[Any, Any]) -> None:
+        """Send the stop signal from a task of its own: the request's own task may be
+        cancelled already."""
+        task = asyncio.get_running_loop().create_task(self.send_stop(handle))
+        self._stopping.add(task)
+        task.add_done_callback(self._stopping.discard)
+
+    async def send_stop(self, handle: WorkflowHandle[Any, Any]) -> None:
+        found = deliberations.Found(self.client, handle, "running", self.settings.task_queue)
+        # An RPCError: it closed meanwhile, or the server is down.
+        with contextlib.suppress(RPCError):
+            await deliberations.stop(found, STOP_REASON)
+
+
+def drop(task: asyncio.Future[Any]) -> None:
+    """Cancel a task whose outcome nobody will read (a failure it ended with counts as read)."""
+    if not task.done():
+        task.cancel()
+    elif not task.cancelled():
+        task.exception()
+
+
+async def disconnected(request: Request) -> None:
+    """Returns when the client has gone away (the body was read before)."""
+    while (await request.receive())["type"] != "http.disconnect":
+        continue
