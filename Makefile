@@ -1,12 +1,13 @@
-# Quick start: `make demo` (one deliberation end to end) and `make test` (the suite).
-# Both create .venv and install what they need; only python3 (3.11+) is required.
+# Quick start: `make demo` (one deliberation end to end), `make test` (the suite) and
+# `make up` (a local council and its web page). Each creates .venv and installs what it
+# needs; only python3 (3.11+) is required.
 PYTHON ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 DB := data/temporal.db
 
-.PHONY: install browser demo test test-real lint format server worker simulator codec-server web chaos eval bench clean
+.PHONY: install browser demo up test test-real lint format server worker simulator codec-server web chaos eval bench clean
 
 install: $(STAMP)
 
@@ -18,6 +19,11 @@ $(STAMP): requirements.txt requirements-dev.txt
 # One deliberation with live progress; starts (and afterwards stops) whatever is missing.
 demo: $(STAMP)
 	$(BIN)/python demo.py
+
+# The web page with what it needs (dev server, simulator without a key, a worker), in the
+# foreground; Ctrl-C stops what it started. Prints the page's and the Temporal UI's address.
+up: $(STAMP)
+	$(BIN)/python up.py
 
 test: $(STAMP) browser
 	$(BIN)/python -m pytest -q

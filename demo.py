@@ -3,7 +3,8 @@
 Starts the embedded Temporal dev server unless one answers at TEMPORAL_ADDRESS, the
 simulator when no API key is set, and a worker; runs one deliberation with live
 progress; prints the final answer and the run's address in the Web UI; then stops
-the processes it started (the server's SQLite file in data/ keeps the run).
+the processes it started (the server's SQLite file in data/ keeps the run) and names
+`make up`, which serves the web page.
 """
 
 from __future__ import annotations
@@ -12,7 +13,7 @@ import os
 import subprocess
 import sys
 
-from harness.local import local_council
+from harness.local import local_council, ui_address
 from harness.processes import ROOT
 
 QUESTION = "What are the trade-offs between SQLite and PostgreSQL for a small web application?"
@@ -35,11 +36,12 @@ def main() -> int:
             cwd=ROOT,
             env={**os.environ, **env},
         )
-        if result.returncode == 0:
-            say(
-                "browse this and past runs in the Web UI with `make server` (http://localhost:8233)"
-            )
-        return result.returncode
+    if result.returncode == 0:
+        say(
+            "to see this run and the ones before it on the web page, run `make up` (it starts "
+            f"what the page needs and prints its address; the Temporal UI: {ui_address(env)})"
+        )
+    return result.returncode
 
 
 if __name__ == "__main__":

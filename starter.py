@@ -28,6 +28,7 @@ from rich.console import Console
 from app import config as app_config
 from app import connection, councils
 from app.render import event_line, record_markdown
+from council.agreement import verdict
 from council.config import ConfigProblem, with_overrides
 from council.ids import id_problem
 from council.iteration import (
@@ -37,7 +38,9 @@ from council.iteration import (
     DEFAULT_TOKEN_BUDGET,
 )
 from council.models import DeliberationRecord, DeliberationRequest, ReplyTokens
+from council.progress import shown_status
 from council.steering import HumanCritique, reason_problem, rounds_problem, text_problem
+from council.stragglers import DEFAULT_FACTOR, DEFAULT_GRACE_SECONDS
 from council.thread import DEFAULT_CONTEXT_TOKENS
 from council.validation import InvalidRequest, validate_request
 from evaluation import cli as evaluation
@@ -62,6 +65,8 @@ FLAGS = {
     "policy.call_timeout_seconds": "--call-timeout",
     "policy.heartbeat_timeout_seconds": "--heartbeat-timeout",
     "policy.max_attempts": "--max-attempts",
+    "stragglers.grace_seconds": "--straggler-grace",
+    "stragglers.factor": "--straggler-factor",
 }
 
 MAX_LIST_LIMIT = 1_000
@@ -105,6 +110,16 @@ def build_request(args: argparse.Namespace) -> DeliberationRequest:
                 "call_timeout_seconds": args.call_timeout,
                 "heartbeat_timeout_seconds": args.heartbeat_timeout,
                 "max_attempts": args.max_attempts,
+            }.items()
+            if value is not None
+        }
+        or None,
+        "stragglers": {
+            key: value
+            for key, value in {
+                "wait_for_all": True if args.wait_for_all else None,
+                "grace_seconds": args.straggler_grace,
+                "factor": args.straggler_factor,
             }.items()
             if value is not None
         }
@@ -172,6 +187,8 @@ async def print_outcome(handle: Any, as_json: bool) -> int:
         answer = record.stage3.response if record.stage3 else "(no synthesis)"
         print(answer)
         reason = record.iteration.terminated_reason
+        if record.agreement is not None:
+            err.print(f"\n{verdict(record.agreement)}", markup=False)
         err.print(
             f"\nended: {reason} · {record.usage.total_tokens:,} tokens in {record.usage.calls} "
             "calls"
@@ -267,9 +284,10 @@ async def cmd_list(args: argparse.Namespace) -> int:
                 [
                     {
                         "id": row.id,
-                        "status": row.status,
+                        "status": shown_status(row.status, row.reason),
                         "round": row.round,
                         "reason": row.where,
+                        "agreement": row.agreement,
                         "started": row.started.isoformat() if row.started else None,
                         "question": row.question,
                     }
@@ -283,11 +301,16 @@ async def cmd_list(args: argparse.Namespace) -> int:
         err.print("no deliberations yet", markup=False)
         return 0
     width = max(len(r.id) for r in rows)
-    print(f"{'ID':<{width}}  {'STATUS':<10} {'ROUND':<5} {'REASON / STAGE':<24} STARTED")
+    print(
+        f"{'ID':<{width}}  {'STATUS':<10} {'ROUND':<5} {'REASON / STAGE':<24} "
+        f"{'AGREEMENT':<9} STARTED"
+    )
     for row in rows:
         started = row.started.strftime("%Y-%m-%d %H:%M:%S") if row.started else "-"
         rnd = "-" if row.round is None else str(row.round)
-        print(f"{row.id:<{width}}  {row.status:<10} {rnd:<5} {row.where:<24} {started}")
+        agreed = row.agreement or "-"
+        status = shown_status(row.status, row.reason)
+        print(f"{row.id:<{width}}  {status:<10} {rnd:<5} {row.where:<24} {agreed:<9} {started}")
     return 0
 
 
@@ -396,6 +419,26 @@ def council_options(command: argparse.ArgumentParser) -> None:
         "--heartbeat-timeout", type=float, help="seconds without a heartbeat before a retry"
     )
     command.add_argument("--max-attempts", type=int, help="attempts per model call")
+    command.add_argument(
+        "--wait-for-all",
+        action="store_true",
+        help="every stage waits for every member (default: once most have replied, a late "
+        "member is awaited for a while, then cut)",
+    )
+    command.add_argument(
+        "--straggler-grace",
+        type=float,
+        metavar="S",
+        help=f"seconds a stage waits for its late members at least (default "
+        f"{DEFAULT_GRACE_SECONDS:g})",
+    )
+    command.add_argument(
+        "--straggler-factor",
+        type=float,
+        metavar="F",
+        help=f"...or F x the median reply time of the others, if longer (default "
+        f"{DEFAULT_FACTOR:g})",
+    )
 
 
 def parser() -> argparse.ArgumentParser:

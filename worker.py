@@ -1,6 +1,7 @@
 """The Council worker: runs the deliberation workflow and the model-call activity.
 
-    python worker.py
+    python worker.py                     one worker process
+    python worker.py --processes auto    one per core, under a supervisor (app/supervisor.py)
 
 Reads TEMPORAL_ADDRESS / TEMPORAL_NAMESPACE (or a Temporal config profile),
 COUNCIL_TASK_QUEUE, COUNCIL_LLM_BASE_URL and COUNCIL_LLM_API_KEY (or OPENROUTER_API_KEY),
@@ -9,10 +10,13 @@ The API key stays in this process: it never enters a workflow input, result or h
 Throughput: COUNCIL_MAX_CONCURRENT_CALLS (this worker, default 200) and
 COUNCIL_MAX_CALLS_PER_SECOND (model calls started per second on the whole task queue,
 all workers together). Payload encryption: COUNCIL_PAYLOAD_KEY (see app/codec.py).
+COUNCIL_WORKER_PROCESSES: the default of --processes. With N processes, process i serves
+its metrics on COUNCIL_METRICS_PORT + i - 1.
 """
 
 from __future__ import annotations
 
+import argparse
 import asyncio
 import logging
 import os
@@ -20,7 +24,8 @@ import signal
 import sys
 from collections.abc import Callable, Sequence
 from datetime import timedelta
-from typing import Any
+from pathlib import Path
+from typing import Any, NoReturn
 
 from temporalio.client import Client
 from temporalio.service import RPCError
@@ -30,7 +35,7 @@ from activities.metrics import HISTOGRAM_BUCKETS
 from activities.model_call import PARTIAL_TEXT_SECONDS, ModelGateway
 from activities.settings import SettingsError
 from app import config as app_config
-from app import connection
+from app import connection, supervisor
 from app.connection import (
     ConfigError,
     ServerUnreachable,
@@ -38,6 +43,7 @@ from app.connection import (
     encryption_note,
     task_queue,
 )
+from app.supervisor import ProcessCountError, Supervisor
 from council.config import ConfigProblem
 from workflows import search_attributes
 from workflows.deliberation import Deliberation
@@ -60,6 +66,13 @@ def _env_number(name: str, kind: type[int] | type[float]) -> int | float | None:
     return number
 
 
+def call_limits() -> tuple[int, float | None]:
+    """COUNCIL_MAX_CONCURRENT_CALLS (this process; default 200) and
+    COUNCIL_MAX_CALLS_PER_SECOND (the task queue; unset: no limit)."""
+    concurrent = _env_number("COUNCIL_MAX_CONCURRENT_CALLS", int) or 200
+    return int(concurrent), _env_number("COUNCIL_MAX_CALLS_PER_SECOND", float)
+
+
 def build_worker(
     client: Client,
     gateway: ModelGateway,
@@ -70,13 +83,13 @@ def build_worker(
 ) -> Worker:
     """The worker's Temporal worker: these workflows, the model-call activity (and any
     other activities), with the concurrency, rate limit and shutdown options below."""
-    calls_per_second = _env_number("COUNCIL_MAX_CALLS_PER_SECOND", float)
+    concurrent_calls, calls_per_second = call_limits()
     return Worker(
         client,
         task_queue=queue or task_queue(),
         workflows=list(workflows),
         activities=[gateway.call_model, *activities],
-        max_concurrent_activities=_env_number("COUNCIL_MAX_CONCURRENT_CALLS", int) or 200,
+        max_concurrent_activities=concurrent_calls,
         # A provider quota, enforced by the server across every worker of the queue.
         max_task_queue_activities_per_second=calls_per_second,
         # Eager activities (where the server allows them) skip the task queue, and with it
@@ -103,10 +116,7 @@ def metrics_port() -> int | None:
     return int(value)
 
 
-async def run() -> None:
-    config = app_config.load(keys=True)  # council.toml's providers (an error: exit 2)
-    port = metrics_port()
-    client = await connect(runtime=connection.runtime(port, HISTOGRAM_BUCKETS))
+async def register_search_attributes(client: Client) -> None:
     try:
         added = await ensure_search_attributes(client)
     except RPCError as err:  # e.g. Temporal Cloud, or a key without operator rights
@@ -120,6 +130,13 @@ async def run() -> None:
         added = []
     if added:
         log.info("registered search attributes: %s", ", ".join(added))
+
+
+async def run(supervisor_pid: int | None = None, process_index: int | None = None) -> None:
+    config = app_config.load(keys=True)  # council.toml's providers (an error: exit 2)
+    port = metrics_port()
+    client = await connect(runtime=connection.runtime(port, HISTOGRAM_BUCKETS))
+    await register_search_attributes(client)
     gateway = ModelGateway.from_env(providers=config.providers)
     worker = build_worker(client, gateway)
     # Before the first deliberation, not during it: connections to the providers.
@@ -133,6 +150,12 @@ async def run() -> None:
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGINT, signal.SIGTERM):
         loop.add_signal_handler(sig, stop.set)
+    # Under a supervisor (--processes N): stop when it is gone.
+    orphaned = (
+        loop.create_task(supervisor.stop_when_orphaned(supervisor_pid, stop.set))
+        if supervisor_pid is not None
+        else None
+    )
     log.info("%s", encryption_note(client.data_converter))
     if port:
         log.info("Prometheus metrics on http://0.0.0.0:%d/metrics", port)
@@ -141,26 +164,114 @@ async def run() -> None:
         f"{name} {p.settings.host} ({'API key set' if p.settings.api_key else 'no API key'})"
         for name, p in gateway.providers.items()
     )
+    which = f" (process {process_index}, pid {os.getpid()})" if process_index else ""
     print(
         f"worker ready: task queue {task_queue()}, namespace {client.namespace}, models via "
-        f"{providers}",
+        f"{providers}{which}",
         file=sys.stderr,
         flush=True,
     )
     async with worker:
         await stop.wait()
         log.info("shutting down: in-flight calls get 5 s to finish, then Temporal retries them")
+    if orphaned is not None:
+        orphaned.cancel()
     await gateway.aclose()
 
 
-def main() -> int:
+# ---- several processes --------------------------------------------------------------------
+
+
+async def check_before_starting() -> None:
+    """What every worker process would find wrong, found once before any starts (an error:
+    exit 2): the settings, the server and namespace; and the search attributes registered
+    once, not by N processes at the same moment."""
+    config = app_config.load(keys=True)
+    metrics_port()
+    call_limits()
+    async with ModelGateway.from_env(providers=config.providers):
+        pass
+    await register_search_attributes(await connect())
+
+
+def run_processes(count: int) -> int:
+    """`count` worker processes under a supervisor until SIGINT or SIGTERM; its status."""
+    base = metrics_port()
+    if base is not None and base + count - 1 > 65535:
+        raise ConfigError(
+            f"COUNCIL_METRICS_PORT must be at most {65536 - count} with {count} worker "
+            f"processes, which use the ports from it upwards (got {base})"
+        )
+    connection.run(check_before_starting())
+    this_file = str(Path(__file__).resolve())
+
+    def command(index: int) -> list[str]:
+        return [
+            sys.executable,
+            this_file,
+            "--processes",
+            "1",
+            "--supervisor-pid",
+            str(os.getpid()),
+            "--process-index",
+            str(index),
+        ]
+
+    def env(index: int) -> dict[str, str]:
+        return {"COUNCIL_METRICS_PORT": str(base + index - 1)} if base is not None else {}
+
+    ports = f"; metrics on ports {base} to {base + count - 1}" if base is not None else ""
+    log.info("starting %d worker processes on task queue %s%s", count, task_queue(), ports)
+    return asyncio.run(Supervisor(command, count, env).run())
+
+
+# ---- the command ------------------------------------------------------------------------
+
+
+class _Parser(argparse.ArgumentParser):
+    def error(self, message: str) -> NoReturn:
+        raise ConfigError(message)
+
+
+def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
+    parser = _Parser(prog="worker.py", description=__doc__.splitlines()[0])
+    parser.add_argument(
+        "--processes",
+        metavar="N",
+        help=f"worker processes on this machine, 1 to {supervisor.MAX_PROCESSES}, or auto (one "
+        "per core): more than 1 runs them under a supervisor that restarts one that dies "
+        "(default: COUNCIL_WORKER_PROCESSES, else 1)",
+    )
+    # Set by the supervisor for its children.
+    parser.add_argument("--supervisor-pid", type=int, help=argparse.SUPPRESS)
+    parser.add_argument("--process-index", type=int, help=argparse.SUPPRESS)
+    return parser.parse_args(argv)
+
+
+def process_count(args: argparse.Namespace) -> int:
+    if args.processes is not None:
+        return supervisor.process_count(args.processes, "--processes")
+    value = os.environ.get("COUNCIL_WORKER_PROCESSES", "").strip()
+    return supervisor.process_count(value, "COUNCIL_WORKER_PROCESSES") if value else 1
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    try:
+        args = parse_args(argv)
+        count = process_count(args)
+    except (ConfigError, ProcessCountError) as err:
+        print(f"worker: {err}", file=sys.stderr)
+        return 2
+    which = f" [process {args.process_index}]" if args.process_index else ""
     logging.basicConfig(
         level=os.environ.get("COUNCIL_LOG_LEVEL", "INFO"),
-        format="%(asctime)s %(levelname)s %(name)s: %(message)s",
+        format=f"%(asctime)s %(levelname)s %(name)s{which}: %(message)s",
         stream=sys.stderr,
     )
     try:
-        connection.run(run())
+        if count > 1:
+            return run_processes(count)
+        connection.run(run(args.supervisor_pid, args.process_index))
     except (ServerUnreachable, ConfigError, ConfigProblem, SettingsError) as err:
         print(f"worker: {err}", file=sys.stderr)
         return 2

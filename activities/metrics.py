@@ -10,7 +10,8 @@ worker's runtime exports them beside the SDK's own (COUNCIL_METRICS_PORT: Promet
     council_model_call_retries_total{model, stage, error_type}
 
 The SDK adds the activity's own attributes (namespace, task queue, activity and workflow
-type). The deliberation workflow counts council_deliberations_finished_total{reason}.
+type). The deliberation workflow counts council_deliberations_finished_total{reason} and records
+the council_agreement{level} histogram (the final review's alpha).
 """
 
 from __future__ import annotations

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
+from council.agreement import verdict
 from council.calls import Stage
 from council.models import DeliberationRecord
 from council.progress import EventKind, ProgressEvent
@@ -57,6 +58,8 @@ def _round_complete(event: ProgressEvent, where: str) -> str:
         threshold = data.get("threshold")
         gate = "" if threshold is None else (" (below the threshold)" if low < threshold else "")
         head += f" · lowest rating {low:g}{gate}"
+    if data.get("agreement"):
+        head += f"\n  ≈ {data['agreement']}"
     return head
 
 
@@ -87,6 +90,8 @@ _LINES: dict[EventKind, Line] = {
     EventKind.MODEL_REFINED: _refined,
     EventKind.MODEL_FAILED: lambda e, where: f"  ✗ {e.model} failed ({where}): {e.message}",
     EventKind.MODEL_CANCELLED: lambda e, where: f"  ✗ {e.model} cancelled ({where}) by the stop",
+    EventKind.WAITING: lambda e, where: f"  … {where}: {e.message}",
+    EventKind.MODEL_LATE: lambda e, _: f"  ⌛ {e.message}",
     EventKind.NOTICE: lambda e, _: f"  ! {e.message}",
     EventKind.STOP_REQUESTED: lambda e, _: f"⏹ stop requested: {e.message}",
     EventKind.FALLBACK: lambda e, _: f"  ↪ {e.message}",
@@ -124,6 +129,14 @@ def record_markdown(record: DeliberationRecord) -> str:
         f"**Usage:** {_usage_line(record)}",
         "",
     ]
+    if record.agreement is not None:
+        trend = record.agreement_trend
+        raised = (
+            f" (review by review: {' → '.join(level or '-' for level in trend.levels)})"
+            if trend is not None and len(trend.levels) > 1
+            else ""
+        )
+        out += [f"**Verdict:** {verdict(record.agreement)}{raised}", ""]
     if record.context:
         context = record.context
         dropped = f"; left out: {', '.join(context.dropped)}" if context.dropped else ""
@@ -258,6 +271,10 @@ def record_markdown(record: DeliberationRecord) -> str:
             )
             out.append("")
 
+    if record.late:
+        out += ["## Late calls (cut by the straggler rule)", ""]
+        out += [f"- {late.describe()}" for late in record.late]
+        out.append("")
     if record.errors:
         out += ["## Failed calls", ""]
         out += [f"- {Stage(e.stage).place(e.round)}: {e.describe()}" for e in record.errors]

@@ -1,6 +1,6 @@
 """The benchmark runner: `python -m bench` (what `make bench` runs).
 
-    python -m bench                       all four benchmarks; writes bench/RESULTS.md
+    python -m bench                       every benchmark; writes bench/RESULTS.md
     python -m bench --quick               small sizes, for development (prints only)
     python -m bench --only throughput     a selection (comma-separated or repeated)
     python -m bench --only throughput --profile   also profile the worker with py-spy
@@ -21,7 +21,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 
 from app import connection
-from bench import crash, critical_path, growth, report, throughput
+from bench import crash, critical_path, growth, report, scale, stragglers, throughput
 from bench.stack import BenchStack
 from harness.processes import ROOT
 
@@ -31,6 +31,8 @@ BENCHMARKS: dict[str, Benchmark] = {
     "throughput": throughput.run,
     "growth": growth.run,
     "crash": crash.run,
+    "stragglers": stragglers.run,
+    "scale": scale.run,
 }
 RESULTS = ROOT / "bench" / "RESULTS.md"
 OUT = ROOT / "bench" / "out"

@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from statistics import fmean
 
+from council.agreement import Agreement, measure_agreement
 from council.stages import AggregateRanking, Stage2Result
 
 
@@ -62,3 +63,27 @@ def mean_ratings(rankings: Sequence[AggregateRanking]) -> dict[str, float]:
 def lowest_ratings(rankings: Sequence[AggregateRanking]) -> dict[str, float]:
     """Model -> its lowest individual peer rating, for the models that were rated at all."""
     return {e.model: e.lowest_rating for e in rankings if e.lowest_rating is not None}
+
+
+def review_agreement(
+    reviews: Sequence[tuple[Stage2Result, Mapping[str, str]]], label_to_model: Mapping[str, str]
+) -> Agreement:
+    """The agreement of one review round (council.agreement), by model id, from each
+    review and the critiques read from it (label -> text). Ratings a reviewer did not give
+    (inferred from its ranking's positions) do not count as ratings; its ranking does."""
+    ratings: dict[str, dict[str, float]] = {}
+    rankings: dict[str, list[str]] = {}
+    critiques: dict[tuple[str, str], str] = {}
+    for review, texts in reviews:
+        author = {label: model for label, model in label_to_model.items() if model != review.model}
+        if not review.ratings_inferred:
+            ratings[review.model] = {
+                author[label]: value for label, value in review.ratings.items() if label in author
+            }
+        rankings[review.model] = [
+            author[label] for label in dict.fromkeys(review.parsed_ranking) if label in author
+        ]
+        for label, text in texts.items():
+            if label in author:
+                critiques[(review.model, author[label])] = text
+    return measure_agreement(ratings, rankings, critiques)

@@ -32,6 +32,7 @@ from pydantic import BaseModel, Field
 
 from council import limits
 from council.aggregate import lowest_ratings, mean_ratings
+from council.agreement import Agreement
 from council.changes import NEW_WORD_RATIO
 from council.stages import AggregateRanking, Ending, Stage2Result
 
@@ -101,6 +102,8 @@ class RefinementResult(Ending):
     raw_response: str | None = None
     # Set when the call failed and the model kept its previous answer.
     error: str | None = None
+    # Set when the straggler rule cut the call (error says so): the previous answer stays.
+    late: bool = False
 
 
 class IterationRound(BaseModel):
@@ -114,6 +117,8 @@ class IterationRound(BaseModel):
     models_that_changed: list[str] = Field(default_factory=list)
     models_unchanged: list[str] = Field(default_factory=list)
     reviews: list[Stage2Result] = Field(default_factory=list)
+    # How far that review agreed (council.agreement).
+    agreement: Agreement | None = None
     tokens_used: int = 0
 
 

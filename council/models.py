@@ -19,6 +19,7 @@ from pydantic import (
 )
 
 from council import limits
+from council.agreement import Agreement, AgreementTrend
 from council.calls import ChatMessage, ModelCall, Stage, TokenUsage
 from council.iteration import (
     DEFAULT_MAX_ROUNDS,
@@ -37,6 +38,7 @@ from council.stages import (
     Stage3Result,
 )
 from council.steering import SteeringAction
+from council.stragglers import LateCall, StragglerPolicy
 from council.structured import StructuredReply
 from council.thread import (
     DEFAULT_CONTEXT_TOKENS,
@@ -135,6 +137,8 @@ class DeliberationRequest(BaseModel):
     temperature: float | None = Field(default=None, ge=0, le=2)
     max_tokens: ReplyTokens = Field(default_factory=ReplyTokens)
     policy: CallPolicy = Field(default_factory=CallPolicy)
+    # How long a stage waits for its late members once a quorum has replied.
+    stragglers: StragglerPolicy = Field(default_factory=StragglerPolicy)
     # The user's standing instructions (a chat's system message): every member and the
     # chairman get them beside the question.
     instructions: (
@@ -352,6 +356,14 @@ class DeliberationRecord(BaseModel):
     iteration: IterationSummary = Field(default_factory=IterationSummary)
     usage: Usage = Field(default_factory=Usage)
     errors: list[CallError] = Field(default_factory=list)
+    # Calls the straggler rule cut (council.stragglers), in the order they were cut.
+    late: list[LateCall] = Field(default_factory=list)
+    # How far the final review agreed (council.agreement), and agreement review by review
+    # (the first review, then each round's): whether refinement raised it.
+    agreement: Agreement | None = None
+    agreement_trend: AgreementTrend | None = None
+    # The agreement of stage2 (the first review); each round's is in rounds.
+    stage2_agreement: Agreement | None = None
     stop_reason: str | None = None
     started_at: datetime | None = None
     completed_at: datetime | None = None

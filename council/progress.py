@@ -10,6 +10,7 @@ from typing import Any
 from pydantic import BaseModel, Field
 
 from council.calls import Stage
+from council.iteration import TerminationReason
 
 
 class EventKind(StrEnum):
@@ -21,6 +22,9 @@ class EventKind(StrEnum):
     MODEL_FAILED = "model_failed"
     MODEL_CANCELLED = "model_cancelled"
     MODEL_REFINED = "model_refined"
+    # The straggler rule: a stage waits for its late members (until when), then cuts them.
+    WAITING = "waiting"
+    MODEL_LATE = "model_late"
     NOTICE = "notice"
     STOP_REQUESTED = "stop_requested"
     FALLBACK = "fallback"
@@ -56,3 +60,13 @@ class Progress(BaseModel):
     token_budget: int = 0
     cost_usd: float | None = None
     max_cost_usd: float | None = None
+
+
+def shown_status(status: str, reason: str | None, stop_requested: bool = False) -> str:
+    """The state a page shows: Temporal's status, except that a run asked to stop is
+    "stopping" until it ends, and a run that ended on the user's stop is "stopped"."""
+    if status == "running":
+        return "stopping" if stop_requested else "running"
+    if status == "completed" and reason == TerminationReason.USER_STOP:
+        return "stopped"
+    return status

@@ -241,6 +241,7 @@ def refinement_result(
     error: str | None = None,
     min_change: float = NEW_WORD_RATIO,
     ending: Ending | None = None,
+    late: bool = False,
 ) -> RefinementResult:
     """What a refinement did. A failed or empty call keeps the original answer; the reply
     itself is kept as it arrived, with how it ended (`ending`: a finish reason, a cut)."""
@@ -259,6 +260,7 @@ def refinement_result(
             **common,
             refined_response=task.original,
             error=error or "the refinement was empty",
+            late=late,
         )
     answer = parsed.final_answer
     changed = detect_significant_changes(task.original, answer, min_change)

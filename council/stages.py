@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from pydantic import BaseModel, Field
 
+from council.structured import Disagreement
+
 
 class Ending(BaseModel):
     """How a stored reply ended: the provider's finish reason ("length": cut by the token
@@ -54,6 +56,8 @@ class Stage2_5Result(BaseModel):
 class Stage3Result(Ending):
     model: str
     response: str
+    # Where the council disagreed, as the chairman's structured synthesis gave it.
+    disagreements: list[Disagreement] = Field(default_factory=list)
 
 
 class AggregateRanking(BaseModel):

@@ -72,6 +72,27 @@ class RefinementReply(BaseModel):
     improvement_explanation: str
 
 
+class Disagreement(BaseModel):
+    """A point the council did not agree on, as the chairman's structured synthesis gives
+    it: the point, the members who held the view the answer did not take, and why the
+    answer sides as it does."""
+
+    point: str = Field(description="what the members disagreed about")
+    held_by: list[str] = Field(
+        default_factory=list, description="the model ids of the members who held that view"
+    )
+    resolution: str = Field(default="", description="why the final answer sides as it does")
+
+
+class SynthesisReply(BaseModel):
+    """The chairman's synthesis as one JSON object, when the council did not agree."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    answer: str = Field(description="the final answer to the question, in Markdown")
+    disagreements: list[Disagreement]
+
+
 def _inline(schema: dict[str, Any]) -> dict[str, Any]:
     """The schema with its $defs inlined and titles dropped (every provider reads that)."""
     defs = schema.get("$defs", {})
@@ -113,6 +134,34 @@ def refinement_schema() -> StructuredReply:
     return StructuredReply(
         name="refinement", json_schema=_inline(RefinementReply.model_json_schema())
     )
+
+
+def synthesis_schema() -> StructuredReply:
+    return StructuredReply(
+        name="synthesis", json_schema=_inline(SynthesisReply.model_json_schema())
+    )
+
+
+def read_synthesis(text: str) -> tuple[str, list[Disagreement]]:
+    """The final answer and the points of disagreement from a structured synthesis; a
+    reply that is not that JSON is all answer (a provider that took no schema)."""
+    data = json_object(text)
+    answer = data.get("answer") if data else None
+    if not isinstance(answer, str) or not answer.strip():
+        return text, []
+    points = []
+    for item in data.get("disagreements") or []:
+        if not isinstance(item, dict) or not isinstance(item.get("point"), str):
+            continue
+        held = item.get("held_by")
+        points.append(
+            Disagreement(
+                point=item["point"],
+                held_by=[str(m) for m in held] if isinstance(held, list) else [],
+                resolution=str(item.get("resolution") or ""),
+            )
+        )
+    return answer, points
 
 
 def json_object(text: str) -> dict[str, Any] | None:

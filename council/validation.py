@@ -83,6 +83,13 @@ def one_line(err: ValidationError, model: type[BaseModel] = DeliberationRequest)
     return _describe(model, err.errors()[0])
 
 
+def every_problem(
+    err: ValidationError, model: type[BaseModel] = DeliberationRequest
+) -> list[tuple[tuple[Any, ...], str]]:
+    """Every problem at once (a form shows each beside its field): (where, one line)."""
+    return [(tuple(error.get("loc", ())), _describe(model, error)) for error in err.errors()]
+
+
 def validate_request(data: Any) -> DeliberationRequest:
     """Validate a request from any client; raise InvalidRequest with a one-line reason."""
     try:

@@ -5,8 +5,8 @@ and score every stage.
     evaluation.scoring   one problem's record -> what each model answered at each stage
     evaluation.runner    the deliberations: bounded concurrency, resumption
     evaluation.report    accuracy tables, report.json, raw outputs
-    evaluation.plot      the PNG of accuracy by stage and round
-    evaluation.outputs   report.json, the plot and raw outputs on disk
+    evaluation.plot      the PNGs of accuracy by stage and round and by agreement level
+    evaluation.outputs   report.json, the plots and raw outputs on disk
     evaluation.cli       `python starter.py eval DATASET.jsonl`
     evaluation.local     `make eval`: the above, starting the server, simulator and worker
 

@@ -17,6 +17,7 @@ from rich.console import Console
 from temporalio.client import Client
 
 from council.models import MODEL_ID, DeliberationRequest
+from evaluation.outputs import Outputs
 from evaluation.plan import EvalPlan, EvalSettings, plan
 from evaluation.report import print_report
 from evaluation.runner import Evaluation
@@ -139,14 +140,14 @@ async def execute(client: Client, eval_plan: EvalPlan, as_json: bool, err: Conso
         print(report.model_dump_json(indent=2))
     else:
         print_report(report, Console(width=None if sys.stdout.isatty() else 160, highlight=False))
-    outputs = settings.out_dir
+    outputs = Outputs(settings.out_dir)
     if report.run.simulated:
         err.print(
             "eval: these answers were written by the SIMULATOR, not by real models", markup=False
         )
     err.print(
-        f"eval: report {outputs / 'report.json'} · plot {outputs / 'accuracy.png'} · raw outputs "
-        f"{outputs / 'raw_outputs'}/",
+        f"eval: report {outputs.report_path} · plots {outputs.plot_path}, "
+        f"{outputs.agreement_plot_path} · raw outputs {outputs.raw}/",
         markup=False,
     )
     if report.failed:

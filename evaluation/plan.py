@@ -33,6 +33,7 @@ KEY_SETTINGS = {
     "criteria",
     "temperature",
     "max_tokens",
+    "stragglers",
     "instructions",
 }
 

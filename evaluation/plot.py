@@ -1,6 +1,8 @@
 """accuracy.png: each model's accuracy at stage 1 and after each refinement round, the
-majority vote, and the chairman's final answer. Drawn with matplotlib's Agg backend (no
-display needed); matplotlib is imported only when a plot is drawn.
+majority vote, and the chairman's final answer. agreement.png: the chairman's and the
+majority vote's accuracy for each agreement level of the final review, with the number of
+problems at that level. Drawn with matplotlib's Agg backend (no display needed);
+matplotlib is imported only when a plot is drawn.
 """
 
 from __future__ import annotations
@@ -16,15 +18,26 @@ def _percent(cell) -> float:
     return float("nan") if cell.accuracy is None else cell.accuracy * 100
 
 
-def plot_accuracy(report: EvalReport, path: Path) -> Path:
+def _figure(width: float, height: float):
     import matplotlib
 
     matplotlib.use("Agg")
     from matplotlib.figure import Figure
 
+    return Figure(figsize=(width, height), dpi=110)
+
+
+def _save(figure, path: Path) -> Path:
+    figure.tight_layout()
+    path.parent.mkdir(parents=True, exist_ok=True)
+    figure.savefig(path, format="png")
+    return path
+
+
+def plot_accuracy(report: EvalReport, path: Path) -> Path:
     stages = report.stages
     x = list(range(len(stages)))
-    figure = Figure(figsize=(8, 4.8), dpi=110)
+    figure = _figure(8, 4.8)
     axes = figure.subplots()
     # The vote goes underneath, wide and grey, so a model with the same accuracy stays visible.
     axes.plot(
@@ -70,7 +83,45 @@ def plot_accuracy(report: EvalReport, path: Path) -> Path:
         f"{report.dataset.name}: accuracy by stage ({report.completed} problems{simulated})"
     )
     axes.legend(loc="lower right", fontsize=8)
-    figure.tight_layout()
-    path.parent.mkdir(parents=True, exist_ok=True)
-    figure.savefig(path, format="png")
-    return path
+    return _save(figure, path)
+
+
+def plot_agreement(report: EvalReport, path: Path) -> Path:
+    """A pair of bars per agreement level (chairman, majority vote of the final answers),
+    each level labelled with its number of problems; a level without problems has no bars."""
+    levels = list(report.by_agreement)
+    figure = _figure(7, 4.2)
+    axes = figure.subplots()
+    width = 0.38
+    last = report.stages[-1]
+    for offset, name, color, cell_of in (
+        (-width / 2, "chairman", "crimson", lambda row: row.chairman),
+        (width / 2, f"majority vote ({last})", "0.55", lambda row: row.majority_vote),
+    ):
+        heights = [_percent(cell_of(report.by_agreement[level])) for level in levels]
+        bars = axes.bar(
+            [i + offset for i in range(len(levels))], heights, width, color=color, label=name
+        )
+        axes.bar_label(
+            bars, labels=["" if h != h else f"{h:.0f}%" for h in heights], padding=2, fontsize=8
+        )
+    counts = [report.by_agreement[level].problems for level in levels]
+    axes.set_xticks(
+        range(len(levels)),
+        [
+            f"{level}\n{n} problem{'' if n == 1 else 's'}"
+            for level, n in zip(levels, counts, strict=True)
+        ],
+    )
+    axes.set_xlabel("agreement level of the final review")
+    axes.set_ylim(0, 125)
+    axes.set_yticks(range(0, 101, 20))
+    axes.set_ylabel("accuracy (%)")
+    axes.grid(axis="y", alpha=0.3)
+    simulated = " · simulated models" if report.run.simulated else ""
+    axes.set_title(
+        f"{report.dataset.name}: accuracy by agreement level "
+        f"({report.completed} problems{simulated})"
+    )
+    axes.legend(loc="upper center", ncols=2, fontsize=8)
+    return _save(figure, path)

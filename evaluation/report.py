@@ -1,8 +1,13 @@
-"""The evaluation report: accuracy by stage and round, usage, per-problem results; as
-report.json and as tables on a terminal.
+"""The evaluation report: accuracy by stage and round, accuracy by agreement level, usage,
+per-problem results; as report.json and as tables on a terminal.
 
 Accuracies count the problems whose deliberation completed; a failed one is listed with
 its error and counted in no accuracy.
+
+Accuracy by agreement level groups the problems by the level of their final review
+(`record.agreement.level`: high, medium or low; "not measured" when no answer had two
+ratings, or the record predates agreement), to see whether the council's agreement
+predicts that its answer is right.
 """
 
 from __future__ import annotations
@@ -14,6 +19,7 @@ from pydantic import BaseModel, Field
 from rich.console import Console
 from rich.table import Table
 
+from council.agreement import LEVELS
 from council.models import UsageTotals
 from evaluation.scoring import SOURCES, ProblemScore, stage_names
 from grading.dataset import INSTRUCTION
@@ -23,6 +29,9 @@ if TYPE_CHECKING:
 
 CHAIRMAN = "chairman"
 MAJORITY = "majority vote"
+NOT_MEASURED = "not measured"
+# The rows of accuracy by agreement level, from most to least agreement.
+AGREEMENT_ROWS: tuple[str, ...] = (*reversed(LEVELS), NOT_MEASURED)
 
 
 class Cell(BaseModel):
@@ -47,6 +56,34 @@ class Accuracy(BaseModel):
         description="stage -> the majority of the models' answers"
     )
     chairman: Cell
+
+
+class LevelAccuracy(BaseModel):
+    """The problems whose final review had one agreement level, and how often they were right."""
+
+    problems: int = 0
+    chairman: Cell = Field(default_factory=Cell)
+    majority_vote: Cell = Field(
+        default_factory=Cell, description="the majority of the models' final answers"
+    )
+    answers: Cell = Field(
+        default_factory=Cell, description="every model's final answer, each counted alone"
+    )
+
+
+def accuracy_by_agreement(scores: list[ProblemScore], final_stage: str) -> dict[str, LevelAccuracy]:
+    """Level (high, medium, low, not measured) -> the completed problems at that level."""
+    rows = {level: LevelAccuracy() for level in AGREEMENT_ROWS}
+    for score in scores:
+        if score.status != "completed":
+            continue
+        row = rows[score.agreement or NOT_MEASURED]
+        row.problems += 1
+        row.chairman.count(bool(score.chairman and score.chairman.correct))
+        row.majority_vote.count(score.majority[final_stage].correct)
+        for reading in score.answers[final_stage].values():
+            row.answers.count(reading.correct)
+    return rows
 
 
 class UsageSummary(UsageTotals):
@@ -91,6 +128,11 @@ class EvalReport(BaseModel):
     stages: list[str]
     accuracy: Accuracy
     majority_ties: dict[str, int] = Field(description="stage -> votes decided by the tie rule")
+    by_agreement: dict[str, LevelAccuracy] = Field(
+        default_factory=dict,
+        description="the final review's agreement level (high, medium, low, not measured) -> "
+        "its problems and their accuracy",
+    )
     completed: int
     failed: int
     sources: dict[str, int] = Field(description="how each problem's deliberation was obtained")
@@ -160,6 +202,7 @@ def build_report(
         stages=stages,
         accuracy=Accuracy(models=models, majority_vote=majority, chairman=chairman),
         majority_ties=ties,
+        by_agreement=accuracy_by_agreement(done, stages[-1]),
         completed=len(done),
         failed=len(scores) - len(done),
         sources=sources,
@@ -200,6 +243,25 @@ def accuracy_table(report: EvalReport) -> Table:
     table.add_row(
         f"{CHAIRMAN} (stage 3)", *("" for _ in report.stages), str(report.accuracy.chairman)
     )
+    return table
+
+
+def agreement_table(report: EvalReport) -> Table:
+    last = report.stages[-1]
+    table = Table(title="Accuracy by agreement level (the final review's)", title_justify="left")
+    table.add_column("agreement")
+    table.add_column("problems", justify="right")
+    table.add_column(CHAIRMAN, justify="right")
+    table.add_column(f"{MAJORITY} ({last})", justify="right")
+    table.add_column(f"answers ({last})", justify="right")
+    for level, row in report.by_agreement.items():
+        table.add_row(
+            level,
+            str(row.problems),
+            str(row.chairman),
+            str(row.majority_vote),
+            str(row.answers),
+        )
     return table
 
 
@@ -259,6 +321,7 @@ def print_report(report: EvalReport, out: Console, per_problem: bool = True) -> 
     if per_problem:
         out.print(problems_table(report))
     out.print(accuracy_table(report))
+    out.print(agreement_table(report))
     usage = report.usage
     ties = ", ".join(f"{stage} {n}" for stage, n in report.majority_ties.items() if n) or "none"
     out.print(

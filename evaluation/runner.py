@@ -28,7 +28,7 @@ from temporalio.service import RPCError, RPCStatusCode
 from council.models import DeliberationRecord
 from evaluation.outputs import Outputs, write_atomically
 from evaluation.plan import EvalPlan, problem_request
-from evaluation.plot import plot_accuracy
+from evaluation.plot import plot_accuracy, plot_agreement
 from evaluation.report import EvalReport, build_report
 from evaluation.scoring import (
     JudgeSummary,
@@ -87,6 +87,7 @@ class Evaluation:
         )
         write_atomically(self.outputs.report_path, report.model_dump_json(indent=2))
         plot_accuracy(report, self.outputs.plot_path)
+        plot_agreement(report, self.outputs.agreement_plot_path)
         return report
 
     # ---- one problem ------------------------------------------------------------------

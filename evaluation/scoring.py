@@ -10,6 +10,9 @@ threshold or stopped changing): "round N" is always the council's final answers.
 The majority vote counts the models' answers at a stage (models without a readable answer
 do not vote). A tie goes to the answer given first in the council's order (the order of
 --model); the vote records that it was a tie.
+
+Each problem keeps its final review's agreement (record.agreement: level, alpha, number of
+dissents) for the report's accuracy by agreement level.
 """
 
 from __future__ import annotations
@@ -19,6 +22,7 @@ from typing import Literal
 
 from pydantic import BaseModel, Field
 
+from council.agreement import Level
 from council.models import DeliberationRecord, UsageTotals
 from grading.answers import ABS_TOL, REL_TOL, Answer, matches
 from grading.dataset import Problem
@@ -82,6 +86,12 @@ class ProblemScore(BaseModel):
     call_errors: int = 0
     judge: JudgeSummary | None = None
     simulated: bool = False
+    agreement: Level | None = Field(
+        default=None,
+        description="the final review's agreement level (record.agreement); None: not measured",
+    )
+    agreement_alpha: float | None = None
+    dissents: int = 0
 
 
 def replies_by_stage(
@@ -182,6 +192,10 @@ def score_problem(
         judge=judge,
         simulated=is_simulated(record),
     )
+    if record.agreement is not None:
+        score.agreement = record.agreement.level
+        score.agreement_alpha = record.agreement.alpha
+        score.dissents = len(record.agreement.dissent)
     for stage, replies in replies_by_stage(record, max_rounds).items():
         readings, votes = {}, []
         for model in record.models:

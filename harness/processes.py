@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import shutil
 import signal
 import socket
@@ -126,14 +127,21 @@ def spawn(
 
 
 def wait_for(check, what: str, process: Process | None = None, timeout: float = 60) -> None:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if check():
-            return
-        if process is not None and not process.alive():
-            raise RuntimeError(f"{what}: the process exited\n{process.log_text()[-2000:]}")
-        time.sleep(0.1)
-    raise RuntimeError(f"{what}: not ready after {timeout:.0f} s")
+    """Until check() holds; the process, if given, is stopped when it does not get there
+    (it exited, the time ran out, or the wait was interrupted), so that none is left."""
+    try:
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            if check():
+                return
+            if process is not None and not process.alive():
+                raise RuntimeError(f"{what}: the process exited\n{process.log_text()[-2000:]}")
+            time.sleep(0.1)
+        raise RuntimeError(f"{what}: not ready after {timeout:.0f} s")
+    except BaseException:
+        if process is not None:
+            process.stop()
+        raise
 
 
 EAGER_ACTIVITIES = "system.enableActivityEagerExecution"
@@ -248,21 +256,59 @@ def start_worker(
     log_path: Path | None = None,
     ready_timeout: float = 60,
     module: str | None = None,
+    processes: int | None = None,
 ) -> Process:
     """`python worker.py` (or `python -m module`, another worker that prints the same ready
-    line) with the given environment; returns once it polls its task queue."""
+    line) with the given environment; returns once it polls its task queue. With
+    `processes`, `worker.py --processes N`: returns once all N poll it."""
     start = log_path.stat().st_size if log_path is not None and log_path.exists() else 0
     command = (
         [sys.executable, "-m", module] if module else [sys.executable, str(ROOT / "worker.py")]
     )
+    if processes is not None:
+        command += ["--processes", str(processes)]
     process = spawn(module or "worker", command, log_path, env)
     if log_path is not None:
 
         def ready() -> bool:
-            return "worker ready" in process.log_text()[start:]
+            return process.log_text()[start:].count("worker ready") >= (processes or 1)
 
         wait_for(ready, "worker", process, ready_timeout)
     return process
+
+
+_READY_PID = re.compile(r"^worker ready: .* \(process (\d+), pid (\d+)\)$", re.MULTILINE)
+
+
+def worker_processes(log_text: str) -> dict[int, int]:
+    """The pid of each process of `worker.py --processes N` (index: pid), from its ready
+    lines: a restarted process's newest pid."""
+    return {int(index): int(pid) for index, pid in _READY_PID.findall(log_text)}
+
+
+def start_web(
+    env: Mapping[str, str],
+    host: str = "127.0.0.1",
+    port: int = 8080,
+    log_path: Path | None = None,
+    ready_timeout: float = 30,
+) -> Process:
+    """`python -m web` with the given environment; returns once it answers on its port."""
+    command = [sys.executable, "-m", "web", "--host", host, "--port", str(port)]
+    process = spawn("web", command, log_path, env)
+    wait_for(lambda: port_open(reachable_host(host), port), "web page", process, ready_timeout)
+    process.extra["url"] = f"http://{url_host(reachable_host(host))}:{port}"
+    return process
+
+
+def reachable_host(host: str) -> str:
+    """Where this machine reaches a server bound to `host` (loopback for a wildcard)."""
+    return {"": "127.0.0.1", "0.0.0.0": "127.0.0.1", "::": "::1"}.get(host, host)
+
+
+def url_host(host: str) -> str:
+    """A host as a URL names it (an IPv6 address in brackets)."""
+    return f"[{host}]" if ":" in host and not host.startswith("[") else host
 
 
 # ---- what a process costs (/proc, Linux; None elsewhere) ---------------------------------

@@ -145,12 +145,19 @@ class Stack:
         }
 
     def start_worker(
-        self, queue: str | None = None, module: str | None = None, **env: str
+        self,
+        queue: str | None = None,
+        module: str | None = None,
+        processes: int | None = None,
+        **env: str,
     ) -> WorkerProcess:
-        """`python worker.py` (or `python -m module`) on its task queue (a new one if None)."""
+        """`python worker.py` (or `python -m module`) on its task queue (a new one if None);
+        `worker.py --processes N` with `processes`."""
         queue = queue or f"{(module or 'council').rsplit('.', 1)[-1]}-{uuid.uuid4().hex[:8]}"
         log = self.workdir / f"worker-{queue}.log"
-        process = start_worker(self.worker_env(queue, **env), log, module=module)
+        process = start_worker(
+            self.worker_env(queue, **env), log, module=module, processes=processes
+        )
         worker = WorkerProcess(process, queue)
         self._workers.append(worker)
         return worker

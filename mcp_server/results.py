@@ -7,6 +7,7 @@ from __future__ import annotations
 from mcp.types import CallToolResult, TextContent
 from pydantic import BaseModel, Field
 
+from council.agreement import Agreement, verdict
 from council.models import DeliberationRecord
 from council.progress import Progress
 
@@ -29,6 +30,11 @@ class DeliberationState(BaseModel):
         default=None, description="the cost the providers reported (none: not reported)"
     )
     summary: str = Field(description="the one-line summary the text content ends with")
+    agreement: Agreement | None = Field(
+        default=None,
+        description="once completed: how far the final review agreed (level, alpha, Kendall's "
+        "W, each answer's ratings, the dissents with their critiques)",
+    )
 
 
 def _result(state: DeliberationState, *texts: str) -> CallToolResult:
@@ -49,6 +55,7 @@ def summary_line(record: DeliberationRecord) -> str:
     return (
         f"{record.id} · ended: {record.iteration.terminated_reason or '-'} · "
         f"{usage.total_tokens:,} tokens in {usage.calls} calls · {usage.cost_line()}"
+        + (f" · {verdict(record.agreement)}" if record.agreement is not None else "")
     )
 
 
@@ -64,6 +71,7 @@ def finished(record: DeliberationRecord) -> CallToolResult:
         calls=record.usage.calls,
         cost_usd=record.usage.cost_usd,
         summary=summary_line(record),
+        agreement=record.agreement,
     )
     return _result(state, answer or "(no synthesis)", state.summary)
 

@@ -223,6 +223,8 @@ class _Exchange:
                 text = wire.review_json(text, list(prompt.answers))
             elif prompt.stage is Stage.REFINE:
                 text = wire.refinement_json(text)
+            elif prompt.stage is Stage.SYNTHESIS:
+                text = wire.synthesis_json(text, prompt_text(self.messages))
         if self.plan.pad_to_bytes:
             need = self.plan.pad_to_bytes - len(text.encode("utf-8"))
             if need > 0:

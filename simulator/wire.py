@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import math
+import re
 from http import HTTPStatus
 from typing import Any
 
@@ -74,6 +75,23 @@ def refinement_json(reply: str) -> str:
     if parsed.changed_from_original is None:
         data["changed_from_original"] = True
     return json.dumps(data, ensure_ascii=False)
+
+
+_DISSENT = re.compile(r'<dissent reviewer="([^"]*)" about="([^"]*)"')
+
+
+def synthesis_json(reply: str, prompt: str) -> str:
+    """A simulated synthesis as the JSON the synthesis schema asks for: the answer, and a
+    point of disagreement for each dissent the prompt names."""
+    points = [
+        {
+            "point": f"how good {about} is",
+            "held_by": [reviewer],
+            "resolution": "(simulated) the answer follows the other reviewers' ratings",
+        }
+        for reviewer, about in _DISSENT.findall(prompt)
+    ]
+    return json.dumps({"answer": reply, "disagreements": points}, ensure_ascii=False)
 
 
 def tokens(text: str) -> int:

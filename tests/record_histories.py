@@ -80,6 +80,32 @@ SCENARIOS = {
         {"quality_threshold": 5, "max_rounds": 1, "max_tokens": {"answer": 300}},
         {"*": {"structured": True, "refuse_formats": {"json_schema": 500}}},
     ),
+    # Since agreement: a harsh reviewer's dissent reaches the chairman, whose synthesis
+    # comes back as JSON with the points of disagreement.
+    "agreement_dissent_and_structured_synthesis": (
+        {"quality_threshold": 5, "max_rounds": 1, "stop_on_convergence": False},
+        {"*": {"rating": 4, "structured": True}, "sim/drift": {"rating": 1}},
+    ),
+    # Since the straggler rule: a member cut in stage 1, a review cut, a refinement cut.
+    "stragglers_cut_in_each_stage": (
+        {
+            "quality_threshold": 5,
+            "max_rounds": 1,
+            "stop_on_convergence": False,
+            "stragglers": {"grace_seconds": 0.5},
+        },
+        {
+            "*": {"latency": 0.2},
+            "sim/cirrus": {"latency": 0.2, "hang": 1.0, "max_faults": 1, "stages": ["stage1"]},
+            "sim/drift": {"latency": 0.2, "hang": 1.0, "max_faults": 1, "stages": ["stage2"]},
+            "sim/borealis": {
+                "latency": 0.2,
+                "hang": 1.0,
+                "max_faults": 1,
+                "stages": ["stage2_5"],
+            },
+        },
+    ),
 }
 
 

@@ -9,6 +9,7 @@ from pathlib import Path
 
 from bench.plain_asyncio import PlainCouncil
 from bench.profiling import read_profile
+from bench.scale import limit
 from bench.stack import CpuMeter, council_plan, council_request, history_timing, stages_of
 from bench.throughput import Sizes, closed_loop
 from simulator import SimulatorServer
@@ -90,3 +91,21 @@ def test_a_py_spy_profile_is_read_by_function(tmp_path: Path) -> None:
     assert own["parse_review (council/reviews.py)"] == 10
     assert self_samples["select (selectors.py)"] == 60
     assert packages["httpx"] == 30 and packages["council"] == 10
+
+
+def test_the_scale_benchmark_names_the_process_that_saturates() -> None:
+    def cpu(window: float, **cores: float) -> dict[str, float | None]:
+        names = {"worker_1": "worker 1", "worker_2": "worker 2", "server": "temporal server"}
+        return {names.get(name, name): busy * window for name, busy in cores.items()}
+
+    # A worker process at one core on a large machine: the worker is the limit.
+    found = limit(cpu(30, worker_1=0.96, server=0.4, simulator=0.2, machine=1.6), 30, 16)
+    assert found == "worker 1: 96% of one core (a Python process uses one)"
+    # All cores busy, some of it other load: the machine is the limit.
+    found = limit(cpu(30, worker_1=0.5, worker_2=0.5, server=0.3, machine=1.9), 30, 2)
+    assert found == (
+        "the machine: 95% of its 2 cores busy (this benchmark's processes 1.30 cores, "
+        "most worker 1 0.50, other load 0.60)"
+    )
+    found = limit(cpu(30, worker_1=0.3, server=0.5, simulator=0.1, machine=0.9), 30, 16)
+    assert found == "none saturated (6% of the machine busy; most: temporal server, 0.50 cores)"

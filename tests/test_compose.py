@@ -429,6 +429,7 @@ def test_search_attributes_match_the_workflow(compose: dict[str, Any]) -> None:
         "CouncilRound": "Int",
         "CouncilTerminationReason": "Keyword",
         "CouncilThread": "Keyword",
+        "CouncilAgreement": "Keyword",
     }
 
 

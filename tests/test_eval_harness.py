@@ -123,6 +123,7 @@ async def test_eval_end_to_end_on_a_subset(council: Council, cli_env, tmp_path: 
     assert code == 0, stderr
     assert "Accuracy on subset (6 problems · SIMULATED models)" in stdout
     assert "majority vote" in stdout and "chairman (stage 3)" in stdout
+    assert "Accuracy by agreement level (the final review's)" in stdout
     assert stderr.count("deliberated now") == 6 and "[6/6]" in stderr
     assert stage1_calls(council) == 4 * 6  # every problem deliberated once
 
@@ -134,6 +135,7 @@ async def test_eval_end_to_end_on_a_subset(council: Council, cli_env, tmp_path: 
     right = {model: {"stage 1": 0, "round 2": 0} for model in FOUR_MODELS}
     votes = {"stage 1": 0, "round 2": 0}
     chairman = tokens = 0
+    by_level: dict[str, list[int]] = {}  # level -> [problems, chairman right]
     for score in report["problems"]:
         problem = by_id[score["id"]]
         record = DeliberationRecord.model_validate_json(
@@ -154,8 +156,14 @@ async def test_eval_end_to_end_on_a_subset(council: Council, cli_env, tmp_path: 
         for stage, replies in (("stage 1", first), ("round 2", last)):
             assert score["majority"][stage]["correct"] == majority_is_right(problem, replies)
             votes[stage] += majority_is_right(problem, replies)
-        chairman += problem.is_correct(problem.read(record.stage3.response))
+        chairman_right = problem.is_correct(problem.read(record.stage3.response))
+        chairman += chairman_right
         tokens += record.usage.total_tokens
+        # Every record measures its final review's agreement; the report groups by its level.
+        assert record.agreement is not None and score["agreement"] == record.agreement.level
+        level = by_level.setdefault(record.agreement.level or "not measured", [0, 0])
+        level[0] += 1
+        level[1] += chairman_right
         assert score["usage"]["total_tokens"] == record.usage.total_tokens
         assert score["rounds_completed"] == len(record.rounds)
 
@@ -183,6 +191,12 @@ async def test_eval_end_to_end_on_a_subset(council: Council, cli_env, tmp_path: 
             }
     assert {s: accuracy["majority_vote"][s]["correct"] for s in votes} == votes
     assert accuracy["chairman"]["correct"] == chairman
+    assert {
+        level: [row["problems"], row["chairman"]["correct"]]
+        for level, row in report["by_agreement"].items()
+        if row["problems"]
+    } == by_level
+    assert list(report["by_agreement"]) == ["high", "medium", "low", "not measured"]
     assert report["usage"]["total_tokens"] == tokens
     # The simulated solvers slip, and the refinements fix some of the slips.
     assert sum(r["stage 1"] for r in right.values()) < sum(r["round 2"] for r in right.values())
@@ -191,8 +205,9 @@ async def test_eval_end_to_end_on_a_subset(council: Council, cli_env, tmp_path: 
         not s["original_answer_correct"] and s["final_answer_correct"] and s["critiques_accepted"]
         for s in fixed["refined_solutions"].values()
     )
-    width, height = png_size(out / "accuracy.png")
-    assert width > 400 and height > 300
+    for plot in ("accuracy.png", "agreement.png"):
+        width, height = png_size(out / plot)
+        assert width > 400 and height > 300
 
     # The same command again deliberates nothing: every record is read back.
     council.sim.reset()
@@ -203,6 +218,7 @@ async def test_eval_end_to_end_on_a_subset(council: Council, cli_env, tmp_path: 
     assert council.sim.log()["total"] == 0
     again = json.loads((out / "report.json").read_text())
     assert again["sources"] == {"saved": 6} and again["accuracy"] == report["accuracy"]
+    assert again["by_agreement"] == report["by_agreement"]
 
 
 async def test_an_interrupted_eval_resumes_without_deliberating_again(

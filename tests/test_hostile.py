@@ -252,10 +252,17 @@ async def test_a_decoy_id_page_points_only_at_itself(
     await page.goto(f"{web.url}/deliberations/{quote(odd, safe='')}")
     own = f"/deliberations/{quote(odd, safe='')}"
     targets = await page.eval_on_selector_all(
-        "a[href^='/deliberations'], form[action^='/deliberations']",
+        "#conversation a[href^='/deliberations'], #conversation form[action^='/deliberations'],"
+        " #ask form[action^='/deliberations']",
         "els => els.map(e => e.getAttribute('href') || e.getAttribute('action'))",
     )
     assert targets and all(t.startswith(own) for t in targets), targets
+    # The sidebar links other conversations, each by its id as one encoded path segment.
+    others = await page.eval_on_selector_all(
+        "#threads a[href^='/deliberations']", "links => links.map(a => a.getAttribute('href'))"
+    )
+    assert own in others and f"/deliberations/{quote(decoy_id, safe='')}" in others, others
+    assert all(re.fullmatch(r"/deliberations/[A-Za-z0-9._~%-]+", t) for t in others), others
 
 
 @pytest.mark.parametrize(

@@ -7,7 +7,7 @@
     simulator                         a fake provider: council and grading only
     harness, evaluation, bench, web,
     mcp_server, worker.py,
-    starter.py, demo.py               what people run
+    starter.py, demo.py, up.py        what people run
 
 Every import counts: at the top, inside functions and under TYPE_CHECKING.
 """
@@ -43,6 +43,7 @@ BELOW = {
     "web": {"council", "workflows", "app"},
     "mcp_server": {"council", "workflows", "app", "web"},
     "demo": {"harness"},
+    "up": {"harness", "web"},
 }
 # What the check reads: every folder and root script named in the layers above.
 PACKAGES = tuple(name for name in BELOW if (ROOT / name).is_dir())

@@ -18,6 +18,7 @@ from mcp.client.streamable_http import streamable_http_client
 from mcp.types import CallToolResult, TextContent
 from temporalio.testing import WorkflowEnvironment
 
+from council.agreement import verdict
 from council.calls import Stage
 from council.models import DeliberationRecord
 from council.progress import EventKind, ProgressEvent
@@ -111,7 +112,7 @@ async def test_ask_council_reports_progress_and_returns_the_answer(
     summary = (
         f"{record.id} · ended: {record.iteration.terminated_reason} · "
         f"{record.usage.total_tokens:,} tokens in {record.usage.calls} calls · "
-        f"{record.usage.cost_line()}"
+        f"{record.usage.cost_line()} · {verdict(record.agreement)}"
     )
     # The answer, then one short line; the structured content carries the same fields.
     assert texts(result) == [record.stage3.response, summary]
@@ -120,6 +121,7 @@ async def test_ask_council_reports_progress_and_returns_the_answer(
     assert data["terminated_reason"] == record.iteration.terminated_reason
     assert data["total_tokens"] == record.usage.total_tokens > 0
     assert data["calls"] == record.usage.calls
+    assert data["agreement"] == record.agreement.model_dump(mode="json")
 
     messages = [message or "" for _, message in updates]
     assert [value for value, _ in updates] == list(range(1, len(updates) + 1))

@@ -103,6 +103,9 @@ async def test_the_worker_serves_sdk_and_council_metrics(
     assert total(found, "council_model_cost_usd_count", model="sim/atlas") >= 1
     reason = str(record.iteration.terminated_reason)
     assert total(found, "council_deliberations_finished_total", reason=reason) == 1
+    # How far the final review agreed, by level (the alpha, 1 when all ratings were equal).
+    assert record.agreement is not None and record.agreement.level is not None
+    assert total(found, "council_agreement_count", level=record.agreement.level) == 1
     # Every series the Grafana dashboard reads is served.
     served = {name for name, _, _ in found}
     assert set(SERVED_BY_THE_WORKER) <= served, set(SERVED_BY_THE_WORKER) - served

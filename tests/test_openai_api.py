@@ -102,6 +102,10 @@ async def test_the_models_and_a_plain_completion_that_show_finds(
     assert about["termination_reason"] == record.iteration.terminated_reason
     assert about["rounds"] == record.iteration.rounds_completed <= 1
     assert about["page"] == f"{web_councils.url}/deliberations/{record.id}"
+    # The documented extra: how far the final review agreed.
+    assert record.agreement is not None
+    assert about["agreement"] == record.agreement.model_dump(mode="json")
+    assert about["verdict"].startswith(f"agreement {record.agreement.level}")
 
     code, out, _ = await starter("show", completion.id, env=cli_env)
     assert code == 0 and record.id in out and "Is tea better than coffee?" in out

@@ -2,12 +2,25 @@
 
 from __future__ import annotations
 
-from datetime import UTC, datetime
+from dataclasses import dataclass
+from datetime import UTC, datetime, timedelta
 
 from council.calls import Stage
+from council.limits import MAX_COST_USD, MAX_TOKEN_BUDGET
 from council.progress import EventKind, ProgressEvent
 from council.stages import Stage2Result
-from web.views import model_statuses, request_from_form, review_matrix, word_diff
+from web.views import (
+    model_statuses,
+    provider_problem,
+    recent_threads,
+    request_from_form,
+    review_matrix,
+    shown_status,
+    stage_calls,
+    where_line,
+    word_diff,
+)
+from workflows.client import Listed
 
 DEFAULTS = {"models": ["a/x", "b/y"]}
 AT = datetime(2026, 1, 1, tzinfo=UTC)
@@ -29,13 +42,45 @@ def test_a_bad_field_gets_its_one_line_message() -> None:
     request, form = request_from_form({"question": "Q", "quality_threshold": "9"}, DEFAULTS)
     assert request is None
     assert form.errors == {
-        "quality_threshold": "quality_threshold must be between 0.0 and 5.0 (got 9)"
+        "quality_threshold": "Quality threshold must be between 0.0 and 5.0 (got 9)"
     }
     assert form.values["quality_threshold"] == "9"
     _, form = request_from_form({"question": "Q", "models": "a/x\na/x"}, DEFAULTS)
     assert list(form.errors) == ["models"] and "listed twice" in form.errors["models"]
     _, form = request_from_form({"question": "Q", "max_rounds": "two"}, DEFAULTS)
-    assert list(form.errors) == ["max_rounds"] and "valid integer" in form.errors["max_rounds"]
+    assert form.errors == {
+        "max_rounds": "Max rounds must be a whole number from 1 to 5 (got 'two')"
+    }
+
+
+def test_every_bad_field_gets_its_message_at_once_in_the_words_of_its_label() -> None:
+    _, form = request_from_form(
+        {
+            "question": " ",
+            "max_rounds": "2.5",
+            "quality_threshold": "high",
+            "token_budget": "0",
+            "max_cost_usd": "-1",
+            "context_tokens": "x",
+        },
+        DEFAULTS,
+    )
+    assert form.errors == {
+        "question": "Question must not be empty",
+        "max_rounds": "Max rounds must be a whole number from 1 to 5 (got '2.5')",
+        "quality_threshold": "Quality threshold must be a number from 0 to 5 (got 'high')",
+        "token_budget": f"Token budget must be between 1 and {MAX_TOKEN_BUDGET} (got 0)",
+        "max_cost_usd": (
+            f"Cost budget (USD) must be more than 0 and at most {MAX_COST_USD} (got -1)"
+        ),
+        "context_tokens": (
+            "Context (tokens of earlier turns) must be a whole number from 0 to 32,000 (got 'x')"
+        ),
+    }
+    assert form.first_error == "question"
+    assert form.values["max_rounds"] == "2.5"  # kept as typed
+    _, form = request_from_form({"question": "Q", "models": "a/x\nnot a model id"}, DEFAULTS)
+    assert form.errors["models"].startswith("Models, line 2")
 
 
 def test_word_diff_marks_words_added_and_removed_and_keeps_the_rest() -> None:
@@ -77,3 +122,83 @@ def test_each_models_state_follows_the_events_of_the_stage_under_way() -> None:
     assert model_statuses(events, []) == {"a": "done", "b": "writing", "c": "failed"}
     events.append(event(3, EventKind.STAGE_START, stage=Stage.REVIEW, data={"models": ["a", "b"]}))
     assert model_statuses(events, []) == {"a": "writing", "b": "writing", "c": "idle"}
+
+
+def test_where_a_run_is_names_the_refinement_round_only_once_one_runs() -> None:
+    assert where_line(Stage.ANSWER, 0, 2, 1, None) == "stage 1 answer"
+    assert where_line(Stage.REVIEW, 0, 2, 1, None) == "stage 2 review"
+    assert where_line(Stage.REFINE, 1, 2, 1, None) == (
+        "stage 2.5 refinement · refinement round 1 of 2 (at least 1)"
+    )
+
+
+def test_the_state_shown_says_stopping_and_stopped_not_running_and_completed() -> None:
+    assert shown_status("running", None) == "running"
+    assert shown_status("running", None, stop_requested=True) == "stopping"
+    assert shown_status("completed", "user_stopped") == "stopped"
+    assert shown_status("completed", "quality_threshold_met") == "completed"
+    assert shown_status("failed", None) == "failed"
+
+
+@dataclass
+class Flying:
+    """The shape of workflows.client.CallInFlight the view reads."""
+
+    model: str | None
+    text: str = ""
+    content_bytes: int = 0
+    attempt: int = 1
+    max_attempts: int = 6
+    failure: str | None = None
+    retry_at: datetime | None = None
+
+
+def test_a_call_whose_attempts_fail_shows_its_retry_and_error_not_writing() -> None:
+    events = [
+        ProgressEvent(
+            seq=0,
+            at=AT,
+            kind=EventKind.STAGE_START,
+            stage=Stage.ANSWER,
+            data={"models": ["a/x", "b/y"]},
+        )
+    ]
+    in_flight = [
+        # No heartbeat yet: named by its failure ("MODEL: why").
+        Flying(None, attempt=3, failure="b/y: cannot connect", retry_at=AT + timedelta(seconds=4)),
+        Flying("a/x", text="so far", content_bytes=6),
+    ]
+    stage, round_number, calls = stage_calls(events, in_flight, AT)
+    assert (stage, round_number) == (Stage.ANSWER, 0)
+    a, b = calls
+    assert (a.state, a.text, a.line) == ("writing", "so far", "writing · 6 bytes so far")
+    assert b.state == "retrying"
+    assert (
+        b.line
+        == "retrying: attempt 3 of 6 (next in 4 s) · the last one failed: b/y: cannot connect"
+    )
+
+
+def test_no_provider_is_said_only_while_no_call_completed() -> None:
+    failures = [("ProviderUnavailable", "x: HTTP 503"), ("ConnectionFailed", "x: cannot connect")]
+    said = provider_problem(0, failures)
+    assert said is not None and "x: HTTP 503" in said and "make up" in said
+    assert provider_problem(3, failures) is None
+    assert provider_problem(0, [("MalformedResponse", "x: not JSON")]) is None
+
+
+def test_recent_threads_list_each_thread_once_by_its_newest_turn() -> None:
+    def row(id: str, thread: str | None, question: str, status: str = "completed") -> Listed:
+        return Listed(id, status, 1, None, None, AT, question, thread)
+
+    rows = [
+        row("t2", "t1", "And Go?"),
+        row("s1", None, "Stopped one?", "completed"),
+        row("t1", "t1", "Is Rust hard?"),
+    ]
+    rows[1].reason = "user_stopped"
+    threads = recent_threads(rows)
+    assert [(t.id, t.question, t.turns, t.status) for t in threads] == [
+        ("t2", "Is Rust hard?", 2, "completed"),
+        ("s1", "Stopped one?", 1, "stopped"),
+    ]

@@ -3,9 +3,10 @@
 Reads COUNCIL_WEB_HOST (default 127.0.0.1), COUNCIL_WEB_PORT (8080), COUNCIL_WEB_TOKEN
 (optional: starting and stopping then need it), COUNCIL_WEB_ALLOWED_HOSTS (names beyond
 loopback and --host that the server answers to, comma-separated), COUNCIL_TASK_QUEUE,
-COUNCIL_MODELS and COUNCIL_CHAIRMAN (the form's defaults), COUNCIL_UI_URL, and the
-Temporal and encryption settings of app.connection. Exit status 2 with one line when a
-setting cannot be used or the server cannot be reached.
+COUNCIL_MODELS and COUNCIL_CHAIRMAN (the form's defaults), COUNCIL_UI_URL,
+COUNCIL_SIMULATED (1: the members are the bundled simulator's, as `make up` runs them
+without a key), and the Temporal and encryption settings of app.connection. Exit status
+2 with one line when a setting cannot be used or the server cannot be reached.
 """
 
 from __future__ import annotations

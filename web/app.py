@@ -68,7 +68,7 @@ def build_app(client: Client, settings: Settings) -> Starlette:
         ],
         routes=[
             *Pages(client, settings, guard, pages).routes(),
-            *Live(client, settings.poll_seconds).routes(),
+            *Live(client, settings, pages).routes(),
             *OpenAIApi(client, settings, guard).routes(),
             Mount("/static", StaticFiles(directory=HERE / "static"), name="static"),
         ],

@@ -38,6 +38,7 @@ from temporalio.service import RPCError
 
 from app import councils
 from council import limits
+from council.agreement import verdict
 from council.calls import CallProgress, Stage
 from council.config import DEFAULT_COUNCIL, NOT_COUNCIL_OPTIONS, with_overrides
 from council.models import DeliberationRecord, DeliberationRequest
@@ -424,6 +425,8 @@ class Started:
             "chairman": record.stage3.model if record.stage3 else record.chairman,
             "page": self.page,
             "temporal_ui": self.ui,
+            "agreement": record.agreement.model_dump(mode="json") if record.agreement else None,
+            "verdict": verdict(record.agreement) if record.agreement else None,
         }
 
     def head(self, kind: str) -> dict[str, Any]:

@@ -1,9 +1,11 @@
 """The HTML pages: list and start deliberations, show one, stop and steer it, ask a
 follow-up, download its record, sign in.
 
-    GET  /                                  recent deliberations, a filter, the start form
-    POST /deliberations                     start one (the form)
-    GET  /deliberations/{id}                one deliberation: live while it runs, the record after
+    GET  /                                  the start form, recent deliberations, a filter
+    POST /  (or /deliberations)             start one (the form); a refusal is the list page
+                                            again, every error beside its field
+    GET  /deliberations/{id}                one deliberation, in its thread (a conversation):
+                                            built in place while it runs, the record after
     POST /deliberations/{id}/stop           the stop signal, with an optional reason
     POST /deliberations/{id}/rounds         one more round (an Update of the maximum rounds)
     POST /deliberations/{id}/critique       the user's critique of a model's answer (an Update)
@@ -11,9 +13,14 @@ follow-up, download its record, sign in.
     GET  /deliberations/{id}/record.md      the record as Markdown (record.json: as JSON)
     GET  /login, POST /login                the access token, when COUNCIL_WEB_TOKEN is set
 
-Model text is untrusted: the templates escape every string (Jinja2's autoescape) and
-every id in a URL is percent-encoded. A notice after a redirect is a code from NOTICES,
-never text from the address; a refusal is shown on the page it concerns, in our words.
+A GET of an address that only takes a POST (reloading a refused form) goes to the page
+the form belongs to.
+
+Model text is untrusted: the templates escape every string (Jinja2's autoescape), show
+model text through the `markdown` filter (web/markdown.py: no raw HTML, no image, links
+to http, https and mailto only), and every id in a URL is percent-encoded. A notice after
+a redirect is a code from NOTICES, never text from the address; a refusal is shown on the
+page it concerns, in our words.
 """
 
 from __future__ import annotations
@@ -28,21 +35,21 @@ from starlette.requests import Request
 from starlette.responses import PlainTextResponse, RedirectResponse, Response
 from starlette.routing import Route
 from starlette.templating import Jinja2Templates
-from temporalio.client import Client, WorkflowFailureError
-from temporalio.service import RPCError
+from temporalio.client import Client
 
 from app import councils
 from app.render import record_markdown
 from council.limits import MAX_STOP_REASON_CHARS
 from council.models import DeliberationRecord
 from council.steering import HumanCritique, rounds_problem
-from web import views
+from web import markdown, reading, views
 from web.guard import TOKEN_COOKIE, Forbidden, Guard
 from web.settings import Settings
 from workflows import client as deliberations
 
 HERE = Path(__file__).parent
 LIST_LIMIT = 50
+THREADS_SHOWN = 15
 DOWNLOADS = {"json": "application/json", "md": "text/markdown; charset=utf-8"}
 # What a redirect may ask the page to say: codes only, so that no link can put its own
 # words on the page. {max_rounds} is the record's.
@@ -67,6 +74,8 @@ def templates() -> Jinja2Templates:
     found = Jinja2Templates(directory=HERE / "templates")
     found.env.globals["stage_title"] = views.stage_title
     found.env.globals["deliberation_url"] = deliberation_url
+    found.env.filters["markdown"] = markdown.render
+    found.env.globals["shown_status"] = views.shown_status
     return found
 
 
@@ -82,19 +91,39 @@ class Pages:
     def routes(self) -> list[Route]:
         return [
             Route("/", self.index, methods=["GET"]),
+            Route("/", self.writing(self.start), methods=["POST"]),
+            Route("/deliberations", self.to_index, methods=["GET"]),
             Route("/deliberations", self.writing(self.start), methods=["POST"]),
             Route("/deliberations/{id}", self.show, methods=["GET"]),
-            Route("/deliberations/{id}/stop", self.writing(self.stop), methods=["POST"]),
-            Route("/deliberations/{id}/rounds", self.writing(self.rounds), methods=["POST"]),
-            Route("/deliberations/{id}/critique", self.writing(self.critique), methods=["POST"]),
-            Route("/deliberations/{id}/follow-up", self.writing(self.follow_up), methods=["POST"]),
+            *(
+                route
+                for action, handler in (
+                    ("stop", self.stop),
+                    ("rounds", self.rounds),
+                    ("critique", self.critique),
+                    ("follow-up", self.follow_up),
+                )
+                for route in (
+                    Route(f"/deliberations/{{id}}/{action}", self.to_deliberation, methods=["GET"]),
+                    Route(
+                        f"/deliberations/{{id}}/{action}", self.writing(handler), methods=["POST"]
+                    ),
+                )
+            ),
             Route("/deliberations/{id}/record.{format:str}", self.download, methods=["GET"]),
             Route("/login", self.login, methods=["GET", "POST"]),
         ]
 
     def page(self, request: Request, name: str, code: int = 200, **context: Any) -> Response:
         context.setdefault("token_required", bool(self.settings.token))
+        context.setdefault("simulated", self.settings.simulated)
         return self.templates.TemplateResponse(request, name, context, status_code=code)
+
+    async def to_index(self, request: Request) -> Response:
+        return RedirectResponse("/", status_code=303)
+
+    async def to_deliberation(self, request: Request) -> Response:
+        return RedirectResponse(deliberation_url(request.path_params["id"]), status_code=303)
 
     def missing(self, request: Request, workflow: str) -> Response:
         return self.page(request, "missing.html", 404, workflow=workflow)
@@ -127,8 +156,7 @@ class Pages:
         rows = await deliberations.list_deliberations(self.client, LIST_LIMIT, text)
         if form is None:
             form = views.StartForm()
-        names = councils.council_names(self.settings.config)
-        members = {name: self.council(name)["models"] for name in names}
+        names, members = self.councils()
         return self.page(
             request,
             "index.html",
@@ -140,14 +168,19 @@ class Pages:
             members=members,
         )
 
+    def councils(self) -> tuple[list[str], dict[str, list[str]]]:
+        return council_choices(self.settings)
+
     async def start(self, request: Request, form: FormData) -> Response:
         fields = {k: v for k, v in form.items() if isinstance(v, str)}
+        unknown_council = None
         try:
             council = self.council(fields.get("council"))
         except councils.UnknownCouncil as unknown:
-            state = views.StartForm(fields, {"council": str(unknown.args[0])})
-            return await self.index(request, state, status=400)
+            council, unknown_council = self.council(None), f"Council: {unknown.args[0]}"
         wanted, state = views.request_from_form(fields, council)
+        if unknown_council:
+            wanted, state.errors = None, {"council": unknown_council, **state.errors}
         if wanted is None:
             return await self.index(request, state, status=400)
         handle = await deliberations.start(self.client, wanted, self.settings.task_queue)
@@ -166,34 +199,42 @@ class Pages:
         *,
         notice: str | None = None,
         refused: str | None = None,
+        ask_form: views.StartForm | None = None,
         code: int = 200,
     ) -> Response:
         try:
             found = await deliberations.find(self.client, workflow)
         except deliberations.NoSuchDeliberation:
             return self.missing(request, workflow)
-        record, problem = await read(found.handle)
+        current = await reading.read_turn(found)
+        if notice == "stop" and current.running:
+            current.stop_requested = True  # the signal is in; the run may not have said so yet
+        record = current.record
         note = NOTICES.get(notice or "")
         if note and record:
             note = note.format(max_rounds=record.iteration.max_rounds)
+        before, after = await reading.read_thread(self.client, current)
+        rows = await deliberations.list_deliberations(self.client, LIST_LIMIT)
+        names, members = self.councils()
+        turns = [*before, current, *after]
         return self.page(
             request,
             "deliberation.html",
             code,
-            workflow=workflow,
-            status=found.status,
-            record=record,
-            problem=problem,
+            current=current,
+            before=before,
+            after=after,
+            follow_ups=[t for t in after if t.record and t.record.follow_up_of == current.id],
             note=note,
             refused=refused,
-            thread=await self.thread(record),
-            running=found.status == "running",
-            matrices=views.review_matrices(record) if record else [],
-            model_labels={m: label for label, m in record.label_to_model.items()} if record else {},
-            rounds=[(r, views.refinements(r, record.label_to_model)) for r in record.rounds]
-            if record
-            else [],
             ui_url=deliberations.ui_url(self.client, workflow),
+            threads=views.recent_threads(rows, THREADS_SHOWN),
+            thread_ids={t.id for t in turns},
+            ask_of=ask_target(turns),
+            ask_waiting=turns[-1].running,
+            ask_form=ask_form or views.StartForm(),
+            councils=names,
+            members=members,
         )
 
     async def stop(self, request: Request, form: FormData) -> Response:
@@ -246,41 +287,39 @@ class Pages:
         return RedirectResponse(deliberation_url(workflow, f"?done={done}"), status_code=303)
 
     async def follow_up(self, request: Request, form: FormData) -> Response:
+        """A follow-up from the box at the bottom of a conversation: the same council as the
+        turn it follows, or the one picked beside the box. A refusal is the page again, the
+        error beside the field it concerns and the question kept."""
         workflow = request.path_params["id"]
-        fields = {"question": str(form.get("question") or "")}
-        if form.get("context_tokens"):
-            fields["context_tokens"] = str(form.get("context_tokens"))
+        fields = {
+            name: str(form.get(name) or "") for name in ("question", "council", "context_tokens")
+        }
         try:
             found = await deliberations.find(self.client, workflow)
         except deliberations.NoSuchDeliberation:
             return self.missing(request, workflow)
-        record, _ = await read(found.handle)
-        wanted, state = views.request_from_form(fields | _settings_of(record), self.council(None))
-        problem = None if wanted else next(iter(state.errors.values()))
+        record, _ = await reading.read_record(found.handle)
+        wanted, state = None, views.StartForm(fields)
+        try:
+            council = self.council(fields["council"]) if fields["council"] else None
+        except councils.UnknownCouncil as unknown:
+            state.errors["council"] = str(unknown.args[0])
+        else:
+            settings = _settings_of(record) if council is None else {}
+            wanted, state = views.request_from_form(
+                {**fields, **settings}, council or self.council(None)
+            )
+            state.values = fields
         if wanted is not None:
             try:
                 wanted = await deliberations.follow_up(self.client, wanted, workflow)
             except deliberations.FollowUpError as error:
-                problem = str(error)
-        if problem or wanted is None:
-            return await self.deliberation_page(request, workflow, refused=problem, code=409)
+                state.errors[views.FORM_WIDE] = str(error)
+                wanted = None
+        if wanted is None:
+            return await self.deliberation_page(request, workflow, ask_form=state, code=409)
         handle = await deliberations.start(self.client, wanted, self.settings.task_queue)
         return RedirectResponse(deliberation_url(handle.id), status_code=303)
-
-    async def thread(self, record: DeliberationRecord | None) -> list[tuple[str, str, str | None]]:
-        """The thread's other deliberations, oldest first: (id, question, final answer)."""
-        if record is None or not record.thread_id:
-            return []
-        turns = []
-        for row in await deliberations.list_thread(self.client, record.thread_id):
-            if row.id == record.id:
-                continue
-            answer = None
-            if row.status == "completed":
-                earlier, _ = await read(deliberations.handle(self.client, row.id))
-                answer = earlier.stage3.response if earlier and earlier.stage3 else None
-            turns.append((row.id, row.question or row.id, answer))
-        return turns
 
     async def download(self, request: Request) -> Response:
         workflow, kind = request.path_params["id"], request.path_params["format"]
@@ -290,7 +329,7 @@ class Pages:
             found = await deliberations.find(self.client, workflow)
         except deliberations.NoSuchDeliberation as missing:
             return PlainTextResponse(str(missing), status_code=404)
-        record, problem = await read(found.handle)
+        record, problem = await reading.read_record(found.handle)
         if record is None:
             return PlainTextResponse(problem or "no record yet", status_code=404)
         body = record.model_dump_json(indent=2) if kind == "json" else record_markdown(record)
@@ -333,17 +372,20 @@ def _settings_of(record: DeliberationRecord | None) -> dict[str, str]:
     return {"models": "\n".join(record.models), "chairman": record.chairman}
 
 
-async def read(handle: Any) -> tuple[DeliberationRecord | None, str | None]:
-    """The record (the record so far while it runs), or None and why there is none, in our
-    words. A server that does not answer is raised (the app answers 503)."""
-    try:
-        return await deliberations.read_record(handle), None
-    except WorkflowFailureError as failure:
-        cause = failure.cause
-        return None, f"the deliberation failed: {getattr(cause, 'message', None) or cause}"
-    except RPCError as error:
-        if deliberations.unavailable(error):
-            raise
-        return None, "no record yet: no worker answers for this deliberation"
-    except Exception:  # a query no worker answers yet, and the like
-        return None, "no record yet: no worker answers for this deliberation"
+def council_choices(settings: Settings) -> tuple[list[str], dict[str, list[str]]]:
+    """The councils a user can pick, and each one's members."""
+    names = councils.council_names(settings.config)
+    return names, {
+        name: councils.council_options(settings.config, name)["models"] for name in names
+    }
+
+
+def ask_target(turns: list[views.Turn]) -> views.Turn | None:
+    """The turn the box at the bottom follows up: the newest that completed with a final
+    answer, unless a newer one is still running."""
+    if turns and turns[-1].running:
+        return None
+    for turn in reversed(turns):
+        if turn.status == "completed" and turn.final is not None:
+            return turn
+    return None

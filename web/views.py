@@ -7,31 +7,43 @@ from __future__ import annotations
 import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
+from datetime import datetime
 from difflib import SequenceMatcher
 from typing import Any
 
+import annotated_types
+from pydantic import ValidationError
+
+from council.agreement import Agreement, Dissent, verdict
 from council.calls import Stage
 from council.iteration import CritiqueItem, IterationRound, RefinementResult
 from council.models import DeliberationRecord, DeliberationRequest
-from council.progress import EventKind, ProgressEvent
+from council.progress import EventKind, ProgressEvent, shown_status
 from council.reviews import read_review
 from council.stages import Stage2Result
-from council.validation import InvalidRequest, validate_request
+from council.validation import every_problem
 
 # ---- the start form -----------------------------------------------------------------------
 
-FORM_FIELDS = (
-    "question",
-    "council",
-    "models",
-    "chairman",
-    "max_rounds",
-    "min_rounds",
-    "quality_threshold",
-    "token_budget",
-    "max_cost_usd",
-    "context_tokens",
-)
+# Each field of the start form (and of the follow-up box), by its label on the page: an
+# error names the field as the page does.
+FORM_LABELS = {
+    "question": "Question",
+    "council": "Council",
+    "models": "Models",
+    "chairman": "Chairman",
+    "max_rounds": "Max rounds",
+    "min_rounds": "Min rounds",
+    "quality_threshold": "Quality threshold",
+    "token_budget": "Token budget",
+    "max_cost_usd": "Cost budget (USD)",
+    "context_tokens": "Context (tokens of earlier turns)",
+}
+FORM_FIELDS = tuple(FORM_LABELS)
+_WHOLE_NUMBERS = ("max_rounds", "min_rounds", "token_budget", "context_tokens")
+_NUMBERS = ("quality_threshold", "max_cost_usd")
+# Where a problem that concerns no one field goes: above the form's button.
+FORM_WIDE = "form"
 
 
 @dataclass
@@ -41,39 +53,97 @@ class StartForm:
     values: dict[str, str] = field(default_factory=dict)
     errors: dict[str, str] = field(default_factory=dict)
 
+    @property
+    def first_error(self) -> str | None:
+        """The field the page focuses: the first with an error, in the form's order."""
+        return next((name for name in (*FORM_FIELDS, FORM_WIDE) if name in self.errors), None)
+
 
 def request_from_form(
     form: Mapping[str, str], defaults: Mapping[str, Any]
 ) -> tuple[DeliberationRequest | None, StartForm]:
     """The request the form describes (its fields on top of `defaults`: the chosen
-    council's options), or None and the form with its error next to the field it
-    concerns (the same one-line message the CLI prints)."""
+    council's options), or None and the form with every error beside the field it
+    concerns, in the words of the form's labels."""
     values = {name: str(form.get(name, "")).strip() for name in FORM_FIELDS}
+    errors: dict[str, str] = {}
     data: dict[str, Any] = {**defaults, "question": values["question"]}
     models = [m.strip() for m in re.split(r"[,\n]", values["models"]) if m.strip()]
     if models:
         if data.get("chairman") not in models:
             data.pop("chairman", None)
         data["models"] = models
-    for name in FORM_FIELDS[3:]:
-        if values[name]:
-            data[name] = values[name] if name == "chairman" else _number(values[name])
+    if values["chairman"]:
+        data["chairman"] = values["chairman"]
+    for name in (*_WHOLE_NUMBERS, *_NUMBERS):
+        if not values[name]:
+            continue
+        number = _number(values[name], whole=name in _WHOLE_NUMBERS)
+        if number is None:
+            errors[name] = _not_a_number(name, values[name])
+        else:
+            data[name] = number
     try:
-        return validate_request(data), StartForm(values)
-    except InvalidRequest as error:
-        message = str(error)
-        name = re.split(r"[\s.:]", message, maxsplit=1)[0]
-        return None, StartForm(values, {name if name in FORM_FIELDS else "question": message})
+        request = DeliberationRequest.model_validate(data)
+    except ValidationError as error:
+        for where, line in every_problem(error):
+            name = str(where[0]) if where and str(where[0]) in FORM_LABELS else FORM_WIDE
+            errors.setdefault(name, _in_words(where, line))
+        request = None
+    if errors:
+        return None, StartForm(values, errors)
+    return request, StartForm(values)
 
 
-def _number(text: str) -> int | float | str:
-    """A number as the CLI would parse it; anything else as typed (validation says why)."""
-    for kind in (int, float):
+def _number(text: str, whole: bool) -> int | float | None:
+    """A number as typed (a whole number stays one, so that a message quotes it as it was
+    typed), or None."""
+    for kind in (int,) if whole else (int, float):
         try:
             return kind(text)
         except ValueError:
             continue
-    return text
+    return None
+
+
+def _bounds(name: str) -> str:
+    """ " from 1 to 5", " above 0, at most 10": a numeric field's range as the model has it."""
+    low = high = None
+    above = False
+    for meta in DeliberationRequest.model_fields[name].metadata:
+        if isinstance(meta, annotated_types.Ge):
+            low = meta.ge
+        elif isinstance(meta, annotated_types.Gt):
+            low, above = meta.gt, True
+        elif isinstance(meta, annotated_types.Le):
+            high = meta.le
+    if low is None or high is None:
+        return ""
+    low, high = _shown(low), _shown(high)
+    return f" above {low}, at most {high}" if above else f" from {low} to {high}"
+
+
+def _shown(number: float) -> str:
+    return f"{number:,}" if float(number).is_integer() and abs(number) >= 1000 else f"{number:g}"
+
+
+def _not_a_number(name: str, text: str) -> str:
+    kind = "a whole number" if name in _WHOLE_NUMBERS else "a number"
+    shown = text if len(text) <= 40 else text[:37] + "..."
+    return f"{FORM_LABELS[name]} must be {kind}{_bounds(name)} (got {shown!r})"
+
+
+def _in_words(where: tuple[Any, ...], line: str) -> str:
+    """A validation line with the field's name replaced by its label on the page:
+    "max_rounds must be ..." -> "Max rounds must be ..."; "models.1: ..." -> "Models, line
+    2: ..."."""
+    named = ".".join(str(part) for part in where)
+    label = FORM_LABELS.get(str(where[0])) if where else None
+    if not label or not line.startswith(named):
+        return line
+    if len(where) > 1 and isinstance(where[1], int):
+        label += f", line {where[1] + 1}"
+    return label + line[len(named) :]
 
 
 # ---- reviews ------------------------------------------------------------------------------
@@ -93,10 +163,21 @@ class Matrix:
     answers: list[tuple[str, str]]  # (label, model), in label order
     rows: list[tuple[str, dict[str, Cell]]]  # (reviewer, label -> cell)
     orders: dict[str, list[str]]  # reviewer -> the order it was shown the answers in
+    reviews: list[Stage2Result] = field(default_factory=list)  # the texts, as written
+    key: str = ""  # names the review on the page (what stays open as the page refreshes)
+    agreement: Agreement | None = None  # how far this review agreed
+    dissents: dict[tuple[str, str], Dissent] = field(default_factory=dict)  # (reviewer, label)
+
+    @property
+    def verdict(self) -> str | None:
+        return verdict(self.agreement) if self.agreement is not None else None
 
 
 def review_matrix(
-    title: str, reviews: Sequence[Stage2Result], label_to_model: Mapping[str, str]
+    title: str,
+    reviews: Sequence[Stage2Result],
+    label_to_model: Mapping[str, str],
+    agreement: Agreement | None = None,
 ) -> Matrix:
     labels = dict(label_to_model)
     rows = []
@@ -113,17 +194,32 @@ def review_matrix(
         answers=sorted(labels.items()),
         rows=rows,
         orders={review.model: review.presented_order for review in reviews},
+        reviews=list(reviews),
+        agreement=agreement,
+        dissents={
+            (d.reviewer, label): d
+            for d in (agreement.dissent if agreement else [])
+            for label, model in labels.items()
+            if model == d.author
+        },
     )
 
 
 def review_matrices(record: DeliberationRecord) -> list[Matrix]:
     """One matrix per review: the first, then the one after each refinement round."""
-    matrices = [review_matrix("Review round 1", record.stage2, record.label_to_model)]
+    first = record.stage2_agreement or (record.agreement if not record.rounds else None)
+    matrices = [review_matrix("Review round 1", record.stage2, record.label_to_model, first)]
+    matrices[0].key = "review-1"
     for round_data in record.rounds:
         if round_data.reviews:
             n = round_data.round_number
             title = f"Review round {n + 1} (after refinement round {n})"
-            matrices.append(review_matrix(title, round_data.reviews, record.label_to_model))
+            matrices.append(
+                review_matrix(
+                    title, round_data.reviews, record.label_to_model, round_data.agreement
+                )
+            )
+            matrices[-1].key = f"review-{n + 1}"
     return [m for m in matrices if m.rows]
 
 
@@ -196,8 +292,8 @@ def stage_title(stage: str) -> str:
 
 
 def model_statuses(events: Sequence[ProgressEvent], models: Sequence[str]) -> dict[str, str]:
-    """Each model's state in the stage under way: waiting, writing, done, failed, cancelled
-    (from the progress events; "writing" once its call started)."""
+    """Each model's state in the stage under way: waiting, writing, done, failed, cancelled,
+    late (from the progress events; "writing" once its call started)."""
     status = dict.fromkeys(models, "waiting")
     for event in events:
         if event.kind == EventKind.STAGE_START:
@@ -213,4 +309,258 @@ _MODEL_STATES = {
     EventKind.MODEL_COMPLETE: "done",
     EventKind.MODEL_FAILED: "failed",
     EventKind.MODEL_CANCELLED: "cancelled",
+    EventKind.MODEL_LATE: "late",
 }
+# The error types (activities.errors.ErrorType) that say the provider itself is not there
+# or not open to this worker, rather than that one reply went wrong.
+UNREACHABLE = frozenset(
+    {
+        "ConnectionFailed",
+        "Timeout",
+        "ProviderUnavailable",
+        "Unauthorized",
+        "PaymentRequired",
+        "Forbidden",
+        "BadConfiguration",
+    }
+)
+NO_PROVIDER = (
+    "No model provider answers ({error}). Set a key for the worker (OPENROUTER_API_KEY, or "
+    "COUNCIL_LLM_BASE_URL and COUNCIL_LLM_API_KEY for another OpenAI-compatible endpoint) and "
+    "restart it, or run `make up` without a key to use the simulator."
+)
+
+
+@dataclass
+class Call:
+    """A call of the stage under way, as its member's box shows it."""
+
+    model: str
+    state: str  # writing, retrying, done, failed, cancelled, late, idle
+    text: str = ""  # the reply so far, while it is written
+    content_bytes: int = 0
+    attempt: int = 0
+    max_attempts: int = 0
+    failure: str | None = None
+    retry_in: float | None = None
+
+    @property
+    def line(self) -> str:
+        """The state in words: "writing · 1,204 bytes so far", "retrying: attempt 3 of 6
+        (next in 4 s) · the last one failed: ..."."""
+        if self.state == "retrying":
+            limit = f" of {self.max_attempts}" if self.max_attempts else ""
+            wait = f" (next in {self.retry_in:.0f} s)" if self.retry_in else ""
+            failed = f"the last one failed: {self.failure}"
+            return f"retrying: attempt {self.attempt}{limit}{wait} · {failed}"
+        if self.state == "writing" and self.content_bytes:
+            return f"writing · {self.content_bytes:,} bytes so far"
+        return STATE_WORDS.get(self.state, self.state)
+
+
+STATE_WORDS = {
+    "writing": "writing",
+    "done": "done",
+    "failed": "failed",
+    "cancelled": "cancelled by the stop",
+    "late": "cut: too late (the straggler rule)",
+    "idle": "not in this stage",
+    "waiting": "waiting",
+}
+
+
+def stage_calls(
+    events: Sequence[ProgressEvent], in_flight: Sequence[Any], now: datetime | None = None
+) -> tuple[Stage | None, int, list[Call]]:
+    """The stage under way, its round, and each of its calls: its state from the events,
+    its text and retries from the calls in flight (workflows.client.CallInFlight)."""
+    stage, round_number, models = None, 0, []
+    for event in events:
+        if event.kind == EventKind.STAGE_START:
+            stage, round_number = event.stage, event.round or 0
+            models = list(event.data.get("models", []))
+        elif event.kind == EventKind.FALLBACK and event.model and event.model not in models:
+            models.append(event.model)
+    states = model_statuses(events, models)
+    calls = []
+    for model in models:
+        call = Call(model, states.get(model, "writing"))
+        flying = _in_flight_for(model, in_flight)
+        if flying is not None and call.state == "writing":
+            call.text, call.content_bytes = flying.text, flying.content_bytes
+            if flying.failure and flying.attempt > 1:
+                call.state = "retrying"
+                call.attempt, call.max_attempts = flying.attempt, flying.max_attempts
+                call.failure = flying.failure
+                if flying.retry_at and now:
+                    call.retry_in = max(0.0, (flying.retry_at - now).total_seconds())
+        calls.append(call)
+    return stage, round_number, calls
+
+
+def _in_flight_for(model: str, in_flight: Sequence[Any]) -> Any:
+    """The call in flight of this model: named by its heartbeat, or by its last failure
+    (which the model call words "MODEL: why")."""
+    for call in in_flight:
+        if call.model == model or (
+            call.model is None and (call.failure or "").startswith(f"{model}: ")
+        ):
+            return call
+    return None
+
+
+def provider_problem(
+    calls_completed: int, failures: Sequence[tuple[str | None, str]]
+) -> str | None:
+    """When no call has completed and calls fail because the provider is not there (or
+    refuses this worker): what is wrong and how to fix it. `failures`: (type, message)."""
+    if calls_completed:
+        return None
+    for kind, message in failures:
+        if kind in UNREACHABLE:
+            return NO_PROVIDER.format(error=message)
+    return None
+
+
+def where_line(
+    stage: Stage | None,
+    round_number: int,
+    max_rounds: int,
+    min_rounds: int,
+    record: DeliberationRecord | None,
+) -> str:
+    """Where a running deliberation is, in one line: the stage, the refinement round once
+    one runs, and the tokens and cost so far."""
+    parts = [stage.title if stage else "starting"]
+    if round_number and stage in (Stage.REFINE, Stage.REVIEW):
+        parts.append(f"refinement round {round_number} of {max_rounds} (at least {min_rounds})")
+    if record is not None:
+        usage = record.usage
+        parts.append(f"{usage.total_tokens:,} tokens in {usage.calls} calls")
+        parts.append(usage.cost_line())
+    return " · ".join(parts)
+
+
+@dataclass
+class Turn:
+    """One deliberation as a page shows it: its record (so far), and while it runs, the
+    stage under way and each call's state."""
+
+    id: str
+    status: str  # Temporal's
+    record: DeliberationRecord | None = None
+    problem: str | None = None
+    stop_requested: bool = False
+    stage: Stage | None = None
+    round: int = 0
+    calls: list[Call] = field(default_factory=list)
+    where: str = ""
+    provider_problem: str | None = None
+    chairman_text: str | None = None  # the final answer as the chairman writes it
+    chairman_writing: str | None = None
+    events: list[tuple[int, str]] = field(default_factory=list)  # (seq, line)
+
+    @property
+    def running(self) -> bool:
+        return self.status == "running"
+
+    @property
+    def stopping(self) -> bool:
+        return self.running and (
+            self.stop_requested or (self.record is not None and self.record.stop_reason is not None)
+        )
+
+    @property
+    def shown(self) -> str:
+        reason = self.record.iteration.terminated_reason if self.record else None
+        return shown_status(self.status, reason, self.stopping)
+
+    @property
+    def question(self) -> str:
+        return self.record.query if self.record else self.id
+
+    @property
+    def final(self) -> str | None:
+        record = self.record
+        return record.stage3.response if record and record.stage3 else None
+
+    @property
+    def steerable(self) -> bool:
+        """Whether Stop, One more round and Add a critique still apply."""
+        return self.running and not self.stopping
+
+    @property
+    def critique_models(self) -> list[str]:
+        """The members that answered: those a critique can be addressed to."""
+        return [r.model for r in self.record.stage1] if self.record else []
+
+    @property
+    def matrices(self) -> list[Matrix]:
+        return review_matrices(self.record) if self.record else []
+
+    @property
+    def labels(self) -> dict[str, str]:
+        """model -> its anonymous label."""
+        if self.record is None:
+            return {}
+        return {model: label for label, model in self.record.label_to_model.items()}
+
+    @property
+    def rounds(self) -> list[tuple[IterationRound, list[Refined]]]:
+        if self.record is None:
+            return []
+        return [(r, refinements(r, self.record.label_to_model)) for r in self.record.rounds]
+
+    def writing(self, stage: Stage, round_number: int | None = None) -> list[Call]:
+        """The calls of this stage (and round) still under way: not yet in the record."""
+        if not self.running or self.stage != stage:
+            return []
+        if round_number is not None and self.round != round_number:
+            return []
+        return [c for c in self.calls if c.state in ("writing", "retrying")]
+
+    def final_answers(self) -> dict[str, tuple[int, str]]:
+        """model -> (the last round it refined in, its final answer), for the members whose
+        final answer (the record's stage2_5) is not their first."""
+        out: dict[str, tuple[int, str]] = {}
+        record = self.record
+        if record is None or not record.stage2_5:
+            return out
+        first = {result.model: result.response for result in record.stage1}
+        refined_in = {
+            result.model: round_data.round_number
+            for round_data in record.rounds
+            for result in round_data.refinements
+            if result.error is None
+        }
+        for result in record.stage2_5:
+            if result.corrected_response != first.get(result.model, result.corrected_response):
+                out[result.model] = (refined_in.get(result.model, 0), result.corrected_response)
+        return out
+
+
+@dataclass
+class ThreadLink:
+    """A thread in the sidebar: its first question seen, its newest turn."""
+
+    id: str  # the newest turn's
+    question: str
+    turns: int
+    status: str
+
+
+def recent_threads(rows: Sequence[Any], limit: int = 15) -> list[ThreadLink]:
+    """Threads by their newest turn, newest first, from a listing (newest first)."""
+    threads: dict[str, ThreadLink] = {}
+    for row in rows:
+        key = row.thread or row.id
+        known = threads.get(key)
+        if known is None:
+            if len(threads) >= limit:
+                continue
+            status = shown_status(row.status, row.reason)
+            threads[key] = ThreadLink(row.id, row.question or row.id, 1, status)
+        else:
+            known.turns += 1
+            known.question = row.question or known.question  # older rows: nearer the start
+    return list(threads.values())

@@ -15,7 +15,7 @@ import asyncio
 import os
 import re
 import uuid
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Callable, Mapping
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from typing import Any
@@ -40,7 +40,7 @@ from temporalio.common import (
 from temporalio.exceptions import WorkflowAlreadyStartedError
 from temporalio.service import RPCError, RPCStatusCode
 
-from council.calls import CallProgress
+from council.calls import CallProgress, Stage
 from council.ids import is_valid_id
 from council.limits import MAX_THREAD_TURNS
 from council.models import DeliberationRecord, DeliberationRequest
@@ -72,9 +72,34 @@ def workflow_id(question: str, readable: bool = True) -> str:
     return f"council-{slug}-{uuid.uuid4().hex[:6]}"
 
 
+# The dev server's Web UI listens this far above its gRPC port (the CLI's own default:
+# 7233 -> 8233).
+DEV_UI_PORT_OFFSET = 1000
+TEMPORAL_CLOUD_UI = "https://cloud.temporal.io"
+
+
+def dev_ui_port(port: int) -> int:
+    """The Web UI port of a dev server whose frontend listens on `port`."""
+    return port + DEV_UI_PORT_OFFSET
+
+
+def temporal_ui(address: str, env: Mapping[str, str] | None = None) -> str:
+    """The Temporal Web UI of the server at `address` (host:port): COUNCIL_UI_URL when set,
+    Temporal Cloud's for a *.tmprl.cloud address, else the dev server's UI on that host."""
+    env = os.environ if env is None else env
+    configured = (env.get("COUNCIL_UI_URL") or "").strip().rstrip("/")
+    if configured:
+        return configured
+    host, _, port = address.rpartition(":")
+    host = host or "localhost"
+    if host.lower().rstrip(".").endswith(".tmprl.cloud"):
+        return TEMPORAL_CLOUD_UI
+    return f"http://{host}:{dev_ui_port(int(port))}"
+
+
 def ui_url(client: Client, workflow: str) -> str:
-    """The run's page in the Temporal Web UI (COUNCIL_UI_URL, default the dev server's)."""
-    base = os.environ.get("COUNCIL_UI_URL", "http://localhost:8233").rstrip("/")
+    """The run's page in the Web UI of the Temporal server this client is connected to."""
+    base = temporal_ui(client.service_client.config.target_host)
     return f"{base}/namespaces/{client.namespace}/workflows/{workflow}"
 
 
@@ -331,6 +356,8 @@ class Listed:
     reason: str | None
     started: datetime | None
     question: str | None
+    thread: str | None = None
+    agreement: str | None = None  # high, medium or low, once it ended
 
     @property
     def where(self) -> str:
@@ -359,6 +386,8 @@ async def list_deliberations(
             reason=attrs.get(search_attributes.TERMINATION_REASON),
             started=execution.start_time,
             question=question,
+            thread=attrs.get(search_attributes.THREAD),
+            agreement=attrs.get(search_attributes.AGREEMENT),
         )
         if needle and needle not in f"{row.id}\n{row.question or ''}".lower():
             continue
@@ -412,6 +441,62 @@ async def partial_replies(handle: WorkflowHandle) -> list[CallProgress]:
             except Exception:  # details of another shape (an older worker): nothing to show
                 continue
     return replies
+
+
+@dataclass
+class CallInFlight:
+    """A model call the run is waiting for: who, where, the reply so far (its heartbeat
+    details), and how its retries go (the attempt it is on, and why the last one failed)."""
+
+    model: str | None
+    stage: Stage | None
+    round: int
+    text: str
+    content_bytes: int
+    attempt: int
+    max_attempts: int
+    failure: str | None
+    failure_type: str | None
+    retry_at: datetime | None
+
+
+async def calls_in_flight(handle: WorkflowHandle) -> list[CallInFlight]:
+    """The run's model calls in flight, from its pending activities. The model is named by
+    the heartbeat details, else by the last failure's message ("MODEL: why"); None when the
+    call has done neither yet."""
+    description = await handle.describe()
+    converter = description.data_converter.payload_converter
+    calls = []
+    for pending in description.raw_description.pending_activities:
+        progress = None
+        payloads = pending.heartbeat_details.payloads
+        if payloads:
+            try:
+                progress = converter.from_payload(payloads[-1], CallProgress)
+            except Exception:  # details of another shape (an older worker)
+                progress = None
+        failure = pending.last_failure if pending.HasField("last_failure") else None
+        kind = None
+        if failure is not None and failure.HasField("application_failure_info"):
+            kind = failure.application_failure_info.type or None
+        retry_at = None
+        if pending.HasField("next_attempt_schedule_time"):
+            retry_at = pending.next_attempt_schedule_time.ToDatetime(UTC)
+        calls.append(
+            CallInFlight(
+                model=progress.model if progress else None,
+                stage=progress.stage if progress else None,
+                round=progress.round if progress else 0,
+                text=progress.text if progress else "",
+                content_bytes=progress.content_bytes if progress else 0,
+                attempt=pending.attempt,
+                max_attempts=pending.maximum_attempts,
+                failure=(failure.message or None) if failure is not None else None,
+                failure_type=kind,
+                retry_at=retry_at,
+            )
+        )
+    return calls
 
 
 async def follow(

@@ -5,6 +5,8 @@ then synthesize. Every model call is one activity; all state lives in workflow h
 from __future__ import annotations
 
 import asyncio
+import contextlib
+from datetime import datetime, timedelta
 from typing import Any
 
 from temporalio import workflow
@@ -12,7 +14,8 @@ from temporalio.exceptions import ActivityError, ApplicationError, is_cancelled_
 
 with workflow.unsafe.imports_passed_through():
     from council import prompts
-    from council.aggregate import aggregate_rankings
+    from council.aggregate import aggregate_rankings, review_agreement
+    from council.agreement import Agreement, compare_rounds, verdict
     from council.calls import ChatMessage, ModelReply, Stage
     from council.critiques import critiques_from_parsed
     from council.iteration import (
@@ -35,7 +38,12 @@ with workflow.unsafe.imports_passed_through():
     from council.models import CallError, DeliberationRecord, DeliberationRequest
     from council.progress import EventKind, Progress, ProgressEvent
     from council.record import fit_record, stage2_5_results
-    from council.refinement import plan_refinements, record_refinements, refinement_result
+    from council.refinement import (
+        RefinementTask,
+        plan_refinements,
+        record_refinements,
+        refinement_result,
+    )
     from council.reviews import read_review
     from council.stages import Stage1Result, Stage2Result, Stage3Result
     from council.steering import (
@@ -48,7 +56,14 @@ with workflow.unsafe.imports_passed_through():
         human_critique_item,
         max_rounds_problem,
     )
-    from council.structured import StructuredReply, refinement_schema, review_schema
+    from council.stragglers import LateCall, StragglerPolicy, patience, quorum
+    from council.structured import (
+        StructuredReply,
+        read_synthesis,
+        refinement_schema,
+        review_schema,
+        synthesis_schema,
+    )
     from council.thread import ThreadContext, summarize_context
     from council.validation import InvalidRequest, validate_request
     from workflows import search_attributes, versions
@@ -75,6 +90,21 @@ class Deliberation:
         self._bounded = False
         # Token limits, JSON reviews and refinements, no critique from noise (see versions).
         self._real = False
+        # The straggler rule (see versions); members cut once, and the calls being cut.
+        self._stragglers = StragglerPolicy.everyone()
+        self._late_members: set[str] = set()
+        # Agreement review by review (round number -> the review's agreement), and whether
+        # the chairman is told of it (see versions).
+        self._agreements: dict[int, Agreement] = {}
+        self._agreement = False
+        self._cutting: set[tuple[Stage, int, str]] = set()
+        # The replies of the stage under way as they arrive, and what reading them needs
+        # (each reviewer's order, each refinement's task): the record query shows them
+        # before the stage ends (see _with_arrivals). Read by queries only.
+        self._arrived: dict[str, ModelReply] = {}
+        self._arriving: tuple[Stage, int] | None = None
+        self._orders: dict[str, list[str]] = {}
+        self._tasks: dict[str, RefinementTask] = {}
 
     # ---- the protocol -------------------------------------------------------------
 
@@ -98,6 +128,9 @@ class Deliberation:
             config = config.first_release()  # a run that started before the change
         self._bounded = workflow.patched(versions.BOUNDED_INPUT)
         self._real = workflow.patched(versions.REAL_MODELS)
+        self._agreement = workflow.patched(versions.AGREEMENT)
+        if workflow.patched(versions.STRAGGLERS):
+            self._stragglers = self.request.stragglers
         self._state = initialize_iteration_state(config)
         if self._stop_reason is not None:
             terminate_iteration(self._state, TerminationReason.USER_STOP)
@@ -169,6 +202,7 @@ class Deliberation:
         labels = self.record.label_to_model
         # Each reviewer sees the others' answers in its own order (position bias control).
         orders = presentation_orders(labels, workflow.random()) if len(self._answers) >= 2 else {}
+        self._orders = orders
         calls = prompts.review_prompts(
             self.request.question,
             self._answers,
@@ -204,6 +238,10 @@ class Deliberation:
                 (review.model, parsed) for review, parsed in read
             )
             self.record.aggregate_rankings = aggregate_rankings(reviews, labels)
+            agreement = review_agreement([(r, parsed.critiques) for r, parsed in read], labels)
+            self._agreements[round_number] = self.record.agreement = agreement
+            if round_number == 0:
+                self.record.stage2_agreement = agreement
         pending = plan_refinements(self._answers, self._critiques, labels)
         note_review(self.state, self.record.aggregate_rankings if reviews else [], len(pending))
         if end_if_all_failed(self.state, [model in replies for model in calls]):
@@ -231,6 +269,7 @@ class Deliberation:
         self._hand_over_human_critiques(round_data.critiques, n)
         budget = MAX_FEEDBACK_CHARS if self._bounded else None
         tasks = plan_refinements(self._answers, round_data.critiques, labels, budget)
+        self._tasks = {task.model: task for task in tasks}
         cap = self.request.response_byte_cap
         replies = await self._fan_out(
             Stage.REFINE,
@@ -254,6 +293,11 @@ class Deliberation:
             for e in self.record.errors
             if e.stage == Stage.REFINE and e.round == n
         }
+        failures |= {
+            c.model: c.describe()
+            for c in self.record.late
+            if c.stage == Stage.REFINE and c.round == n
+        }
         results = [
             refinement_result(
                 task,
@@ -262,6 +306,7 @@ class Deliberation:
                 if task.model in replies
                 else failures.get(task.model, "stopped by the user"),
                 ending=replies[task.model].ending if task.model in replies else None,
+                late=(Stage.REFINE, n, task.model) in self._cutting,
             )
             for task in tasks
         ]
@@ -277,6 +322,7 @@ class Deliberation:
             )
         else:
             round_data.reviews = await self._stage2_collect_reviews(round_number=n)
+            round_data.agreement = self._agreements.get(n)
         complete_round(
             self.state, round_data, self.record.usage.total_tokens - tokens_before, workflow.now()
         )
@@ -290,8 +336,8 @@ class Deliberation:
     def _report_refinements(self, round_number: int, results: list[RefinementResult]) -> None:
         """One event per refinement: whether the answer changed, and how."""
         for result in results:
-            if result.error is not None and self.stopping:
-                continue  # a cancelled call: MODEL_CANCELLED said so
+            if result.late or (result.error is not None and self.stopping):
+                continue  # a cut or cancelled call: MODEL_LATE or MODEL_CANCELLED said so
             self._event(
                 EventKind.MODEL_REFINED,
                 stage=Stage.REFINE,
@@ -323,6 +369,9 @@ class Deliberation:
                 "threshold": self.state.quality_threshold,
                 "tokens": self.state.total_tokens_used,
                 "cost_usd": self.state.cost_usd,
+                "agreement": verdict(self._agreements[round_number])
+                if round_number in self._agreements
+                else None,
             },
         )
 
@@ -330,6 +379,9 @@ class Deliberation:
         if not self._answers:
             return
         rankings = self.record.aggregate_rankings
+        agreement = self.record.agreement if self._agreement else None
+        # Where the council did not agree, the points of disagreement come back as JSON.
+        disputed = self._real and agreement is not None and agreement.level in ("medium", "low")
         messages = prompts.synthesis_prompt(
             self.request.question,
             self._answers,
@@ -339,6 +391,8 @@ class Deliberation:
             stopped_early=self.stopping,
             context=self._context,
             instructions=self.request.instructions,
+            agreement=agreement,
+            structured=disputed,
         )
         chairman = self.record.chairman
         candidates = [chairman] + [e.model for e in rankings if e.model != chairman]
@@ -352,10 +406,20 @@ class Deliberation:
                     model=model,
                     message=f"the chairman call failed; {model} synthesizes instead",
                 )
-            reply = await self._call(Stage.SYNTHESIS, self.state.current_round, model, messages)
+            reply = await self._call(
+                Stage.SYNTHESIS,
+                self.state.current_round,
+                model,
+                messages,
+                synthesis_schema() if disputed else None,
+            )
             if reply is not None:
+                answer, points = read_synthesis(reply.content) if disputed else (reply.content, [])
                 self.record.stage3 = Stage3Result(
-                    model=model, response=reply.content, **reply.ending.model_dump()
+                    model=model,
+                    response=answer,
+                    disagreements=points,
+                    **reply.ending.model_dump(),
                 )
                 self._event(EventKind.STAGE_COMPLETE, stage=Stage.SYNTHESIS, model=model)
                 return
@@ -372,9 +436,21 @@ class Deliberation:
         record.completed_at = workflow.now()
         reason = str(self.state.termination_reason)
         workflow.upsert_search_attributes([search_attributes.TERMINATION_REASON.value_set(reason)])
-        workflow.metric_meter().create_counter(
+        meter = workflow.metric_meter()
+        meter.create_counter(
             "council_deliberations_finished", "Deliberations finished, by termination reason"
         ).add(1, {"reason": reason})
+        agreement = record.agreement
+        if self._agreement and agreement is not None and agreement.level is not None:
+            workflow.upsert_search_attributes(
+                [search_attributes.AGREEMENT.value_set(agreement.level)]
+            )
+            meter.create_histogram_float(
+                "council_agreement",
+                "Krippendorff's alpha of the final review (1 when every rating was equal)",
+            ).record(
+                1.0 if agreement.alpha is None else agreement.alpha, {"level": agreement.level}
+            )
         self._event(EventKind.FINISHED, message=str(self.state.termination_reason))
         self._update_details(finished=True)
         return record
@@ -390,20 +466,29 @@ class Deliberation:
     ) -> dict[str, ModelReply]:
         """One activity per model, in parallel (each reply asked for in its JSON schema,
         where `formats` gives one). A stop cancels the calls still running; what completed
-        is kept. Failed calls are recorded and left out."""
+        is kept. Failed calls are recorded and left out; late calls are cut by the straggler
+        rule (council.stragglers) and recorded in `late`."""
         if self.stopping or not calls:
             return {}
         self._begin_stage(stage, round_number, list(calls))
-        tasks = {
-            model: asyncio.create_task(
-                self._call(stage, round_number, model, messages, (formats or {}).get(model))
+        started = workflow.now()
+        took: dict[str, float] = {}  # model -> seconds its reply took
+
+        async def timed(model: str, messages: list[ChatMessage]) -> ModelReply | None:
+            reply = await self._call(
+                stage, round_number, model, messages, (formats or {}).get(model)
             )
-            for model, messages in calls.items()
+            if reply is not None:
+                took[model] = (workflow.now() - started).total_seconds()
+            return reply
+
+        tasks = {
+            model: asyncio.create_task(timed(model, messages)) for model, messages in calls.items()
         }
-        await workflow.wait_condition(
-            lambda: self.stopping or all(task.done() for task in tasks.values())
-        )
-        for task in tasks.values():
+        await self._await_stage(stage, round_number, tasks, took, started)
+        for model, task in tasks.items():
+            if not task.done() and not self.stopping:
+                self._cut(stage, round_number, model, started)
             if not task.done():
                 task.cancel()
         replies = {}
@@ -418,6 +503,63 @@ class Deliberation:
             message=f"{len(replies)} of {len(calls)} completed",
         )
         return replies
+
+    async def _await_stage(
+        self,
+        stage: Stage,
+        round_number: int,
+        tasks: dict[str, asyncio.Task[ModelReply | None]],
+        took: dict[str, float],
+        started: datetime,
+    ) -> None:
+        """Wait until every call is done, or the run stops, or (the straggler rule) a
+        quorum has replied and the late calls have had their patience."""
+
+        def settled() -> bool:
+            return self.stopping or all(task.done() for task in tasks.values())
+
+        policy = self._stragglers
+        if policy.wait_for_all:
+            await workflow.wait_condition(settled)
+            return
+        await workflow.wait_condition(lambda: settled() or len(took) >= quorum(len(tasks)))
+
+        def only_known_late() -> bool:
+            return all(t.done() or m in self._late_members for m, t in tasks.items())
+
+        if settled() or only_known_late():
+            return
+        until = started + timedelta(seconds=patience(policy, list(took.values())))
+        wait = (until - workflow.now()).total_seconds()
+        if wait <= 0:
+            return
+        late = [m for m, t in tasks.items() if not t.done()]
+        self._event(
+            EventKind.WAITING,
+            stage=stage,
+            round=round_number,
+            message=f"waiting for {', '.join(late)} until {until:%H:%M:%S} UTC",
+            data={"models": late, "until": until.isoformat(), "seconds": round(wait, 3)},
+        )
+        with contextlib.suppress(TimeoutError):  # the patience is spent: cut the rest
+            await workflow.wait_condition(
+                lambda: settled() or only_known_late(), timeout=timedelta(seconds=wait)
+            )
+
+    def _cut(self, stage: Stage, round_number: int, model: str, started: datetime) -> None:
+        """The straggler rule cuts a late call: recorded in `late`, not as an error."""
+        late = LateCall.cut(stage, round_number, model, (workflow.now() - started).total_seconds())
+        self._cutting.add((stage, round_number, model))
+        self._late_members.add(model)
+        self.record.late.append(late)
+        self._event(
+            EventKind.MODEL_LATE,
+            stage=stage,
+            round=round_number,
+            model=model,
+            message=late.describe(),
+            data={"seconds": late.seconds, "effect": late.effect},
+        )
 
     async def _call(
         self,
@@ -434,6 +576,8 @@ class Deliberation:
         try:
             reply = await call_model(call, self.request.policy)
         except (ActivityError, asyncio.CancelledError) as err:
+            if (stage, round_number, model) in self._cutting and is_cancelled_exception(err):
+                return None  # the straggler rule cut it: _cut recorded it
             if self.stopping and is_cancelled_exception(err):
                 self._event(EventKind.MODEL_CANCELLED, stage=stage, round=round_number, model=model)
                 return None
@@ -459,6 +603,8 @@ class Deliberation:
             )
             return None
         self.record.usage.record(model, stage, reply.usage, reply.provider)
+        if self._arriving == (stage, round_number):
+            self._arrived[model] = reply
         self.state.cost_usd = self.record.usage.cost_usd
         self._event(
             EventKind.MODEL_COMPLETE,
@@ -589,7 +735,7 @@ class Deliberation:
         """The record so far (the final record once the run has completed)."""
         if self._record is None:
             raise ApplicationError("the deliberation has not started yet")
-        return fit_record(self._snapshot())
+        return fit_record(self._with_arrivals(self._snapshot()))
 
     @property
     def stopping(self) -> bool:
@@ -618,10 +764,53 @@ class Deliberation:
             record.stage1, record.rounds, record.label_to_model, self._answers
         )
         record.stop_reason = self._stop_reason
+        if self._agreements:
+            record.agreement_trend = compare_rounds(
+                [self._agreements[n] for n in sorted(self._agreements)]
+            )
+        return record
+
+    def _with_arrivals(self, record: DeliberationRecord) -> DeliberationRecord:
+        """The record so far with the replies of the stage under way that have arrived, read
+        as the stage will read them (a copy: the workflow's own state is not touched)."""
+        if not self._arrived or self._arriving is None:
+            return record
+        stage, round_number = self._arriving
+        arrived = [(m, self._arrived[m]) for m in self.request.models if m in self._arrived]
+        if stage == Stage.ANSWER and not record.stage1:
+            record.stage1 = [
+                Stage1Result(model=m, response=r.content, **r.ending.model_dump())
+                for m, r in arrived
+            ]
+        elif stage == Stage.REVIEW:
+            reviews = [
+                read_review(
+                    m,
+                    r.content,
+                    record.label_to_model,
+                    self._orders.get(m, []),
+                    asked=r.structured,
+                    legacy=not self._real,
+                    ending=r.ending,
+                )[0]
+                for m, r in arrived
+            ]
+            if round_number == 0 and not record.stage2:
+                record.stage2 = reviews
+            elif round_number and record.rounds and not record.rounds[-1].reviews:
+                record.rounds[-1] = record.rounds[-1].model_copy(update={"reviews": reviews})
+        elif stage == Stage.REFINE and record.rounds and not record.rounds[-1].refinements:
+            refined = [
+                refinement_result(self._tasks[m], r.content, ending=r.ending)
+                for m, r in arrived
+                if m in self._tasks
+            ]
+            record.rounds[-1] = record.rounds[-1].model_copy(update={"refinements": refined})
         return record
 
     def _begin_stage(self, stage: Stage, round_number: int, models: list[str]) -> None:
         self._stage = stage
+        self._arriving, self._arrived = (stage, round_number), {}
         self._event(
             EventKind.STAGE_START,
             stage=stage,

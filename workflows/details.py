@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from council.agreement import verdict
 from council.calls import Stage
 from council.iteration import IterationState
 from council.models import DeliberationRecord
@@ -38,6 +39,10 @@ def current_details(
         rank = f"{entry.average_rank:.2f}" if entry and entry.average_rank is not None else "-"
         label = labels.get(model, "dropped" if record.stage1 else "-")
         lines.append(f"| {model} | {label} | {rating} | {lowest} | {rank} |")
+    if record.agreement is not None:
+        lines += ["", f"**Verdict:** {verdict(record.agreement)}"]
+    if record.late:
+        lines += ["", "Cut as late (not errors): " + "; ".join(c.describe() for c in record.late)]
     if record.errors:
         lines += ["", f"{len(record.errors)} failed call(s); see the record's errors."]
     return "\n".join(lines)

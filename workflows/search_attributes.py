@@ -16,8 +16,10 @@ ROUND = SearchAttributeKey.for_int("CouncilRound")
 TERMINATION_REASON = SearchAttributeKey.for_keyword("CouncilTerminationReason")
 # The thread a deliberation belongs to: the id of its first deliberation (set at start).
 THREAD = SearchAttributeKey.for_keyword("CouncilThread")
+# How far the final review agreed: high, medium or low (set when the run ends).
+AGREEMENT = SearchAttributeKey.for_keyword("CouncilAgreement")
 
-ALL = (STAGE, ROUND, TERMINATION_REASON, THREAD)
+ALL = (STAGE, ROUND, TERMINATION_REASON, THREAD, AGREEMENT)
 
 _INDEXED_TYPES = {
     SearchAttributeIndexedValueType.KEYWORD: IndexedValueType.INDEXED_VALUE_TYPE_KEYWORD,

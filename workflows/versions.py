@@ -19,3 +19,12 @@ BOUNDED_INPUT = "bounded-input"
 # from noise (a list of labels, a passing mention, a sentence about the reviewer's own
 # answer).
 REAL_MODELS = "real-models"
+
+# Stragglers: once a quorum of a stage has replied, the late calls are awaited at most
+# max(grace, factor x the median reply time), then cut (council.stragglers).
+STRAGGLERS = "stragglers"
+
+# Agreement: the chairman is told how far the latest review agreed and each dissenting
+# critique (asked for a section on the disagreement when it was not high), and the run
+# sets the CouncilAgreement search attribute when it ends.
+AGREEMENT = "agreement"

@@ -1,77 +1,102 @@
-// The live part of a deliberation's page: progress from the server's event stream.
-// Every text goes in with textContent: model text is never read as HTML.
+// The page's script. A refused form: its first error focused and scrolled into view. A
+// running deliberation: its sections kept up to date from the server's event stream.
+// The stream carries sections the server rendered from the page's own templates (every
+// string escaped there, model text rendered safely); progress lines go in as text.
 "use strict";
 
 (function () {
+  const invalid = document.querySelector('[aria-invalid="true"]');
+  const current = document.querySelector(".conversation > .turn.current");
+  if (invalid) {
+    invalid.scrollIntoView({ block: "center" });
+    invalid.focus({ preventScroll: true });
+  } else if (current && current.previousElementSibling && !window.location.hash) {
+    // A later turn of a conversation: its question at the top, the earlier ones above.
+    current.scrollIntoView({ block: "start" });
+  }
+
   const live = document.getElementById("live");
-  if (!live) return;
-
-  const where = document.getElementById("where");
-  const statuses = document.getElementById("statuses");
-  const partials = document.getElementById("partials");
+  if (!live || live.hidden) return;
   const events = document.getElementById("events");
-  const seen = new Set();
+  const seen = new Set(Array.from(events.children, (item) => Number(item.dataset.seq)));
 
-  function element(tag, text, className) {
-    const node = document.createElement(tag);
-    if (text !== undefined) node.textContent = text;
-    if (className) node.className = className;
-    return node;
-  }
-
-  function showStatuses(states) {
-    statuses.replaceChildren(
-      ...Object.entries(states).map(([model, state]) => {
-        const row = element("tr");
-        row.append(element("td", model), element("td", state, "state-" + state));
-        row.dataset.model = model;
-        return row;
-      })
-    );
-  }
-
-  function showPartials(replies) {
-    // A reply that is no longer being written is in the record now (or was cancelled).
-    const writing = new Set(replies.map((reply) => reply.model));
-    for (const box of partials.querySelectorAll("article")) {
-      if (!writing.has(box.dataset.model)) box.remove();
+  // What a swap must not lose: which folds are open, what the user typed, where the
+  // cursor is.
+  function remember(region) {
+    const open = new Map();
+    for (const fold of region.querySelectorAll("details[data-key]")) {
+      open.set(fold.dataset.key, fold.open);
     }
-    for (const reply of replies) {
-      let box = partials.querySelector(`article[data-model="${CSS.escape(reply.model)}"]`);
-      if (!box) {
-        box = element("article");
-        box.dataset.model = reply.model;
-        box.append(element("h3"), element("pre", "", "partial"));
-        partials.append(box);
+    const values = new Map();
+    for (const field of region.querySelectorAll("input[id], textarea[id], select[id]")) {
+      if (field.type !== "hidden") values.set(field.id, field.value);
+    }
+    const active = document.activeElement;
+    const focused = active && active.id && region.contains(active) ? active : null;
+    return {
+      open,
+      values,
+      focused: focused && {
+        id: focused.id,
+        start: focused.selectionStart,
+        end: focused.selectionEnd,
+      },
+    };
+  }
+
+  function restore(region, state) {
+    for (const fold of region.querySelectorAll("details[data-key]")) {
+      if (state.open.has(fold.dataset.key)) fold.open = state.open.get(fold.dataset.key);
+    }
+    for (const [id, value] of state.values) {
+      const field = document.getElementById(id);
+      if (!field || !region.contains(field)) continue;
+      if (field.tagName === "SELECT") {
+        if (Array.from(field.options).some((option) => option.value === value)) field.value = value;
+      } else {
+        field.value = value;
       }
-      box.querySelector("h3").textContent = `${reply.model} · ${reply.where} · ${reply.bytes} bytes so far`;
-      box.querySelector("pre").textContent = reply.text;
     }
+    if (state.focused) {
+      const field = document.getElementById(state.focused.id);
+      if (field) {
+        field.focus({ preventScroll: true });
+        if (typeof state.focused.start === "number" && field.setSelectionRange) {
+          field.setSelectionRange(state.focused.start, state.focused.end);
+        }
+      }
+    }
+  }
+
+  function swap(id, html) {
+    const region = document.getElementById(id);
+    if (!region) return;
+    const state = remember(region);
+    region.innerHTML = html;
+    restore(region, state);
   }
 
   const source = new EventSource(live.dataset.stream);
   source.onmessage = (message) => {
     const data = JSON.parse(message.data);
     if (data.waiting) {
-      where.textContent = "waiting for a worker to pick the deliberation up…";
+      const where = document.getElementById("where");
+      if (where) where.textContent = "waiting for a worker to pick the deliberation up…";
       return;
     }
     for (const event of data.events) {
       if (seen.has(event.seq)) continue;
       seen.add(event.seq);
-      events.append(element("li", event.line));
+      const item = document.createElement("li");
+      item.dataset.seq = event.seq;
+      item.textContent = event.line;
+      events.append(item);
     }
-    const round = `refinement round ${data.round} of ${data.max_rounds} (at least ${data.min_rounds})`;
-    const cost = data.cost === null ? "cost not reported" : `$${data.cost.toFixed(4)}`;
-    where.textContent = `${data.stage || "starting"} · ${round} · ${data.tokens.toLocaleString()} tokens · ${cost}`;
-    showStatuses(data.statuses);
-    showPartials(data.partials);
-    if (data.finished) {
-      where.textContent += " · finished: " + data.reason;
-    }
+    for (const [id, html] of Object.entries(data.sections)) swap(id, html);
+    live.dataset.state = data.state;
   };
   source.addEventListener("end", () => {
     source.close();
-    window.location.reload();
+    live.hidden = true;
   });
 })();

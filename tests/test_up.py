@@ -1,0 +1,301 @@
+"""`make up` (up.py) as a user runs it, on free ports with its own data folder: the page it
+prints starts a deliberation that completes, in Chromium; SIGINT and SIGTERM leave none of
+the processes it started; a server that already answers is reused and left running. And
+the one rule for the Temporal UI's address that every surface prints."""
+
+from __future__ import annotations
+
+import os
+import re
+import signal
+import socket
+import subprocess
+import sys
+import time
+import uuid
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+
+from harness.processes import ROOT, free_port, port_open
+from tests.temporal_fixtures import temporal_address
+from workflows.client import temporal_ui
+
+# What would make up.py talk to a real provider or another server, or label runs otherwise.
+UNSET = (
+    "OPENROUTER_API_KEY",
+    "COUNCIL_LLM_API_KEY",
+    "COUNCIL_LLM_BASE_URL",
+    "COUNCIL_UI_URL",
+    "COUNCIL_MODELS",
+    "COUNCIL_CHAIRMAN",
+    "COUNCIL_CONFIG",
+    "COUNCIL_WEB_TOKEN",
+    "COUNCIL_WEB_HOST",
+)
+
+
+def process_start(pid: int) -> tuple[int, str] | None:
+    """(pid, start time in clock ticks) of a live process (not a zombie), else None."""
+    try:
+        with open(f"/proc/{pid}/stat") as stat:
+            fields = stat.read().rsplit(")", 1)[1].split()
+    except OSError:
+        return None
+    return None if fields[0] == "Z" else (pid, fields[19])
+
+
+def descendants(root: int) -> dict[tuple[int, str], str]:
+    """Every live process below `root` (children, grandchildren...) with its command line,
+    keyed by (pid, start time) so that a reused pid is not mistaken for it."""
+    parents: dict[int, int] = {}
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit():
+            try:
+                fields = (entry / "stat").read_text().rsplit(")", 1)[1].split()
+            except OSError:
+                continue
+            parents[int(entry.name)] = int(fields[1])
+    found: dict[tuple[int, str], str] = {}
+    frontier = [root]
+    while frontier:
+        parent = frontier.pop()
+        for pid, ppid in parents.items():
+            if ppid == parent and (key := process_start(pid)):
+                try:
+                    command = (Path("/proc") / str(pid) / "cmdline").read_bytes()
+                except OSError:
+                    continue
+                found[key] = command.replace(b"\0", b" ").decode(errors="replace")
+                frontier.append(pid)
+    return found
+
+
+def still_running(processes: dict[tuple[int, str], str]) -> list[str]:
+    return [command for key, command in processes.items() if process_start(key[0]) == key]
+
+
+def carrying(marker: str) -> list[str]:
+    """The command lines of live processes whose environment holds `marker` (NAME=value):
+    whatever up.py started inherits it, started before or after any snapshot."""
+    found = []
+    needle = marker.encode() + b"\0"
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit() or entry.name == str(os.getpid()):
+            continue
+        try:
+            if needle not in (entry / "environ").read_bytes() + b"\0":
+                continue
+            if process_start(int(entry.name)) is None:
+                continue
+            found.append((entry / "cmdline").read_bytes().replace(b"\0", b" ").decode())
+        except OSError:
+            continue
+    return found
+
+
+def environment(pid: int) -> dict[str, str]:
+    raw = (Path("/proc") / str(pid) / "environ").read_text(errors="replace")
+    return dict(item.split("=", 1) for item in raw.split("\0") if "=" in item)
+
+
+def free_server_port() -> int:
+    """A free port whose dev-server UI port (+1000) is free too."""
+    while True:
+        port = free_port()
+        if port + 1000 <= 65535 and not port_open("127.0.0.1", port + 1000):
+            return port
+
+
+@dataclass
+class Up:
+    popen: subprocess.Popen
+    output_path: Path
+    marker: str
+
+    def leftovers(self) -> list[str]:
+        return carrying(self.marker)
+
+    def output(self) -> str:
+        return self.output_path.read_text(errors="replace")
+
+    def line(self, pattern: str, timeout: float = 40) -> re.Match[str]:
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            found = re.search(pattern, self.output(), re.MULTILINE)
+            if found:
+                return found
+            assert self.popen.poll() is None, f"up.py exited early:\n{self.output()}"
+            time.sleep(0.1)
+        raise AssertionError(f"no line matching {pattern!r} in {timeout:.0f} s:\n{self.output()}")
+
+    def stop(self, sig: int, timeout: float = 25) -> int:
+        self.popen.send_signal(sig)
+        return self.popen.wait(timeout)
+
+
+@contextmanager
+def make_up(tmp: Path, **env: str) -> Iterator[Up]:
+    """`python up.py --data TMP`, the script behind `make up`, with its output in a file."""
+    environment = {k: v for k, v in os.environ.items() if k not in UNSET}
+    marker = f"COUNCIL_UP_TEST={uuid.uuid4().hex}"
+    environment[marker.split("=")[0]] = marker.split("=")[1]
+    output = tmp / "up.out"
+    with open(output, "wb") as out:
+        popen = subprocess.Popen(
+            [sys.executable, str(ROOT / "up.py"), "--data", str(tmp / "data")],
+            cwd=ROOT,
+            env={**environment, **env},
+            stdout=out,
+            stderr=subprocess.STDOUT,
+            stdin=subprocess.DEVNULL,
+        )
+    up = Up(popen, output, marker)
+    try:
+        yield up
+    finally:
+        if popen.poll() is None:  # a failed test: stop it the way a user would
+            popen.send_signal(signal.SIGINT)
+            try:
+                popen.wait(25)
+            except subprocess.TimeoutExpired:
+                popen.kill()
+                popen.wait()
+
+
+async def test_make_up_serves_a_page_that_runs_a_deliberation_and_sigint_stops_it_all(
+    tmp_path: Path, page: Any
+) -> None:
+    server_port, web_port = free_server_port(), free_port()
+    with make_up(
+        tmp_path, TEMPORAL_ADDRESS=f"127.0.0.1:{server_port}", COUNCIL_WEB_PORT=str(web_port)
+    ) as up:
+        page_url = up.line(r"the page:\s+(\S+)").group(1)
+        ui = up.line(r"the Temporal UI:\s+(\S+)").group(1)
+        assert page_url == f"http://127.0.0.1:{web_port}"
+        assert ui == f"http://127.0.0.1:{server_port + 1000}"
+        assert "simulated" in up.output()
+        assert (tmp_path / "data" / "temporal.db").exists()
+        started = descendants(up.popen.pid)
+        commands = " | ".join(started.values())
+        for part in ("temporal server start-dev", "-m simulator", "worker.py", "-m web"):
+            assert part in commands
+        [web] = [pid for (pid, _), command in started.items() if "-m web" in command]
+        web_env = environment(web)
+        assert web_env["COUNCIL_SIMULATED"] == "1"  # the page can say its answers are simulated
+        assert web_env["COUNCIL_MODELS"] == "sim/atlas,sim/borealis,sim/cirrus,sim/drift"
+        assert web_env["COUNCIL_CHAIRMAN"] == "sim/atlas"
+        async with httpx.AsyncClient(timeout=5) as http:
+            assert (await http.get(ui)).status_code == 200  # the dev server's Web UI
+
+        await page.goto(page_url)
+        assert "sim/atlas" in await page.content()  # the form offers the simulator's members
+        assert "openai/gpt-4o-mini" not in await page.content()
+        await page.fill("#question", "Is one command enough to start a council?")
+        await page.click("#start-button")
+        try:
+            await page.wait_for_url(re.compile(r"/deliberations/council-is-one-command"))
+            await page.wait_for_function(
+                "() => document.querySelector('#status')?.textContent.trim() === 'completed'",
+                timeout=45_000,
+            )
+        except Exception as error:
+            body = (await page.inner_text("body"))[:1500]
+            web_log = (tmp_path / "data" / "logs" / "web.log").read_text()[-1500:]
+            raise AssertionError(f"{error}\nat {page.url}:\n{body}\nweb log:\n{web_log}") from None
+        link = await page.get_attribute("#temporal-ui", "href")
+        assert link is not None and link.startswith(f"{ui}/namespaces/default/workflows/council-")
+
+        assert up.stop(signal.SIGINT) == 0
+    assert still_running(started) == []
+    assert up.leftovers() == []
+    assert not port_open("127.0.0.1", server_port)
+    assert not port_open("127.0.0.1", web_port)
+    assert "stopped the processes it started" in up.output()
+
+
+async def test_make_up_reuses_a_running_server_and_leaves_it_running(
+    tmp_path: Path, temporal: Any
+) -> None:
+    address = temporal_address(temporal)
+    web_port = free_port()
+    with make_up(
+        tmp_path,
+        TEMPORAL_ADDRESS=address,
+        COUNCIL_WEB_PORT=str(web_port),
+        COUNCIL_TASK_QUEUE=f"council-up-{web_port}",
+    ) as up:
+        up.line(r"the page:\s+(\S+)")
+        assert f"using the Temporal server already answering at {address}" in up.output()
+        assert up.line(r"the Temporal UI:\s+(\S+)").group(1) == temporal_ui(address, {})
+        started = descendants(up.popen.pid)
+        commands = " | ".join(started.values())
+        assert not any(Path(c.split()[0]).name == "temporal" for c in started.values())
+        assert "-m web" in commands and "worker.py" in commands
+        assert up.stop(signal.SIGTERM) == 0
+    assert still_running(started) == []
+    assert up.leftovers() == []
+    assert not port_open("127.0.0.1", web_port)
+    host, port = address.rsplit(":", 1)
+    assert port_open(host, int(port))
+    await temporal.client.count_workflows()  # and it still answers
+
+
+async def test_ctrl_c_while_it_starts_stops_what_it_started_so_far(
+    tmp_path: Path, temporal: Any
+) -> None:
+    web_port = free_port()
+    with make_up(
+        tmp_path,
+        TEMPORAL_ADDRESS=temporal_address(temporal),  # a server that stays: nothing dies with it
+        COUNCIL_WEB_PORT=str(web_port),
+        COUNCIL_TASK_QUEUE=f"council-up-{web_port}",
+    ) as up:
+        up.line("starting a worker")
+        assert up.leftovers() != []  # the simulator, and the worker on its way
+        assert up.stop(signal.SIGINT) == 0
+    assert up.leftovers() == []
+    assert "the page:" not in up.output()
+    assert "stopped the processes it started" in up.output()
+
+
+def test_a_page_port_that_cannot_be_used_is_refused_before_anything_starts(
+    tmp_path: Path,
+) -> None:
+    with make_up(tmp_path, COUNCIL_WEB_PORT="70000") as up:
+        assert up.popen.wait(20) == 2
+    assert (
+        up.output() == "up: COUNCIL_WEB_PORT must be a port number from 1 to 65535 (got '70000')\n"
+    )
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        with make_up(tmp_path, COUNCIL_WEB_PORT=str(port)) as up:
+            assert up.popen.wait(20) == 2
+    assert up.output().startswith(
+        f"up: COUNCIL_WEB_PORT: port {port} on 127.0.0.1 is already in use"
+    )
+    assert not (tmp_path / "data").exists()
+
+
+@pytest.mark.parametrize(
+    ("address", "env", "expected"),
+    [
+        ("localhost:7233", {}, "http://localhost:8233"),
+        ("127.0.0.1:17233", {}, "http://127.0.0.1:18233"),
+        ("temporal.internal:7233", {}, "http://temporal.internal:8233"),
+        ("ns.acct.tmprl.cloud:7233", {}, "https://cloud.temporal.io"),
+        ("temporal:7233", {"COUNCIL_UI_URL": "https://ui.example.com/"}, "https://ui.example.com"),
+        ("localhost:7233", {"COUNCIL_UI_URL": "  "}, "http://localhost:8233"),
+    ],
+)
+def test_the_temporal_ui_follows_the_server_used(
+    address: str, env: dict[str, str], expected: str
+) -> None:
+    assert temporal_ui(address, env) == expected

@@ -1,0 +1,132 @@
+"""What a deliberation's page shows, read from Temporal: its record (the record so far
+while it runs), where it is, each call in flight with its text and retries, and the
+other turns of its thread. The pages and the live stream read through here, so that a
+page loaded and a page refreshed by the stream show the same state.
+"""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+from temporalio.client import Client, WorkflowFailureError
+from temporalio.service import RPCError
+
+from app.render import event_line
+from council.calls import Stage
+from council.models import DeliberationRecord
+from council.progress import EventKind, Progress, ProgressEvent
+from web import views
+from workflows import client as deliberations
+from workflows.deliberation import Deliberation
+
+# A failed run's record so far comes from a query that a worker answers by replaying it:
+# not worth a long wait when no worker is there.
+FAILED_RECORD_TIMEOUT_SECONDS = 2.0
+
+
+async def read_record(handle: Any) -> tuple[DeliberationRecord | None, str | None]:
+    """The record (the record so far while it runs), or None and why there is none, in our
+    words. A server that does not answer is raised (the app answers 503)."""
+    try:
+        return await deliberations.read_record(handle), None
+    except WorkflowFailureError as failure:
+        cause = failure.cause
+        return None, f"the deliberation failed: {getattr(cause, 'message', None) or cause}"
+    except RPCError as error:
+        if deliberations.unavailable(error):
+            raise
+        return None, "no record yet: no worker answers for this deliberation"
+    except Exception:  # a query no worker answers yet, and the like
+        return None, "no record yet: no worker answers for this deliberation"
+
+
+async def _record_of_failed(handle: Any) -> DeliberationRecord | None:
+    """What a failed run had when it failed (its answers and errors), where a worker can
+    say; None otherwise."""
+    try:
+        return await handle.query(
+            Deliberation.current_record,
+            rpc_timeout=timedelta(seconds=FAILED_RECORD_TIMEOUT_SECONDS),
+        )
+    except Exception:  # no worker, or the run failed before it had a record
+        return None
+
+
+async def progress_of(handle: Any) -> Progress | None:
+    """The run's progress from its first event; None while no worker answers."""
+    try:
+        return await handle.query(Deliberation.progress, 0, rpc_timeout=deliberations.QUERY_TIMEOUT)
+    except RPCError as error:
+        if deliberations.unavailable(error):
+            raise
+        return None
+    except Exception:
+        return None
+
+
+async def read_turn(
+    found: deliberations.Found,
+    events: list[ProgressEvent] | None = None,
+    progress: Progress | None = None,
+    known: tuple[DeliberationRecord | None, str | None] | None = None,
+) -> views.Turn:
+    """The deliberation as its page shows it. A running one: `events` (all so far) and the
+    latest `progress` when the caller follows the run already, else read here; `known`:
+    the record (and problem) when the caller read it since the run last moved."""
+    record, problem = known if known is not None else await read_record(found.handle)
+    turn = views.Turn(found.id, found.status, record, problem)
+    if found.status == "failed" and record is None:
+        turn.record = await _record_of_failed(found.handle)
+        if turn.record is not None:
+            turn.provider_problem = _provider_problem(turn.record, [])
+        return turn
+    if found.status != "running":
+        return turn
+    if progress is None:
+        progress = await progress_of(found.handle)
+        events = list(progress.events) if progress else []
+    events = events or []
+    in_flight = await deliberations.calls_in_flight(found.handle)
+    turn.stage, turn.round, turn.calls = views.stage_calls(events, in_flight, datetime.now(UTC))
+    turn.stop_requested = any(e.kind == EventKind.STOP_REQUESTED for e in events)
+    turn.events = [(e.seq, event_line(e)) for e in events]
+    if progress is not None:
+        turn.where = views.where_line(
+            progress.stage, progress.round, progress.max_rounds, progress.min_rounds, record
+        )
+    else:
+        turn.where = "waiting for a worker to pick the deliberation up…"
+    for call in in_flight:
+        if call.stage == Stage.SYNTHESIS:
+            turn.chairman_text, turn.chairman_writing = call.text, call.model
+    if record is not None:
+        turn.provider_problem = _provider_problem(record, in_flight)
+    return turn
+
+
+def _provider_problem(record: DeliberationRecord, in_flight: list[Any]) -> str | None:
+    failures = [(c.failure_type, c.failure) for c in in_flight if c.failure]
+    failures += [(e.error_type, e.describe()) for e in record.errors]
+    return views.provider_problem(record.usage.calls, failures)
+
+
+async def read_thread(
+    client: Client, current: views.Turn
+) -> tuple[list[views.Turn], list[views.Turn]]:
+    """The other turns of the current one's thread, oldest first: those before it and those
+    after it (its follow-ups and theirs)."""
+    record = current.record
+    if record is None:
+        return [], []
+    thread = record.thread_id or record.id
+    before: list[views.Turn] = []
+    after: list[views.Turn] = []
+    for row in await deliberations.list_thread(client, thread):
+        if row.id == current.id:
+            continue
+        earlier, problem = await read_record(deliberations.handle(client, row.id))
+        turn = views.Turn(row.id, row.status, earlier, problem)
+        later = record.started_at is not None and row.started is not None
+        (after if later and row.started > record.started_at else before).append(turn)
+    return before, after
