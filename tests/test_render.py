@@ -53,3 +53,28 @@ def test_where_a_review_follows_its_round() -> None:
     assert event_line(review_round) == (
         "✓ review round 1 complete · mean ratings a 3.5 · lowest rating 1 (below the threshold)"
     )
+
+
+def test_watch_prints_the_verdict_after_a_review_and_a_cut_as_a_cut() -> None:
+    verdict = (
+        "agreement low (alpha -0.22) · 1 dissent: c rated a's answer 1/5 against a median of 4"
+    )
+    review = ProgressEvent(
+        seq=0,
+        at=AT,
+        kind=EventKind.ROUND_COMPLETE,
+        round=1,
+        message="1 changed, 2 unchanged",
+        data={"agreement": verdict},
+    )
+    assert event_line(review).splitlines()[-1] == f"  ≈ {verdict}"
+    assert "≈" not in event_line(review.model_copy(update={"data": {}}))
+    cut = ProgressEvent(
+        seq=1,
+        at=AT,
+        kind=EventKind.MODEL_LATE,
+        stage=Stage.ANSWER,
+        model="m/slow",
+        message="m/slow cut in stage 1 answer after 2.1 s: no answer in this deliberation",
+    )
+    assert event_line(cut) == f"  ⌛ {cut.message}"
