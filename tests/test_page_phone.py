@@ -44,8 +44,9 @@ async def test_at_390_px_no_view_scrolls_sideways(
         inner = await matrix.evaluate("e => [e.scrollWidth, e.clientWidth]")
         assert inner[0] > inner[1] and inner[1] <= 390
 
-    # A running one: answers streaming in, then the matrix filling.
-    council.sim.set_faults({"*": {"latency": 2}})
+    # A running one: answers streaming in, then the matrix filling (each call long enough
+    # that the page, however slow to open, finds stage 1 still writing).
+    council.sim.set_faults({"*": {"latency": 5}})
     handle = await council.start(LONG_QUESTION, max_rounds=1)
     await page.goto(f"{web.url}/deliberations/{handle.id}")
     await page.locator("#statuses").wait_for()
