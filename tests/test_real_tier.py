@@ -67,6 +67,9 @@ def ask(question: str, **fields: object) -> dict[str, object]:
         "chairman": "smol-a",
         "max_rounds": 1,
         "max_tokens": TOKENS,
+        # One server process answers the three members one request at a time: the last in
+        # its queue is not a straggler (docs/providers.md, llama.cpp).
+        "stragglers": {"wait_for_all": True},
         **fields,
     }
 
