@@ -30,14 +30,14 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-import httpx
 import openai
 
 from app import councils
 from bench.stack import models
 from council.config import parse_config
 from council.validation import validate_request
-from harness.processes import ROOT, Process, free_port, spawn, wait_for
+from harness import processes
+from harness.processes import ROOT, Process, free_port
 from harness.stack import Stack, WorkerProcess
 from workflows import client as deliberations
 
@@ -57,27 +57,13 @@ QUESTION = "How should a small team choose between SQLite and PostgreSQL for a n
 
 
 def start_web(stack: Stack, worker: WorkerProcess, config: Path) -> tuple[Process, str]:
-    port = free_port()
-    process = spawn(
-        "web",
-        [sys.executable, "-m", "web", "--port", str(port)],
-        OUT / "web.log",
-        {
-            "TEMPORAL_ADDRESS": stack.address,
-            "COUNCIL_TASK_QUEUE": worker.queue,
-            "COUNCIL_CONFIG": str(config),
-        },
-    )
-    url = f"http://127.0.0.1:{port}"
-
-    def ready() -> bool:
-        try:
-            return httpx.get(f"{url}/v1/models", timeout=1).status_code == 200
-        except httpx.HTTPError:
-            return False
-
-    wait_for(ready, "web server", process, timeout=60)
-    return process, url
+    env = {
+        "TEMPORAL_ADDRESS": stack.address,
+        "COUNCIL_TASK_QUEUE": worker.queue,
+        "COUNCIL_CONFIG": str(config),
+    }
+    process = processes.start_web(env, port=free_port(), log_path=OUT / "web.log", ready_timeout=60)
+    return process, process.extra["url"]
 
 
 @dataclass

@@ -396,17 +396,21 @@ def compare_rounds(rounds: Sequence[Agreement]) -> AgreementTrend:
     )
 
 
+def figure(agreement: Agreement) -> str:
+    """The figure beside a measured level: alpha, or why there is none."""
+    if agreement.alpha is not None:
+        return f"alpha {agreement.alpha:.2f}"
+    # Measured without alpha: every rating that pairs is the same.
+    return "all ratings equal" if agreement.level == "high" else "alpha undefined"
+
+
 def verdict(agreement: Agreement, most: int = 3) -> str:
     """One line: `agreement high (alpha 0.91) · no dissent`, or `agreement low (alpha
     0.12) · 1 dissent: gamma rated alpha's answer 1/5 against a median of 4`; at most
     `most` dissents are spelled out."""
     if agreement.level is None:
         return "agreement not measured (no answer has two ratings)"
-    if agreement.alpha is not None:
-        figure = f"alpha {agreement.alpha:.2f}"
-    else:  # measured without alpha: every rating that pairs is the same
-        figure = "all ratings equal" if agreement.level == "high" else "alpha undefined"
-    head = f"agreement {agreement.level} ({figure})"
+    head = f"agreement {agreement.level} ({figure(agreement)})"
     if not agreement.dissent:
         return f"{head} · no dissent"
     count = len(agreement.dissent)

@@ -11,7 +11,7 @@ from __future__ import annotations
 import re
 from collections.abc import Mapping, Sequence
 
-from council.agreement import Agreement
+from council.agreement import Agreement, figure
 from council.calls import ChatMessage
 from council.iteration import CritiqueItem
 from council.limits import word_allowance
@@ -342,8 +342,7 @@ def agreement_section(agreement: Agreement | None) -> str:
     other model text (a dissent is the objection the final answer must not bury)."""
     if agreement is None or agreement.level is None:
         return ""
-    figure = "all ratings equal" if agreement.alpha is None else f"alpha {agreement.alpha:.2f}"
-    head = f"AGREEMENT IN THE LATEST REVIEW: {agreement.level} ({figure}).\n"
+    head = f"AGREEMENT IN THE LATEST REVIEW: {agreement.level} ({figure(agreement)}).\n"
     if not agreement.dissent:
         return head + "No reviewer dissented.\n\n"
     dissents = "\n\n".join(

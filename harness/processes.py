@@ -181,6 +181,14 @@ def start_temporal(
     return process
 
 
+def answers(url: str) -> bool:
+    """Whether a GET of `url` answers 200 now (a server's readiness)."""
+    try:
+        return httpx.get(url, timeout=1).status_code == 200
+    except httpx.HTTPError:
+        return False
+
+
 def start_simulator(
     port: int | None = None,
     faults: str | None = None,
@@ -196,14 +204,7 @@ def start_simulator(
         command += ["--latency", str(latency)]
     process = spawn("simulator", command, log_path, env)
     url = f"http://127.0.0.1:{port}/v1"
-
-    def ready() -> bool:
-        try:
-            return httpx.get(f"{url}/models", timeout=0.5).status_code == 200
-        except httpx.HTTPError:
-            return False
-
-    wait_for(ready, f"simulator on port {port}", process)
+    wait_for(lambda: answers(f"{url}/models"), f"simulator on port {port}", process)
     process.extra["url"] = url
     return process
 
@@ -239,14 +240,9 @@ def start_llama_server(
         "llama-server", [python, "-m", "llama_cpp.server", "--config_file", str(config)], log_path
     )
     url = f"http://127.0.0.1:{port}/v1"
-
-    def ready() -> bool:
-        try:
-            return httpx.get(f"{url}/models", timeout=1).status_code == 200
-        except httpx.HTTPError:
-            return False
-
-    wait_for(ready, f"llama.cpp server on port {port}", process, ready_timeout)
+    wait_for(
+        lambda: answers(f"{url}/models"), f"llama.cpp server on port {port}", process, ready_timeout
+    )
     process.extra["url"] = url
     return process
 

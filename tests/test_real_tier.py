@@ -17,7 +17,7 @@ from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
 
 import pytest
-from temporalio.client import WorkflowFailureError
+from temporalio.client import WorkflowFailureError, WorkflowHandle
 from temporalio.testing import WorkflowEnvironment
 
 from activities.settings import GatewaySettings
@@ -74,15 +74,18 @@ def ask(question: str, **fields: object) -> dict[str, object]:
     }
 
 
-async def deliberate(council: Council, question: str) -> DeliberationRecord:
-    handle = await council.client.start_workflow(
+async def start(council: Council, question: str) -> WorkflowHandle:
+    return await council.client.start_workflow(
         Deliberation.run,
         ask(question),
         id=f"real-{time.monotonic_ns()}",
         task_queue=council.task_queue,
         result_type=DeliberationRecord,
     )
-    return await handle.result()
+
+
+async def deliberate(council: Council, question: str) -> DeliberationRecord:
+    return await (await start(council, question)).result()
 
 
 async def test_a_real_council_deliberates_honestly(real: Council) -> None:
@@ -134,13 +137,7 @@ async def test_a_context_overflow_is_one_clear_error(
     unknown = GatewaySettings(base_url=llama.extra["url"])
     async with council_worker(temporal.client, None, settings=unknown) as blind:
         for council in (real, blind):
-            handle = await council.client.start_workflow(
-                Deliberation.run,
-                ask(huge),
-                id=f"real-overflow-{time.monotonic_ns()}",
-                task_queue=council.task_queue,
-                result_type=DeliberationRecord,
-            )
+            handle = await start(council, huge)
             with pytest.raises(WorkflowFailureError) as failed:
                 await handle.result()
             message = failed.value.cause.message

@@ -16,6 +16,7 @@ from pydantic import ValidationError
 
 from council.agreement import Agreement, Dissent, verdict
 from council.calls import Stage
+from council.config import with_overrides
 from council.iteration import CritiqueItem, IterationRound, RefinementResult
 from council.models import DeliberationRecord, DeliberationRequest
 from council.progress import EventKind, ProgressEvent, shown_status
@@ -67,14 +68,12 @@ def request_from_form(
     concerns, in the words of the form's labels."""
     values = {name: str(form.get(name, "")).strip() for name in FORM_FIELDS}
     errors: dict[str, str] = {}
-    data: dict[str, Any] = {**defaults, "question": values["question"]}
+    given: dict[str, Any] = {}
     models = [m.strip() for m in re.split(r"[,\n]", values["models"]) if m.strip()]
     if models:
-        if data.get("chairman") not in models:
-            data.pop("chairman", None)
-        data["models"] = models
+        given["models"] = models
     if values["chairman"]:
-        data["chairman"] = values["chairman"]
+        given["chairman"] = values["chairman"]
     for name in (*_WHOLE_NUMBERS, *_NUMBERS):
         if not values[name]:
             continue
@@ -82,7 +81,8 @@ def request_from_form(
         if number is None:
             errors[name] = _not_a_number(name, values[name])
         else:
-            data[name] = number
+            given[name] = number
+    data = with_overrides(defaults, given) | {"question": values["question"]}
     try:
         request = DeliberationRequest.model_validate(data)
     except ValidationError as error:

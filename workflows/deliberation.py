@@ -44,7 +44,7 @@ with workflow.unsafe.imports_passed_through():
         record_refinements,
         refinement_result,
     )
-    from council.reviews import read_review
+    from council.reviews import ParsedReview, read_review
     from council.stages import Stage1Result, Stage2Result, Stage3Result
     from council.steering import (
         HumanCritique,
@@ -90,14 +90,13 @@ class Deliberation:
         self._bounded = False
         # Token limits, JSON reviews and refinements, no critique from noise (see versions).
         self._real = False
-        # The straggler rule (see versions); members cut once, and the calls being cut.
+        # The straggler rule (see versions), and the calls it cut: (stage, round, model).
         self._stragglers = StragglerPolicy.everyone()
-        self._late_members: set[str] = set()
+        self._cutting: set[tuple[Stage, int, str]] = set()
         # Agreement review by review (round number -> the review's agreement), and whether
         # the chairman is told of it (see versions).
         self._agreements: dict[int, Agreement] = {}
         self._agreement = False
-        self._cutting: set[tuple[Stage, int, str]] = set()
         # The replies of the stage under way as they arrive, and what reading them needs
         # (each reviewer's order, each refinement's task): the record query shows them
         # before the stage ends (see _with_arrivals). Read by queries only.
@@ -161,11 +160,7 @@ class Deliberation:
             },
         )
         self.record.stage1 = [
-            Stage1Result(
-                model=model, response=replies[model].content, **replies[model].ending.model_dump()
-            )
-            for model in self.request.models
-            if model in replies
+            _answer(model, replies[model]) for model in self.request.models if model in replies
         ]
         self._answers = {result.model: result.response for result in self.record.stage1}
         if len(self._answers) < 2 and not self.stopping:
@@ -217,19 +212,7 @@ class Deliberation:
         replies = await self._fan_out(
             Stage.REVIEW, round_number, calls, formats if self._real else None
         )
-        read = [
-            read_review(
-                r,
-                replies[r].content,
-                labels,
-                orders[r],
-                asked=replies[r].structured,
-                legacy=not self._real,
-                ending=replies[r].ending,
-            )
-            for r in self._answers
-            if r in replies
-        ]
+        read = [self._read_review(r, replies[r], labels) for r in self._answers if r in replies]
         reviews = [review for review, _ in read]
         if round_number == 0:
             self.record.stage2 = reviews
@@ -524,8 +507,10 @@ class Deliberation:
             return
         await workflow.wait_condition(lambda: settled() or len(took) >= quorum(len(tasks)))
 
+        cut_before = {model for _, _, model in self._cutting}  # not waited for again
+
         def only_known_late() -> bool:
-            return all(t.done() or m in self._late_members for m, t in tasks.items())
+            return all(t.done() or m in cut_before for m, t in tasks.items())
 
         if settled() or only_known_late():
             return
@@ -550,7 +535,6 @@ class Deliberation:
         """The straggler rule cuts a late call: recorded in `late`, not as an error."""
         late = LateCall.cut(stage, round_number, model, (workflow.now() - started).total_seconds())
         self._cutting.add((stage, round_number, model))
-        self._late_members.add(model)
         self.record.late.append(late)
         self._event(
             EventKind.MODEL_LATE,
@@ -770,6 +754,20 @@ class Deliberation:
             )
         return record
 
+    def _read_review(
+        self, reviewer: str, reply: ModelReply, labels: dict[str, str]
+    ) -> tuple[Stage2Result, ParsedReview]:
+        """A review as the record keeps it, read once (in the order the reviewer saw)."""
+        return read_review(
+            reviewer,
+            reply.content,
+            labels,
+            self._orders.get(reviewer, []),
+            asked=reply.structured,
+            legacy=not self._real,
+            ending=reply.ending,
+        )
+
     def _with_arrivals(self, record: DeliberationRecord) -> DeliberationRecord:
         """The record so far with the replies of the stage under way that have arrived, read
         as the stage will read them (a copy: the workflow's own state is not touched)."""
@@ -778,23 +776,9 @@ class Deliberation:
         stage, round_number = self._arriving
         arrived = [(m, self._arrived[m]) for m in self.request.models if m in self._arrived]
         if stage == Stage.ANSWER and not record.stage1:
-            record.stage1 = [
-                Stage1Result(model=m, response=r.content, **r.ending.model_dump())
-                for m, r in arrived
-            ]
+            record.stage1 = [_answer(m, r) for m, r in arrived]
         elif stage == Stage.REVIEW:
-            reviews = [
-                read_review(
-                    m,
-                    r.content,
-                    record.label_to_model,
-                    self._orders.get(m, []),
-                    asked=r.structured,
-                    legacy=not self._real,
-                    ending=r.ending,
-                )[0]
-                for m, r in arrived
-            ]
+            reviews = [self._read_review(m, r, record.label_to_model)[0] for m, r in arrived]
             if round_number == 0 and not record.stage2:
                 record.stage2 = reviews
             elif round_number and record.rounds and not record.rounds[-1].reviews:
@@ -837,3 +821,8 @@ class Deliberation:
         workflow.set_current_details(
             current_details(self._stage, self.state, self.record, finished=finished)
         )
+
+
+def _answer(model: str, reply: ModelReply) -> Stage1Result:
+    """A stage-1 answer as the record keeps it, with how the reply ended."""
+    return Stage1Result(model=model, response=reply.content, **reply.ending.model_dump())
