@@ -31,6 +31,7 @@ from temporalio.client import Client
 from temporalio.service import RPCError
 from temporalio.worker import Worker
 
+from activities.call_clocks import CallClocks
 from activities.metrics import HISTOGRAM_BUCKETS
 from activities.model_call import PARTIAL_TEXT_SECONDS, ModelGateway
 from activities.settings import SettingsError
@@ -44,6 +45,7 @@ from app.connection import (
     task_queue,
 )
 from app.supervisor import ProcessCountError, Supervisor
+from council import numbers
 from council.config import ConfigProblem
 from workflows import search_attributes
 from workflows.deliberation import Deliberation
@@ -57,11 +59,8 @@ def _env_number(name: str, kind: type[int] | type[float]) -> int | float | None:
     value = os.environ.get(name, "").strip()
     if not value:
         return None
-    try:
-        number = kind(value)
-    except ValueError:
-        number = 0
-    if number <= 0:
+    number = numbers.whole(value) if kind is int else numbers.decimal(value)
+    if number is None or number <= 0:
         raise ConfigError(f"{name} must be a positive {kind.__name__} (got {value!r})")
     return number
 
@@ -81,14 +80,15 @@ def build_worker(
     activities: Sequence[Callable[..., Any]] = (),
     **options: Any,
 ) -> Worker:
-    """The worker's Temporal worker: these workflows, the model-call activity (and any
-    other activities), with the concurrency, rate limit and shutdown options below."""
+    """The worker's Temporal worker: these workflows, the model-call activity and the
+    straggler watch (and any other activities), with the concurrency, rate limit and
+    shutdown options below."""
     concurrent_calls, calls_per_second = call_limits()
     return Worker(
         client,
         task_queue=queue or task_queue(),
         workflows=list(workflows),
-        activities=[gateway.call_model, *activities],
+        activities=[gateway.call_model, CallClocks(client).await_late_calls, *activities],
         max_concurrent_activities=concurrent_calls,
         # A provider quota, enforced by the server across every worker of the queue.
         max_task_queue_activities_per_second=calls_per_second,
@@ -111,9 +111,10 @@ def metrics_port() -> int | None:
     value = os.environ.get("COUNCIL_METRICS_PORT", "").strip()
     if not value:
         return None
-    if not value.isdigit() or not 1 <= int(value) <= 65535:
+    port = numbers.whole(value, signed=False)
+    if port is None or not 1 <= port <= 65535:
         raise ConfigError(f"COUNCIL_METRICS_PORT must be a port number, 1 to 65535 (got {value!r})")
-    return int(value)
+    return port
 
 
 async def register_search_attributes(client: Client) -> None:
@@ -243,8 +244,8 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
         "(default: COUNCIL_WORKER_PROCESSES, else 1)",
     )
     # Set by the supervisor for its children.
-    parser.add_argument("--supervisor-pid", type=int, help=argparse.SUPPRESS)
-    parser.add_argument("--process-index", type=int, help=argparse.SUPPRESS)
+    parser.add_argument("--supervisor-pid", type=numbers.whole_argument, help=argparse.SUPPRESS)
+    parser.add_argument("--process-index", type=numbers.whole_argument, help=argparse.SUPPRESS)
     return parser.parse_args(argv)
 
 

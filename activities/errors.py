@@ -18,6 +18,8 @@ from typing import Any
 
 from temporalio.exceptions import ApplicationError, ApplicationErrorCategory
 
+from council import numbers
+
 
 class ErrorType(StrEnum):
     RATE_LIMITED = "RateLimited"
@@ -173,7 +175,9 @@ def status_of_error_object(error: Any, default: int) -> int:
     """The HTTP-like status an error object carries (OpenRouter's numeric code)."""
     if isinstance(error, dict):
         code = error.get("code")
-        if isinstance(code, int) or (isinstance(code, str) and code.isdigit()):
+        if isinstance(code, int) and not isinstance(code, bool):
+            return code
+        if isinstance(code, str) and numbers.whole(code, signed=False) is not None:
             return int(code)
         if isinstance(code, str) and code in _CODE_STATUSES:
             return _CODE_STATUSES[code]
@@ -187,10 +191,9 @@ def parse_retry_after(value: str | None, now: datetime | None = None) -> float |
     if value is None or not value.strip():
         return None
     value = value.strip()
-    try:
-        return max(0.0, float(value))
-    except ValueError:
-        pass
+    seconds = numbers.decimal(value)
+    if seconds is not None:
+        return max(0.0, seconds)
     try:
         when = parsedate_to_datetime(value)
     except (TypeError, ValueError, IndexError):
@@ -203,11 +206,9 @@ def parse_retry_after(value: str | None, now: datetime | None = None) -> float |
 def retry_after_from_headers(headers: Any, now: datetime | None = None) -> float | None:
     """Retry-After, or the millisecond variant some OpenAI-compatible servers send."""
     seconds = parse_retry_after(headers.get("retry-after"), now)
-    if seconds is None and headers.get("retry-after-ms"):
-        try:
-            seconds = max(0.0, float(headers["retry-after-ms"]) / 1000)
-        except ValueError:
-            seconds = None
+    if seconds is None:
+        millis = numbers.decimal(headers.get("retry-after-ms"))
+        seconds = None if millis is None else max(0.0, millis / 1000)
     return seconds
 
 

@@ -22,6 +22,7 @@ from activities.errors import (
     status_failure,
 )
 from activities.settings import GatewaySettings
+from activities.slots import AnswerClock
 from activities.sse import DONE_EVENT, SSEDecoder
 from council.calls import ModelCall
 from council.structured import JSON_OBJECT, JSON_SCHEMA
@@ -139,7 +140,11 @@ class ChatClient:
         return [f for f in FORMS[self.settings.structured_output] if f not in refused]
 
     async def complete(
-        self, call: ModelCall, completion: Completion, call_id: str | None = None
+        self,
+        call: ModelCall,
+        completion: Completion,
+        call_id: str | None = None,
+        clock: AnswerClock | None = None,
     ) -> str | None:
         """Fill `completion` with the reply to `call`, or raise CallFailure. Returns how
         the reply was asked for: json_schema, json_object, or None (free text).
@@ -152,17 +157,21 @@ class ChatClient:
         provider's own error is read: a prompt over the context window is the same error
         either way). If that fails too, Temporal retries the call. `call_id` (workflow id
         / activity id) goes out as X-Council-Call, so a provider's or the simulator's logs
-        can tell a retry of a call from a new call.
+        can tell a retry of a call from a new call. `clock` hears when each request is sent
+        and when its reply begins (activities.slots.AnswerClock).
         """
+        clock = clock or AnswerClock()
         forms = self.forms(call)
         for form in forms:  # the last one is always tried
             try:
                 try:
-                    await self._exchange(call, completion, call_id, form, self.settings.stream)
+                    await self._exchange(
+                        call, completion, call_id, form, self.settings.stream, clock
+                    )
                 except CallFailure as failure:
                     if not (failure.ask_unstreamed and self.settings.stream):
                         raise
-                    await self._unstreamed(call, completion, call_id, form)
+                    await self._unstreamed(call, completion, call_id, form, clock)
             except CallFailure as failure:
                 if form is None or form == forms[-1] or not refuses_form(failure):
                     raise
@@ -173,7 +182,12 @@ class ChatClient:
         return None
 
     async def _unstreamed(
-        self, call: ModelCall, completion: Completion, call_id: str | None, form: str | None
+        self,
+        call: ModelCall,
+        completion: Completion,
+        call_id: str | None,
+        form: str | None,
+        clock: AnswerClock,
     ) -> None:
         """The call asked again without streaming, after a stream that gave no whole reply.
         The server may have closed the connection the stream came on while the pool still
@@ -181,7 +195,7 @@ class ChatClient:
         for last in (False, True):
             completion.reset()
             try:
-                await self._exchange(call, completion, call_id, form, stream=False)
+                await self._exchange(call, completion, call_id, form, False, clock)
                 return
             except CallFailure as failure:
                 if last or failure.kind is not ErrorType.CONNECTION_FAILED:
@@ -194,6 +208,7 @@ class ChatClient:
         call_id: str | None,
         form: str | None,
         stream: bool,
+        clock: AnswerClock,
     ) -> None:
         """One POST, its reply read into `completion`."""
         settings = self.settings
@@ -203,6 +218,7 @@ class ChatClient:
             # never a raw id in a header.
             headers[CALL_ID_HEADER] = quote(call_id, safe="/:._-~")
         headers_received = False
+        clock.sent(stream)
         try:
             async with self.http.stream(
                 "POST",
@@ -211,6 +227,7 @@ class ChatClient:
                 headers=headers,
             ) as response:
                 headers_received = True
+                clock.began()
                 await self._read(response, completion)
         except httpx.TimeoutException as err:
             if isinstance(err, httpx.ConnectTimeout):

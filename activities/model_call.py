@@ -17,7 +17,7 @@ import asyncio
 import contextlib
 import logging
 import time
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Self
 
@@ -30,6 +30,7 @@ from activities.errors import CallFailure, ErrorType, application_error, one_lin
 from activities.llm_client import ChatClient, make_http_client
 from activities.metrics import CallMetrics
 from activities.settings import GatewaySettings
+from activities.slots import AnswerClock, Slots
 from council.calls import ModelCall, ModelReply
 from council.config import DEFAULT_PROVIDER, ProviderConfig, route
 
@@ -48,6 +49,38 @@ TOKENS_PER_MESSAGE = 8
 MIN_REPLY_ROOM = 64
 
 log = logging.getLogger("council.model_call")
+# The HTTP libraries' own loggers: at DEBUG, httpcore logs every response's headers (a
+# provider may echo a key in one), and httpx logs each request's URL.
+HTTP_LOGGERS = (
+    "httpx",
+    "httpcore.connection",
+    "httpcore.http11",
+    "httpcore.http2",
+    "httpcore.proxy",
+)
+
+
+class _Redaction(logging.Filter):
+    """Replaces every configured secret in the HTTP libraries' log records."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.secrets: set[str] = set()
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        if self.secrets:
+            message = record.getMessage()
+            clean = message
+            for secret in self.secrets:
+                clean = clean.replace(secret, REDACTED)
+            if clean != message:
+                record.msg, record.args = clean, None
+        return True
+
+
+_REDACTION = _Redaction()
+for _name in HTTP_LOGGERS:
+    logging.getLogger(_name).addFilter(_REDACTION)
 
 
 def fit_context(call: ModelCall, window: int | None) -> ModelCall:
@@ -79,14 +112,24 @@ def heartbeat_interval(info: activity.Info) -> float:
 
 
 async def _heartbeat_while_running(
-    completion: Completion, call: ModelCall, interval: float
+    completion: Completion,
+    call: ModelCall,
+    interval: float,
+    clock: AnswerClock,
+    attempt: int,
+    redact: Callable[[str], str],
 ) -> None:
     # The first beat comes after one interval, not at once: the heartbeat timeout runs
     # from the start of the attempt anyway, and a call that ends sooner then costs the
     # server no heartbeat at all (every heartbeat is a write to the activity's state).
     while True:
         await asyncio.sleep(interval)
-        activity.heartbeat(completion.progress(call))
+        progress = completion.progress(call)
+        progress.text = redact(progress.text)
+        progress.attempt = attempt
+        progress.answering = clock.answering
+        progress.answer_seconds = round(clock.seconds(), 3)
+        activity.heartbeat(progress)
 
 
 def _last_attempt(info: activity.Info) -> bool:
@@ -113,13 +156,15 @@ class Provider:
     settings: GatewaySettings
     http: httpx.AsyncClient
     client: ChatClient
+    slots: Slots
 
     @classmethod
     def open(
         cls, name: str, settings: GatewaySettings, transport: httpx.AsyncBaseTransport | None
     ) -> Provider:
         http = make_http_client(settings, transport)
-        return cls(name, settings, http, ChatClient(settings, http))
+        slots = Slots(settings.max_concurrent_requests, settings.base_url)
+        return cls(name, settings, http, ChatClient(settings, http), slots)
 
     async def warm_up(self, connections: int) -> int:
         """Open pooled connections (DNS, TCP, TLS and the HTTP client's first-use work)
@@ -160,6 +205,7 @@ class ModelGateway:
             },
         }
         self._secrets = [s for p in self.providers.values() for s in p.settings.secrets()]
+        _REDACTION.secrets.update(self._secrets)
 
     @classmethod
     def from_env(
@@ -177,8 +223,10 @@ class ModelGateway:
             await provider.http.aclose()
 
     async def warm_up(self, connections: int = WARM_CONNECTIONS) -> dict[str, int]:
-        """At worker start: each provider's connections opened (see Provider.warm_up)."""
+        """At worker start: each provider's connections opened (see Provider.warm_up), and
+        how many requests each is sent at once decided (activities.slots)."""
         opened = await asyncio.gather(*(p.warm_up(connections) for p in self.providers.values()))
+        await asyncio.gather(*(p.slots.decide(p.http) for p in self.providers.values()))
         return dict(zip(self.providers, opened, strict=True))
 
     async def __aenter__(self) -> Self:
@@ -226,14 +274,18 @@ class ModelGateway:
         except CallFailure as failure:
             raise self._error(failure, call.model, info.attempt, provider.name) from None
         completion = Completion(call.max_response_bytes)
+        clock = AnswerClock()
         beating = asyncio.create_task(
-            _heartbeat_while_running(completion, call, heartbeat_interval(info))
-        )
-        started = time.monotonic()
-        try:
-            structured = await provider.client.complete(
-                call, completion, f"{info.workflow_id}/{info.activity_id}"
+            _heartbeat_while_running(
+                completion, call, heartbeat_interval(info), clock, info.attempt, self.redact
             )
+        )
+        try:
+            async with provider.slots.turn(provider.http):
+                started = time.monotonic()
+                structured = await provider.client.complete(
+                    call, completion, f"{info.workflow_id}/{info.activity_id}", clock
+                )
         except CallFailure as failure:
             raise self._error(failure, call.model, info.attempt, provider.name) from None
         except asyncio.CancelledError:
@@ -252,7 +304,9 @@ class ModelGateway:
                 await beating
         latency_ms = int((time.monotonic() - started) * 1000)
 
-        content = completion.content
+        # A provider may echo what it was sent, a key included: no configured secret is
+        # ever stored (the reply goes into history, the record and the page).
+        content = self.redact(completion.content)
         if not content.strip():
             reason = completion.finish_reason or "none"
             raise self._error(
@@ -266,10 +320,11 @@ class ModelGateway:
         return ModelReply(
             model=call.model,
             content=content,
-            served_by=completion.served_by,
+            served_by=self.redact(completion.served_by) if completion.served_by else None,
             finish_reason=completion.finish_reason,
             usage=token_usage(completion.usage, [m.content for m in call.messages], content),
             latency_ms=latency_ms,
+            answer_ms=int(clock.seconds() * 1000),
             truncated=completion.truncated,
             structured=structured,
             provider=provider.name,

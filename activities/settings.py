@@ -12,6 +12,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from urllib.parse import urlsplit
 
+from council import numbers
 from council.config import ProviderConfig
 
 OPENROUTER_BASE_URL = "https://openrouter.ai/api/v1"
@@ -46,6 +47,9 @@ class GatewaySettings:
     # The models' context window in tokens, when known: a prompt that cannot fit is refused
     # before the call, and max_tokens is lowered to what fits.
     context_window: int | None = None
+    # Requests sent to the provider at once by this worker process (None: decided by
+    # activities.slots: one for a server of our own unless it reports more, else no limit).
+    max_concurrent_requests: int | None = None
 
     @classmethod
     def from_env(cls, env: Mapping[str, str] | None = None) -> GatewaySettings:
@@ -62,6 +66,7 @@ class GatewaySettings:
             read_timeout=_seconds(env, "COUNCIL_LLM_READ_TIMEOUT", 300.0),
             structured_output=_choice(env, "COUNCIL_LLM_STRUCTURED_OUTPUT", STRUCTURED_OUTPUTS),
             context_window=_tokens(env, "COUNCIL_LLM_CONTEXT_WINDOW"),
+            max_concurrent_requests=_count(env, "COUNCIL_LLM_MAX_CONCURRENT_REQUESTS", 1024),
         )
 
     @classmethod
@@ -80,6 +85,7 @@ class GatewaySettings:
             read_timeout=provider.read_timeout,
             structured_output=provider.structured_output,
             context_window=provider.context_window,
+            max_concurrent_requests=provider.max_concurrent_requests,
         )
 
     @property
@@ -144,19 +150,29 @@ def _tokens(env: Mapping[str, str], name: str) -> int | None:
     value = (env.get(name) or "").strip().replace("_", "")
     if not value:
         return None
-    if not value.isdigit() or not 256 <= int(value) <= 10_000_000:
+    tokens = numbers.whole(value, signed=False)
+    if tokens is None or not 256 <= tokens <= 10_000_000:
         raise SettingsError(f"{name} must be a number of tokens, 256 to 10000000 (got {value!r})")
-    return int(value)
+    return tokens
+
+
+def _count(env: Mapping[str, str], name: str, most: int) -> int | None:
+    value = (env.get(name) or "").strip()
+    if not value:
+        return None
+    count = numbers.whole(value, signed=False)
+    if count is None or not 1 <= count <= most:
+        raise SettingsError(f"{name} must be a whole number, 1 to {most} (got {value!r})")
+    return count
 
 
 def _seconds(env: Mapping[str, str], name: str, default: float) -> float:
     value = (env.get(name) or "").strip()
     if not value:
         return default
-    try:
-        seconds = float(value)
-    except ValueError:
-        raise SettingsError(f"{name} must be a number of seconds (got {value!r})") from None
+    seconds = numbers.decimal(value)
+    if seconds is None:
+        raise SettingsError(f"{name} must be a number of seconds (got {value!r})")
     if seconds <= 0:
         raise SettingsError(f"{name} must be positive (got {value!r})")
     return seconds

@@ -196,6 +196,17 @@ def complete(record: DeliberationRecord) -> bool:
     )
 
 
+def gaps(record: DeliberationRecord) -> list[str]:
+    """What keeps a record from being whole: its cuts, its failed calls, what is missing."""
+    found = [f"cut: {late.describe()}" for late in record.late]
+    found += [f"failed: {error.describe()}" for error in record.errors]
+    if record.status != "completed":
+        found.append(f"status {record.status}")
+    if len(record.rounds) != ROUNDS:
+        found.append(f"{len(record.rounds)} rounds")
+    return found or (["incomplete"] if not complete(record) else [])
+
+
 def wall(record: DeliberationRecord) -> float:
     assert record.started_at and record.completed_at
     return (record.completed_at - record.started_at).total_seconds()
@@ -306,6 +317,9 @@ async def main(runs: int, kills: int, seed: int) -> int:
     ]
     report = table(rows)
     print(report)
+    for record in records:
+        for gap in gaps(record):
+            say(f"{record.id}: {gap}")
     (OUT / "results.md").write_text(report + "\n")
     (OUT / "results.json").write_text(
         json.dumps(

@@ -94,6 +94,13 @@ class CallProgress(BaseModel):
     chunks: int = 0
     content_bytes: int = 0
     text: str = ""
+    # The attempt this heartbeat comes from; whether its provider has begun to answer its
+    # request (not while it waits for a free slot, in the provider's queue, or on a
+    # connection that hangs), and for how long. The straggler rule reads these
+    # (council.stragglers.CallClock).
+    attempt: int = 0
+    answering: bool = False
+    answer_seconds: float = 0.0
 
 
 class ModelReply(BaseModel):
@@ -102,7 +109,12 @@ class ModelReply(BaseModel):
     served_by: str | None = Field(default=None, description="the model the provider says answered")
     finish_reason: str | None = None
     usage: TokenUsage = Field(default_factory=TokenUsage)
+    # From the moment the request was sent (after any wait for a slot at the provider) to
+    # the end of the reply, in the attempt that answered.
     latency_ms: int = 0
+    # Of that, the time the provider spent answering (from its first bytes; see
+    # activities.slots.AnswerClock): what the straggler rule's patience is made of.
+    answer_ms: int = 0
     truncated: bool = False
     # How the reply was asked for: json_schema, json_object, or None (free text).
     structured: str | None = None

@@ -34,6 +34,13 @@ DEFAULT_COUNCIL = "default"
 DEFAULT_PROVIDER = "default"
 _NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.\-]{0,63}")
 _VARIABLE = re.compile(r"[A-Za-z_][A-Za-z0-9_]{0,127}")
+# What an API key looks like rather than a variable's name: a provider's key prefix
+# (OpenAI and OpenRouter sk-, Anthropic sk-ant-, Stripe-like sk_/pk_/rk_, GitHub, Hugging
+# Face, Slack, Google, AWS, GitLab, Groq), or a long run of random-looking characters
+# (digits among lower-case letters, or a mix of cases).
+_KEY_PREFIX = re.compile(
+    r"(?:sk|pk|rk)[-_]|gh[pousr]_|github_pat_|hf_|xox[abpr]-|AIza|AKIA|ASIA|glpat-|gsk_"
+)
 # What a council may not set: each request's own question, and a thread's fields.
 NOT_COUNCIL_OPTIONS = frozenset(
     {"question", "follow_up_of", "thread_id", "history", "dropped_turns", "instructions"}
@@ -73,12 +80,24 @@ class ProviderConfig(BaseModel):
     read_timeout: float = Field(default=300.0, gt=0, le=3600)
     structured_output: Literal["auto", "json_schema", "json_object", "off"] = "auto"
     context_window: int | None = Field(default=None, ge=256, le=10_000_000)
+    # Requests this provider is sent at once by each worker process (activities.slots).
+    max_concurrent_requests: int | None = Field(default=None, ge=1, le=1024)
 
     @field_validator("api_key_env")
     @classmethod
     def _variable(cls, name: str | None) -> str | None:
-        if name is not None and not _VARIABLE.fullmatch(name):
-            raise ValueError(f"{name!r} is not a variable name")
+        # Never echoed: what is written here may be the key itself.
+        if name is None:
+            return name
+        if looks_like_key(name):
+            raise ValueError(
+                "this looks like a key, not a variable name: put the key in an environment "
+                "variable and write that variable's name here"
+            )
+        if not _VARIABLE.fullmatch(name):
+            raise ValueError(
+                "must be a variable's name (letters, digits and _, not starting with a digit)"
+            )
         return name
 
     @field_validator("models")
@@ -105,6 +124,20 @@ class Config(BaseModel):
     def council_names(self) -> list[str]:
         """Named councils, the default (if the file has one) first."""
         return sorted(self.councils, key=lambda n: (n != DEFAULT_COUNCIL, n))
+
+
+def looks_like_key(text: str) -> bool:
+    """Whether a value meant to be a variable's name looks like a secret instead."""
+    value = text.strip()
+    if _KEY_PREFIX.match(value) or not value.isascii():
+        return True
+    if len(value) < 20:
+        return False
+    if not _VARIABLE.fullmatch(value):
+        return True
+    digits = sum(ch.isdigit() for ch in value)
+    lower, upper = any(ch.islower() for ch in value), any(ch.isupper() for ch in value)
+    return (lower and upper and digits >= 2) or (lower and digits >= 4) or len(value) > 64
 
 
 def _where(loc: tuple[Any, ...]) -> str:

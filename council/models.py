@@ -39,7 +39,7 @@ from council.stages import (
 )
 from council.steering import SteeringAction
 from council.stragglers import LateCall, StragglerPolicy
-from council.structured import StructuredReply
+from council.structured import StructuredReply, schema_problem
 from council.thread import (
     DEFAULT_CONTEXT_TOKENS,
     MAX_CONTEXT_TOKENS,
@@ -159,6 +159,9 @@ class DeliberationRequest(BaseModel):
     # Earlier turns the client left out (the oldest, which could not fit anyway).
     dropped_turns: list[str] = Field(default_factory=list, max_length=limits.MAX_THREAD_TURNS)
     context_tokens: int = Field(default=DEFAULT_CONTEXT_TOKENS, ge=0, le=MAX_CONTEXT_TOKENS)
+    # The JSON Schema the final answer must follow (a client's response_format): the
+    # chairman is asked for it, and its reply checked and repaired once.
+    answer_format: StructuredReply | None = None
 
     @field_validator("models")
     @classmethod
@@ -189,6 +192,14 @@ class DeliberationRequest(BaseModel):
         if self.chairman is None:
             self.chairman = self.models[0]
         return self
+
+    @field_validator("answer_format")
+    @classmethod
+    def _usable_format(cls, fmt: StructuredReply | None) -> StructuredReply | None:
+        problem = schema_problem(fmt.json_schema) if fmt is not None else None
+        if problem:
+            raise ValueError(problem)
+        return fmt
 
     @model_validator(mode="after")
     def _thread(self) -> DeliberationRequest:

@@ -8,6 +8,7 @@ frame and speak to the reviewer as the prompt.
 
 from __future__ import annotations
 
+import json
 import re
 from collections.abc import Mapping, Sequence
 
@@ -17,6 +18,7 @@ from council.iteration import CritiqueItem
 from council.limits import word_allowance
 from council.models import EvaluationCriteria
 from council.stages import AggregateRanking
+from council.structured import StructuredReply
 from council.thread import ThreadContext
 
 RANKING_HEADER = "FINAL RANKING:"
@@ -298,10 +300,12 @@ def synthesis_prompt(
     instructions: str | None = None,
     agreement: Agreement | None = None,
     structured: bool = False,
+    answer_format: StructuredReply | None = None,
 ) -> list[ChatMessage]:
     """Stage 3: the chairman writes the final answer from the council's final answers (and
     the conversation so far, for a follow-up; and the user's instructions; and how far the
-    latest review agreed, with each dissenting critique, when `agreement` is given)."""
+    latest review agreed, with each dissenting critique, when `agreement` is given; and, with
+    `answer_format`, as the JSON the person who asked needs)."""
     by_model = {entry.model: entry for entry in rankings}
     framed = "\n\n".join(
         frame("answer", text, model=model, standing=_standing(by_model.get(model)))
@@ -333,8 +337,36 @@ def synthesis_prompt(
         "Write the final answer to the question: one accurate, complete answer that draws on "
         "the strongest points, resolves disagreements and corrects the errors the reviews "
         "found. Write it for the person who asked, without describing the council or its "
-        f"process.{disagreement_request(agreement, structured)}{length_note(byte_cap)}"
+        f"process.{disagreement_request(agreement, structured and answer_format is None)}"
+        f"{format_request(answer_format)}{length_note(byte_cap)}"
     )
+
+
+def format_request(answer_format: StructuredReply | None) -> str:
+    """The shape the person who asked needs the final answer in: one JSON value that
+    follows their schema, and nothing else."""
+    if answer_format is None:
+        return ""
+    schema = json.dumps(answer_format.json_schema, ensure_ascii=False, indent=1)
+    return (
+        "\n\nThe person who asked needs the final answer as JSON: reply with one JSON value "
+        "that follows this JSON Schema, and nothing before or after it (no code fence, no "
+        f"comment):\n{schema}"
+    )
+
+
+def format_repair(messages: Sequence[ChatMessage], reply: str, problem: str) -> list[ChatMessage]:
+    """The chairman asked once more for a final answer that follows the schema: its own
+    reply, and what is wrong with it."""
+    return [
+        *messages,
+        ChatMessage(role="assistant", content=reply),
+        ChatMessage(
+            role="user",
+            content=f"That reply does not follow the JSON Schema ({problem}). Reply again with "
+            "only the corrected JSON, following the schema exactly.",
+        ),
+    ]
 
 
 def agreement_section(agreement: Agreement | None) -> str:

@@ -19,6 +19,7 @@ from council.changes import (
     summarize_changes,
 )
 from council.critiques import extract_critiques_from_rankings
+from council.echo import ECHO_PROBLEM, repeats_prompt
 from council.iteration import (
     CritiqueItem,
     IterationRound,
@@ -242,9 +243,13 @@ def refinement_result(
     min_change: float = NEW_WORD_RATIO,
     ending: Ending | None = None,
     late: bool = False,
+    prompt: str | None = None,
+    material: Sequence[str] = (),
 ) -> RefinementResult:
-    """What a refinement did. A failed or empty call keeps the original answer; the reply
-    itself is kept as it arrived, with how it ended (`ending`: a finish reason, a cut)."""
+    """What a refinement did. A failed or empty call keeps the original answer, and so
+    does a reply that only repeats the `prompt` it was given (council.echo; `material`: the
+    texts the prompt carried besides the task's own answer and critiques); the reply itself
+    is kept as it arrived, with how it ended (`ending`: a finish reason, a cut)."""
     raw = reply if error is None else None
     common = {
         "model": task.model,
@@ -255,6 +260,17 @@ def refinement_result(
         **(ending.model_dump() if ending and raw is not None else {}),
     }
     parsed = parse_refinement(reply) if raw is not None else None
+    if (
+        parsed is not None
+        and parsed.final_answer
+        and prompt is not None
+        and repeats_prompt(
+            parsed.final_answer,
+            prompt,
+            [task.original, *common["critiques_addressed"], *material],
+        )
+    ):
+        parsed, error = None, ECHO_PROBLEM
     if parsed is None or not parsed.final_answer:
         return RefinementResult(
             **common,

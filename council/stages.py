@@ -58,6 +58,9 @@ class Stage3Result(Ending):
     response: str
     # Where the council disagreed, as the chairman's structured synthesis gave it.
     disagreements: list[Disagreement] = Field(default_factory=list)
+    # With a format asked for the final answer (DeliberationRequest.answer_format): why the
+    # response does not follow it after one repair (None: it does, or none was asked).
+    format_problem: str | None = None
 
 
 class AggregateRanking(BaseModel):

@@ -10,7 +10,7 @@ the stop reason. An update carries a deadline: one that reaches the workflow aft
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Collection, Sequence
 from datetime import datetime
 from typing import Annotated, Literal
 
@@ -134,18 +134,19 @@ def max_rounds_problem(
 
 def critique_problem(
     state: IterationState | None,
-    label_of: Mapping[str, str],
+    answered: Collection[str],
     critique: HumanCritique,
     steering: Sequence[SteeringAction] = (),
 ) -> str | None:
-    """Why this critique cannot be taken (None: it can). `label_of` maps each model that
-    has an answer to refine to its label; `steering` is what the user did so far."""
+    """Why this critique cannot be taken (None: it can). `answered`: the models whose
+    answer has arrived (from the first answers on: a critique waits for the first
+    refinement round like any other); `steering` is what the user did so far."""
     if state is None:
         return "the deliberation has not started yet"
     if state.terminated:
         return f"the refinement loop has ended ({state.termination_reason})"
-    if critique.model not in label_of:
-        known = ", ".join(sorted(label_of)) or "none yet"
+    if critique.model not in answered:
+        known = ", ".join(sorted(answered)) or "none yet"
         return f"model {critique.model!r} has no answer in this council (models: {known})"
     problem = text_problem(critique.text)
     if problem:

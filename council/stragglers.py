@@ -18,6 +18,16 @@ that would cost only a moment more. A user who wants every member in every stage
 What a cut does: a member cut in stage 1 has no answer in this deliberation (and, like a
 member whose answer failed, reviews nothing: the reviewers are the members with answers);
 a cut review gives no critiques; a cut refinement keeps the previous answer.
+
+A member is judged by its own replies, never by time lost to a fault. The durations that
+set the patience are the replies' own (from the provider's first bytes to the last, in
+the request that answered), and a late call's time is that of its current request while
+its provider answers it: a call that waits for a slot at a provider that serves one
+request at a time or in the provider's own queue, a request that hangs with no reply at
+all (its call timeout ends it), a stream cut and asked again, an attempt that Temporal
+retries after a 429, a 5xx or a lost worker, and the minutes a worker or the server was
+down count for nothing. What a call has been doing, the workflow learns from its
+attempt's own heartbeats (CallClock), read from Temporal when a call outlives the patience.
 """
 
 from __future__ import annotations
@@ -104,3 +114,48 @@ class LateCall(BaseModel):
             f"{self.model} cut in {self.stage.place(self.round)} after "
             f"{self.seconds:.1f} s: {self.effect}"
         )
+
+
+# A heartbeat that is older than this is not extrapolated: the attempt may be gone (a killed
+# worker), and time nobody heard of is not counted against the member. Attempts beat every
+# second (activities.model_call), so a live one is never this far behind.
+FRESH_BEAT_SECONDS = 2.5
+
+
+class CallClock(BaseModel):
+    """A late call as Temporal last heard of it: the attempt it is on, whether that attempt
+    runs, and its last heartbeat (which attempt beat, whether its provider was answering,
+    for how long, how long ago that was)."""
+
+    attempt: int
+    running: bool
+    beat_attempt: int = 0
+    answering: bool = False
+    answer_seconds: float = 0.0
+    since_beat: float = 0.0
+
+    def own_seconds(self) -> float:
+        """How long the current request has been answered: nothing while it waits (to be
+        retried, for its first heartbeat, for its provider to begin), the last beat's
+        figure when that beat is too old to trust, and the time since the beat when it is
+        fresh."""
+        if not self.running or self.beat_attempt != self.attempt or not self.answering:
+            return 0.0
+        if self.since_beat > FRESH_BEAT_SECONDS:
+            return self.answer_seconds
+        return self.answer_seconds + max(0.0, self.since_beat)
+
+
+def due(patience_seconds: float, clocks: dict[str, CallClock]) -> list[str]:
+    """The late calls (by model) whose own time has reached the patience: to be cut."""
+    return [model for model, clock in clocks.items() if clock.own_seconds() >= patience_seconds]
+
+
+class LateCalls(BaseModel):
+    """What the straggler watch waits on: a stage's late calls (by model) and the patience
+    their own time is held to."""
+
+    stage: Stage
+    round: int
+    models: list[str]
+    patience_seconds: float

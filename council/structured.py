@@ -12,10 +12,15 @@ from __future__ import annotations
 
 import json
 import re
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from typing import Any, Literal
 
+from jsonschema import exceptions as schema_errors
+from jsonschema import validators
 from pydantic import BaseModel, ConfigDict, Field
+from referencing import Registry
+from referencing.exceptions import Unresolvable
+from referencing.jsonschema import specification_with
 
 from council.limits import MAX_CRITIQUE_CHARS
 
@@ -216,3 +221,120 @@ def review_verdicts(
         list(dict.fromkeys(x for x in ranked if x in shown)) if isinstance(ranked, list) else []
     )
     return ratings, critiques, ranking
+
+
+# ---- a client's format for the final answer -------------------------------------------
+
+# A client's schema is a Temporal payload and a prompt: bounded like any other input.
+MAX_ANSWER_SCHEMA_BYTES = 32_000
+MAX_ANSWER_SCHEMA_DEPTH = 32
+DRAFT_KEY = "$schema"
+_REFERENCE_KEYS = ("$ref", "$dynamicRef", "$recursiveRef")
+JSON_OBJECT_FORMAT = "json_object"
+
+
+def any_json_object() -> StructuredReply:
+    """The format of `response_format: {"type": "json_object"}`: any one JSON object."""
+    return StructuredReply(name=JSON_OBJECT_FORMAT, json_schema={"type": "object"})
+
+
+def schema_problem(schema: dict[str, Any]) -> str | None:
+    """Why `schema` cannot be a final answer's format (None: it can): larger or deeper than
+    the bounds, naming a draft we do not know, not a valid JSON Schema, or with a reference
+    that points outside it or at nothing in it (an answer is checked without fetching
+    anything). The message starts with what is wrong; `$schema` problems name the key."""
+    size = len(json.dumps(schema, ensure_ascii=False).encode("utf-8"))
+    if size > MAX_ANSWER_SCHEMA_BYTES:
+        return f"the schema is {size:,} bytes; at most {MAX_ANSWER_SCHEMA_BYTES:,} are taken"
+    if _depth(schema) > MAX_ANSWER_SCHEMA_DEPTH:
+        return f"the schema is too deep: at most {MAX_ANSWER_SCHEMA_DEPTH} levels"
+    validator = _draft(schema)
+    if validator is None:
+        return (
+            f"{DRAFT_KEY} names no JSON Schema draft this server knows: leave it out "
+            "(2020-12), or name a draft's meta-schema such as "
+            "https://json-schema.org/draft/2020-12/schema"
+        )
+    try:
+        validator.check_schema(schema)
+    except schema_errors.SchemaError as err:
+        return f"not a valid JSON Schema: {_one_line(err.message)}"
+    return _reference_problem(schema, validator)
+
+
+def _depth(node: Any) -> int:
+    """How many levels of objects and lists the value nests."""
+    deepest, stack = 0, [(node, 1)]
+    while stack:
+        value, level = stack.pop()
+        if isinstance(value, dict):
+            value = list(value.values())
+        if isinstance(value, list):
+            deepest = max(deepest, level)
+            stack.extend((child, level + 1) for child in value)
+    return deepest
+
+
+def _draft(schema: dict[str, Any]) -> Any:
+    """The validator class of the draft the schema names (2020-12 when it names none)."""
+    if DRAFT_KEY not in schema:
+        return validators.Draft202012Validator
+    named = schema[DRAFT_KEY]
+    return validators.validator_for(schema, default=None) if isinstance(named, str) else None
+
+
+def _references(node: Any) -> Iterator[str]:
+    stack = [node]
+    while stack:
+        value = stack.pop()
+        if isinstance(value, dict):
+            for key, child in value.items():
+                if key in _REFERENCE_KEYS and isinstance(child, str):
+                    yield child
+                else:
+                    stack.append(child)
+        elif isinstance(value, list):
+            stack.extend(value)
+
+
+def _reference_problem(schema: dict[str, Any], validator: Any) -> str | None:
+    resource = specification_with(
+        validator.META_SCHEMA["$schema"], default=validator.META_SCHEMA
+    ).create_resource(schema)
+    resolver = Registry().with_resource("", resource).resolver()
+    for ref in _references(schema):
+        if not ref.startswith("#"):
+            return (
+                f"the reference {ref[:80]!r} points outside the schema: use #/$defs/NAME and "
+                "put the definition in the schema"
+            )
+        try:
+            resolver.lookup(ref)
+        except Unresolvable:
+            return f"the reference {ref[:80]!r} points at nothing in the schema"
+    return None
+
+
+def conforming_json(text: str, fmt: StructuredReply) -> tuple[str, str | None]:
+    """The reply as the client's JSON (fences and surrounding blanks removed) and why it
+    does not follow `fmt` (None: it does)."""
+    fenced = _FENCED.match(text)
+    body = (fenced.group(1) if fenced else text).strip()
+    try:
+        data = json.loads(body)
+    except (ValueError, RecursionError) as err:
+        return body, f"the reply is not JSON ({_one_line(str(err))})"
+    try:
+        validator = validators.validator_for(fmt.json_schema)(fmt.json_schema)
+        error = next(iter(sorted(validator.iter_errors(data), key=lambda e: list(e.path))), None)
+    except Exception as err:  # a schema that passed schema_problem should never get here
+        return body, f"the schema cannot be applied ({_one_line(str(err))})"
+    if error is None:
+        return body, None
+    where = "/".join(str(part) for part in error.absolute_path) or "the top level"
+    return body, f"at {where}: {_one_line(error.message)}"
+
+
+def _one_line(text: str, limit: int = 300) -> str:
+    line = " ".join(text.split())
+    return line if len(line) <= limit else line[: limit - 1] + "…"

@@ -35,6 +35,7 @@ KEY_SETTINGS = {
     "max_tokens",
     "stragglers",
     "instructions",
+    "answer_format",
 }
 
 

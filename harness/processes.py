@@ -89,12 +89,14 @@ class Process:
         except subprocess.TimeoutExpired:
             self.kill()
 
-    def log_text(self) -> str:
-        return (
-            self.log_path.read_text(errors="replace")
-            if self.log_path and self.log_path.exists()
-            else ""
-        )
+    def log_text(self, since: int = 0) -> str:
+        """The log, from byte `since` on (an offset taken from the file's size: the log may
+        hold characters of more than one byte)."""
+        if not self.log_path or not self.log_path.exists():
+            return ""
+        with self.log_path.open("rb") as log:
+            log.seek(since)
+            return log.read().decode("utf-8", "replace")
 
     def cpu_seconds(self) -> float | None:
         return cpu_seconds(self.pid)
@@ -267,7 +269,7 @@ def start_worker(
     if log_path is not None:
 
         def ready() -> bool:
-            return process.log_text()[start:].count("worker ready") >= (processes or 1)
+            return process.log_text(since=start).count("worker ready") >= (processes or 1)
 
         wait_for(ready, "worker", process, ready_timeout)
     return process

@@ -1,4 +1,6 @@
-"""python -m simulator --port N [--host H] [--faults JSON-or-file] [--latency S] [--seed N]"""
+"""python -m simulator --port N [--host H] [--faults JSON-or-file] [--latency S|MIN-MAX] [--seed N]
+
+The latency defaults to COUNCIL_SIM_LATENCY (unset: replies come at once)."""
 
 from __future__ import annotations
 
@@ -6,15 +8,25 @@ import argparse
 import os
 import sys
 
-from simulator.config import FaultConfigError, SimulatorConfig, parse_faults, with_default_latency
+from council.numbers import whole_argument
+from simulator.config import (
+    LATENCY_VARIABLE,
+    FaultConfigError,
+    Latency,
+    SimulatorConfig,
+    describe_latency,
+    parse_faults,
+    parse_latency,
+    with_default_latency,
+)
 from simulator.personas import ALL_PERSONAS
 
 
-def _latency(value: str) -> float:
-    seconds = float(value)
-    if seconds < 0:
-        raise argparse.ArgumentTypeError("latency must not be negative")
-    return seconds
+def _latency(value: str) -> Latency:
+    try:
+        return parse_latency(value)
+    except ValueError as error:
+        raise argparse.ArgumentTypeError(str(error)) from None
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
@@ -23,16 +35,21 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         description="Council simulator: an OpenAI-compatible server with simulated models.",
     )
     parser.add_argument("--host", default="127.0.0.1")
-    parser.add_argument("--port", type=int, default=8800)
+    parser.add_argument("--port", type=whole_argument, default=8800)
     parser.add_argument(
         "--faults",
         help="fault config as JSON or a path to a JSON file, "
         'e.g. \'{"*": {"errors": {"500": 0.1}}}\'',
     )
     parser.add_argument(
-        "--latency", type=_latency, help="default latency of every reply, in seconds"
+        "--latency",
+        type=_latency,
+        help="default latency of every reply: seconds (3), or a range each call is drawn from "
+        f"(2-5); default {LATENCY_VARIABLE}, else none",
     )
-    parser.add_argument("--seed", type=int, default=0, help="seed of the fault injection")
+    parser.add_argument(
+        "--seed", type=whole_argument, default=0, help="seed of the fault injection"
+    )
     parser.add_argument(
         "--api-key",
         default=os.environ.get("COUNCIL_SIMULATOR_API_KEY") or None,
@@ -44,8 +61,14 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
 
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
+    latency = args.latency
     try:
-        faults = with_default_latency(parse_faults(args.faults), args.latency)
+        if latency is None and (os.environ.get(LATENCY_VARIABLE) or "").strip():
+            try:
+                latency = parse_latency(os.environ[LATENCY_VARIABLE])
+            except ValueError as error:
+                raise FaultConfigError(f"{LATENCY_VARIABLE} {error}") from None
+        faults = with_default_latency(parse_faults(args.faults), latency)
     except FaultConfigError as err:
         print(f"simulator: {err}", file=sys.stderr)
         return 2
@@ -60,6 +83,7 @@ def main(argv: list[str] | None = None) -> int:
         f"Council simulator (simulated models, no real LLM) on {base}\n"
         f"  models: {', '.join(p.model for p in ALL_PERSONAS)} (any other name maps to one of the "
         "first four)\n"
+        f"  pace: {describe_latency(latency or 0.0)} (--latency, {LATENCY_VARIABLE})\n"
         f"  point the worker at it: COUNCIL_LLM_BASE_URL={base}",
         file=sys.stderr,
         flush=True,

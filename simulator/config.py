@@ -8,6 +8,7 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
+from council import numbers
 from simulator.faults import DEFAULT_KEY, FaultConfig, FaultSpec
 
 
@@ -25,6 +26,10 @@ class SimulatorConfig(BaseModel):
     # When set, a request without this key (Authorization: Bearer) gets a 401, as a real
     # provider's would: two simulators with two keys stand in for two providers.
     api_key: str | None = None
+    # None: any number of requests at once, said at /props as llama.cpp's server says it
+    # (total_slots). N: at most N answered at once, the rest queued in arrival order and
+    # no /props, as llama-cpp-python's server does (it answers one at a time).
+    slots: int | None = Field(default=None, ge=1)
 
 
 class FaultConfigError(ValueError):
@@ -58,7 +63,37 @@ def parse_faults(value: Any) -> FaultConfig:
         raise FaultConfigError(f"fault config {where}: {first.get('msg')}") from None
 
 
-def with_default_latency(faults: FaultConfig, latency: float | None) -> FaultConfig:
+# The default latency of `python -m simulator` (its --latency wins): what `make up` sets.
+LATENCY_VARIABLE = "COUNCIL_SIM_LATENCY"
+MAX_LATENCY = 600.0
+Latency = float | tuple[float, float]
+
+
+def parse_latency(text: str) -> Latency:
+    """Seconds a call takes: "3" (every call), or "2-5" (each call drawn from the range);
+    ValueError with one line (without the setting's name) otherwise."""
+    low, dash, high = text.strip().partition("-")
+    bounds = [numbers.decimal(low), numbers.decimal(high) if dash else None]
+    if bounds[0] is None or (dash and bounds[1] is None):
+        raise ValueError(f"must be seconds such as 3, or a range such as 2-5 (got {text!r})")
+    first, last = bounds[0], bounds[1] if dash else bounds[0]
+    assert last is not None
+    if not 0 <= first <= last <= MAX_LATENCY:
+        raise ValueError(
+            f"must be from 0 to {MAX_LATENCY:g} seconds, a range from the lower to the higher "
+            f"(got {text!r})"
+        )
+    return (first, last) if dash else first
+
+
+def describe_latency(latency: Latency) -> str:
+    """ "3 s a call", "2 to 5 s a call", "no delay"."""
+    if isinstance(latency, tuple):
+        return f"{latency[0]:g} to {latency[1]:g} s a call"
+    return f"{latency:g} s a call" if latency else "no delay"
+
+
+def with_default_latency(faults: FaultConfig, latency: Latency | None) -> FaultConfig:
     """Set the "*" latency unless the config already sets one."""
     if latency is None:
         return faults

@@ -21,7 +21,7 @@ from council.calls import Stage
 
 DEFAULT_KEY = "*"
 Probability = Annotated[float, Field(ge=0.0, le=1.0)]
-FaultKind = Literal["hang", "error", "truncate", "interrupt", "malformed", "empty"]
+FaultKind = Literal["hang", "slow", "error", "truncate", "interrupt", "malformed", "empty", "echo"]
 
 
 class FaultSpec(BaseModel):
@@ -37,7 +37,15 @@ class FaultSpec(BaseModel):
     retry_after: float | str | None = Field(
         default=None, description="Retry-After of 429 and 503 replies: seconds, or an HTTP date"
     )
-    hang: Probability = 0.0
+    hang: Probability = Field(
+        default=0.0, description="accept the request and send nothing, not even headers"
+    )
+    slow: Probability = Field(
+        default=0.0,
+        description="answer, but take slow_seconds: a streamed reply begins at once and keeps "
+        "the connection alive (a slow model, as opposed to a hang)",
+    )
+    slow_seconds: float = Field(default=30.0, gt=0, le=3600)
     truncate: Probability = 0.0
     interrupt: Probability = Field(
         default=0.0,
@@ -46,6 +54,11 @@ class FaultSpec(BaseModel):
     )
     malformed: Probability = 0.0
     empty: Probability = 0.0
+    echo: Probability = Field(
+        default=0.0,
+        description="reply with the prompt's own example or instructions instead of an "
+        "answer, as a small model sometimes does",
+    )
     stages: list[Stage] | None = Field(
         default=None, description="apply the faults (not the latency) only in these stages"
     )
@@ -74,8 +87,9 @@ class FaultSpec(BaseModel):
     )
     structured: bool = Field(
         default=False,
-        description="honour response_format: a review or refinement asked for as JSON "
-        "comes as that JSON (by default the simulator ignores it, as many providers do)",
+        description="honour response_format: a review, refinement or synthesis asked for "
+        "as JSON comes as that JSON, and any other schema (a client's) gets a value built "
+        "from it (by default the simulator ignores it, as many providers do)",
     )
     refuse_formats: dict[str, int] = Field(
         default_factory=dict,
@@ -119,7 +133,8 @@ class FaultSpec(BaseModel):
         return self
 
     def fault_probability(self) -> float:
-        faults = (self.hang, self.truncate, self.interrupt, self.malformed, self.empty)
+        faults = (self.hang, self.slow, self.truncate, self.interrupt, self.malformed)
+        faults += (self.empty, self.echo)
         return sum(faults) + sum(self.errors.values())
 
 
@@ -192,6 +207,8 @@ class FaultInjector:
                 fault, status = _pick(spec, draw)
                 if fault is not None:
                     self._injected[model] = self._injected.get(model, 0) + 1
+                if fault == "slow":
+                    latency = spec.slow_seconds
         return Plan(
             latency=latency,
             fault=fault,
@@ -217,13 +234,17 @@ def _latency(spec: FaultSpec, rng: random.Random) -> float:
 
 def _pick(spec: FaultSpec, draw: float) -> tuple[FaultKind | None, int | None]:
     """Walk the outcomes in a fixed order; the draw lands in one or in none."""
-    outcomes: list[tuple[FaultKind, int | None, float]] = [("hang", None, spec.hang)]
+    outcomes: list[tuple[FaultKind, int | None, float]] = [
+        ("hang", None, spec.hang),
+        ("slow", None, spec.slow),
+    ]
     outcomes += [("error", status, p) for status, p in sorted(spec.errors.items())]
     outcomes += [
         ("truncate", None, spec.truncate),
         ("interrupt", None, spec.interrupt),
         ("malformed", None, spec.malformed),
         ("empty", None, spec.empty),
+        ("echo", None, spec.echo),
     ]
     edge = 0.0
     for kind, status, probability in outcomes:

@@ -4,8 +4,10 @@
     with SimulatorServer() as sim:                 # in-process, on a free port
         ... sim.url, sim.log(), sim.set_faults({...}), sim.reset()
 
-Endpoints: GET /v1/models, POST /v1/chat/completions (streamed or not), and the control
-endpoints GET /_sim/log[?since=N], GET|POST /_sim/faults, POST /_sim/reset.
+Endpoints: GET /v1/models, POST /v1/chat/completions (streamed or not), GET /props (how
+many requests it answers at once, as llama.cpp's server says it; absent with
+SimulatorConfig.slots, like llama-cpp-python's), and the control endpoints
+GET /_sim/log[?since=N], GET|POST /_sim/faults, POST /_sim/reset.
 """
 
 from __future__ import annotations
@@ -31,11 +33,14 @@ from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 from starlette.types import Receive, Scope, Send
 
+from council import numbers
 from council.calls import Stage
 from council.refinement import parse_refinement
+from council.structured import synthesis_schema
 from simulator import wire
 from simulator.config import FaultConfigError, SimulatorConfig, parse_faults
 from simulator.faults import FaultConfig, FaultInjector, Plan
+from simulator.instances import instance_json
 from simulator.log import LogEntry, RequestLog
 from simulator.personas import ALL_PERSONAS, Script, persona_for, reply
 from simulator.reading import Prompt, prompt_text, read_prompt
@@ -46,6 +51,8 @@ SSE_HEADERS = [
     wire.SIMULATED_HEADER,
 ]
 FILLER = " (simulated filler to make this reply large)"
+# What /props reports when the simulator answers any number of requests at once.
+UNLIMITED_SLOTS = 1024
 _WAIT_STEP = 0.25
 FIRST_TOKEN_SHARE = 0.5
 
@@ -85,6 +92,12 @@ class Simulator:
         self.log = RequestLog()
         self.authors = Authors()
         self.closing = False
+        # At most `slots` requests answered at once (the rest wait their turn), if set.
+        self.slots: contextlib.AbstractAsyncContextManager[Any] = (
+            asyncio.Semaphore(self.config.slots)
+            if self.config.slots is not None
+            else contextlib.nullcontext()
+        )
 
     def set_faults(self, faults: Any) -> FaultConfig:
         config = parse_faults(faults)
@@ -211,6 +224,8 @@ class _Exchange:
     def content(self) -> tuple[str, str]:
         if self.plan.fault == "empty":
             return "", "stop"
+        if self.plan.fault == "echo":
+            return wire.echo(prompt_text(self.messages)), "stop"
         persona = persona_for(self.model)
         prompt = read_prompt(prompt_text(self.messages))
         text = reply(persona, prompt, Script(self.scripted_ratings(prompt), self.plan.critiques))
@@ -223,6 +238,8 @@ class _Exchange:
                 text = wire.review_json(text, list(prompt.answers))
             elif prompt.stage is Stage.REFINE:
                 text = wire.refinement_json(text)
+            elif self.client_schema is not None:
+                text = instance_json(self.client_schema, text)
             elif prompt.stage is Stage.SYNTHESIS:
                 text = wire.synthesis_json(text, prompt_text(self.messages))
         if self.plan.pad_to_bytes:
@@ -260,6 +277,19 @@ class _Exchange:
         """The type of the request's response_format, if it has one."""
         wanted = self.payload.get("response_format")
         return wanted.get("type") if isinstance(wanted, dict) else None
+
+    @property
+    def client_schema(self) -> dict[str, Any] | None:
+        """The schema of the request's response_format when it is none of the council's
+        own (a client's, through /v1's response_format)."""
+        wanted = self.payload.get("response_format")
+        if not isinstance(wanted, dict):
+            return None
+        named = wanted.get("json_schema")
+        schema = named.get("schema") if isinstance(named, dict) else wanted.get("schema")
+        if not isinstance(schema, dict) or schema == synthesis_schema().json_schema:
+            return None
+        return schema
 
     async def send_error(self, status: int, why: str | None = None) -> None:
         message = f"Simulated {status} {wire.phrase(status)} for {self.model}"
@@ -304,7 +334,7 @@ class _Exchange:
         await self.body(raw, more=False)
 
     def _outcome(self) -> str:
-        if self.plan.fault in ("malformed", "empty"):
+        if self.plan.fault in ("malformed", "empty", "echo"):
             return self.plan.fault
         return "ok"
 
@@ -423,7 +453,10 @@ class ChatCompletions:
         entry.fault = plan.fault if plan.fault != "error" else f"error {plan.status}"
         client = _ClientWatch(receive)
         try:
-            await _Exchange(self.sim, send, client, entry, plan, payload, arrived).run()
+            async with self.sim.slots:
+                if self.sim.config.slots is not None:  # the latency runs from its turn
+                    arrived = asyncio.get_running_loop().time()
+                await _Exchange(self.sim, send, client, entry, plan, payload, arrived).run()
         except _DropConnection:
             raise
         except (OSError, asyncio.CancelledError):
@@ -486,11 +519,15 @@ def build_app(config: SimulatorConfig | Simulator | None = None) -> Starlette:
             }
         )
 
+    async def props(request: Request) -> Response:
+        if sim.config.slots is not None:
+            return JSONResponse({"error": "not found"}, status_code=404)
+        return JSONResponse({"total_slots": UNLIMITED_SLOTS, "simulated": True})
+
     async def get_log(request: Request) -> Response:
-        try:
-            since = int(request.query_params.get("since", "0"))
-        except ValueError:
-            return _bad_request("'since' must be an integer")
+        since = numbers.whole(request.query_params.get("since", "0"), signed=False)
+        if since is None:
+            return _bad_request("'since' must be a whole number")
         return JSONResponse(sim.log.snapshot(since))
 
     async def faults(request: Request) -> Response:
@@ -509,6 +546,7 @@ def build_app(config: SimulatorConfig | Simulator | None = None) -> Starlette:
         routes=[
             Route("/", index, methods=["GET"]),
             Route("/v1/models", models, methods=["GET"]),
+            Route("/props", props, methods=["GET"]),
             Route("/v1/chat/completions", ChatCompletions(sim), methods=["POST"]),
             Route("/_sim/log", get_log, methods=["GET"]),
             Route("/_sim/faults", faults, methods=["GET", "POST"]),

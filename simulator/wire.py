@@ -94,6 +94,21 @@ def synthesis_json(reply: str, prompt: str) -> str:
     return json.dumps({"answer": reply, "disagreements": points}, ensure_ascii=False)
 
 
+_JSON_EXAMPLE = re.compile(r"^\{\n.*?\n\}$", re.DOTALL | re.MULTILINE)
+_TAGGED = re.compile(r"<(\w+)[^>]*>.*?</\1>", re.DOTALL)
+
+
+def echo(prompt: str) -> str:
+    """What a small model that echoes its prompt replies: the prompt's JSON example when it
+    has one (placeholders and all), else its last paragraph of instructions."""
+    example = _JSON_EXAMPLE.search(prompt)
+    if example:
+        return example.group(0)
+    paragraphs = [p.strip() for p in _TAGGED.sub("", prompt).split("\n\n")]
+    instructions = [p for p in paragraphs if len(p) > 60 and not p.isupper()]
+    return instructions[-1] if instructions else prompt.strip()
+
+
 def tokens(text: str) -> int:
     return math.ceil(len(text) / 4)
 

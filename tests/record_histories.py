@@ -96,11 +96,11 @@ SCENARIOS = {
         },
         {
             "*": {"latency": 0.2},
-            "sim/cirrus": {"latency": 0.2, "hang": 1.0, "max_faults": 1, "stages": ["stage1"]},
-            "sim/drift": {"latency": 0.2, "hang": 1.0, "max_faults": 1, "stages": ["stage2"]},
+            "sim/cirrus": {"latency": 0.2, "slow": 1.0, "max_faults": 1, "stages": ["stage1"]},
+            "sim/drift": {"latency": 0.2, "slow": 1.0, "max_faults": 1, "stages": ["stage2"]},
             "sim/borealis": {
                 "latency": 0.2,
-                "hang": 1.0,
+                "slow": 1.0,
                 "max_faults": 1,
                 "stages": ["stage2_5"],
             },

@@ -67,9 +67,9 @@ def ask(question: str, **fields: object) -> dict[str, object]:
         "chairman": "smol-a",
         "max_rounds": 1,
         "max_tokens": TOKENS,
-        # One server process answers the three members one request at a time: the last in
-        # its queue is not a straggler (docs/providers.md, llama.cpp).
-        "stragglers": {"wait_for_all": True},
+        # The straggler rule as a user has it: the server answers one request at a time,
+        # the worker sends them so (a server on this machine), and a call's time starts
+        # when its reply does, so no member is cut for waiting its turn.
         **fields,
     }
 

@@ -194,3 +194,31 @@ async def test_the_cli_extends_and_critiques(council: Council, cli_env: dict[str
     assert len(record.rounds) == 2
     code, _, err = await starter("extend", handle.id, "--rounds", "3", env=cli_env)
     assert code == 2 and f"{handle.id} is not running (completed)" in err
+
+
+async def test_a_critique_of_an_answer_that_arrived_during_stage_1_is_taken(
+    council: Council, cli_env: dict[str, str]
+) -> None:
+    # drift answers at once; the others take a while: stage 1 is still under way.
+    council.sim.set_faults({"*": {"latency": 4}, "sim/drift": {"latency": 0.1}})
+    handle = await council.start(max_rounds=1, **EVERY_ROUND)
+    await until(
+        handle,
+        lambda e: (e.kind, e.stage, e.model) == ("model_complete", Stage.ANSWER, "sim/drift"),
+    )
+    # Not yet arrived: still refused, naming the answers that are there.
+    message = await refused(
+        handle.execute_update(Deliberation.add_critique, HumanCritique(model="sim/atlas", text="x"))
+    )
+    assert message == "model 'sim/atlas' has no answer in this council (models: sim/drift)"
+    # The CLI, as a user sends it while the answer is on screen.
+    code, out, err = await starter("critique", handle.id, "--model", "sim/drift", NOTE, env=cli_env)
+    assert code == 0, err
+    assert "(round 1)" in out + err
+    progress = await handle.query(Deliberation.progress, 0)
+    assert progress.stage == Stage.ANSWER  # taken while stage 1 ran
+    record = await handle.result()
+    drift = next(label for label, model in record.label_to_model.items() if model == "sim/drift")
+    assert [c.critique_text for c in record.rounds[0].critiques[drift] if c.from_user] == [NOTE]
+    [action] = record.steering
+    assert (action.model, action.delivered_in_round) == ("sim/drift", 1)

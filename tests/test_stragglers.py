@@ -1,7 +1,8 @@
-"""The straggler rule on the dev server: a late member is awaited for a while, then cut,
+"""The straggler rule on the dev server: a slow member is awaited for a while, then cut,
 in stage 1, in a review and in a refinement; the record's `late` entries say what each
 cut did; `--wait-for-all` waits for everyone; a stop while a straggler is awaited; a run
-with cuts replays; the chairman is never cut."""
+with cuts replays; the chairman is never cut; a request that hangs with no reply at all
+is a fault, not slowness: its call timeout ends it and the retry answers."""
 
 from __future__ import annotations
 
@@ -16,7 +17,7 @@ from tests.temporal_fixtures import Council, starter, until
 from workflows.deliberation import Deliberation
 
 MODELS = ["sim/atlas", "sim/borealis", "sim/drift", "sim/mule"]
-HANG = {"hang": 1.0, "max_faults": 1}
+SLOW = {"slow": 1.0, "max_faults": 1}  # answers, but takes 30 s
 QUICK = {"grace_seconds": 0.5, "factor": 2.0}
 
 
@@ -33,9 +34,9 @@ async def test_a_cut_in_each_stage_kind_is_recorded_and_replays(council: Council
     council.sim.set_faults(
         {
             "*": {"latency": 0.2},
-            "sim/mule": {"latency": 0.2, **HANG, "stages": ["stage1"]},
-            "sim/drift": {"latency": 0.2, **HANG, "stages": ["stage2"]},
-            "sim/borealis": {"latency": 0.2, **HANG, "stages": ["stage2_5"]},
+            "sim/mule": {"latency": 0.2, **SLOW, "stages": ["stage1"]},
+            "sim/drift": {"latency": 0.2, **SLOW, "stages": ["stage2"]},
+            "sim/borealis": {"latency": 0.2, **SLOW, "stages": ["stage2_5"]},
             "sim/oracle": {"latency": 1.5},  # the chairman: slow, never cut
         }
     )
@@ -94,7 +95,7 @@ async def test_wait_for_all_waits_for_the_slow_member(council: Council) -> None:
 
 
 async def test_a_stop_while_a_straggler_is_awaited(council: Council) -> None:
-    council.sim.set_faults({"*": {"latency": 0.1}, "sim/mule": {"hang": 1.0}})
+    council.sim.set_faults({"*": {"latency": 0.1}, "sim/mule": {"slow": 1.0}})
     handle = await council.start(
         models=MODELS, stragglers={"grace_seconds": 60, "factor": 2}, max_rounds=1
     )
@@ -123,3 +124,26 @@ async def test_bad_straggler_flags_are_one_line_before_anything_starts(
 ) -> None:
     code, _, err = await starter("start", "Q", flag, value, env={"TEMPORAL_ADDRESS": "x:1"})
     assert code == 2 and err.strip() == f"starter: {message}"
+
+
+async def test_a_request_that_hangs_is_retried_not_cut(council: Council) -> None:
+    """No byte of a reply in 3 s (the call timeout) is a fault: the attempt is retried and
+    the member keeps its place, where a slow member (a reply begun and slow) is cut."""
+    council.sim.set_faults(
+        {"*": {"latency": 0.2}, "sim/mule": {"hang": 1.0, "max_faults": 1, "stages": ["stage1"]}}
+    )
+    record = await council.run(
+        models=MODELS,
+        max_rounds=1,
+        min_rounds=1,
+        stragglers=QUICK,
+        policy={"call_timeout_seconds": 3},
+    )
+    assert record.late == [] and record.errors == []
+    assert [r.model for r in record.stage1] == MODELS
+    hung = [
+        e
+        for e in council.sim.log()["entries"]
+        if e["model"] == "sim/mule" and e["stage"] == "stage1"
+    ]
+    assert [e["fault"] for e in hung] == ["hang", None]

@@ -4,13 +4,10 @@ then synthesize. Every model call is one activity; all state lives in workflow h
 
 from __future__ import annotations
 
-import asyncio
-import contextlib
-from datetime import datetime, timedelta
 from typing import Any
 
 from temporalio import workflow
-from temporalio.exceptions import ActivityError, ApplicationError, is_cancelled_exception
+from temporalio.exceptions import ApplicationError
 
 with workflow.unsafe.imports_passed_through():
     from council import prompts
@@ -18,6 +15,7 @@ with workflow.unsafe.imports_passed_through():
     from council.agreement import Agreement, compare_rounds, verdict
     from council.calls import ChatMessage, ModelReply, Stage
     from council.critiques import critiques_from_parsed
+    from council.echo import ECHO, ECHO_PROBLEM, repeats_prompt
     from council.iteration import (
         CritiqueItem,
         IterationState,
@@ -35,7 +33,7 @@ with workflow.unsafe.imports_passed_through():
     )
     from council.labels import assign_labels, labels_shown_to, presentation_orders
     from council.limits import MAX_FEEDBACK_CHARS
-    from council.models import CallError, DeliberationRecord, DeliberationRequest
+    from council.models import DeliberationRecord, DeliberationRequest
     from council.progress import EventKind, Progress, ProgressEvent
     from council.record import fit_record, stage2_5_results
     from council.refinement import (
@@ -56,9 +54,10 @@ with workflow.unsafe.imports_passed_through():
         human_critique_item,
         max_rounds_problem,
     )
-    from council.stragglers import LateCall, StragglerPolicy, patience, quorum
+    from council.stragglers import StragglerPolicy
     from council.structured import (
         StructuredReply,
+        conforming_json,
         read_synthesis,
         refinement_schema,
         review_schema,
@@ -67,8 +66,8 @@ with workflow.unsafe.imports_passed_through():
     from council.thread import ThreadContext, summarize_context
     from council.validation import InvalidRequest, validate_request
     from workflows import search_attributes, versions
-    from workflows.calls import call_model
     from workflows.details import current_details
+    from workflows.fan_out import FanOut
 
 
 @workflow.defn
@@ -90,18 +89,17 @@ class Deliberation:
         self._bounded = False
         # Token limits, JSON reviews and refinements, no critique from noise (see versions).
         self._real = False
-        # The straggler rule (see versions), and the calls it cut: (stage, round, model).
-        self._stragglers = StragglerPolicy.everyone()
-        self._cutting: set[tuple[Stage, int, str]] = set()
+        # The run's model calls (workflows.fan_out), once the request is read.
+        self._calls: FanOut | None = None
+        # A reply that repeats its prompt is no answer (see versions).
+        self._echoes = False
         # Agreement review by review (round number -> the review's agreement), and whether
         # the chairman is told of it (see versions).
         self._agreements: dict[int, Agreement] = {}
         self._agreement = False
-        # The replies of the stage under way as they arrive, and what reading them needs
-        # (each reviewer's order, each refinement's task): the record query shows them
-        # before the stage ends (see _with_arrivals). Read by queries only.
-        self._arrived: dict[str, ModelReply] = {}
-        self._arriving: tuple[Stage, int] | None = None
+        # What reading the replies of the stage under way needs (each reviewer's order, each
+        # refinement's task): the record query shows them before the stage ends (see
+        # _with_arrivals). Read by queries only.
         self._orders: dict[str, list[str]] = {}
         self._tasks: dict[str, RefinementTask] = {}
 
@@ -128,8 +126,10 @@ class Deliberation:
         self._bounded = workflow.patched(versions.BOUNDED_INPUT)
         self._real = workflow.patched(versions.REAL_MODELS)
         self._agreement = workflow.patched(versions.AGREEMENT)
+        stragglers = StragglerPolicy.everyone()  # runs that started before the rule
         if workflow.patched(versions.STRAGGLERS):
-            self._stragglers = self.request.stragglers
+            stragglers = self.request.stragglers
+        own_time = self._echoes = workflow.patched(versions.OWN_TIME_AND_ECHOES)
         self._state = initialize_iteration_state(config)
         if self._stop_reason is not None:
             terminate_iteration(self._state, TerminationReason.USER_STOP)
@@ -145,6 +145,16 @@ class Deliberation:
             context=summarize_context(self._context, self.request.context_tokens)
             if self.request.history
             else None,
+        )
+        self._calls = FanOut(
+            self.request,
+            self._record,
+            self._event,
+            lambda: self.stopping,
+            self._begin_stage,
+            stragglers,
+            real=self._real,
+            own_time=own_time,
         )
 
     async def _stage1_collect_answers(self) -> None:
@@ -254,21 +264,22 @@ class Deliberation:
         tasks = plan_refinements(self._answers, round_data.critiques, labels, budget)
         self._tasks = {task.model: task for task in tasks}
         cap = self.request.response_byte_cap
+        asked = {
+            task.model: prompts.refinement_prompt(
+                self.request.question,
+                task.original,
+                task.critiques,
+                cap,
+                self.request.criteria,
+                framed=self._bounded,
+                instructions=self.request.instructions,
+            )
+            for task in tasks
+        }
         replies = await self._fan_out(
             Stage.REFINE,
             n,
-            {
-                task.model: prompts.refinement_prompt(
-                    self.request.question,
-                    task.original,
-                    task.critiques,
-                    cap,
-                    self.request.criteria,
-                    framed=self._bounded,
-                    instructions=self.request.instructions,
-                )
-                for task in tasks
-            },
+            asked,
             dict.fromkeys((t.model for t in tasks), refinement_schema()) if self._real else {},
         )
         failures = {
@@ -289,10 +300,17 @@ class Deliberation:
                 if task.model in replies
                 else failures.get(task.model, "stopped by the user"),
                 ending=replies[task.model].ending if task.model in replies else None,
-                late=(Stage.REFINE, n, task.model) in self._cutting,
+                late=self.calls.was_cut(Stage.REFINE, n, task.model),
+                prompt=asked[task.model][0].content if self._echoes else None,
+                material=self._material(),
             )
             for task in tasks
         ]
+        for result in results:
+            if result.error == ECHO_PROBLEM:
+                self.calls.failed(
+                    Stage.REFINE, n, result.model, message=ECHO_PROBLEM, error_type=ECHO
+                )
         self._answers = record_refinements(round_data, self._answers, results)
         self._report_refinements(n, results)
         if end_if_all_failed(self.state, [r.error is None for r in results]):
@@ -363,8 +381,15 @@ class Deliberation:
             return
         rankings = self.record.aggregate_rankings
         agreement = self.record.agreement if self._agreement else None
-        # Where the council did not agree, the points of disagreement come back as JSON.
-        disputed = self._real and agreement is not None and agreement.level in ("medium", "low")
+        # The format the person who asked needs, if any; else, where the council did not
+        # agree, the points of disagreement come back as JSON.
+        wanted = self.request.answer_format
+        disputed = (
+            wanted is None
+            and self._real
+            and agreement is not None
+            and agreement.level in ("medium", "low")
+        )
         messages = prompts.synthesis_prompt(
             self.request.question,
             self._answers,
@@ -376,6 +401,7 @@ class Deliberation:
             instructions=self.request.instructions,
             agreement=agreement,
             structured=disputed,
+            answer_format=wanted,
         )
         chairman = self.record.chairman
         candidates = [chairman] + [e.model for e in rankings if e.model != chairman]
@@ -394,24 +420,78 @@ class Deliberation:
                 self.state.current_round,
                 model,
                 messages,
-                synthesis_schema() if disputed else None,
+                wanted or (synthesis_schema() if disputed else None),
             )
-            if reply is not None:
-                answer, points = read_synthesis(reply.content) if disputed else (reply.content, [])
-                self.record.stage3 = Stage3Result(
-                    model=model,
-                    response=answer,
-                    disagreements=points,
-                    **reply.ending.model_dump(),
+            if reply is not None and self._echoes and self._echoed(reply, messages):
+                self.calls.failed(
+                    Stage.SYNTHESIS,
+                    self.state.current_round,
+                    model,
+                    message=ECHO_PROBLEM,
+                    error_type=ECHO,
                 )
-                self._event(EventKind.STAGE_COMPLETE, stage=Stage.SYNTHESIS, model=model)
-                return
+                reply = None
+            if reply is None:
+                continue
+            answer, points = read_synthesis(reply.content) if disputed else (reply.content, [])
+            problem = None
+            if wanted is not None:
+                reply, answer, problem = await self._conform(model, messages, reply, wanted)
+            self.record.stage3 = Stage3Result(
+                model=model,
+                response=answer,
+                disagreements=points,
+                format_problem=problem,
+                **reply.ending.model_dump(),
+            )
+            self._event(EventKind.STAGE_COMPLETE, stage=Stage.SYNTHESIS, model=model)
+            return
         raise ApplicationError(
             "no model could write the synthesis: "
             + "; ".join(e.describe() for e in self.record.errors if e.stage == Stage.SYNTHESIS),
             type="SynthesisFailed",
             non_retryable=True,
         )
+
+    async def _conform(
+        self,
+        model: str,
+        messages: list[ChatMessage],
+        reply: ModelReply,
+        wanted: StructuredReply,
+    ) -> tuple[ModelReply, str, str | None]:
+        """The synthesis as the JSON the person asked for: checked against their schema and,
+        if it does not follow it, asked for once more with what is wrong. Returns the reply
+        kept, its JSON text, and why it still does not follow the schema (None: it does)."""
+        answer, problem = conforming_json(reply.content, wanted)
+        if problem is None:
+            return reply, answer, None
+        self._event(
+            EventKind.NOTICE,
+            stage=Stage.SYNTHESIS,
+            model=model,
+            message=f"the final answer does not follow the requested schema ({problem}): "
+            "asked once more",
+        )
+        repair = prompts.format_repair(messages, reply.content, problem)
+        again = await self._call(Stage.SYNTHESIS, self.state.current_round, model, repair, wanted)
+        if again is None:
+            return reply, answer, problem
+        fixed, still = conforming_json(again.content, wanted)
+        return (again, fixed, still) if still is None else (reply, answer, still)
+
+    def _echoed(self, reply: ModelReply, messages: list[ChatMessage]) -> bool:
+        """The reply only repeats the prompt it was given (council.echo)."""
+        return repeats_prompt(
+            reply.content,
+            "\n".join(m.content for m in messages),
+            [*self._answers.values(), *self._material()],
+        )
+
+    def _material(self) -> list[str]:
+        """What every prompt carries besides the council's own texts: the user's texts."""
+        context = [t for turn in self._context.turns for t in (turn.question, turn.answer)]
+        return [self.request.question, self.request.instructions or "", *context]
 
     def _finish(self) -> DeliberationRecord:
         record = fit_record(self._snapshot())
@@ -447,103 +527,10 @@ class Deliberation:
         calls: dict[str, list[ChatMessage]],
         formats: dict[str, StructuredReply] | None = None,
     ) -> dict[str, ModelReply]:
-        """One activity per model, in parallel (each reply asked for in its JSON schema,
-        where `formats` gives one). A stop cancels the calls still running; what completed
-        is kept. Failed calls are recorded and left out; late calls are cut by the straggler
-        rule (council.stragglers) and recorded in `late`."""
-        if self.stopping or not calls:
-            return {}
-        self._begin_stage(stage, round_number, list(calls))
-        started = workflow.now()
-        took: dict[str, float] = {}  # model -> seconds its reply took
-
-        async def timed(model: str, messages: list[ChatMessage]) -> ModelReply | None:
-            reply = await self._call(
-                stage, round_number, model, messages, (formats or {}).get(model)
-            )
-            if reply is not None:
-                took[model] = (workflow.now() - started).total_seconds()
-            return reply
-
-        tasks = {
-            model: asyncio.create_task(timed(model, messages)) for model, messages in calls.items()
-        }
-        await self._await_stage(stage, round_number, tasks, took, started)
-        for model, task in tasks.items():
-            if not task.done() and not self.stopping:
-                self._cut(stage, round_number, model, started)
-            if not task.done():
-                task.cancel()
-        replies = {}
-        for model, task in tasks.items():
-            reply = await task
-            if reply is not None:
-                replies[model] = reply
-        self._event(
-            EventKind.STAGE_COMPLETE,
-            stage=stage,
-            round=round_number,
-            message=f"{len(replies)} of {len(calls)} completed",
-        )
+        """One call per model, in parallel, under the straggler rule (workflows.fan_out)."""
+        replies = await self.calls.stage(stage, round_number, calls, formats)
+        self.state.cost_usd = self.record.usage.cost_usd
         return replies
-
-    async def _await_stage(
-        self,
-        stage: Stage,
-        round_number: int,
-        tasks: dict[str, asyncio.Task[ModelReply | None]],
-        took: dict[str, float],
-        started: datetime,
-    ) -> None:
-        """Wait until every call is done, or the run stops, or (the straggler rule) a
-        quorum has replied and the late calls have had their patience."""
-
-        def settled() -> bool:
-            return self.stopping or all(task.done() for task in tasks.values())
-
-        policy = self._stragglers
-        if policy.wait_for_all:
-            await workflow.wait_condition(settled)
-            return
-        await workflow.wait_condition(lambda: settled() or len(took) >= quorum(len(tasks)))
-
-        cut_before = {model for _, _, model in self._cutting}  # not waited for again
-
-        def only_known_late() -> bool:
-            return all(t.done() or m in cut_before for m, t in tasks.items())
-
-        if settled() or only_known_late():
-            return
-        until = started + timedelta(seconds=patience(policy, list(took.values())))
-        wait = (until - workflow.now()).total_seconds()
-        if wait <= 0:
-            return
-        late = [m for m, t in tasks.items() if not t.done()]
-        self._event(
-            EventKind.WAITING,
-            stage=stage,
-            round=round_number,
-            message=f"waiting for {', '.join(late)} until {until:%H:%M:%S} UTC",
-            data={"models": late, "until": until.isoformat(), "seconds": round(wait, 3)},
-        )
-        with contextlib.suppress(TimeoutError):  # the patience is spent: cut the rest
-            await workflow.wait_condition(
-                lambda: settled() or only_known_late(), timeout=timedelta(seconds=wait)
-            )
-
-    def _cut(self, stage: Stage, round_number: int, model: str, started: datetime) -> None:
-        """The straggler rule cuts a late call: recorded in `late`, not as an error."""
-        late = LateCall.cut(stage, round_number, model, (workflow.now() - started).total_seconds())
-        self._cutting.add((stage, round_number, model))
-        self.record.late.append(late)
-        self._event(
-            EventKind.MODEL_LATE,
-            stage=stage,
-            round=round_number,
-            model=model,
-            message=late.describe(),
-            data={"seconds": late.seconds, "effect": late.effect},
-        )
 
     async def _call(
         self,
@@ -553,58 +540,8 @@ class Deliberation:
         messages: list[ChatMessage],
         response_format: StructuredReply | None = None,
     ) -> ModelReply | None:
-        max_tokens = self.request.reply_tokens(stage) if self._real else None
-        call = self.request.model_call(
-            stage, round_number, model, messages, max_tokens, response_format
-        )
-        try:
-            reply = await call_model(call, self.request.policy)
-        except (ActivityError, asyncio.CancelledError) as err:
-            if (stage, round_number, model) in self._cutting and is_cancelled_exception(err):
-                return None  # the straggler rule cut it: _cut recorded it
-            if self.stopping and is_cancelled_exception(err):
-                self._event(EventKind.MODEL_CANCELLED, stage=stage, round=round_number, model=model)
-                return None
-            if isinstance(err, asyncio.CancelledError):
-                raise
-            cause = err.cause if err.cause is not None else err
-            details = getattr(cause, "details", None) or ()
-            error = CallError(
-                stage=stage,
-                round=round_number,
-                model=model,
-                message=getattr(cause, "message", None) or str(cause),
-                error_type=getattr(cause, "type", None) or type(cause).__name__,
-                provider=details[0] if details and isinstance(details[0], str) else None,
-            )
-            self.record.errors.append(error)
-            self._event(
-                EventKind.MODEL_FAILED,
-                stage=stage,
-                round=round_number,
-                model=model,
-                message=error.message,
-            )
-            return None
-        self.record.usage.record(model, stage, reply.usage, reply.provider)
-        if self._arriving == (stage, round_number):
-            self._arrived[model] = reply
+        reply = await self.calls.call(stage, round_number, model, messages, response_format)
         self.state.cost_usd = self.record.usage.cost_usd
-        self._event(
-            EventKind.MODEL_COMPLETE,
-            stage=stage,
-            round=round_number,
-            model=model,
-            data={
-                "tokens": reply.usage.total_tokens,
-                "latency_ms": reply.latency_ms,
-                "served_by": reply.served_by,
-                "truncated": reply.truncated,
-                "finish_reason": reply.finish_reason,
-                "structured": reply.structured,
-                "provider": reply.provider,
-            },
-        )
         return reply
 
     # ---- steering: updates ------------------------------------------------------------
@@ -647,13 +584,21 @@ class Deliberation:
     @add_critique.validator
     def _check_critique(self, critique: HumanCritique) -> None:
         problem = expired_problem(critique.deadline, workflow.now()) or critique_problem(
-            self._state, self._labels_of_answers(), critique, self._steering_so_far()
+            self._state, self._answered(), critique, self._steering_so_far()
         )
         if problem:
             raise ValueError(problem)
 
     def _steering_so_far(self) -> list[SteeringAction]:
         return self._record.steering if self._record is not None else []
+
+    def _answered(self) -> set[str]:
+        """The models whose answer has arrived: those with an answer, and in stage 1 those
+        whose first answer came in before the stage ended."""
+        arrived = set()
+        if self._calls is not None and self._calls.arriving == (Stage.ANSWER, 0):
+            arrived = set(self._calls.arrived)
+        return set(self._answers) | arrived
 
     def _labels_of_answers(self) -> dict[str, str]:
         if self._record is None:
@@ -667,8 +612,10 @@ class Deliberation:
         """Add the user's waiting critiques to this round's, each to its model's label."""
         label_of = self._labels_of_answers()
         for model, items in self._human.items():
+            label = label_of.get(model)
+            if label is None:  # never: an answer that arrived has a label
+                continue
             for critique in items:
-                label = label_of[model]
                 critiques.setdefault(label, []).append(human_critique_item(critique, label))
         for action in self.record.steering:
             if action.kind == "critique" and action.delivered_in_round is None:
@@ -736,6 +683,11 @@ class Deliberation:
         return self._state
 
     @property
+    def calls(self) -> FanOut:
+        assert self._calls is not None
+        return self._calls
+
+    @property
     def record(self) -> DeliberationRecord:  # type: ignore[override]
         assert self._record is not None
         return self._record
@@ -771,10 +723,11 @@ class Deliberation:
     def _with_arrivals(self, record: DeliberationRecord) -> DeliberationRecord:
         """The record so far with the replies of the stage under way that have arrived, read
         as the stage will read them (a copy: the workflow's own state is not touched)."""
-        if not self._arrived or self._arriving is None:
+        calls = self._calls
+        if calls is None or not calls.arrived or calls.arriving is None:
             return record
-        stage, round_number = self._arriving
-        arrived = [(m, self._arrived[m]) for m in self.request.models if m in self._arrived]
+        stage, round_number = calls.arriving
+        arrived = [(m, calls.arrived[m]) for m in self.request.models if m in calls.arrived]
         if stage == Stage.ANSWER and not record.stage1:
             record.stage1 = [_answer(m, r) for m, r in arrived]
         elif stage == Stage.REVIEW:
@@ -794,7 +747,6 @@ class Deliberation:
 
     def _begin_stage(self, stage: Stage, round_number: int, models: list[str]) -> None:
         self._stage = stage
-        self._arriving, self._arrived = (stage, round_number), {}
         self._event(
             EventKind.STAGE_START,
             stage=stage,

@@ -28,3 +28,8 @@ STRAGGLERS = "stragglers"
 # critique (asked for a section on the disagreement when it was not high), and the run
 # sets the CouncilAgreement search attribute when it ends.
 AGREEMENT = "agreement"
+
+# Faults are not slowness: the straggler rule judges a late call by its own time (from its
+# request's sending, in its current attempt: council.stragglers), read from Temporal by the
+# straggler watch; and a reply that repeats its prompt is no answer (council.echo).
+OWN_TIME_AND_ECHOES = "own-time-and-echoes"

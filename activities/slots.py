@@ -1,0 +1,121 @@
+"""How many requests one provider is sent at once by this worker process.
+
+A server of our own (llama.cpp's, Ollama, LM Studio, vLLM on this machine or this network)
+often answers one request at a time and queues the rest: a call that waits in its queue is
+not slow, but it looks slow to anyone who counts from the moment it was sent. So the
+worker keeps that queue itself: a provider's calls wait here for a free slot, and a call's
+time (the straggler rule's, council.stragglers) starts only when its provider begins to
+answer (AnswerClock).
+
+How many slots: the provider's `max_concurrent_requests` (council.toml; the default
+provider's COUNCIL_LLM_MAX_CONCURRENT_REQUESTS) when it is set. Otherwise a provider on
+this machine or a private network address gets the number of slots the server reports
+(llama.cpp's server and the simulator say it as `total_slots` under /props) or, when it
+reports none, one; any other provider gets no limit. A wait for a slot counts toward the
+call's timeout (--call-timeout).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import ipaddress
+import time
+from collections.abc import AsyncIterator
+from urllib.parse import urlsplit, urlunsplit
+
+import httpx
+
+PROBE_SECONDS = 3.0
+MAX_SLOTS = 1024
+
+
+def self_hosted(base_url: str) -> bool:
+    """A base URL on this machine or a private network: a server someone runs themselves."""
+    host = (urlsplit(base_url).hostname or "").lower()
+    if host == "localhost" or host.endswith(".localhost"):
+        return True
+    try:
+        address = ipaddress.ip_address(host)
+    except ValueError:
+        return False
+    return address.is_loopback or address.is_private or address.is_link_local
+
+
+def props_url(base_url: str) -> str:
+    """llama.cpp's /props, at the server's root (the base URL without its /v1)."""
+    parts = urlsplit(base_url)
+    path = parts.path.rstrip("/")
+    if path.endswith("/v1"):
+        path = path[: -len("/v1")]
+    return urlunsplit((parts.scheme, parts.netloc, path + "/props", "", ""))
+
+
+async def reported_slots(http: httpx.AsyncClient, base_url: str) -> int | None:
+    """The number of requests the server says it answers at once, if it says."""
+    try:
+        response = await http.get(props_url(base_url), timeout=PROBE_SECONDS)
+        slots = response.json().get("total_slots") if response.status_code == 200 else None
+    except (httpx.HTTPError, ValueError, AttributeError):
+        return None
+    if isinstance(slots, int) and not isinstance(slots, bool) and 1 <= slots <= MAX_SLOTS:
+        return slots
+    return None
+
+
+class Slots:
+    """The provider's slots in this process. `limit` None: decided on first use (above)."""
+
+    def __init__(self, limit: int | None, base_url: str) -> None:
+        self.base_url = base_url
+        self.limit = limit
+        self._decided = limit is not None or not self_hosted(base_url)
+        self._deciding = asyncio.Lock()
+        self._free: asyncio.Semaphore | None = asyncio.Semaphore(limit) if limit else None
+
+    async def decide(self, http: httpx.AsyncClient) -> int | None:
+        """The limit, asking the server once if it is ours and none was set."""
+        if self._decided:
+            return self.limit
+        async with self._deciding:
+            if not self._decided:
+                self.limit = await reported_slots(http, self.base_url) or 1
+                self._free = asyncio.Semaphore(self.limit)
+                self._decided = True
+        return self.limit
+
+    @contextlib.asynccontextmanager
+    async def turn(self, http: httpx.AsyncClient) -> AsyncIterator[None]:
+        """Wait for a free slot (if the provider has a limit), then hold it."""
+        await self.decide(http)
+        if self._free is None:
+            yield
+            return
+        async with self._free:
+            yield
+
+
+class AnswerClock:
+    """How long the provider has been answering this attempt's request: from the first
+    bytes of a streamed reply (before them, the request waits: for a slot here, in the
+    provider's queue, or on a connection that hangs, and none of that is the member's
+    slowness), or from the sending of a request that is not streamed (its first bytes are
+    its whole reply). Each new request of the attempt (asked again unstreamed after a cut
+    stream, or in another reply form) starts the clock again."""
+
+    def __init__(self) -> None:
+        self._since: float | None = None
+
+    def sent(self, streamed: bool) -> None:
+        self._since = None if streamed else time.monotonic()
+
+    def began(self) -> None:
+        if self._since is None:
+            self._since = time.monotonic()
+
+    @property
+    def answering(self) -> bool:
+        return self._since is not None
+
+    def seconds(self) -> float:
+        return 0.0 if self._since is None else time.monotonic() - self._since

@@ -1,0 +1,99 @@
+"""A reply that repeats our own prompt is no answer (council.echo).
+
+As pure functions: the refinement prompt's JSON placeholder and the chairman's
+instruction are echoes; a member that restates its own answer, a chairman that adopts a
+member's answer word for word, and an answer that quotes one of our sentences are not.
+On the dev server, with the simulator echoing as a small model does: a refinement that
+echoes keeps the previous answer, a chairman that echoes is replaced by the next model,
+and the record says why.
+"""
+
+from __future__ import annotations
+
+from council import prompts
+from council.calls import Stage
+from council.echo import ECHO, ECHO_PROBLEM, repeats_prompt
+from council.iteration import CritiqueItem
+from council.refinement import RefinementTask, refinement_result
+from tests.temporal_fixtures import Council
+
+QUESTION = "A bat and a ball cost $1.10 in total. The bat costs $1.00 more than the ball. How much?"
+ANSWER = "The ball costs 5 cents: the bat costs $1.05, and together they cost $1.10."
+CRITIQUE = CritiqueItem(
+    source_model="sim/atlas", target_response="Response A", critique_text="Show the algebra."
+)
+
+
+def refinement() -> str:
+    return prompts.build_refinement_prompt(QUESTION, ANSWER, [CRITIQUE])
+
+
+def synthesis() -> str:
+    return prompts.synthesis_prompt(QUESTION, {"sim/atlas": ANSWER}, [], 1, 100_000)[0].content
+
+
+def test_the_prompts_own_words_are_an_echo() -> None:
+    placeholder = "your complete refined response, self-contained, written for the person who asked"
+    assert repeats_prompt(placeholder, refinement(), [QUESTION, ANSWER])
+    instruction = (
+        "one accurate, complete answer that draws on the strongest points, resolves "
+        "disagreements and corrects the errors the reviews found"
+    )
+    assert repeats_prompt(instruction, synthesis(), [QUESTION, ANSWER])
+
+
+def test_an_answer_from_the_material_or_with_a_quotation_is_no_echo() -> None:
+    # A member keeps its own answer; a chairman adopts a member's answer word for word.
+    assert not repeats_prompt(ANSWER, refinement(), [QUESTION, ANSWER])
+    assert not repeats_prompt(ANSWER, synthesis(), [QUESTION, ANSWER])
+    # A real answer that happens to quote one of our sentences.
+    quoting = (
+        f"{ANSWER} Let x be the ball's price; then x + (x + 1.00) = 1.10, so 2x = 0.10 and "
+        "x = 0.05. Address each critique point explicitly where valid: the algebra is above."
+    )
+    assert not repeats_prompt(quoting, refinement(), [QUESTION, ANSWER])
+    assert not repeats_prompt("", refinement()) and not repeats_prompt("Yes.", refinement())
+
+
+def test_a_refinement_that_echoes_keeps_the_previous_answer() -> None:
+    task = RefinementTask(
+        model="sim/drift", label="Response A", original=ANSWER, critiques=[CRITIQUE]
+    )
+    echo = (
+        '{"critiques_accepted": ["each critique you accept"], "final_answer": "your complete '
+        'refined response, self-contained, written for the person who asked"}'
+    )
+    result = refinement_result(task, echo, prompt=refinement(), material=[QUESTION])
+    assert result.error == ECHO_PROBLEM
+    assert result.refined_response == ANSWER and not result.changes_made
+    assert result.raw_response == echo  # what it said is kept
+    real = refinement_result(task, '{"final_answer": "5 cents, since x + x + 1 = 1.10."}')
+    assert real.error is None and real.refined_response != ANSWER
+
+
+async def test_echoes_on_the_dev_server_are_no_answers(council: Council) -> None:
+    council.sim.set_faults(
+        {
+            "*": {"latency": 0.1},
+            "sim/drift": {"latency": 0.1, "echo": 1.0, "stages": ["stage2_5"]},
+            "sim/oracle": {"latency": 0.1, "echo": 1.0, "stages": ["stage3"]},
+        }
+    )
+    record = await council.run(
+        question=QUESTION,
+        models=["sim/atlas", "sim/borealis", "sim/drift"],
+        chairman="sim/oracle",
+        max_rounds=1,
+        min_rounds=1,
+        stop_on_convergence=False,
+    )
+    [drift] = [r for r in record.rounds[0].refinements if r.model == "sim/drift"]
+    assert drift.error == ECHO_PROBLEM
+    assert drift.refined_response == drift.original_response
+    assert "your complete refined response" in (drift.raw_response or "")
+    # The chairman echoed its instructions: the next model wrote the final answer.
+    assert record.stage3 is not None and record.stage3.model != "sim/oracle"
+    assert "one accurate, complete answer" not in record.stage3.response
+    echoes = {(e.stage, e.model) for e in record.errors if e.error_type == ECHO}
+    assert echoes == {(Stage.REFINE, "sim/drift"), (Stage.SYNTHESIS, "sim/oracle")}
+    assert all(e.message == ECHO_PROBLEM for e in record.errors)

@@ -1,0 +1,176 @@
+"""Faults are not slowness: the straggler rule judges a member by its own replies.
+
+On the dev server and the simulator: a call retried after a 429 is not cut, however long
+the retry took by the stage's clock; a council served one request at a time by a server
+of its own (the simulator with one slot, as llama-cpp-python's server answers) is sent
+one request at a time and loses no member, and the calls waiting for their turn say so
+in their heartbeats; sent everything at once, the server's own queue costs no member
+either (a call's time starts with its reply's first bytes). And the
+pieces, as pure functions: a call's own time, which calls are due, which providers are
+our own and how many requests they take at once. (A killed worker and a restarted
+server are tested under `make chaos`'s short run: tests/test_chaos.py.)
+"""
+
+from __future__ import annotations
+
+import asyncio
+import itertools
+from collections.abc import AsyncIterator
+
+import httpx
+import pytest
+from temporalio.testing import WorkflowEnvironment
+
+from activities.settings import GatewaySettings
+from activities.slots import Slots, props_url, reported_slots, self_hosted
+from council.calls import Stage
+from council.stragglers import FRESH_BEAT_SECONDS, CallClock, due
+from simulator import SimulatorServer
+from simulator.config import SimulatorConfig
+from simulator.faults import FaultConfig
+from tests.temporal_fixtures import TEST_API_KEY, Council, council_worker
+from workflows.client import partial_replies
+
+FIVE = ["sim/atlas", "sim/borealis", "sim/cirrus", "sim/drift", "sim/mule"]
+QUICK = {"grace_seconds": 0.5, "factor": 2.0}
+ONE_ROUND = {"max_rounds": 1, "min_rounds": 1, "stop_on_convergence": False}
+
+
+# ---- the pieces ---------------------------------------------------------------------
+
+
+def test_a_calls_own_time_counts_only_its_current_attempt_while_it_is_answered() -> None:
+    answering = CallClock(
+        attempt=2, running=True, beat_attempt=2, answering=True, answer_seconds=3, since_beat=1
+    )
+    assert answering.own_seconds() == 4
+    # Waiting: for its provider to begin, for the first beat of a new attempt, for a retry.
+    assert CallClock(attempt=2, running=True, beat_attempt=2).own_seconds() == 0
+    was = {"answering": True, "answer_seconds": 9}
+    assert CallClock(attempt=3, running=True, beat_attempt=2, **was).own_seconds() == 0
+    assert CallClock(attempt=2, running=False, beat_attempt=2, **was).own_seconds() == 0
+    # A beat too old to trust (the worker may be gone): its figure, not the time since.
+    stale = CallClock(
+        attempt=1, running=True, beat_attempt=1, answering=True, answer_seconds=1.5, since_beat=60
+    )
+    assert stale.own_seconds() == 1.5
+    fresh = stale.model_copy(update={"since_beat": FRESH_BEAT_SECONDS - 0.5})
+    assert fresh.own_seconds() == pytest.approx(1.5 + FRESH_BEAT_SECONDS - 0.5)
+    clocks = {"a": answering, "b": stale}
+    assert due(4, clocks) == ["a"] and due(1, clocks) == ["a", "b"] and due(5, clocks) == []
+
+
+def test_which_providers_are_our_own() -> None:
+    for url in (
+        "http://127.0.0.1:8080/v1",
+        "http://localhost:11434/v1",
+        "http://[::1]:8000/v1",
+        "http://192.168.1.20:8080/v1",
+        "http://10.0.0.5/v1",
+        "http://gpu.localhost:8000/v1",
+    ):
+        assert self_hosted(url), url
+    for url in ("https://openrouter.ai/api/v1", "https://api.openai.com/v1", "http://8.8.8.8/v1"):
+        assert not self_hosted(url), url
+    assert props_url("http://127.0.0.1:8080/v1") == "http://127.0.0.1:8080/props"
+    assert props_url("http://127.0.0.1:8080/llm/v1/") == "http://127.0.0.1:8080/llm/props"
+
+
+async def test_how_many_requests_a_server_of_our_own_is_sent_at_once(
+    sim: SimulatorServer,
+) -> None:
+    async with httpx.AsyncClient() as http:
+        # The simulator says how many it answers at once, as llama.cpp's server does.
+        assert await reported_slots(http, sim.url) == 1024
+        assert await Slots(None, sim.url).decide(http) == 1024
+        with SimulatorServer(SimulatorConfig(slots=1)) as serial:  # says nothing: one
+            assert await reported_slots(http, serial.url) is None
+            assert await Slots(None, serial.url).decide(http) == 1
+            assert await Slots(3, serial.url).decide(http) == 3  # what the user set
+        # A provider elsewhere gets no limit, and is not asked.
+        assert await Slots(None, "https://provider.invalid/v1").decide(http) is None
+
+
+# ---- on the dev server --------------------------------------------------------------
+
+
+async def test_a_call_retried_after_a_429_is_not_cut_as_late(council: Council) -> None:
+    council.sim.set_faults(
+        {
+            "*": {"latency": 0.3},
+            # Its first answer is a 429 (retry after 1.5 s): by the stage's clock it comes
+            # long after the patience (max(0.5 s, 2 x 0.3 s)), by its own in 0.3 s.
+            "sim/mule": {
+                "latency": 0.3,
+                "errors": {"429": 1.0},
+                "retry_after": 1.5,
+                "max_faults": 1,
+                "stages": ["stage1"],
+            },
+        }
+    )
+    record = await council.run(models=FIVE, stragglers=QUICK, **ONE_ROUND)
+    assert record.late == []
+    assert [r.model for r in record.stage1] == FIVE
+    assert "sim/mule" in record.label_to_model.values()
+    assert record.errors == []
+
+
+@pytest.fixture
+async def serial_sim() -> AsyncIterator[SimulatorServer]:
+    """A server of our own that answers one request at a time and says nothing of it."""
+    config = SimulatorConfig(slots=1, faults=FaultConfig.model_validate({"*": {"latency": 0.3}}))
+    with SimulatorServer(config) as server:
+        yield server
+
+
+async def test_a_council_on_a_server_that_answers_one_at_a_time_loses_no_member(
+    temporal: WorkflowEnvironment, serial_sim: SimulatorServer
+) -> None:
+    async with council_worker(temporal.client, serial_sim) as council:
+        handle = await council.start(models=FIVE, stragglers=QUICK, **ONE_ROUND)
+        # The calls waiting for their turn say so (their heartbeats: not answered yet).
+        queued = False
+        for _ in range(100):
+            replies = await partial_replies(handle)
+            queued = queued or any(not r.answering and r.stage == Stage.ANSWER for r in replies)
+            if queued:
+                break
+            await asyncio.sleep(0.05)
+        record = await handle.result()
+    assert queued
+    assert record.late == [] and record.errors == []
+    assert [r.model for r in record.stage1] == FIVE
+    assert len(record.stage2) == len(FIVE) and len(record.rounds[0].reviews) == len(FIVE)
+    # One at a time: the worker sent each answer's request once the one before had its
+    # reply (each takes 0.3 s), so the server never had a queue.
+    sent = sorted(e["started"] for e in serial_sim.log()["entries"] if e["stage"] == "stage1")
+    assert len(sent) == len(FIVE)
+    assert all(later - earlier >= 0.25 for earlier, later in itertools.pairwise(sent))
+
+
+async def test_the_servers_own_queue_is_not_slowness_either(
+    temporal: WorkflowEnvironment, serial_sim: SimulatorServer
+) -> None:
+    """Told the server takes many requests at once, the worker sends every call together
+    and the server queues them: the last in its queue reply long after the others by the
+    stage's clock (the rule of old cut them), but a call's own time starts with its
+    reply's first bytes, so nobody is cut."""
+    settings = GatewaySettings(
+        base_url=serial_sim.url, api_key=TEST_API_KEY, max_concurrent_requests=64
+    )
+    serial_sim.set_faults({"*": {"latency": 0.5}})
+    async with council_worker(temporal.client, serial_sim, settings=settings) as council:
+        # The third reply comes at 1.5 s, the fourth at 2 s and the fifth at 2.5 s: by the
+        # stage's clock, past the patience (the median, 1 s) of the first three.
+        record = await council.run(
+            models=FIVE,
+            stragglers={"grace_seconds": 0.5, "factor": 1.0},
+            max_rounds=1,
+            min_rounds=0,
+            quality_threshold=1,
+        )
+    assert record.late == []
+    assert [r.model for r in record.stage1] == FIVE
+    sent = sorted(e["started"] for e in serial_sim.log()["entries"] if e["stage"] == "stage1")
+    assert sent[-1] - sent[0] < 0.25  # all sent at once: the queue was the server's

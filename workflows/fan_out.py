@@ -1,0 +1,340 @@
+"""A stage's model calls: one activity per member, in parallel, and the straggler rule.
+
+The deliberation hands a FanOut what it needs as values and callbacks (the request, the
+record whose errors, late calls and usage the calls fill, a way to report events, whether
+the run is stopping, what to do when a stage starts), so that this module imports nothing
+from workflows.deliberation.
+
+A stop cancels the calls still running; what completed is kept. A call that fails for good
+is recorded in `errors` and left out. Once a quorum of a stage has replied, the late calls
+are cut by the straggler rule (council.stragglers) and recorded in `late`: each is judged by
+its own time, which the straggler watch (activities.call_clocks) reads from Temporal once
+the patience has passed by the workflow's clock (a run that started before that rule cuts
+by the stage's clock alone).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+from collections.abc import Callable
+from datetime import datetime, timedelta
+from typing import Any
+
+from temporalio import workflow
+from temporalio.common import RetryPolicy
+from temporalio.exceptions import ActivityError, is_cancelled_exception
+
+with workflow.unsafe.imports_passed_through():
+    from activities.call_clocks import CallClocks
+    from council.calls import ChatMessage, ModelReply, Stage
+    from council.models import CallError, DeliberationRecord, DeliberationRequest
+    from council.progress import EventKind
+    from council.stragglers import LateCall, LateCalls, StragglerPolicy, patience, quorum
+    from council.structured import StructuredReply
+    from workflows.calls import call_model
+
+# The straggler watch polls Temporal; its own worker dying is noticed within this.
+WATCH_HEARTBEAT = timedelta(seconds=5)
+WATCH_RETRY = RetryPolicy(
+    initial_interval=timedelta(seconds=1), maximum_interval=timedelta(seconds=5)
+)
+# Longest a watch runs before it is started again (it returns at once if a call is due).
+WATCH_TIMEOUT = timedelta(hours=1)
+
+Emit = Callable[..., None]
+
+
+class FanOut:
+    """The run's model calls. `real`: token limits per stage (runs before that change ask
+    without them); `own_time`: the straggler rule judges each call by its own time."""
+
+    def __init__(
+        self,
+        request: DeliberationRequest,
+        record: DeliberationRecord,
+        emit: Emit,
+        stopping: Callable[[], bool],
+        begin: Callable[[Stage, int, list[str]], None],
+        stragglers: StragglerPolicy,
+        real: bool,
+        own_time: bool,
+    ) -> None:
+        self.request = request
+        self.record = record
+        self.emit = emit
+        self.stopping = stopping
+        self.begin = begin
+        self.stragglers = stragglers
+        self.real = real
+        self.own_time = own_time
+        # The calls the straggler rule cut: (stage, round, model).
+        self.cutting: set[tuple[Stage, int, str]] = set()
+        # The replies of the stage under way as they arrive (the record query shows them
+        # before the stage ends).
+        self.arriving: tuple[Stage, int] | None = None
+        self.arrived: dict[str, ModelReply] = {}
+
+    def was_cut(self, stage: Stage, round_number: int, model: str) -> bool:
+        return (stage, round_number, model) in self.cutting
+
+    async def stage(
+        self,
+        stage: Stage,
+        round_number: int,
+        calls: dict[str, list[ChatMessage]],
+        formats: dict[str, StructuredReply] | None = None,
+    ) -> dict[str, ModelReply]:
+        """One activity per model, in parallel (each reply asked for in its JSON schema,
+        where `formats` gives one); the replies that arrived, by model."""
+        if self.stopping() or not calls:
+            return {}
+        self.begin(stage, round_number, list(calls))
+        self.arriving, self.arrived = (stage, round_number), {}
+        started = workflow.now()
+        took: dict[str, float] = {}  # model -> seconds its reply took (the stage's clock)
+        own: dict[str, float] = {}  # model -> seconds its reply took (its own)
+
+        async def timed(model: str, messages: list[ChatMessage]) -> ModelReply | None:
+            reply = await self.call(
+                stage, round_number, model, messages, (formats or {}).get(model)
+            )
+            if reply is not None:
+                took[model] = (workflow.now() - started).total_seconds()
+                own[model] = reply.answer_ms / 1000
+            return reply
+
+        tasks = {
+            model: asyncio.create_task(timed(model, messages)) for model, messages in calls.items()
+        }
+        if self.own_time:
+            await self._await_own_time(stage, round_number, tasks, own, started)
+        else:
+            await self._await_stage_clock(stage, round_number, tasks, took, started)
+        for model, task in tasks.items():
+            if not task.done() and not self.stopping():
+                self._cut(stage, round_number, model, started)
+            if not task.done():
+                task.cancel()
+        replies = {}
+        for model, task in tasks.items():
+            reply = await task
+            if reply is not None:
+                replies[model] = reply
+        self.emit(
+            EventKind.STAGE_COMPLETE,
+            stage=stage,
+            round=round_number,
+            message=f"{len(replies)} of {len(calls)} completed",
+        )
+        return replies
+
+    # ---- the straggler rule ---------------------------------------------------------
+
+    def _settled(self, tasks: dict[str, asyncio.Task[ModelReply | None]]) -> bool:
+        return self.stopping() or all(task.done() for task in tasks.values())
+
+    def _only_known_late(
+        self, tasks: dict[str, asyncio.Task[ModelReply | None]], cut_before: set[str]
+    ) -> bool:
+        """Every call still running is a member the rule cut before: not waited for again."""
+        return all(t.done() or m in cut_before for m, t in tasks.items())
+
+    async def _quorum(
+        self, tasks: dict[str, asyncio.Task[ModelReply | None]], replied: dict[str, float]
+    ) -> bool:
+        """Wait for a quorum (or the end); False when there is nothing more to wait for."""
+        if self.stragglers.wait_for_all:
+            await workflow.wait_condition(lambda: self._settled(tasks))
+            return False
+        await workflow.wait_condition(
+            lambda: self._settled(tasks) or len(replied) >= quorum(len(tasks))
+        )
+        return not self._settled(tasks)
+
+    def _waiting(self, stage: Stage, round_number: int, late: list[str], until: datetime) -> None:
+        wait = (until - workflow.now()).total_seconds()
+        self.emit(
+            EventKind.WAITING,
+            stage=stage,
+            round=round_number,
+            message=f"waiting for {', '.join(late)} until {until:%H:%M:%S} UTC",
+            data={"models": late, "until": until.isoformat(), "seconds": round(wait, 3)},
+        )
+
+    async def _await_stage_clock(
+        self,
+        stage: Stage,
+        round_number: int,
+        tasks: dict[str, asyncio.Task[ModelReply | None]],
+        took: dict[str, float],
+        started: datetime,
+    ) -> None:
+        """The rule as runs before own time had it: the late calls get the patience from
+        the stage's start, whatever held them up."""
+        if not await self._quorum(tasks, took):
+            return
+        cut_before = {model for _, _, model in self.cutting}
+        if self._only_known_late(tasks, cut_before):
+            return
+        until = started + timedelta(seconds=patience(self.stragglers, list(took.values())))
+        wait = (until - workflow.now()).total_seconds()
+        if wait <= 0:
+            return
+        self._waiting(stage, round_number, [m for m, t in tasks.items() if not t.done()], until)
+        with contextlib.suppress(TimeoutError):  # the patience is spent: cut the rest
+            await workflow.wait_condition(
+                lambda: self._settled(tasks) or self._only_known_late(tasks, cut_before),
+                timeout=timedelta(seconds=wait),
+            )
+
+    async def _await_own_time(
+        self,
+        stage: Stage,
+        round_number: int,
+        tasks: dict[str, asyncio.Task[ModelReply | None]],
+        own: dict[str, float],
+        started: datetime,
+    ) -> None:
+        """Once a quorum has replied, each late call gets the patience (from the replies'
+        own durations) of its own time: no call can have used it before the stage's clock
+        says so, and after that the straggler watch says which have. Those are cut as
+        they become due; a member cut before is not waited for again."""
+        if not await self._quorum(tasks, own):
+            return
+        cut_before = {model for _, _, model in self.cutting}
+        if self._only_known_late(tasks, cut_before):
+            return
+        allowed = patience(self.stragglers, list(own.values()))
+        until = started + timedelta(seconds=allowed)
+        wait = (until - workflow.now()).total_seconds()
+        self._waiting(stage, round_number, [m for m, t in tasks.items() if not t.done()], until)
+
+        def over() -> bool:
+            return self._settled(tasks) or self._only_known_late(tasks, cut_before)
+
+        if wait > 0:
+            with contextlib.suppress(TimeoutError):
+                await workflow.wait_condition(over, timeout=timedelta(seconds=wait))
+        while not over():
+            late = [m for m, t in tasks.items() if not t.done() and m not in cut_before]
+            watch = workflow.start_activity_method(
+                CallClocks.await_late_calls,
+                LateCalls(stage=stage, round=round_number, models=late, patience_seconds=allowed),
+                summary=f"{stage.place(round_number)} · late calls: {', '.join(late)}",
+                start_to_close_timeout=WATCH_TIMEOUT,
+                heartbeat_timeout=WATCH_HEARTBEAT,
+                retry_policy=WATCH_RETRY,
+                cancellation_type=workflow.ActivityCancellationType.TRY_CANCEL,
+            )
+            await workflow.wait_condition(lambda: over() or watch.done())  # noqa: B023
+            if not watch.done():
+                watch.cancel()
+                with contextlib.suppress(ActivityError, asyncio.CancelledError):
+                    await watch
+                return
+            try:
+                due = await watch
+            except ActivityError:
+                continue  # the watch timed out: start it again
+            for model in due:
+                if not tasks[model].done():
+                    self._cut(stage, round_number, model, started)
+                    tasks[model].cancel()
+
+    def _cut(self, stage: Stage, round_number: int, model: str, started: datetime) -> None:
+        """The straggler rule cuts a late call: recorded in `late`, not as an error."""
+        late = LateCall.cut(stage, round_number, model, (workflow.now() - started).total_seconds())
+        self.cutting.add((stage, round_number, model))
+        self.record.late.append(late)
+        self.emit(
+            EventKind.MODEL_LATE,
+            stage=stage,
+            round=round_number,
+            model=model,
+            message=late.describe(),
+            data={"seconds": late.seconds, "effect": late.effect},
+        )
+
+    # ---- one call ---------------------------------------------------------------------
+
+    async def call(
+        self,
+        stage: Stage,
+        round_number: int,
+        model: str,
+        messages: list[ChatMessage],
+        response_format: StructuredReply | None = None,
+    ) -> ModelReply | None:
+        """One model call; None when it failed for good (recorded), was cut or cancelled."""
+        max_tokens = self.request.reply_tokens(stage) if self.real else None
+        call = self.request.model_call(
+            stage, round_number, model, messages, max_tokens, response_format
+        )
+        try:
+            reply = await call_model(call, self.request.policy)
+        except (ActivityError, asyncio.CancelledError) as err:
+            if self.was_cut(stage, round_number, model) and is_cancelled_exception(err):
+                return None  # the straggler rule cut it: _cut recorded it
+            if self.stopping() and is_cancelled_exception(err):
+                self.emit(EventKind.MODEL_CANCELLED, stage=stage, round=round_number, model=model)
+                return None
+            if isinstance(err, asyncio.CancelledError):
+                raise
+            self.failed(stage, round_number, model, err)
+            return None
+        self.record.usage.record(model, stage, reply.usage, reply.provider)
+        if self.arriving == (stage, round_number):
+            self.arrived[model] = reply
+        self.emit(
+            EventKind.MODEL_COMPLETE,
+            stage=stage,
+            round=round_number,
+            model=model,
+            data={
+                "tokens": reply.usage.total_tokens,
+                "latency_ms": reply.latency_ms,
+                "served_by": reply.served_by,
+                "truncated": reply.truncated,
+                "finish_reason": reply.finish_reason,
+                "structured": reply.structured,
+                "provider": reply.provider,
+            },
+        )
+        return reply
+
+    def failed(
+        self,
+        stage: Stage,
+        round_number: int,
+        model: str,
+        err: ActivityError | None = None,
+        message: str | None = None,
+        error_type: str | None = None,
+    ) -> CallError:
+        """Record a call that failed for good: the activity's error, or (a reply that is
+        no answer) the message given."""
+        provider = None
+        if err is not None:
+            cause: Any = err.cause if err.cause is not None else err
+            details = getattr(cause, "details", None) or ()
+            message = getattr(cause, "message", None) or str(cause)
+            error_type = getattr(cause, "type", None) or type(cause).__name__
+            provider = details[0] if details and isinstance(details[0], str) else None
+        error = CallError(
+            stage=stage,
+            round=round_number,
+            model=model,
+            message=message or "failed",
+            error_type=error_type,
+            provider=provider,
+        )
+        self.record.errors.append(error)
+        self.emit(
+            EventKind.MODEL_FAILED,
+            stage=stage,
+            round=round_number,
+            model=model,
+            message=error.message,
+        )
+        return error
