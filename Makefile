@@ -21,9 +21,11 @@ demo: $(STAMP)
 	$(BIN)/python demo.py
 
 # The web page with what it needs (dev server, simulator without a key, a worker), in the
-# foreground; Ctrl-C stops what it started. Prints the page's and the Temporal UI's address.
+# foreground; Ctrl-C stops what it started. Prints the page's, the Temporal UI's and the
+# simulator's address. Each simulated call takes 2 to 5 s, to watch a run: SIM_LATENCY=0
+# answers at once, SIM_LATENCY=1.5 or SIM_LATENCY=1-3 sets the pace.
 up: $(STAMP)
-	$(BIN)/python up.py
+	SIM_LATENCY="$(SIM_LATENCY)" $(BIN)/python up.py
 
 test: $(STAMP) browser
 	$(BIN)/python -m pytest -q

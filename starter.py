@@ -10,9 +10,10 @@
     python starter.py list [--filter TEXT | --thread ID]
     python starter.py eval DATASET.jsonl [--concurrency N] [--limit N] [--out DIR] [--judge M]
     python starter.py mcp [--http HOST:PORT]
+    python starter.py doctor [--json]
 
-Exit status: 0 done, 1 the deliberation (for eval: any problem's) failed, 2 bad input or the
-server is unreachable.
+Exit status: 0 done, 1 the deliberation (for eval: any problem's; for doctor: any check)
+failed, 2 bad input or the server is unreachable.
 """
 
 from __future__ import annotations
@@ -28,6 +29,7 @@ from rich.console import Console
 from app import config as app_config
 from app import connection, councils
 from app.render import event_line, record_markdown
+from council import numbers
 from council.agreement import verdict
 from council.config import ConfigProblem, with_overrides
 from council.ids import id_problem
@@ -153,9 +155,10 @@ def reply_tokens(given: list[str]) -> dict[str, int]:
         stage, _, number = (part.strip() for part in item.partition("="))
         if stage not in ReplyTokens.model_fields:
             raise UsageError(f"--max-tokens must be STAGE=N, STAGE one of {stages} (got {item!r})")
-        if not number.isdigit():
+        count = numbers.whole(number, signed=False)
+        if count is None:
             raise UsageError(f"--max-tokens {stage}=N: N must be a whole number (got {number!r})")
-        tokens[stage] = int(number)
+        tokens[stage] = count
     return tokens
 
 
@@ -238,10 +241,11 @@ async def cmd_stop(args: argparse.Namespace) -> int:
     if reason_problem(args.reason):
         raise UsageError(f"--reason: {reason_problem(args.reason)}")
     found = await _find(args.id)
-    if found.status != "running":
-        err.print(f"{args.id} is not running ({found.status})", markup=False)
+    try:
+        await deliberations.stop(found, args.reason)
+    except deliberations.AlreadyFinished as finished:
+        err.print(f"{args.id}: {finished}", markup=False)
         return 1
-    await deliberations.stop(found, args.reason)
     err.print(f"stop requested for {args.id}; the council synthesizes what it has", markup=False)
     return 0
 
@@ -355,6 +359,19 @@ async def cmd_eval(args: argparse.Namespace) -> int:
     return await evaluation.execute(client, plan, args.json, err)
 
 
+async def cmd_doctor(args: argparse.Namespace) -> int:
+    # Imported here: the provider checks' HTTP client would slow every other command's start.
+    import doctor
+
+    checks = await doctor.diagnose()
+    if args.json:
+        print(json.dumps([check.model_dump(mode="json") for check in checks], indent=2))
+    else:
+        for check in checks:
+            print(doctor.line(check))
+    return 0 if doctor.healthy(checks) else 1
+
+
 async def cmd_mcp(args: argparse.Namespace) -> int:
     # Imported here: the MCP SDK would slow every other command's start.
     from mcp_server import serve
@@ -376,28 +393,30 @@ def council_options(command: argparse.ArgumentParser) -> None:
     command.add_argument("--model", action="append", help="a council model (repeat; 2 to 12)")
     command.add_argument("--chairman", help="the model that writes the synthesis")
     command.add_argument(
-        "--max-rounds", type=int, help=f"refinement rounds at most (default {DEFAULT_MAX_ROUNDS})"
+        "--max-rounds",
+        type=numbers.whole_argument,
+        help=f"refinement rounds at most (default {DEFAULT_MAX_ROUNDS})",
     )
     command.add_argument(
         "--min-rounds",
-        type=int,
+        type=numbers.whole_argument,
         help="refinement rounds that run whatever the ratings (0: only while a rating is low; "
         f"default {DEFAULT_MIN_ROUNDS})",
     )
     command.add_argument(
         "--quality-threshold",
-        type=float,
+        type=numbers.decimal_argument,
         help="another round runs while any peer rating (1-5) is below this "
         f"(default {DEFAULT_QUALITY_THRESHOLD})",
     )
     command.add_argument(
         "--token-budget",
-        type=int,
+        type=numbers.whole_argument,
         help=f"tokens of the whole run (default {DEFAULT_TOKEN_BUDGET:,})",
     )
     command.add_argument(
         "--max-cost",
-        type=float,
+        type=numbers.decimal_argument,
         help="USD, as the provider reports it: the loop ends past 90%% of it",
     )
     command.add_argument(
@@ -406,7 +425,7 @@ def council_options(command: argparse.ArgumentParser) -> None:
     command.add_argument(
         "--criterion", action="append", help='evaluation criterion "name[:description]" (repeat)'
     )
-    command.add_argument("--temperature", type=float)
+    command.add_argument("--temperature", type=numbers.decimal_argument)
     command.add_argument(
         "--max-tokens",
         action="append",
@@ -414,11 +433,17 @@ def council_options(command: argparse.ArgumentParser) -> None:
         help="the token limit of a stage's replies: answer, review, refine or synthesis "
         "(repeat; default: the stage's own, within the reply size cap)",
     )
-    command.add_argument("--call-timeout", type=float, help="seconds per model call attempt")
     command.add_argument(
-        "--heartbeat-timeout", type=float, help="seconds without a heartbeat before a retry"
+        "--call-timeout", type=numbers.decimal_argument, help="seconds per model call attempt"
     )
-    command.add_argument("--max-attempts", type=int, help="attempts per model call")
+    command.add_argument(
+        "--heartbeat-timeout",
+        type=numbers.decimal_argument,
+        help="seconds without a heartbeat before a retry",
+    )
+    command.add_argument(
+        "--max-attempts", type=numbers.whole_argument, help="attempts per model call"
+    )
     command.add_argument(
         "--wait-for-all",
         action="store_true",
@@ -427,14 +452,14 @@ def council_options(command: argparse.ArgumentParser) -> None:
     )
     command.add_argument(
         "--straggler-grace",
-        type=float,
+        type=numbers.decimal_argument,
         metavar="S",
         help=f"seconds a stage waits for its late members at least (default "
         f"{DEFAULT_GRACE_SECONDS:g})",
     )
     command.add_argument(
         "--straggler-factor",
-        type=float,
+        type=numbers.decimal_argument,
         metavar="F",
         help=f"...or F x the median reply time of the others, if longer (default "
         f"{DEFAULT_FACTOR:g})",
@@ -454,7 +479,7 @@ def parser() -> argparse.ArgumentParser:
     )
     start.add_argument(
         "--context-tokens",
-        type=int,
+        type=numbers.whole_argument,
         help=f"the earlier turns a follow-up carries, in tokens (default {DEFAULT_CONTEXT_TOKENS})",
     )
     start.add_argument("--wait", action="store_true", help="follow progress and print the answer")
@@ -470,7 +495,9 @@ def parser() -> argparse.ArgumentParser:
         "extend", help="set a running deliberation's maximum rounds (raise or lower)"
     )
     extend.add_argument("id")
-    extend.add_argument("--rounds", type=int, required=True, help="the new maximum, 1 to 5")
+    extend.add_argument(
+        "--rounds", type=numbers.whole_argument, required=True, help="the new maximum, 1 to 5"
+    )
     extend.set_defaults(run=cmd_extend)
 
     critique = commands.add_parser(
@@ -501,7 +528,7 @@ def parser() -> argparse.ArgumentParser:
     evaluate.set_defaults(run=cmd_eval)
 
     listing = commands.add_parser("list", help="list recent deliberations")
-    listing.add_argument("--limit", type=int, default=20)
+    listing.add_argument("--limit", type=numbers.whole_argument, default=20)
     listing.add_argument("--filter", help="only those whose id or question contains this")
     listing.add_argument("--thread", metavar="ID", help="a thread's deliberations, oldest first")
     listing.add_argument("--json", action="store_true")
@@ -516,6 +543,12 @@ def parser() -> argparse.ArgumentParser:
         help="serve the streamable HTTP transport at http://HOST:PORT/mcp instead of stdio",
     )
     mcp.set_defaults(run=cmd_mcp)
+
+    check = commands.add_parser(
+        "doctor", help="check the setup: Temporal, a worker, the providers, the default council"
+    )
+    check.add_argument("--json", action="store_true", help="the checks as a JSON list")
+    check.set_defaults(run=cmd_doctor)
     return top
 
 

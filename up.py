@@ -3,12 +3,17 @@
     python up.py [--data DIR]
 
 Starts what is not running yet: the embedded Temporal dev server unless one answers at
-TEMPORAL_ADDRESS (state in DIR/temporal.db, default data/; its Web UI on the gRPC port
-+ 1000, :8233), the simulator when no API key is set (saying so: the answers will be
-simulated), a worker, and the web page (`python -m web` on COUNCIL_WEB_HOST and
-COUNCIL_WEB_PORT, default 127.0.0.1:8080). Prints the page's address and the Temporal
-UI's, then waits. Ctrl-C (SIGINT) or SIGTERM stops exactly what it started; a server it
-found running stays up. Logs go to DIR/logs/.
+TEMPORAL_ADDRESS (state in DIR/temporal.db, default COUNCIL_DATA, else data/; its Web UI
+on the gRPC port + 1000, :8233), the simulator when no API key is set (saying so: the
+answers will be simulated; each call takes SIM_LATENCY seconds, default 2 to 5, so that
+a run can be watched), a worker, and the web page (`python -m web` on COUNCIL_WEB_HOST
+and COUNCIL_WEB_PORT, default 127.0.0.1:8080). Prints the page's address, the Temporal
+UI's and the simulator's, then waits. Ctrl-C (SIGINT) or SIGTERM stops exactly what it
+started; a server it found running stays up. Logs go to DIR/logs/.
+
+With the simulator, the page's default council (the simulator's members) is written to
+DIR/default-council.json while it runs: the CLI and the MCP server of another shell, on
+the same server and task queue, start the same council (app.councils).
 """
 
 from __future__ import annotations
@@ -23,11 +28,18 @@ from pathlib import Path
 from types import FrameType
 from urllib.parse import urlsplit
 
-from harness.local import local_council, shown, ui_address
+from app import councils
+from council import numbers
+from harness.local import SIMULATED, local_council, shown, ui_address
 from harness.processes import DATA, Process, port_open, reachable_host, start_web
+from simulator.config import LATENCY_VARIABLE, Latency, describe_latency, parse_latency
 from web.__main__ import DEFAULT_HOST, DEFAULT_PORT
 
 SIMULATED_NOTE = "the answers will be simulated (the built-in SIMULATOR plays every member)"
+# Seconds each simulated call takes unless SIM_LATENCY says otherwise: slow enough to
+# watch answers stream, reviews fill in and Stop or One more round apply.
+SIM_LATENCY = "SIM_LATENCY"
+DEFAULT_SIM_LATENCY = "2-5"
 
 
 class Stopped(BaseException):
@@ -44,10 +56,19 @@ def web_address(env: Mapping[str, str]) -> tuple[str, int]:
     line naming the variable when the port cannot be used."""
     host = (env.get("COUNCIL_WEB_HOST") or "").strip() or DEFAULT_HOST
     raw = (env.get("COUNCIL_WEB_PORT") or "").strip() or str(DEFAULT_PORT)
-    port = int(raw) if raw.isdigit() else 0
+    port = numbers.whole(raw, signed=False) or 0
     if not 1 <= port <= 65535:
         raise ValueError(f"COUNCIL_WEB_PORT must be a port number from 1 to 65535 (got {raw!r})")
     return host, port
+
+
+def sim_latency(env: Mapping[str, str]) -> tuple[str, Latency]:
+    """SIM_LATENCY as given (default 2-5) and read; ValueError with one line naming it."""
+    text = (env.get(SIM_LATENCY) or "").strip() or DEFAULT_SIM_LATENCY
+    try:
+        return text, parse_latency(text)
+    except ValueError as error:
+        raise ValueError(f"{SIM_LATENCY} {error}") from None
 
 
 def answers(url: str) -> bool:
@@ -81,10 +102,16 @@ def watch(started: list[Process]) -> int:
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python up.py", description=__doc__.splitlines()[0])
-    parser.add_argument("--data", type=Path, default=DATA, help="state and logs (default data/)")
+    parser.add_argument(
+        "--data",
+        type=Path,
+        default=Path(os.environ.get(councils.DATA_VARIABLE) or DATA),
+        help="state and logs (default COUNCIL_DATA, else data/)",
+    )
     args = parser.parse_args(argv)
     try:
         host, port = web_address(os.environ)
+        latency_text, latency = sim_latency(os.environ)
     except ValueError as error:
         say(str(error))
         return 2
@@ -97,8 +124,18 @@ def main(argv: list[str] | None = None) -> int:
     signal.signal(signal.SIGINT, _stop)
     signal.signal(signal.SIGTERM, _stop)
     started: list[Process] = []
+    default_council = args.data / councils.LOCAL_COUNCIL_FILE
+    pace = {LATENCY_VARIABLE: latency_text}
     try:
-        with local_council(say, SIMULATED_NOTE, data=args.data, started=started) as env:
+        with local_council(
+            say, SIMULATED_NOTE, simulator_env=pace, data=args.data, started=started
+        ) as env:
+            if env.get(SIMULATED) == "1":
+                councils.write_local_council(
+                    default_council,
+                    councils.listed(env["COUNCIL_MODELS"]),
+                    env.get("COUNCIL_CHAIRMAN"),
+                )
             web_log = args.data / "logs" / "web.log"
             say(f"starting the web page (log in {shown(web_log)})")
             started.append(start_web(env, host, port, log_path=web_log))
@@ -108,6 +145,11 @@ def main(argv: list[str] | None = None) -> int:
             say("the council is up; Ctrl-C stops what this started")
             say(f"  the page:        {started[-1].extra['url']}")
             say(f"  the Temporal UI: {ui}{unreachable if reused else ''}")
+            hint = f"; make up {SIM_LATENCY}=0 for instant replies" if latency else ""
+            for process in started:
+                if process.name == "simulator":
+                    url = process.extra["url"]
+                    say(f"  the simulator:   {url} ({describe_latency(latency)}{hint})")
             if os.environ.get("COUNCIL_WEB_TOKEN"):
                 say(
                     "  starting and stopping on the page need COUNCIL_WEB_TOKEN (sign in at /login)"
@@ -118,6 +160,8 @@ def main(argv: list[str] | None = None) -> int:
     except RuntimeError as error:
         say(f"could not start: {error}")
         return 1
+    finally:
+        councils.remove_local_council(default_council)
 
 
 if __name__ == "__main__":

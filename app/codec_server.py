@@ -38,6 +38,7 @@ from temporalio.api.common.v1 import Payloads
 from temporalio.converter import PayloadCodec
 
 from app.codec import CodecConfigError, CodecError, codec_from_env
+from council import numbers
 
 DEFAULT_PORT = 8081
 DEFAULT_ORIGINS = (
@@ -150,7 +151,10 @@ def main(argv: list[str] | None = None) -> int:
         "--host", default="127.0.0.1", help="interface to listen on (default 127.0.0.1)"
     )
     parser.add_argument(
-        "--port", type=int, default=DEFAULT_PORT, help=f"port (default {DEFAULT_PORT})"
+        "--port",
+        type=numbers.whole_argument,
+        default=DEFAULT_PORT,
+        help=f"port (default {DEFAULT_PORT})",
     )
     args = parser.parse_args(argv)
     try:

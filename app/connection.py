@@ -13,6 +13,7 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 import gc
+import logging
 import os
 import re
 from collections.abc import Coroutine, Mapping, Sequence
@@ -24,7 +25,13 @@ from temporalio.client import Client
 from temporalio.contrib.pydantic import pydantic_data_converter
 from temporalio.converter import DataConverter, DefaultFailureConverterWithEncodedAttributes
 from temporalio.envconfig import ClientConfigProfile
-from temporalio.runtime import PrometheusConfig, Runtime, TelemetryConfig
+from temporalio.runtime import (
+    LogForwardingConfig,
+    LoggingConfig,
+    PrometheusConfig,
+    Runtime,
+    TelemetryConfig,
+)
 from temporalio.service import RPCError, RPCStatusCode
 
 from app.codec import CodecConfigError, codec_from_env
@@ -44,6 +51,10 @@ class ServerUnreachable(RuntimeError):
 class ConfigError(ValueError):
     """A connection or encryption setting that cannot be used: a one-line message that
     names the variable (or the config file) and never contains a secret."""
+
+
+class NamespaceNotFound(ConfigError):
+    """The server answers but has no such namespace (TEMPORAL_NAMESPACE)."""
 
 
 def task_queue() -> str:
@@ -126,6 +137,7 @@ def address() -> str:
 # The process's Temporal runtime (the SDK's Rust core and its Tokio threads), created here
 # rather than left to the SDK's default so that run() can release it before exit.
 _runtime: Runtime | None = None
+CORE_LOGGER = logging.getLogger("temporalio.core")
 
 
 def runtime(
@@ -145,7 +157,14 @@ def runtime(
             if metrics_port
             else None
         )
-        _runtime = Runtime(telemetry=TelemetryConfig(metrics=metrics))
+        # The SDK core's own log lines (such as its TMPRL1103 payload-size warning) would go
+        # to stdout, which carries a command's JSON or the MCP protocol: send them through
+        # Python's logging, to stderr.
+        core_logs = LoggingConfig(
+            filter=LoggingConfig.default.filter,
+            forwarding=LogForwardingConfig(logger=CORE_LOGGER),
+        )
+        _runtime = Runtime(telemetry=TelemetryConfig(metrics=metrics, logging=core_logs))
     return _runtime
 
 
@@ -190,7 +209,7 @@ async def connect(**overrides: Any) -> Client:
         )
     except RPCError as err:
         if err.status == RPCStatusCode.NOT_FOUND:
-            raise ConfigError(
+            raise NamespaceNotFound(
                 f"TEMPORAL_NAMESPACE: there is no namespace {client.namespace!r} on the "
                 f"Temporal server at {options['target_host']}"
             ) from None

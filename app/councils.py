@@ -1,13 +1,26 @@
 """What a council starts with, on every surface (the CLI, the page, the API, MCP): a
-named council's options from council.toml, or the default council: COUNCIL_MODELS /
-COUNCIL_CHAIRMAN when set, else `[councils.default]`, else the built-in members."""
+named council's options from council.toml, or the default council.
+
+The default council's members and chairman come from the first of these that says:
+COUNCIL_MODELS / COUNCIL_CHAIRMAN; the council of a local stack that is running now on
+the same Temporal server, namespace and task queue (`make up` on the simulator writes it
+to DATA/default-council.json, DATA being COUNCIL_DATA or the checkout's data/, and removes
+it when it stops); `[councils.default]`; the built-in members. Its other options come from
+`[councils.default]`. So a CLI or an MCP server in another shell starts the same council
+that `make up`'s page offers.
+"""
 
 from __future__ import annotations
 
+import contextlib
 import os
 from collections.abc import Mapping
+from pathlib import Path
 from typing import Any
 
+from pydantic import BaseModel, ValidationError
+
+from app.connection import DEFAULT_ADDRESS, DEFAULT_NAMESPACE, DEFAULT_TASK_QUEUE
 from council.config import DEFAULT_COUNCIL, Config
 
 # OpenRouter ids; COUNCIL_MODELS (comma-separated) or [councils.default] replaces them.
@@ -19,11 +32,29 @@ DEFAULT_MODELS = (
 )
 
 
+DATA_VARIABLE = "COUNCIL_DATA"
+LOCAL_COUNCIL_FILE = "default-council.json"
+CHECKOUT_DATA = Path(__file__).resolve().parent.parent / "data"
+_LOOPBACK = {"localhost", "127.0.0.1", "[::1]", "::1"}
+
+
+class LocalCouncil(BaseModel):
+    """The default council of a local stack, and where that stack runs."""
+
+    temporal_address: str
+    namespace: str
+    task_queue: str
+    models: list[str]
+    chairman: str | None = None
+    pid: int  # the process that wrote it: the file counts while it runs
+
+
 class UnknownCouncil(LookupError):
     """A council name the configuration does not define (the message lists the known)."""
 
 
-def _listed(value: str | None) -> list[str]:
+def listed(value: str | None) -> list[str]:
+    """A comma-separated list of model ids (COUNCIL_MODELS) as a list."""
     return [item.strip() for item in (value or "").split(",") if item.strip()]
 
 
@@ -39,15 +70,91 @@ def council_options(
             known = ", ".join(council_names(config))
             raise UnknownCouncil(f"no council {name!r} (known: {known})") from None
     options = dict(config.councils.get(DEFAULT_COUNCIL, {}))
-    models = _listed(env.get("COUNCIL_MODELS"))
+    models = listed(env.get("COUNCIL_MODELS"))
+    chairman = (env.get("COUNCIL_CHAIRMAN") or "").strip()
+    if not models:
+        local = running_local_council(env)
+        if local is not None:
+            models, chairman = local.models, chairman or local.chairman or ""
     if models:
         options["models"] = models
         options.pop("chairman", None)
     options.setdefault("models", list(DEFAULT_MODELS))
-    chairman = (env.get("COUNCIL_CHAIRMAN") or "").strip()
     if chairman:
         options["chairman"] = chairman
     return options
+
+
+def local_council_path(env: Mapping[str, str] | None = None) -> Path:
+    """Where a local stack's default council is written: DATA/default-council.json."""
+    env = os.environ if env is None else env
+    named = (env.get(DATA_VARIABLE) or "").strip()
+    return (Path(named) if named else CHECKOUT_DATA) / LOCAL_COUNCIL_FILE
+
+
+def _place(env: Mapping[str, str]) -> tuple[str, str, str]:
+    """The Temporal server (a loopback name as any other), namespace and task queue."""
+    address = (env.get("TEMPORAL_ADDRESS") or "").strip() or DEFAULT_ADDRESS
+    host, _, port = address.rpartition(":")
+    if host.lower() in _LOOPBACK:
+        address = f"loopback:{port}"
+    namespace = (env.get("TEMPORAL_NAMESPACE") or "").strip() or DEFAULT_NAMESPACE
+    return address.lower(), namespace, (env.get("COUNCIL_TASK_QUEUE") or DEFAULT_TASK_QUEUE)
+
+
+def write_local_council(
+    path: Path, models: list[str], chairman: str | None, env: Mapping[str, str] | None = None
+) -> LocalCouncil:
+    """Record the default council of the local stack this process runs (on the server,
+    namespace and task queue of `env`) until remove_local_council."""
+    env = os.environ if env is None else env
+    address, namespace, queue = _place(env)
+    local = LocalCouncil(
+        temporal_address=address,
+        namespace=namespace,
+        task_queue=queue,
+        models=models,
+        chairman=chairman,
+        pid=os.getpid(),
+    )
+    path.parent.mkdir(parents=True, exist_ok=True)
+    partial = path.with_name(f".{path.name}.{os.getpid()}")
+    partial.write_text(local.model_dump_json(indent=2), encoding="utf-8")
+    partial.replace(path)
+    return local
+
+
+def remove_local_council(path: Path) -> None:
+    """Remove the file, if this process wrote it."""
+    with contextlib.suppress(OSError, ValueError, ValidationError):
+        if LocalCouncil.model_validate_json(path.read_bytes()).pid == os.getpid():
+            path.unlink()
+
+
+def running_local_council(env: Mapping[str, str] | None = None) -> LocalCouncil | None:
+    """The default council of a local stack that runs now where `env` points; None when
+    there is none (no file, one left by a stack that is gone, or another server's)."""
+    env = os.environ if env is None else env
+    try:
+        local = LocalCouncil.model_validate_json(local_council_path(env).read_bytes())
+    except (OSError, ValueError, ValidationError):
+        return None
+    here = (local.temporal_address, local.namespace, local.task_queue)
+    if here != _place(env) or not _alive(local.pid):
+        return None
+    return local
+
+
+def _alive(pid: int) -> bool:
+    if pid <= 0:  # 0 and below name process groups, not a process
+        return False
+    try:
+        os.kill(pid, 0)  # signal 0: only whether the process exists
+    except PermissionError:  # it does, under another user
+        return True
+    except (OSError, OverflowError):
+        return False
+    return True
 
 
 def council_names(config: Config) -> list[str]:

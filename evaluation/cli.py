@@ -16,6 +16,7 @@ from pathlib import Path
 from rich.console import Console
 from temporalio.client import Client
 
+from council import numbers
 from council.models import MODEL_ID, DeliberationRequest
 from evaluation.outputs import Outputs
 from evaluation.plan import EvalPlan, EvalSettings, plan
@@ -37,10 +38,9 @@ __all__ = ["TEMPLATE_QUESTION", "BadInput", "add_arguments", "execute", "prepare
 
 
 def _positive(text: str) -> int:
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"invalid int value: {text!r}") from None
+    value = numbers.whole(text)
+    if value is None:
+        raise argparse.ArgumentTypeError(f"must be a whole number (got {text!r})")
     if value < 1:
         raise argparse.ArgumentTypeError(f"must be at least 1 (got {value})")
     return value

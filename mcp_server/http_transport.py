@@ -23,6 +23,7 @@ from starlette.requests import Request
 from starlette.responses import PlainTextResponse, Response
 from starlette.types import ASGIApp, Receive, Scope, Send
 
+from council import numbers
 from mcp_server.inputs import Problem
 from web.guard import Forbidden, Guard
 
@@ -34,9 +35,10 @@ def listen_address(text: str) -> tuple[str, int]:
     """--http's HOST:PORT (an IPv6 host in brackets) as (host, port)."""
     host, _, port = text.rpartition(":")
     host = host.removeprefix("[").removesuffix("]")
-    if not host or not port.isdigit() or not 1 <= int(port) <= 65535:
+    number = numbers.whole(port, signed=False)
+    if not host or number is None or not 1 <= number <= 65535:
         raise Problem(f"--http must be HOST:PORT, such as 127.0.0.1:8765 (got {text!r})")
-    return host, int(port)
+    return host, number
 
 
 class Guarded:
@@ -90,5 +92,6 @@ async def serve(server: MCPServer, sock: socket.socket, guard: Guard) -> None:
     checked = TrustedHostMiddleware(
         Guarded(app, guard), allowed_hosts=list(guard.allowed), www_redirect=False
     )
-    config = uvicorn.Config(checked, log_level="warning", access_log=False)
+    # No forwarded header is believed (uvicorn would believe them from loopback).
+    config = uvicorn.Config(checked, log_level="warning", access_log=False, proxy_headers=False)
     await uvicorn.Server(config).serve(sockets=[sock])

@@ -9,14 +9,17 @@ from pydantic import BaseModel, Field
 
 from council.agreement import Agreement, verdict
 from council.models import DeliberationRecord
-from council.progress import Progress
+from council.progress import Progress, shown_status
 
 
 class DeliberationState(BaseModel):
     """One deliberation as a tool reports it (the structured content of every tool)."""
 
     id: str = Field(description="the deliberation's id")
-    status: str = Field(description="running, completed, failed, terminated, canceled or timed_out")
+    status: str = Field(
+        description="running; completed, or stopped when it ended on a user's stop (both with "
+        "an answer); failed, terminated, canceled or timed_out"
+    )
     answer: str | None = Field(default=None, description="the final answer, once completed")
     terminated_reason: str | None = Field(
         default=None, description="why the refinement loop ended, once it has"
@@ -60,11 +63,12 @@ def summary_line(record: DeliberationRecord) -> str:
 
 
 def finished(record: DeliberationRecord) -> CallToolResult:
-    """A completed deliberation: its final answer, then the summary line."""
+    """A completed deliberation (stopped, when it ended on a stop): its final answer, then
+    the summary line."""
     answer = record.stage3.response if record.stage3 else None
     state = DeliberationState(
         id=record.id,
-        status="completed",
+        status=shown_status("completed", record.iteration.terminated_reason),
         answer=answer,
         terminated_reason=record.iteration.terminated_reason,
         total_tokens=record.usage.total_tokens,
@@ -89,7 +93,7 @@ def running(wid: str, progress: Progress | None) -> CallToolResult:
     if progress is None:
         summary = f"{wid}: running · no worker answers yet (is one running on its task queue?)"
         return _result(DeliberationState(id=wid, status="running", summary=summary), summary)
-    stage = progress.stage.place(progress.round) if progress.stage else None
+    stage = progress.stage.title if progress.stage else None
     where = f" · {stage}" if stage else ""
     rounds = f" · round {progress.round} of at most {progress.max_rounds}" if progress.round else ""
     summary = f"{wid}: running{where}{rounds} · {progress.tokens_used:,} tokens so far"

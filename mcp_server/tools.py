@@ -5,7 +5,8 @@ and validated as the CLI builds them, and a problem is one line."""
 
 from __future__ import annotations
 
-from collections.abc import Awaitable
+import inspect
+from collections.abc import Awaitable, Callable
 from contextlib import aclosing
 from dataclasses import dataclass
 from typing import Annotated, Any
@@ -13,11 +14,13 @@ from typing import Annotated, Any
 from mcp.server.mcpserver import Context, MCPServer
 from mcp.server.mcpserver.exceptions import ToolError
 from mcp.types import CallToolResult, InputRequiredResult, ToolAnnotations
-from pydantic import Field, ValidationError
+from pydantic import BeforeValidator, Field, ValidationError
+from pydantic_core import PydanticCustomError
 from temporalio.client import Client, WorkflowFailureError, WorkflowHandle
 from temporalio.service import RPCError
 
 from app.render import event_line
+from council import numbers
 from council.config import Config
 from council.models import DeliberationRecord
 from council.progress import EventKind, Progress
@@ -47,6 +50,17 @@ REPORTED = {
 # A progress query from this sequence number returns where the run is and no events.
 NO_EVENTS = 2**31 - 1
 
+
+def ascii_whole(value: Any) -> Any:
+    """A number sent as text counts in ASCII digits only (pydantic alone would also read
+    "1_0" as 10), as everywhere else (council.numbers)."""
+    if isinstance(value, str) and numbers.whole(value) is None:
+        raise PydanticCustomError(
+            "int_parsing", "Input should be a valid integer, unable to parse string as an integer"
+        )
+    return value
+
+
 Question = Annotated[str, Field(description="the question the council deliberates on")]
 CouncilName = Annotated[
     str | None,
@@ -61,7 +75,9 @@ Chairman = Annotated[
     Field(description="the model that writes the final answer (default: the council's)"),
 ]
 MaxRounds = Annotated[
-    int | None, Field(description="refinement rounds at most, 1 to 5 (default: the council's)")
+    int | None,
+    BeforeValidator(ascii_whole),
+    Field(description="refinement rounds at most, 1 to 5 (default: the council's)"),
 ]
 Id = Annotated[str, Field(description="the deliberation's id")]
 Reason = Annotated[
@@ -70,14 +86,38 @@ Reason = Annotated[
 Outcome = Annotated[CallToolResult, results.DeliberationState]
 
 
+def unwrapped(text: str) -> str:
+    """A docstring as prose: each paragraph on one line, without the source's indentation."""
+    paragraphs = text.split("\n\n")
+    return "\n\n".join(" ".join(part.split()) for part in paragraphs if part.strip())
+
+
 class CouncilServer(MCPServer):
     """The SDK's server, with arguments of the wrong type (or missing) reported as every
     other bad input is: one line, as council.validation words it (the SDK's report is
-    several lines, with a link)."""
+    several lines, with a link); an argument a tool does not take refused, not ignored
+    (an `id` would otherwise be replaced without a word); and each tool's description its
+    docstring without the source's indentation."""
+
+    def tool(self, *args: Any, **options: Any) -> Callable[[Any], Any]:
+        register = super().tool
+
+        def described(fn: Any) -> Any:
+            options.setdefault("description", unwrapped(inspect.getdoc(fn) or ""))
+            return register(*args, **options)(fn)
+
+        return described
 
     async def call_tool(
         self, name: str, arguments: dict[str, Any], context: Context | None = None
     ) -> CallToolResult | InputRequiredResult:
+        tools = {tool.name: tool for tool in await self.list_tools()}
+        if name in tools:
+            takes = list(tools[name].input_schema.get("properties", {}))
+            unknown = sorted(set(arguments) - set(takes))
+            if unknown:
+                known = ", ".join(takes)
+                raise ToolError(f"{name} takes no argument {unknown[0]!r} (it takes {known})")
         try:
             return await super().call_tool(name, arguments, context)
         except ToolError as error:
@@ -186,9 +226,10 @@ async def get(backend: Backend, wid: str) -> CallToolResult:
 async def stop(backend: Backend, wid: str, reason: str | None) -> CallToolResult:
     reason = stop_reason(reason)
     found = await find(backend, wid)
-    if found.status != "running":
-        raise Problem(f"{wid} is not running ({found.status})")
-    await deliberations.stop(found, reason)
+    try:
+        await deliberations.stop(found, reason)
+    except deliberations.AlreadyFinished as finished:
+        raise Problem(f"{wid}: {finished}") from None
     return results.stop_requested(found.id)
 
 

@@ -92,8 +92,9 @@ async def test_the_page_shows_the_level_and_marks_the_dissenting_cells(
     assert record.agreement is not None
     await page.goto(f"{web.url}/deliberations/{record.id}")
     verdicts = await page.locator(".agreement-verdict").all_text_contents()
-    assert len(verdicts) == 2  # the first review, and the one after the round
-    assert verdicts[-1].strip() == verdict(record.agreement)
+    # Beside the final answer, then with each review: the first, and the one after the round.
+    assert len(verdicts) == 3
+    assert verdicts[0].strip() == verdicts[-1].strip() == verdict(record.agreement)
     last = page.locator("table.matrix").last
     marked = last.locator("td.dissent")
     assert await marked.count() == len(record.agreement.dissent) == 3

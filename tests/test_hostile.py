@@ -1,11 +1,15 @@
 """The council tried as a hostile user would, each finding a test on the dev server: a
 critique flood, a page on another name (DNS rebinding), decoy and bad ids, foreign
-workflows, steering with no worker, and every error page and status."""
+workflows, steering with no worker, every error page and status, numbers in other
+scripts' digits, forged forwarded headers, the sign-in cookie, and stops that race a run's
+end."""
 
 from __future__ import annotations
 
 import asyncio
+import os
 import re
+import sys
 import time
 import uuid
 from typing import Any
@@ -20,12 +24,18 @@ from temporalio.service import RPCError
 from temporalio.testing import WorkflowEnvironment
 from temporalio.worker import UnsandboxedWorkflowRunner, Worker
 
+from activities.errors import (
+    parse_retry_after,
+    retry_after_from_headers,
+    status_of_error_object,
+)
 from council import limits
 from council.calls import Stage
 from council.labels import labels_shown_to
 from council.models import DeliberationRecord
 from council.reviews import parse_review
 from council.steering import HumanCritique
+from harness.processes import ROOT
 from simulator import SimulatorServer
 from tests.sim_fixtures import wait_until
 from tests.temporal_fixtures import (
@@ -35,6 +45,7 @@ from tests.temporal_fixtures import (
     request,
     stage_started,
     starter,
+    temporal_address,
     until,
 )
 from tests.web_fixtures import CHROMIUM, CHROMIUM_ARGS, WebServer, _why_no_browser
@@ -520,3 +531,247 @@ async def test_an_injected_critique_stays_in_its_frame_and_changes_no_rating(
         shown = labels_shown_to(review.model, record.label_to_model)
         assert sorted(review.parsed_ranking) == sorted(shown)
         assert review.ratings == parse_review(review.ranking, shown).ratings
+
+
+# ---- 8. numbers in ASCII digits only, everywhere ------------------------------------------
+
+
+async def test_a_number_that_is_not_ascii_digits_is_a_4xx_everywhere(
+    web: WebServer, council: Council
+) -> None:
+    import openai
+
+    record = await council.run(max_rounds=1)
+    async with httpx.AsyncClient(base_url=web.url, timeout=30) as http:
+        # Superscripts pass str.isdigit() and then break int(): a 4xx, for any id.
+        for workflow in (record.id, "no-such-run"):
+            steer = await http.post(f"/deliberations/{workflow}/rounds", data={"rounds": "²"})
+            assert 400 <= steer.status_code < 500, (workflow, steer.status_code)
+            for since in ("²", "١"):
+                response = await http.get(
+                    f"/deliberations/{workflow}/stream", params={"since": since}
+                )
+                assert response.status_code == 400 and "since" in response.text, since
+        # The form: other scripts' digits and underscores are not numbers either.
+        for name, typed, words in (
+            ("max_rounds", "١", "Max rounds must be a whole number from 1 to 5"),
+            ("token_budget", "5_000", "Token budget must be a whole number"),
+            ("quality_threshold", "nan", "Quality threshold must be a number from 0 to 5"),
+        ):
+            form = {"question": "Digits?", "models": "sim/atlas\nsim/borealis", name: typed}
+            refused = await http.post("/", data=form)
+            assert refused.status_code == 400 and words in refused.text, (name, typed)
+    # The API: a number sent as text is read the same way.
+    async with openai.AsyncOpenAI(base_url=f"{web.url}/v1", api_key="none", max_retries=0) as api:
+        for options, param in (
+            ({"council": {"token_budget": "5_000"}}, "council.token_budget"),
+            ({"council": {"max_rounds": "²"}}, "council.max_rounds"),
+            ({"temperature": "١"}, "temperature"),
+        ):
+            with pytest.raises(openai.BadRequestError) as bad:
+                await api.chat.completions.create(
+                    model="council",
+                    messages=[{"role": "user", "content": "Digits?"}],
+                    extra_body=options,
+                )
+            assert isinstance(bad.value.body, dict) and bad.value.body["param"] == param
+    assert "Traceback" not in web.log()
+    rows = await deliberations.list_deliberations(council.client, 50, "Digits?")
+    assert rows == []  # nothing started
+
+
+# ---- 9. who a client is: forwarded headers from named proxies only ------------------------
+
+
+async def _sign_ins(web: WebServer, headers: list[dict[str, str]]) -> list[int]:
+    async with httpx.AsyncClient(base_url=web.url, timeout=30) as http:
+        return [
+            (await http.post("/login", data={"token": "guess"}, headers=h)).status_code
+            for h in headers
+        ]
+
+
+async def test_forwarded_headers_count_only_from_the_proxies_the_operator_names(
+    temporal: WorkflowEnvironment, council: Council, tmp_path: Any
+) -> None:
+    from tests.web_fixtures import WEB_TOKEN, web_server
+
+    each_new = [{"X-Forwarded-For": f"203.0.113.{n}"} for n in range(7)]
+    with web_server(temporal, council, tmp_path / "a", COUNCIL_WEB_TOKEN=WEB_TOKEN) as web:
+        # Served over http, whatever a client that is no named proxy claims: no Secure.
+        async with httpx.AsyncClient(base_url=web.url, timeout=30) as http:
+            claimed = await http.post(
+                "/login", data={"token": WEB_TOKEN}, headers={"X-Forwarded-Proto": "https"}
+            )
+            assert claimed.status_code == 303
+            assert "secure" not in claimed.headers["set-cookie"].lower()
+        # By default no client can name its own address: the limit holds.
+        assert await _sign_ins(web, each_new) == [403] * 5 + [429] * 2
+    proxy = {"COUNCIL_WEB_TOKEN": WEB_TOKEN, "COUNCIL_WEB_TRUSTED_PROXIES": "127.0.0.0/8"}
+    with web_server(temporal, council, tmp_path / "b", **proxy) as web:
+        # Behind a named proxy, each address it forwards is its own client ...
+        assert await _sign_ins(web, each_new) == [403] * 7
+        same = [{"X-Forwarded-For": "198.51.100.7"}] * 6
+        assert await _sign_ins(web, same) == [403] * 5 + [429]
+        # ... and a sign-in it forwarded over https gets a Secure cookie.
+        async with httpx.AsyncClient(base_url=web.url, timeout=30) as http:
+            plain = await http.post("/login", data={"token": WEB_TOKEN})
+            assert plain.status_code == 303 and "secure" not in plain.headers["set-cookie"].lower()
+            secure = await http.post(
+                "/login",
+                data={"token": WEB_TOKEN},
+                headers={"X-Forwarded-Proto": "https", "X-Forwarded-For": "198.51.100.8"},
+            )
+            assert secure.status_code == 303 and "secure" in secure.headers["set-cookie"].lower()
+        assert "trusts forwarded headers from 127.0.0.0/8" in web.log()
+
+
+@pytest.mark.parametrize("value", ["*", "proxy.example", "10.0.0.0/33"])
+async def test_a_trusted_proxy_setting_that_is_not_an_address_exits_2(value: str) -> None:
+    from harness.processes import ROOT
+
+    process = await asyncio.create_subprocess_exec(
+        sys.executable,
+        "-m",
+        "web",
+        cwd=ROOT,
+        env={**os.environ, "COUNCIL_WEB_TRUSTED_PROXIES": value, "TEMPORAL_ADDRESS": "127.0.0.1:1"},
+        stdout=asyncio.subprocess.PIPE,
+        stderr=asyncio.subprocess.PIPE,
+    )
+    _, err = await asyncio.wait_for(process.communicate(), 60)
+    assert process.returncode == 2
+    line = err.decode()
+    assert line.count("\n") == 1 and line.startswith("web: COUNCIL_WEB_TRUSTED_PROXIES: "), line
+
+
+# ---- 10. the sign-in cookie is a session, never the token --------------------------------
+
+
+async def test_the_sign_in_cookie_is_a_signed_session_not_the_token(
+    web_with_token: WebServer, council: Council
+) -> None:
+    from tests.web_fixtures import WEB_TOKEN
+    from web.guard import SESSION_COOKIE, SESSION_SECONDS, Guard
+
+    web = web_with_token
+    form = {"question": "Session?", "models": "\n".join(["sim/atlas", "sim/borealis"])}
+    async with httpx.AsyncClient(base_url=web.url, timeout=30) as http:
+        signed_in = await http.post("/login", data={"token": WEB_TOKEN})
+        assert signed_in.status_code == 303
+        cookie = signed_in.headers["set-cookie"]
+        assert WEB_TOKEN not in cookie and "httponly" in cookie.lower()
+        session = http.cookies[SESSION_COOKIE]
+        # Two sign-ins, two sessions.
+        again = await http.post("/login", data={"token": WEB_TOKEN})
+        assert again.cookies[SESSION_COOKIE] != session
+        started = await http.post("/deliberations", data=form)
+        assert started.status_code == 303
+        workflow = started.headers["location"].rsplit("/", 1)[-1]
+    body, _, signature = session.rpartition(".")
+    nonce = body.partition(".")[2]
+    other_signature = signature[:-1] + ("0" if signature[-1] != "0" else "1")
+    # A session past its time, signed as the server signs: refused as well.
+    old = f"{int(time.time()) - SESSION_SECONDS - 60}.{nonce}"
+    expired = f"{old}.{Guard(('localhost',), WEB_TOKEN)._signature(old)}"
+    forgeries = (WEB_TOKEN, f"{body}.{other_signature}", f"1.{nonce}.{signature}", expired)
+    for forged in forgeries:
+        async with httpx.AsyncClient(
+            base_url=web.url, timeout=30, cookies={SESSION_COOKIE: forged}
+        ) as http:
+            stop = await http.post(f"/deliberations/{workflow}/stop")
+            assert stop.status_code == 403 and "/login" in stop.text, forged
+    await deliberations.handle(council.client, workflow).terminate("test over")
+
+
+# ---- 11. a stop of a finished run: said, never a 502 --------------------------------------
+
+
+async def test_a_stop_or_a_notice_on_a_finished_run_says_it_has_finished(
+    web: WebServer, council: Council
+) -> None:
+    import dataclasses
+
+    record = await council.run(max_rounds=1)
+    found = await deliberations.find(council.client, record.id)
+    # The race: found running, finished before the signal went out.
+    stale = dataclasses.replace(found, status="running")
+    with pytest.raises(deliberations.AlreadyFinished) as finished:
+        await deliberations.stop(stale, "too late")
+    assert str(finished.value) == (
+        "this deliberation has already finished (completed): nothing to stop"
+    )
+    async with httpx.AsyncClient(base_url=web.url, timeout=30) as http:
+        stopped = await asyncio.gather(
+            *(http.post(f"/deliberations/{record.id}/stop", data={}) for _ in range(8))
+        )
+        for response in stopped:
+            assert response.status_code == 409
+            assert "this deliberation has already finished (completed)" in response.text
+        # Nothing was or will be applied: no notice says otherwise.
+        for done in ("stop", "critique", "rounds"):
+            page = await http.get(f"/deliberations/{record.id}", params={"done": done})
+            assert page.status_code == 200 and 'id="note"' not in page.text, done
+        # A critique refused because the run has ended comes back as it was typed.
+        typed = "Name the <versions> this applies to."
+        refused = await http.post(
+            f"/deliberations/{record.id}/critique", data={"model": "sim/atlas", "text": typed}
+        )
+        assert refused.status_code == 409 and 'id="kept-critique-text"' in refused.text
+        assert "Name the &lt;versions&gt; this applies to." in refused.text
+    history = await deliberations.handle(council.client, record.id).fetch_history()
+    signaled = EventType.EVENT_TYPE_WORKFLOW_EXECUTION_SIGNALED
+    assert [e for e in history.events if e.event_type == signaled] == []
+
+
+# ---- numbers in other digits, outside the page: the worker, the provider's replies ------
+
+
+async def test_the_worker_refuses_a_number_in_other_digits_in_one_line(
+    temporal: WorkflowEnvironment,
+) -> None:
+    # "²".isdigit() holds and int("²") fails; int("١٢") is 12: neither is a number here.
+    for variable, value, message in [
+        ("COUNCIL_METRICS_PORT", "9²", "COUNCIL_METRICS_PORT must be a port number, 1 to 65535"),
+        ("COUNCIL_LLM_CONTEXT_WINDOW", "4⁰⁹⁶", "COUNCIL_LLM_CONTEXT_WINDOW must be a number of"),
+        ("COUNCIL_LLM_READ_TIMEOUT", "١٢", "COUNCIL_LLM_READ_TIMEOUT must be a number of seconds"),
+        ("COUNCIL_MAX_CONCURRENT_CALLS", "١٢", "COUNCIL_MAX_CONCURRENT_CALLS must be a positive"),
+    ]:
+        process = await asyncio.create_subprocess_exec(
+            sys.executable,
+            "worker.py",
+            cwd=ROOT,
+            env={
+                **os.environ,
+                "TEMPORAL_ADDRESS": temporal_address(temporal),
+                "COUNCIL_TASK_QUEUE": f"never-{uuid.uuid4().hex[:8]}",
+                "COUNCIL_LLM_BASE_URL": "http://127.0.0.1:1/v1",
+                variable: value,
+            },
+            stdout=asyncio.subprocess.PIPE,
+            stderr=asyncio.subprocess.PIPE,
+        )
+        _, err = await asyncio.wait_for(process.communicate(), 60)
+        lines = [line for line in err.decode().splitlines() if line.startswith("worker: ")]
+        assert process.returncode == 2, err.decode()
+        assert len(lines) == 1 and message in lines[0] and repr(value) in lines[0], err.decode()
+        assert "Traceback" not in err.decode()
+
+
+def test_a_providers_numbers_are_read_in_ascii_digits_only() -> None:
+    assert parse_retry_after("12") == 12.0 and parse_retry_after("0.5") == 0.5
+    for other in ("١٢", "²", "nan", "inf", "1_0"):
+        assert parse_retry_after(other) is None, other
+    assert retry_after_from_headers(httpx.Headers({"retry-after-ms": "²".encode()})) is None
+    assert retry_after_from_headers(httpx.Headers({"retry-after-ms": "١٢".encode()})) is None
+    # An error object's status code: a code in other digits is no code (not a crash).
+    assert status_of_error_object({"code": "429"}, 502) == 429
+    assert status_of_error_object({"code": "²"}, 502) == 502
+    assert status_of_error_object({"code": "٤٢٩"}, 502) == 502
+
+
+def test_the_simulators_log_reads_ascii_digits_only(sim: SimulatorServer) -> None:
+    assert httpx.get(f"{sim.url.removesuffix('/v1')}/_sim/log?since=0").status_code == 200
+    for since in ("²", "١", "-1"):
+        response = httpx.get(f"{sim.url.removesuffix('/v1')}/_sim/log", params={"since": since})
+        assert response.status_code == 400, since

@@ -4,6 +4,7 @@
     activities                        I/O: the model call
     workflows                         Temporal workflows (may name the activity they call)
     app                               connecting to Temporal, payload codec, terminal output
+    doctor                            the setup checks: Temporal, a worker, the providers
     simulator                         a fake provider: council and grading only
     harness, evaluation, bench, web,
     mcp_server, worker.py,
@@ -25,6 +26,7 @@ BELOW = {
     "activities": {"council"},
     "workflows": {"council", "grading", "activities"},
     "app": {"council"},
+    "doctor": {"council", "activities", "workflows", "app"},
     "simulator": {"council", "grading"},
     "harness": {"council", "app", "workflows", "simulator"},
     "evaluation": {"council", "grading", "workflows", "app", "harness"},
@@ -39,11 +41,11 @@ BELOW = {
         "worker",
     },
     "worker": {"council", "activities", "workflows", "app"},
-    "starter": {"council", "workflows", "app", "evaluation", "mcp_server"},
-    "web": {"council", "workflows", "app"},
+    "starter": {"council", "workflows", "app", "evaluation", "mcp_server", "doctor"},
+    "web": {"council", "workflows", "app", "doctor"},
     "mcp_server": {"council", "workflows", "app", "web"},
     "demo": {"harness"},
-    "up": {"harness", "web"},
+    "up": {"council", "app", "simulator", "harness", "web"},
 }
 # What the check reads: every folder and root script named in the layers above.
 PACKAGES = tuple(name for name in BELOW if (ROOT / name).is_dir())

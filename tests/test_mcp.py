@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import asyncio
 import sys
-from collections.abc import AsyncIterator, Callable, Iterator
+from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
 from typing import Any, TextIO
 
@@ -21,9 +21,15 @@ from temporalio.testing import WorkflowEnvironment
 from council.agreement import verdict
 from council.calls import Stage
 from council.models import DeliberationRecord
-from council.progress import EventKind, ProgressEvent
 from harness.processes import ROOT, Process, free_port, port_open, spawn
-from tests.temporal_fixtures import TEST_API_KEY, Council, starter, temporal_address, until
+from tests.temporal_fixtures import (
+    TEST_API_KEY,
+    Council,
+    stage_started,
+    starter,
+    temporal_address,
+    until,
+)
 from workflows import client as deliberations
 
 TOOLS = {"ask_council", "start_deliberation", "get_deliberation", "stop_deliberation"}
@@ -52,10 +58,6 @@ async def record_of(council: Council, wid: str) -> DeliberationRecord:
     return await deliberations.handle(council.client, wid).result()
 
 
-def stage_completed(stage: Stage) -> Callable[[ProgressEvent], bool]:
-    return lambda event: (event.kind, event.stage) == (EventKind.STAGE_COMPLETE, stage)
-
-
 @pytest.fixture
 def server_log(tmp_path: Path) -> Iterator[TextIO]:
     """Where the stdio server's stderr goes."""
@@ -77,6 +79,9 @@ async def test_the_tools_and_their_arguments(cli_env: dict[str, str], server_log
             "chairman",
             "max_rounds",
         }
+    for tool in tools.values():  # the docstring's words, not the source's indentation
+        assert tool.description and tool.description == tool.description.strip()
+        assert not any(line.startswith(" ") for line in tool.description.splitlines())
     assert tools["get_deliberation"].input_schema["required"] == ["id"]
     assert set(tools["stop_deliberation"].input_schema["properties"]) == {"id", "reason"}
     output = tools["ask_council"].output_schema
@@ -150,9 +155,17 @@ async def test_start_get_and_stop(
         assert isinstance(status.structured_content, dict)
         assert status.structured_content["status"] == "running"
 
-        # Stopped once the answers are in: the chairman writes the final answer from them.
-        answered = stage_completed(Stage.ANSWER)
-        await until(deliberations.handle(council.client, wid), answered)
+        # In the refinement round, the running line says where, naming the round once.
+        await until(deliberations.handle(council.client, wid), stage_started(Stage.REFINE, 1))
+        status = await client.call_tool("get_deliberation", {"id": wid})
+        assert isinstance(status.structured_content, dict)
+        line = texts(status)[0]
+        assert line.startswith(f"{wid}: running · stage 2.5 refinement · round 1 of at most 2 · ")
+        assert line.count("round") == 1 and line.endswith(" tokens so far")
+        assert status.structured_content["stage"] == "stage 2.5 refinement"
+        assert status.structured_content["round"] == 1
+
+        # Stopped mid-round: the chairman writes the final answer from what the council has.
         stopped = await client.call_tool("stop_deliberation", {"id": wid, "reason": "seen enough"})
         assert texts(stopped) == [f"stop requested for {wid}; the council synthesizes what it has"]
         record = await record_of(council, wid)
@@ -163,11 +176,13 @@ async def test_start_get_and_stop(
         assert not done.is_error
         assert texts(done)[0] == record.stage3.response
         assert isinstance(done.structured_content, dict)
-        assert done.structured_content["status"] == "completed"
+        assert done.structured_content["status"] == "stopped"  # as the CLI and the page say
         assert done.structured_content["terminated_reason"] == record.iteration.terminated_reason
 
         again = await client.call_tool("stop_deliberation", {"id": wid})
-        assert error_text(again) == f"{wid} is not running (completed)"
+        assert error_text(again) == (
+            f"{wid}: this deliberation has already finished (completed): nothing to stop"
+        )
         address = temporal_address(temporal)
         for unknown in ("no-such-run", "../etc/passwd"):
             missing = await client.call_tool("get_deliberation", {"id": unknown})
@@ -225,6 +240,32 @@ BAD_INPUT: list[tuple[str, dict[str, Any], str]] = [
         "max_rounds: Input should be a valid integer, unable to parse string as an integer",
     ),
     ("get_deliberation", {}, "id is required"),
+    # An argument a tool does not take is refused, not ignored: the id is not the caller's.
+    (
+        "start_deliberation",
+        {"question": "Q?", "id": "my-own-id"},
+        "start_deliberation takes no argument 'id' (it takes question, council, models, "
+        "chairman, max_rounds)",
+    ),
+    (
+        "ask_council",
+        {"question": "Q?", "rounds": 2},
+        "ask_council takes no argument 'rounds' (it takes question, council, models, chairman, "
+        "max_rounds)",
+    ),
+    (
+        "get_deliberation",
+        {"id": "x", "verbose": True},
+        "get_deliberation takes no argument 'verbose' (it takes id)",
+    ),
+    *(
+        (
+            "ask_council",
+            {"question": "Q?", "max_rounds": text},
+            "max_rounds: Input should be a valid integer, unable to parse string as an integer",
+        )
+        for text in ("²", "١", "0_1")  # ASCII digits only: "0_1" is no 1
+    ),
     (
         "stop_deliberation",
         {"id": "anything", "reason": "r" * 501},
@@ -264,6 +305,9 @@ async def test_problems_at_start_exit_2_with_one_line() -> None:
     code, out, err = await starter("mcp", "--http", "nowhere", env=unreachable)
     assert (code, out) == (2, "")
     assert err == "starter: --http must be HOST:PORT, such as 127.0.0.1:8765 (got 'nowhere')\n"
+    code, out, err = await starter("mcp", "--http", "127.0.0.1:²", env=unreachable)
+    assert (code, out) == (2, "")
+    assert err == "starter: --http must be HOST:PORT, such as 127.0.0.1:8765 (got '127.0.0.1:²')\n"
     code, _, err = await starter(
         "mcp", "--http", "127.0.0.1:8765", env={**unreachable, "COUNCIL_WEB_ALLOWED_HOSTS": "*"}
     )

@@ -288,6 +288,8 @@ async def test_a_failed_deliberation_is_a_502_with_its_reason(
     assert failed.value.status_code == 502
     assert "fewer than two models answered" in said(failed.value)
     assert "\n" not in said(failed.value)
+    # The SDK is told not to ask again: that would start (and pay for) another deliberation.
+    assert failed.value.response.headers["x-should-retry"] == "false"
     stream = await api.chat.completions.create(
         model="council", messages=user("And streamed?"), stream=True
     )
@@ -306,10 +308,9 @@ async def test_with_a_token_every_route_needs_the_bearer(
         assert refused.value.code == "invalid_api_key"
         with pytest.raises(openai.AuthenticationError):
             await client.chat.completions.create(model="council", messages=user("Hi?"))
-    async with httpx.AsyncClient(
-        base_url=web_with_token.url, cookies={"council_token": WEB_TOKEN}
-    ) as http:
+    async with httpx.AsyncClient(base_url=web_with_token.url) as http:
         # The page's sign-in cookie is not the API's key.
+        assert (await http.post("/login", data={"token": WEB_TOKEN})).status_code == 303
         bare = await http.post("/v1/chat/completions", json={"model": "council"})
         assert bare.status_code == 401
         assert bare.headers["www-authenticate"] == "Bearer"

@@ -15,6 +15,7 @@ PACKAGES = (
     "activities",
     "app",
     "council",
+    "doctor",
     "evaluation",
     "grading",
     "harness",
@@ -74,3 +75,6 @@ def test_the_wheel_holds_the_code_and_declares_the_runtime_dependencies(tmp_path
     assert {"web/templates/deliberation.html", "web/static/council.js"} <= set(names)
     assert not any(n.startswith(("tests/", "bench/")) for n in names)
     assert "council = starter:entry" in entry_points.decode()
+    # The licence: MIT, declared in the metadata, its text shipped with the wheel.
+    assert re.search(r"^License-Expression: MIT$", metadata.decode(), re.MULTILINE)
+    assert any(n.endswith(".dist-info/licenses/LICENSE") for n in names)

@@ -112,6 +112,10 @@ async def test_a_refused_form_shows_every_error_beside_its_field_focused_and_in_
         field, error = await box(page, f"#{name}"), await box(page, f"#error-{name}")
         assert 0 <= error["y"] - (field["y"] + field["height"]) < 20, name
         assert await page.get_attribute(f"#{name}", "aria-invalid") == "true"
+    # The line above the form names the fields that need a change.
+    assert await page.text_content("#form-errors") == (
+        "Max rounds, Quality threshold and Cost budget (USD) need a change: see below."
+    )
     # The first one is focused and on the screen; what was typed is kept.
     assert await page.evaluate("document.activeElement.id") == "max_rounds"
     assert await in_view(page, "#max_rounds") and await in_view(page, "#error-max_rounds")

@@ -14,10 +14,19 @@ from typing import Any
 import httpx
 
 from activities.settings import GatewaySettings
+from council import limits
 from council.calls import Stage
 from council.progress import EventKind
+from council.steering import HumanCritique
 from harness.processes import free_port
-from tests.temporal_fixtures import FOUR_MODELS, TEST_API_KEY, Council, council_worker, until
+from tests.temporal_fixtures import (
+    FOUR_MODELS,
+    TEST_API_KEY,
+    Council,
+    council_worker,
+    stage_started,
+    until,
+)
 from tests.web_fixtures import WebServer, web_server
 from workflows import client as deliberations
 from workflows.deliberation import Deliberation
@@ -236,3 +245,40 @@ async def test_the_record_so_far_holds_each_reply_as_soon_as_it_arrived(council:
     record = await handle.result()
     assert [r.model for r in record.stage1] == FOUR_MODELS and len(record.stage2) == 4
     assert len(record.rounds[0].refinements) == 4
+
+
+async def test_a_refused_critique_keeps_its_text_and_the_refusal_goes_once_edited(
+    web: WebServer, page: Any, council: Council
+) -> None:
+    council.sim.set_faults({"*": {"latency": 4}})
+    handle = await council.start(max_rounds=1, quality_threshold=5, stop_on_convergence=False)
+    await until(handle, stage_started(Stage.REVIEW))
+    # As many critiques wait as one round takes: the page's next one is refused.
+    found = await deliberations.find(council.client, handle.id)
+    for n in range(limits.MAX_HUMAN_CRITIQUES_PER_ROUND):
+        await deliberations.add_critique(found, HumanCritique(model="sim/atlas", text=f"{n}"))
+    await page.goto(f"{web.url}/deliberations/{handle.id}")
+    await page.select_option("#critique-model", "sim/atlas")
+    typed = "Say which versions this applies to."
+    await page.fill("#critique-text", typed)
+    await page.click("#critique-button")
+    await page.wait_for_load_state()
+    refusal = await page.text_content("#refused") or ""
+    assert refusal.startswith("at most 8 critiques can wait for one round"), refusal
+    assert await page.input_value("#critique-text") == typed
+    assert await page.input_value("#critique-model") == "sim/atlas"
+    # The page goes on building in place: the text stays when the controls are redrawn.
+    await page.evaluate("document.querySelector('#live-state > *').dataset.old = '1'")
+    await page.wait_for_function(
+        "() => !document.querySelector('#live-state [data-old]')", timeout=30_000
+    )
+    assert await page.input_value("#critique-text") == typed
+    assert await page.locator("#refused").is_visible()
+    # Once the user changes the critique, the refusal of the last one goes; no reload.
+    await page.evaluate("window.__notReloaded = true")
+    await page.press("#critique-text", "End")
+    await page.type("#critique-text", " And why.")
+    await page.locator("#refused").wait_for(state="detached", timeout=5_000)
+    assert await page.input_value("#critique-text") == typed + " And why."
+    assert await page.evaluate("window.__notReloaded") is True
+    await handle.terminate("test over")

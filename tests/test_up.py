@@ -5,6 +5,8 @@ the one rule for the Temporal UI's address that every surface prints."""
 
 from __future__ import annotations
 
+import asyncio
+import json
 import os
 import re
 import signal
@@ -21,9 +23,13 @@ from typing import Any
 
 import httpx
 import pytest
+from mcp import Client as MCPClient
+from mcp import StdioServerParameters, stdio_client
 
+from council.models import DeliberationRecord
 from harness.processes import ROOT, free_port, port_open
 from tests.temporal_fixtures import temporal_address
+from workflows import client as deliberations
 from workflows.client import temporal_ui
 
 # What would make up.py talk to a real provider or another server, or label runs otherwise.
@@ -37,6 +43,9 @@ UNSET = (
     "COUNCIL_CONFIG",
     "COUNCIL_WEB_TOKEN",
     "COUNCIL_WEB_HOST",
+    "COUNCIL_DATA",
+    "COUNCIL_SIM_LATENCY",
+    "SIM_LATENCY",
 )
 
 
@@ -173,7 +182,10 @@ async def test_make_up_serves_a_page_that_runs_a_deliberation_and_sigint_stops_i
 ) -> None:
     server_port, web_port = free_server_port(), free_port()
     with make_up(
-        tmp_path, TEMPORAL_ADDRESS=f"127.0.0.1:{server_port}", COUNCIL_WEB_PORT=str(web_port)
+        tmp_path,
+        TEMPORAL_ADDRESS=f"127.0.0.1:{server_port}",
+        COUNCIL_WEB_PORT=str(web_port),
+        SIM_LATENCY="0",  # the run completes at once (the default pace: the next test)
     ) as up:
         page_url = up.line(r"the page:\s+(\S+)").group(1)
         ui = up.line(r"the Temporal UI:\s+(\S+)").group(1)
@@ -231,6 +243,10 @@ async def test_make_up_reuses_a_running_server_and_leaves_it_running(
         COUNCIL_TASK_QUEUE=f"council-up-{web_port}",
     ) as up:
         up.line(r"the page:\s+(\S+)")
+        # The simulator takes a few seconds a call by default, to watch a run; its address
+        # is printed.
+        sim = up.line(r"the simulator:\s+(\S+) \(2 to 5 s a call; make up SIM_LATENCY=0 ")
+        assert await simulator_latency(sim.group(1)) == [2.0, 5.0]
         assert f"using the Temporal server already answering at {address}" in up.output()
         assert up.line(r"the Temporal UI:\s+(\S+)").group(1) == temporal_ui(address, {})
         started = descendants(up.popen.pid)
@@ -272,6 +288,14 @@ def test_a_page_port_that_cannot_be_used_is_refused_before_anything_starts(
     assert (
         up.output() == "up: COUNCIL_WEB_PORT must be a port number from 1 to 65535 (got '70000')\n"
     )
+    with make_up(tmp_path, COUNCIL_WEB_PORT="8²") as up:  # "8²".isdigit(), but not a number
+        assert up.popen.wait(20) == 2
+    assert up.output() == "up: COUNCIL_WEB_PORT must be a port number from 1 to 65535 (got '8²')\n"
+    for pace in ("soon", "-1", "5-2", "²"):
+        with make_up(tmp_path, SIM_LATENCY=pace, COUNCIL_WEB_PORT=str(free_port())) as up:
+            assert up.popen.wait(20) == 2
+        assert up.output().startswith("up: SIM_LATENCY must be ") and up.output().count("\n") == 1
+        assert f"(got {pace!r})" in up.output()
     with socket.socket() as taken:
         taken.bind(("127.0.0.1", 0))
         taken.listen()
@@ -282,6 +306,91 @@ def test_a_page_port_that_cannot_be_used_is_refused_before_anything_starts(
         f"up: COUNCIL_WEB_PORT: port {port} on 127.0.0.1 is already in use"
     )
     assert not (tmp_path / "data").exists()
+
+
+INTEGRATIONS = ROOT / "docs" / "integrations.md"
+
+
+async def simulator_latency(url: str) -> Any:
+    """The default latency a running simulator applies (its control endpoint)."""
+    async with httpx.AsyncClient(timeout=5) as http:
+        faults = (await http.get(url.removesuffix("/v1") + "/_sim/faults")).json()
+    return faults.get("*", {}).get("latency")
+
+
+async def test_the_cli_and_mcp_of_another_shell_start_the_pages_default_council(
+    tmp_path: Path, temporal: Any, page: Any
+) -> None:
+    address = temporal_address(temporal)
+    web_port = free_port()
+    queue = f"council-up-{web_port}"
+    data = tmp_path / "data"
+    with make_up(
+        tmp_path,
+        TEMPORAL_ADDRESS=address,
+        COUNCIL_WEB_PORT=str(web_port),
+        COUNCIL_TASK_QUEUE=queue,
+        SIM_LATENCY="0",
+    ) as up:
+        page_url = up.line(r"the page:\s+(\S+)").group(1)
+        sim = up.line(r"the simulator:\s+(\S+) \(no delay\)$").group(1)
+        assert await simulator_latency(sim) == 0
+        await page.goto(page_url)
+        offered = (await page.get_attribute("#models", "placeholder")).splitlines()
+        assert offered == ["sim/atlas", "sim/borealis", "sim/cirrus", "sim/drift"]
+
+        # Another shell knows the server, the task queue and where `make up` keeps its
+        # data; no COUNCIL_MODELS.
+        shell = {
+            **{k: v for k, v in os.environ.items() if not k.startswith(("COUNCIL_", "TEMPORAL_"))},
+            "TEMPORAL_ADDRESS": address,
+            "COUNCIL_TASK_QUEUE": queue,
+            "COUNCIL_DATA": str(data),
+        }
+        cli = await asyncio.create_subprocess_exec(
+            sys.executable,
+            *("starter.py", "start", "Same council?", "--max-rounds", "1", "--wait", "--json"),
+            cwd=ROOT,
+            env=shell,
+            stdout=asyncio.subprocess.PIPE,
+            stderr=asyncio.subprocess.PIPE,
+        )
+        out, err = await asyncio.wait_for(cli.communicate(), 90)
+        assert cli.returncode == 0, err.decode()
+        record = DeliberationRecord.model_validate_json(out)
+        assert (record.models, record.chairman) == (offered, offered[0])
+
+        with (tmp_path / "mcp.log").open("w") as log:
+            server = StdioServerParameters(
+                command=sys.executable, args=["starter.py", "mcp"], env=shell, cwd=ROOT
+            )
+            async with MCPClient(stdio_client(server, errlog=log), read_timeout_seconds=60) as mcp:
+                started = await mcp.call_tool(
+                    "start_deliberation", {"question": "Same council here?", "max_rounds": 1}
+                )
+        assert isinstance(started.structured_content, dict), started
+        wid = started.structured_content["id"]
+        record = await deliberations.handle(temporal.client, wid).result()
+        assert (record.models, record.chairman) == (offered, offered[0])
+        assert (data / "default-council.json").exists()
+
+        # docs/integrations.md's curl example, as written but for the page's port.
+        [example] = re.findall(r"```sh\n(curl -N .*?)```", INTEGRATIONS.read_text(), re.S)
+        command = example.replace("http://127.0.0.1:8080", page_url)
+        curl = await asyncio.create_subprocess_exec(
+            "bash", "-c", command, stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE
+        )
+        out, err = await asyncio.wait_for(curl.communicate(), 90)
+        assert curl.returncode == 0, err.decode()
+        events = [line for line in out.decode().splitlines() if line.startswith("data: ")]
+        assert events[-1] == "data: [DONE]", out.decode()[-2000:]
+        last = json.loads(events[-2].removeprefix("data: "))
+        wid = last["id"]
+        record = await deliberations.handle(temporal.client, wid).result()
+        assert (record.models, record.chairman) == (offered, offered[0])
+        assert up.stop(signal.SIGINT) == 0
+    # Once it stops, its council is nobody's default any more.
+    assert not (data / "default-council.json").exists()
 
 
 @pytest.mark.parametrize(

@@ -2,7 +2,10 @@
 
 Reads COUNCIL_WEB_HOST (default 127.0.0.1), COUNCIL_WEB_PORT (8080), COUNCIL_WEB_TOKEN
 (optional: starting and stopping then need it), COUNCIL_WEB_ALLOWED_HOSTS (names beyond
-loopback and --host that the server answers to, comma-separated), COUNCIL_TASK_QUEUE,
+loopback and --host that the server answers to, comma-separated),
+COUNCIL_WEB_TRUSTED_PROXIES (the reverse proxies whose X-Forwarded-For and
+X-Forwarded-Proto count: addresses or networks, comma-separated; none by default, so
+that no client can name its own address), COUNCIL_TASK_QUEUE,
 COUNCIL_MODELS and COUNCIL_CHAIRMAN (the form's defaults), COUNCIL_UI_URL,
 COUNCIL_SIMULATED (1: the members are the bundled simulator's, as `make up` runs them
 without a key), and the Temporal and encryption settings of app.connection. Exit status
@@ -19,6 +22,7 @@ import uvicorn
 
 from app import config as app_config
 from app import connection
+from council import numbers
 from council.config import ConfigProblem
 from web import guard
 from web.app import Settings, build_app
@@ -28,10 +32,9 @@ DEFAULT_PORT = 8080
 
 
 def _port(value: str) -> int:
-    try:
-        port = int(value)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"must be a port number (got {value!r})") from None
+    port = numbers.whole(value, signed=False)
+    if port is None:
+        raise argparse.ArgumentTypeError(f"must be a port number (got {value!r})")
     if not 1 <= port <= 65535:
         raise argparse.ArgumentTypeError(f"must be between 1 and 65535 (got {port})")
     return port
@@ -62,6 +65,7 @@ def access_note(host: str, port: int, token: str | None) -> str:
 
 async def serve(args: argparse.Namespace) -> None:
     hosts = guard.allowed_hosts(args.host, os.environ.get("COUNCIL_WEB_ALLOWED_HOSTS"))
+    proxies = guard.trusted_proxies(os.environ.get("COUNCIL_WEB_TRUSTED_PROXIES"))
     config = app_config.load()
     client = await connection.connect()
     token = (os.environ.get("COUNCIL_WEB_TOKEN") or "").strip() or None
@@ -76,12 +80,21 @@ async def serve(args: argparse.Namespace) -> None:
     print(
         f"council web page on http://{args.host}:{args.port} (Temporal {connection.address()}, "
         f"namespace {client.namespace}); {access_note(args.host, args.port, token)}; "
-        f"answers to the host names {', '.join(hosts)} (more: COUNCIL_WEB_ALLOWED_HOSTS)",
+        f"answers to the host names {', '.join(hosts)} (more: COUNCIL_WEB_ALLOWED_HOSTS)"
+        + (f"; trusts forwarded headers from {', '.join(proxies)}" if proxies else ""),
         file=sys.stderr,
         flush=True,
     )
     config = uvicorn.Config(
-        app, host=args.host, port=args.port, log_level="warning", access_log=False, lifespan="off"
+        app,
+        host=args.host,
+        port=args.port,
+        log_level="warning",
+        access_log=False,
+        lifespan="off",
+        # Forwarded headers only from the proxies named (uvicorn would trust loopback).
+        proxy_headers=bool(proxies),
+        forwarded_allow_ips=list(proxies),
     )
     await uvicorn.Server(config).serve()
 

@@ -1,7 +1,8 @@
 """The web server, composed: the pages (web.pages), the live stream (web.live), the
-OpenAI-compatible API (web.openai_api), the static files, and the rules every route
-follows (web.guard): the Host allowlist, the write check and the token; security headers
-on every response; Temporal unreachable is a 503 that names the server.
+OpenAI-compatible API (web.openai_api), the setup checks (web.doctor), the static files, and
+the rules every route follows (web.guard): the Host allowlist, the write check and the
+token; security headers on every response; Temporal unreachable is a 503 that names the
+server.
 """
 
 from __future__ import annotations
@@ -20,6 +21,7 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 from temporalio.client import Client
 from temporalio.service import RPCError
 
+from web.doctor import DoctorPage
 from web.guard import Guard
 from web.live import Live
 from web.openai_api import OpenAIApi
@@ -69,6 +71,7 @@ def build_app(client: Client, settings: Settings) -> Starlette:
         routes=[
             *Pages(client, settings, guard, pages).routes(),
             *Live(client, settings, pages).routes(),
+            *DoctorPage(settings, guard, pages).routes(),
             *OpenAIApi(client, settings, guard).routes(),
             Mount("/static", StaticFiles(directory=HERE / "static"), name="static"),
         ],

@@ -7,14 +7,22 @@ stream, the OpenAI-compatible API, the MCP transport):
 - Writes (start, stop, steer, sign in) from a browser must come from an allowlisted
   origin: the Origin (or, without one, the Referer) must name an allowed host, and the
   same host and port the request was sent to.
-- The access token (COUNCIL_WEB_TOKEN), when set: a cookie from /login or
-  `Authorization: Bearer`, compared in constant time; failed sign-ins are limited.
+- The access token (COUNCIL_WEB_TOKEN), when set: `Authorization: Bearer`, compared in
+  constant time, or the session cookie that /login gives for it. The cookie never holds
+  the token: it is a random value and the time it was issued, signed with a key derived
+  from the token (so a new token signs everyone out), valid for SESSION_SECONDS. Failed
+  sign-ins are limited per client address.
+- The client address is the connection's, unless it comes from a proxy the operator
+  named (COUNCIL_WEB_TRUSTED_PROXIES): only then do X-Forwarded-For and
+  X-Forwarded-Proto count (uvicorn's proxy headers middleware applies them).
 """
 
 from __future__ import annotations
 
+import hashlib
 import hmac
 import ipaddress
+import secrets
 import time
 from collections import deque
 from collections.abc import Iterable, Sequence
@@ -23,9 +31,13 @@ from urllib.parse import urlsplit
 
 from starlette.requests import Request
 
+from council import numbers
+
 LOOPBACK_HOSTS = ("localhost", "127.0.0.1", "[::1]")
 ANY_ADDRESS = ("0.0.0.0", "::", "")
-TOKEN_COOKIE = "council_token"
+SESSION_COOKIE = "council_session"
+# How long a sign-in lasts.
+SESSION_SECONDS = 7 * 24 * 3600
 # Failed sign-ins from one client address: this many within the window, then 429.
 MAX_FAILED_LOGINS = 5
 LOGIN_WINDOW_SECONDS = 300.0
@@ -67,6 +79,26 @@ def allowed_hosts(bind_host: str, extra: str | None = None) -> tuple[str, ...]:
             )
         hosts.append(_host_name(name))
     return tuple(dict.fromkeys(hosts))
+
+
+def trusted_proxies(value: str | None) -> tuple[str, ...]:
+    """The comma-separated COUNCIL_WEB_TRUSTED_PROXIES: addresses or networks (CIDR) of
+    the reverse proxies whose X-Forwarded-For and X-Forwarded-Proto count. None by
+    default; a bare `*` is refused: it would let any client name its own address."""
+    proxies = []
+    for item in (value or "").split(","):
+        name = item.strip()
+        if not name:
+            continue
+        try:
+            network = ipaddress.ip_network(name, strict=False)
+        except ValueError:
+            raise ConfigError(
+                f"COUNCIL_WEB_TRUSTED_PROXIES: {name[:60]!r} is not an IP address or a network "
+                "such as 10.0.0.0/8 (a bare '*' would trust any client's headers)"
+            ) from None
+        proxies.append(str(network.network_address) if network.num_addresses == 1 else str(network))
+    return tuple(dict.fromkeys(proxies))
 
 
 def loopback(host: str) -> bool:
@@ -132,11 +164,36 @@ class Guard:
         return scheme.lower() == "bearer" and self.token_matches(given.strip())
 
     def token_given(self, request: Request) -> bool:
-        """The page's rule: the token from the sign-in cookie, or as a bearer."""
+        """The page's rule: a session from the sign-in, or the token as a bearer."""
         if not self.token:
             return True
-        cookie = request.cookies.get(TOKEN_COOKIE)
-        return self.token_matches(cookie) if cookie else self.bearer_given(request)
+        cookie = request.cookies.get(SESSION_COOKIE)
+        return self.session_valid(cookie) if cookie else self.bearer_given(request)
+
+    # ---- sessions ---------------------------------------------------------------------
+
+    def _signature(self, body: str) -> str:
+        assert self.token
+        key = hashlib.sha256(b"council web session\0" + self.token.encode()).digest()
+        return hmac.new(key, body.encode(), hashlib.sha256).hexdigest()
+
+    def new_session(self) -> str:
+        """A sign-in cookie's value: when it was issued, a random part, and their
+        signature."""
+        body = f"{int(time.time())}.{secrets.token_urlsafe(24)}"
+        return f"{body}.{self._signature(body)}"
+
+    def session_valid(self, value: str) -> bool:
+        """A cookie this server's token signed, issued less than SESSION_SECONDS ago."""
+        if not self.token:
+            return False
+        body, _, signature = value.rpartition(".")
+        issued = numbers.whole(body.partition(".")[0], signed=False)
+        if issued is None or not hmac.compare_digest(
+            signature.encode(), self._signature(body).encode()
+        ):
+            return False
+        return -60 <= time.time() - issued <= SESSION_SECONDS
 
     def check_write(self, request: Request) -> None:
         """Start, stop or steer: same origin, and the token when the server has one."""

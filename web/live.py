@@ -8,8 +8,10 @@ starts. Each message carries the progress lines after the last one sent and ever
 of the page (the same macros as the page, templates/_turn.html) whose HTML changed: the
 answers as they arrive and the text each member is writing, the review matrix row by
 row, the rounds, the usage, the state of each call (its retries too), the controls that
-still apply, and the final answer as the chairman writes it. Once the run closed, one last
-message renders the finished page's sections, and the event `end` follows.
+still apply, and the final answer as the chairman writes it. When the state shown
+changes (stopping) the sidebar's recent conversations come too. Once the run closed, one
+last message renders the finished page's sections and the sidebar, and the event `end`
+follows.
 """
 
 from __future__ import annotations
@@ -25,10 +27,11 @@ from starlette.templating import Jinja2Templates
 from temporalio.client import Client
 
 from app.render import event_line
+from council import numbers
 from council.models import DeliberationRecord
 from council.progress import ProgressEvent
 from web import reading, views
-from web.pages import council_choices
+from web.pages import LIST_LIMIT, THREADS_SHOWN, council_choices
 from web.settings import Settings
 from workflows import client as deliberations
 
@@ -40,10 +43,8 @@ SECTIONS = ("answers", "reviews", "rounds", "usage", "steering", "errors")
 def since_of(request: Request) -> int | None:
     """Where the stream resumes: Last-Event-ID, else ?since=, else 0; None if malformed."""
     value = request.headers.get("last-event-id") or request.query_params.get("since") or "0"
-    value = value.strip()
-    if not value.isdigit() or int(value) > MAX_SEQ:
-        return None
-    return int(value)
+    since = numbers.whole(value, signed=False)
+    return since if since is not None and since <= MAX_SEQ else None
 
 
 class Live:
@@ -71,6 +72,12 @@ class Live:
             media_type="text/event-stream",
             headers={"Cache-Control": "no-cache", "X-Accel-Buffering": "no"},
         )
+
+    async def sidebar(self, turn: views.Turn) -> str:
+        """The recent conversations, with this run's state as the page shows it."""
+        parts = self.templates.env.get_template("_turn.html").module
+        rows = await deliberations.list_deliberations(self.client, LIST_LIMIT)
+        return str(parts.threads(views.sidebar(rows, turn, THREADS_SHOWN), turn.thread))
 
     def sections(self, turn: views.Turn, finished: bool = False) -> dict[str, str]:
         """The page's sections for this state, by the id of the element that holds each."""
@@ -102,6 +109,7 @@ class Live:
         known: tuple[DeliberationRecord | None, str | None] | None = None
         next_seq = since
         last: tuple[Any, ...] | None = None
+        shown = None
         async for progress in deliberations.follow(found.handle, 0, self.settings.poll_seconds):
             if await request.is_disconnected():
                 return
@@ -119,11 +127,15 @@ class Live:
                 yield ": nothing new\n\n"  # the connection is still checked
                 continue
             last = moment
+            sections = self.sections(turn)
+            if shown is not None and turn.shown != shown:
+                sections["threads"] = await self.sidebar(turn)  # stopping, say
+            shown = turn.shown
             yield _sse(
                 {
                     "events": [_line(e) for e in fresh],
                     "state": turn.shown,
-                    "sections": _changed(self.sections(turn), sent),
+                    "sections": _changed(sections, sent),
                 },
                 next_seq,
             )
@@ -132,13 +144,8 @@ class Live:
         except deliberations.NoSuchDeliberation:
             return
         turn = await reading.read_turn(closed)
-        yield _sse(
-            {
-                "events": [],
-                "state": turn.shown,
-                "sections": _changed(self.sections(turn, True), sent),
-            }
-        )
+        sections = {**self.sections(turn, True), "threads": await self.sidebar(turn)}
+        yield _sse({"events": [], "state": turn.shown, "sections": _changed(sections, sent)})
         yield "event: end\ndata: {}\n\n"
 
 

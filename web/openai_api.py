@@ -13,6 +13,11 @@ at once, SSE comments while the council works, then the final answer as content 
 before the end stops the deliberation. Errors come in the OpenAI shape, before any
 stream starts; a deliberation that fails mid-stream ends the stream with an error event.
 
+What is done with each other field of the body is web.openai_options': read, accepted and
+ignored, or refused by name. With a response_format the chairman answers in the client's
+JSON (checked by the workflow, repaired once); the answer is sent whole once it is in,
+and an answer that does not conform is an error (502, which the SDKs must not retry).
+
 The rules of the web server hold here too: the Host allowlist (web.app), a POST from a
 browser only from this server's own origin, and with COUNCIL_WEB_TOKEN set,
 `Authorization: Bearer TOKEN` on every route. Input is bounded: the body, the number of
@@ -25,6 +30,7 @@ import asyncio
 import contextlib
 import json
 import time
+import typing
 from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Any
@@ -37,15 +43,17 @@ from temporalio.client import Client, WorkflowFailureError, WorkflowHandle
 from temporalio.service import RPCError
 
 from app import councils
-from council import limits
+from council import limits, numbers
 from council.agreement import verdict
 from council.calls import CallProgress, Stage
 from council.config import DEFAULT_COUNCIL, NOT_COUNCIL_OPTIONS, with_overrides
 from council.models import DeliberationRecord, DeliberationRequest
 from council.progress import Progress
+from council.structured import StructuredReply
 from council.thread import Turn
 from council.validation import InvalidRequest, validate_request
 from web.guard import Forbidden, Guard
+from web.openai_options import OptionError, answer_format, check_fields, check_stream_options
 from web.pages import deliberation_url
 from web.settings import Settings
 from workflows import client as deliberations
@@ -83,12 +91,15 @@ class ApiError(Exception):
         code: str,
         kind: str = "invalid_request_error",
         param: str | None = None,
+        retry: bool = True,
     ) -> None:
         super().__init__(message)
         self.status = status
         self.code = code
         self.kind = kind
         self.param = param
+        # False: the SDKs must not ask again on their own (another deliberation, paid again).
+        self.retry = retry
 
     def body(self) -> dict[str, Any]:
         return {
@@ -101,7 +112,9 @@ class ApiError(Exception):
         }
 
     def response(self) -> JSONResponse:
-        headers = {"WWW-Authenticate": "Bearer"} if self.status == 401 else None
+        headers = {"WWW-Authenticate": "Bearer"} if self.status == 401 else {}
+        if not self.retry:
+            headers["x-should-retry"] = "false"
         return JSONResponse(self.body(), status_code=self.status, headers=headers)
 
 
@@ -131,6 +144,8 @@ class Asked:
     stream: bool = False
     include_usage: bool = False
     overrides: dict[str, Any] = field(default_factory=dict)
+    # The JSON the final answer must be (response_format); None: free text.
+    answer_format: StructuredReply | None = None
 
 
 def model_ids(names: list[str]) -> dict[str, str | None]:
@@ -252,12 +267,18 @@ def flag(body: dict[str, Any], name: str, default: bool = False) -> bool:
 
 
 def overrides_of(body: dict[str, Any]) -> dict[str, Any]:
-    """The council's options this request sets: temperature, and the `council` object."""
+    """The council's options this request sets: temperature, max_tokens (the chairman's
+    reply), and the `council` object."""
     options = body.get("council")
     if options is None:
         options = {}
     if not isinstance(options, dict):
         raise bad_request("council must be an object of start options (max_rounds, ...)", "council")
+    if "answer_format" in options:
+        raise bad_request(
+            "council.answer_format cannot be set here: response_format sets it",
+            "council.answer_format",
+        )
     refused = sorted(set(options) & NOT_COUNCIL_OPTIONS)
     if refused:
         raise bad_request(
@@ -268,7 +289,45 @@ def overrides_of(body: dict[str, Any]) -> dict[str, Any]:
     overrides = dict(options)
     if body.get("temperature") is not None:
         overrides["temperature"] = body["temperature"]
-    return overrides
+    tokens = chairman_tokens(body)
+    if tokens is not None:
+        given = overrides.get("max_tokens") or {}
+        overrides["max_tokens"] = (
+            {**given, "synthesis": tokens} if isinstance(given, dict) else given
+        )
+    return {name: ascii_number(name, value) for name, value in overrides.items()}
+
+
+def chairman_tokens(body: dict[str, Any]) -> int | None:
+    """max_tokens (or its newer name, max_completion_tokens): the most tokens of the final
+    answer, which is the chairman's reply."""
+    given = [name for name in ("max_tokens", "max_completion_tokens") if body.get(name) is not None]
+    if not given:
+        return None
+    if len(given) > 1:
+        raise bad_request("max_tokens and max_completion_tokens: give one of them", given[1])
+    name = given[0]
+    value = body[name]
+    low, high = limits.MIN_REPLY_TOKENS, limits.MAX_REPLY_TOKENS
+    if isinstance(value, bool) or not isinstance(value, int) or not low <= value <= high:
+        raise bad_request(f"{name} must be between {low} and {high} (got {str(value)[:40]})", name)
+    return value
+
+
+def ascii_number(name: str, value: Any) -> Any:
+    """A numeric option sent as text, read as ASCII digits only (council.numbers): a
+    validator alone would also read "1_000" as a number."""
+    field = DeliberationRequest.model_fields.get(name)
+    if not isinstance(value, str) or field is None:
+        return value
+    kinds = typing.get_args(field.annotation) or (field.annotation,)
+    if not any(kind in (int, float) for kind in kinds):
+        return value
+    number = numbers.decimal(value)
+    if number is None:
+        param = name if name == "temperature" else f"council.{name}"
+        raise bad_request(f"{param} must be a number (got {value[:40]!r})", param)
+    return number
 
 
 def no_such_model(model: str, known: dict[str, str | None]) -> ApiError:
@@ -289,11 +348,15 @@ def read_asked(body: Any, known: dict[str, str | None]) -> Asked:
         raise bad_request("model is required: council or council/NAME (GET /v1/models)", "model")
     if model not in known:
         raise no_such_model(model, known)
-    if body.get("n") not in (None, 1):
-        raise bad_request("n must be 1: the council gives one answer", "n")
     options = body.get("stream_options") or {}
     if not isinstance(options, dict):
         raise bad_request("stream_options must be an object", "stream_options")
+    try:
+        check_fields(body)
+        check_stream_options(options)
+        wanted = answer_format(body.get("response_format"))
+    except OptionError as refused:
+        raise bad_request(str(refused), refused.param) from None
     return Asked(
         model=model,
         council=known[model],
@@ -301,6 +364,7 @@ def read_asked(body: Any, known: dict[str, str | None]) -> Asked:
         stream=flag(body, "stream"),
         include_usage=flag(options, "include_usage"),
         overrides=overrides_of(body),
+        answer_format=wanted,
     )
 
 
@@ -314,8 +378,8 @@ async def read_json(request: Request) -> Any:
             "unsupported_media_type",
         )
     too_large = ApiError(413, f"the body is over {MAX_BODY_BYTES:,} bytes", "request_too_large")
-    declared = request.headers.get("content-length", "")
-    if declared.isdigit() and int(declared) > MAX_BODY_BYTES:
+    declared = numbers.whole(request.headers.get("content-length", ""), signed=False)
+    if declared is not None and declared > MAX_BODY_BYTES:
         raise too_large
     body = bytearray()
     try:
@@ -360,6 +424,29 @@ def final_answer(record: DeliberationRecord) -> str:
     return record.stage3.response if record.stage3 else ""
 
 
+def finish_reason(record: DeliberationRecord) -> str:
+    """The finish reason: length when the chairman's reply was cut by its token limit."""
+    return "length" if record.stage3 and record.stage3.cut_by_token_limit else "stop"
+
+
+def unmet_format(workflow: str, record: DeliberationRecord) -> ApiError | None:
+    """The refusal of a final answer that is not the JSON response_format asked for (the
+    chairman was asked with the schema, and once more with what was wrong)."""
+    problem = record.stage3.format_problem if record.stage3 else "the council wrote no answer"
+    if problem is None:
+        return None
+    reason = " ".join(problem.split())
+    reason = reason if len(reason) <= 300 else reason[:297] + "..."
+    return ApiError(
+        502,
+        f"deliberation {workflow}: the final answer does not match response_format: {reason}",
+        "response_format_unmet",
+        "server_error",
+        param="response_format",
+        retry=False,
+    )
+
+
 def usage_of(record: DeliberationRecord) -> dict[str, int]:
     return {
         "prompt_tokens": record.usage.prompt_tokens,
@@ -387,8 +474,13 @@ def failed(workflow: str, failure: WorkflowFailureError) -> ApiError:
     cause = failure.cause
     text = str(getattr(cause, "message", None) or cause or failure).strip()
     reason = text.splitlines()[0] if text else "no reason given"
+    # Asked again, the SDKs would start (and pay for) another deliberation.
     return ApiError(
-        502, f"deliberation {workflow} failed: {reason}", "deliberation_failed", "server_error"
+        502,
+        f"deliberation {workflow} failed: {reason}",
+        "deliberation_failed",
+        "server_error",
+        retry=False,
     )
 
 
@@ -432,11 +524,15 @@ class Started:
     def head(self, kind: str) -> dict[str, Any]:
         return {"id": self.id, "object": kind, "created": self.created, "model": self.asked.model}
 
+    def unmet(self, record: DeliberationRecord) -> ApiError | None:
+        return unmet_format(self.id, record) if self.asked.answer_format else None
+
     def completion(self, record: DeliberationRecord) -> dict[str, Any]:
         message = {"role": "assistant", "content": final_answer(record)}
+        finish = finish_reason(record)
         return {
             **self.head("chat.completion"),
-            "choices": [{"index": 0, "message": message, "finish_reason": "stop"}],
+            "choices": [{"index": 0, "message": message, "finish_reason": finish}],
             "usage": usage_of(record),
             "council": self.about(record),
         }
@@ -608,6 +704,8 @@ class OpenAIApi:
             "instructions": said.instructions,
             "history": [turn.model_dump() for turn in said.history],
         }
+        if asked.answer_format is not None:
+            data["answer_format"] = asked.answer_format.model_dump()
         try:
             return validate_request(data)
         except InvalidRequest as error:
@@ -633,6 +731,9 @@ class OpenAIApi:
             record = result.result()
         except WorkflowFailureError as failure:
             raise failed(started.id, failure) from None
+        unmet = started.unmet(record)
+        if unmet is not None:
+            raise unmet
         return JSONResponse(started.completion(record))
 
     def streamed(self, started: Started) -> Response:
@@ -656,10 +757,15 @@ class OpenAIApi:
             return
         finally:
             drop(result)  # read already, or the client left first
+        unmet = started.unmet(record)
+        if unmet is not None:
+            yield event(unmet.body())
+            yield DONE
+            return
         rest = text.rest(final_answer(record))
         if rest:
             yield started.chunk({"content": rest})
-        yield started.chunk({}, "stop", council=started.about(record))
+        yield started.chunk({}, finish_reason(record), council=started.about(record))
         if started.asked.include_usage:
             yield started.usage_chunk(record)
         yield DONE
@@ -670,7 +776,9 @@ class OpenAIApi:
         """Keep-alive comments that say where the run is, and the new part of the
         chairman's reply as it is written, until the result is in."""
         seen: asyncio.Queue[Seen] = asyncio.Queue()
-        watcher = asyncio.ensure_future(self.watch(started.handle, seen))
+        # JSON asked for comes whole once it is checked: a reply being written may not be it.
+        partials = started.asked.answer_format is None
+        watcher = asyncio.ensure_future(self.watch(started.handle, seen, partials))
         said, last = "", 0.0
         step: asyncio.Future[Seen] | None = None
         try:
@@ -697,11 +805,15 @@ class OpenAIApi:
             if step is not None:
                 drop(step)
 
-    async def watch(self, handle: WorkflowHandle[Any, Any], seen: asyncio.Queue[Seen]) -> None:
-        """Where the run is, and the chairman's reply so far, each time it may have moved."""
+    async def watch(
+        self, handle: WorkflowHandle[Any, Any], seen: asyncio.Queue[Seen], partials: bool = True
+    ) -> None:
+        """Where the run is, and (with `partials`) the chairman's reply so far, each time it
+        may have moved."""
         async for progress in deliberations.follow(handle, 0, self.settings.poll_seconds):
             partial = None
-            if progress is not None and progress.stage is Stage.SYNTHESIS and not progress.finished:
+            writing = progress is not None and progress.stage is Stage.SYNTHESIS
+            if partials and writing and not progress.finished:
                 partial = chairman_text(await deliberations.partial_replies(handle))
             seen.put_nowait(Seen(progress, partial))
 

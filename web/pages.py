@@ -19,8 +19,9 @@ the form belongs to.
 Model text is untrusted: the templates escape every string (Jinja2's autoescape), show
 model text through the `markdown` filter (web/markdown.py: no raw HTML, no image, links
 to http, https and mailto only), and every id in a URL is percent-encoded. A notice after
-a redirect is a code from NOTICES, never text from the address; a refusal is shown on the
-page it concerns, in our words.
+a redirect is a code from NOTICES, never text from the address, and shows only while the
+run is running (on a finished run nothing was or will be applied); a refusal is shown on
+the page it concerns, in our words, with a refused critique kept in its box as typed.
 """
 
 from __future__ import annotations
@@ -39,11 +40,12 @@ from temporalio.client import Client
 
 from app import councils
 from app.render import record_markdown
+from council import numbers
 from council.limits import MAX_STOP_REASON_CHARS
 from council.models import DeliberationRecord
 from council.steering import HumanCritique, rounds_problem
 from web import markdown, reading, views
-from web.guard import TOKEN_COOKIE, Forbidden, Guard
+from web.guard import SESSION_COOKIE, SESSION_SECONDS, Forbidden, Guard
 from web.settings import Settings
 from workflows import client as deliberations
 
@@ -51,6 +53,8 @@ HERE = Path(__file__).parent
 LIST_LIMIT = 50
 THREADS_SHOWN = 15
 DOWNLOADS = {"json": "application/json", "md": "text/markdown; charset=utf-8"}
+# A refused critique comes back as it was typed, up to this much (far above what is taken).
+KEPT_CRITIQUE_CHARS = 20_000
 # What a redirect may ask the page to say: codes only, so that no link can put its own
 # words on the page. {max_rounds} is the record's.
 NOTICES = {
@@ -76,6 +80,7 @@ def templates() -> Jinja2Templates:
     found.env.globals["deliberation_url"] = deliberation_url
     found.env.filters["markdown"] = markdown.render
     found.env.globals["shown_status"] = views.shown_status
+    found.env.globals["usage_tables"] = views.usage_tables
     return found
 
 
@@ -199,6 +204,7 @@ class Pages:
         *,
         notice: str | None = None,
         refused: str | None = None,
+        typed: views.TypedCritique | None = None,
         ask_form: views.StartForm | None = None,
         code: int = 200,
     ) -> Response:
@@ -210,7 +216,8 @@ class Pages:
         if notice == "stop" and current.running:
             current.stop_requested = True  # the signal is in; the run may not have said so yet
         record = current.record
-        note = NOTICES.get(notice or "")
+        # Nothing was or will be applied to a run that has ended: no notice says so.
+        note = NOTICES.get(notice or "") if current.running else None
         if note and record:
             note = note.format(max_rounds=record.iteration.max_rounds)
         before, after = await reading.read_thread(self.client, current)
@@ -227,9 +234,10 @@ class Pages:
             follow_ups=[t for t in after if t.record and t.record.follow_up_of == current.id],
             note=note,
             refused=refused,
+            typed=typed,
             ui_url=deliberations.ui_url(self.client, workflow),
-            threads=views.recent_threads(rows, THREADS_SHOWN),
-            thread_ids={t.id for t in turns},
+            threads=views.sidebar(rows, current, THREADS_SHOWN),
+            here=current.thread,
             ask_of=ask_target(turns),
             ask_waiting=turns[-1].running,
             ask_form=ask_form or views.StartForm(),
@@ -242,25 +250,30 @@ class Pages:
         reason = str(form.get("reason") or "").strip()[:MAX_STOP_REASON_CHARS] or None
         try:
             found = await deliberations.find(self.client, workflow)
+            await deliberations.stop(found, reason)
         except deliberations.NoSuchDeliberation:
             return self.missing(request, workflow)
-        if found.status == "running":
-            await deliberations.stop(found, reason)
+        except deliberations.AlreadyFinished as finished:
+            return await self.deliberation_page(request, workflow, refused=str(finished), code=409)
         return RedirectResponse(deliberation_url(workflow, "?done=stop"), status_code=303)
 
     async def rounds(self, request: Request, form: FormData) -> Response:
-        text = str(form.get("rounds") or "").strip()
-        rounds = int(text) if text.isdigit() and len(text) < 3 else 0
+        rounds = numbers.whole(str(form.get("rounds") or "")) or 0
         problem = None
         if rounds_problem(rounds):
             problem = "the maximum rounds must be a whole number from 1 to 5"
         return await self.steer(request, deliberations.set_max_rounds, rounds, problem, "rounds")
 
     async def critique(self, request: Request, form: FormData) -> Response:
-        critique = HumanCritique(
-            model=str(form.get("model") or ""), text=str(form.get("text") or "")
+        """The user's critique; refused, the page again keeps what was typed."""
+        typed = views.TypedCritique(
+            model=str(form.get("model") or "")[:200],
+            text=str(form.get("text") or "")[:KEPT_CRITIQUE_CHARS],
         )
-        return await self.steer(request, deliberations.add_critique, critique, None, "critique")
+        critique = HumanCritique(model=typed.model, text=typed.text)
+        return await self.steer(
+            request, deliberations.add_critique, critique, None, "critique", typed
+        )
 
     async def steer(
         self,
@@ -269,9 +282,10 @@ class Pages:
         argument: Any,
         problem: str | None,
         done: str,
+        typed: views.TypedCritique | None = None,
     ) -> Response:
         """One more round, or the user's critique: an Update, or the page again with the
-        reason it was refused."""
+        reason it was refused (and the critique as it was typed)."""
         workflow = request.path_params["id"]
         try:
             found = await deliberations.find(self.client, workflow)
@@ -283,7 +297,9 @@ class Pages:
             except deliberations.SteeringRefused as refused:
                 problem = str(refused)
         if problem:
-            return await self.deliberation_page(request, workflow, refused=problem, code=409)
+            return await self.deliberation_page(
+                request, workflow, refused=problem, typed=typed, code=409
+            )
         return RedirectResponse(deliberation_url(workflow, f"?done={done}"), status_code=303)
 
     async def follow_up(self, request: Request, form: FormData) -> Response:
@@ -361,7 +377,14 @@ class Pages:
             self.guard.login_failed(client)
             return self.page(request, "login.html", 403, error="that is not this server's token")
         response = RedirectResponse("/", status_code=303)
-        response.set_cookie(TOKEN_COOKIE, given, httponly=True, samesite="strict")
+        response.set_cookie(
+            SESSION_COOKIE,
+            self.guard.new_session(),
+            max_age=SESSION_SECONDS,
+            httponly=True,
+            samesite="strict",
+            secure=request.url.scheme == "https",
+        )
         return response
 
 

@@ -14,14 +14,16 @@ from typing import Any
 import annotated_types
 from pydantic import ValidationError
 
+from council import numbers
 from council.agreement import Agreement, Dissent, verdict
 from council.calls import Stage
 from council.config import with_overrides
 from council.iteration import CritiqueItem, IterationRound, RefinementResult
-from council.models import DeliberationRecord, DeliberationRequest
+from council.models import DeliberationRecord, DeliberationRequest, UsageTotals
 from council.progress import EventKind, ProgressEvent, shown_status
 from council.reviews import read_review
 from council.stages import Stage2Result
+from council.stragglers import LateCall
 from council.validation import every_problem
 
 # ---- the start form -----------------------------------------------------------------------
@@ -53,6 +55,16 @@ class StartForm:
 
     values: dict[str, str] = field(default_factory=dict)
     errors: dict[str, str] = field(default_factory=dict)
+
+    @property
+    def banner(self) -> str:
+        """The line above a refused form, naming the fields that need a change."""
+        labels = [FORM_LABELS[name] for name in FORM_FIELDS if name in self.errors]
+        if not labels:
+            return "The form needs a change: see below."
+        if len(labels) == 1:
+            return f"{labels[0]} needs a change: see below."
+        return f"{', '.join(labels[:-1])} and {labels[-1]} need a change: see below."
 
     @property
     def first_error(self) -> str | None:
@@ -96,14 +108,10 @@ def request_from_form(
 
 
 def _number(text: str, whole: bool) -> int | float | None:
-    """A number as typed (a whole number stays one, so that a message quotes it as it was
-    typed), or None."""
-    for kind in (int,) if whole else (int, float):
-        try:
-            return kind(text)
-        except ValueError:
-            continue
-    return None
+    """A number as typed, in ASCII digits (a whole number stays one, so that a message
+    quotes it as it was typed), or None."""
+    number = numbers.whole(text)
+    return number if whole or number is not None else numbers.decimal(text)
 
 
 def _bounds(name: str) -> str:
@@ -144,6 +152,14 @@ def _in_words(where: tuple[Any, ...], line: str) -> str:
     if len(where) > 1 and isinstance(where[1], int):
         label += f", line {where[1] + 1}"
     return label + line[len(named) :]
+
+
+@dataclass
+class TypedCritique:
+    """A critique as the user typed it, kept on the page when it was refused."""
+
+    model: str
+    text: str
 
 
 # ---- reviews ------------------------------------------------------------------------------
@@ -279,6 +295,37 @@ def refinements(round_data: IterationRound, label_to_model: Mapping[str, str]) -
 def usage_rows(totals: Mapping[str, Any]) -> list[tuple[str, Any]]:
     """(name, totals) sorted by name, for a table."""
     return sorted(totals.items())
+
+
+@dataclass
+class UsageRow:
+    name: str
+    totals: UsageTotals | None  # None: no call of this member completed
+    note: str = ""  # its calls the straggler rule cut
+
+
+def late_note(cuts: Sequence[LateCall], *, where: bool = True) -> str:
+    """ "cut as late after 8.6 s (stage 1 answer)", one part per cut."""
+    return "; ".join(
+        f"cut as late after {c.seconds:.1f} s" + (f" ({c.stage.place(c.round)})" if where else "")
+        for c in cuts
+    )
+
+
+def usage_tables(record: DeliberationRecord) -> list[tuple[str, list[UsageRow]]]:
+    """The usage tables: by model (every member, a member cut as late too, with its cuts),
+    by stage, and by provider where there is more than one."""
+    usage = record.usage
+    cuts: dict[str, list[LateCall]] = {}
+    for cut in record.late:
+        cuts.setdefault(cut.model, []).append(cut)
+    names = sorted({*usage.by_model, *cuts})
+    by_model = [UsageRow(n, usage.by_model.get(n), late_note(cuts.get(n, []))) for n in names]
+    by_stage = [UsageRow(stage_title(n), t) for n, t in sorted(usage.by_stage.items())]
+    tables = [("By model", by_model), ("By stage", by_stage)]
+    if len(usage.by_provider) > 1:
+        tables.append(("By provider", [UsageRow(n, t) for n, t in usage_rows(usage.by_provider)]))
+    return [(title, rows) for title, rows in tables if rows]
 
 
 def stage_title(stage: str) -> str:
@@ -480,6 +527,12 @@ class Turn:
         return self.record.query if self.record else self.id
 
     @property
+    def thread(self) -> str:
+        """The id of its thread (its first turn's)."""
+        record = self.record
+        return (record.thread_id or record.id) if record else self.id
+
+    @property
     def final(self) -> str | None:
         record = self.record
         return record.stage3.response if record and record.stage3 else None
@@ -490,9 +543,34 @@ class Turn:
         return self.running and not self.stopping
 
     @property
+    def takes_critiques(self) -> bool:
+        """Whether Add a critique applies: running, not stopping, answers in, before the
+        chairman."""
+        return self.steerable and self.stage != Stage.SYNTHESIS and bool(self.critique_models)
+
+    @property
     def critique_models(self) -> list[str]:
         """The members that answered: those a critique can be addressed to."""
         return [r.model for r in self.record.stage1] if self.record else []
+
+    @property
+    def cut_answers(self) -> list[tuple[str, str]]:
+        """(model, "cut as late after 8.6 s") for each member whose answer the straggler
+        rule cut: it has no answer in this deliberation."""
+        if self.record is None:
+            return []
+        answered = {r.model for r in self.record.stage1}
+        cuts: dict[str, list[LateCall]] = {}
+        for cut in self.record.late:
+            if cut.stage == Stage.ANSWER and cut.model not in answered:
+                cuts.setdefault(cut.model, []).append(cut)
+        return [(model, late_note(c, where=False)) for model, c in cuts.items()]
+
+    @property
+    def verdict(self) -> str | None:
+        """How far the council agreed in its final review, in one line."""
+        agreement = self.record.agreement if self.record else None
+        return verdict(agreement) if agreement is not None else None
 
     @property
     def matrices(self) -> list[Matrix]:
@@ -547,6 +625,17 @@ class ThreadLink:
     question: str
     turns: int
     status: str
+    thread: str = ""  # the thread's id (its first turn's)
+
+
+def sidebar(rows: Sequence[Any], current: Turn, limit: int = 15) -> list[ThreadLink]:
+    """The recent threads, the one whose newest turn is on the page in the state the page
+    shows (a listing follows a run's end with a delay)."""
+    links = recent_threads(rows, limit)
+    for link in links:
+        if link.id == current.id:
+            link.status = current.shown
+    return links
 
 
 def recent_threads(rows: Sequence[Any], limit: int = 15) -> list[ThreadLink]:
@@ -559,7 +648,7 @@ def recent_threads(rows: Sequence[Any], limit: int = 15) -> list[ThreadLink]:
             if len(threads) >= limit:
                 continue
             status = shown_status(row.status, row.reason)
-            threads[key] = ThreadLink(row.id, row.question or row.id, 1, status)
+            threads[key] = ThreadLink(row.id, row.question or row.id, 1, status, key)
         else:
             known.turns += 1
             known.question = row.question or known.question  # older rows: nearer the start

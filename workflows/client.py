@@ -21,7 +21,7 @@ from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from temporalio.api.enums.v1 import TaskQueueKind, TaskQueueType
-from temporalio.api.taskqueue.v1 import TaskQueue
+from temporalio.api.taskqueue.v1 import PollerInfo, TaskQueue
 from temporalio.api.workflowservice.v1 import DescribeTaskQueueRequest
 from temporalio.client import (
     Client,
@@ -181,22 +181,34 @@ async def start(
     thread = TypedSearchAttributes(
         [SearchAttributePair(search_attributes.THREAD, request.thread_id or wid)]
     )
-    try:
-        return await client.start_workflow(
-            Deliberation.run,
-            request.model_dump(mode="json"),
-            id=wid,
-            task_queue=task_queue,
-            static_summary=request.question[:200],
-            static_details=details(request),
-            memo={QUESTION_MEMO: request.question[:QUESTION_MEMO_CHARS]},
-            search_attributes=thread,
-            result_type=DeliberationRecord,
-            id_reuse_policy=WorkflowIDReusePolicy.REJECT_DUPLICATE,
-            id_conflict_policy=WorkflowIDConflictPolicy.FAIL,
-        )
-    except WorkflowAlreadyStartedError:
-        raise IdTaken(await _taken(client, wid)) from None
+    for first in (True, False):
+        try:
+            return await client.start_workflow(
+                Deliberation.run,
+                request.model_dump(mode="json"),
+                id=wid,
+                task_queue=task_queue,
+                static_summary=request.question[:200],
+                static_details=details(request),
+                memo={QUESTION_MEMO: request.question[:QUESTION_MEMO_CHARS]},
+                search_attributes=thread,
+                result_type=DeliberationRecord,
+                id_reuse_policy=WorkflowIDReusePolicy.REJECT_DUPLICATE,
+                id_conflict_policy=WorkflowIDConflictPolicy.FAIL,
+            )
+        except WorkflowAlreadyStartedError:
+            raise IdTaken(await _taken(client, wid)) from None
+        except RPCError as error:
+            # A server no worker has used yet lacks our search attributes: register them
+            # as the worker would, once.
+            if not (first and _unknown_search_attribute(error)):
+                raise
+            await search_attributes.ensure_search_attributes(client)
+    raise AssertionError("unreachable")
+
+
+def _unknown_search_attribute(error: RPCError) -> bool:
+    return error.status == RPCStatusCode.INVALID_ARGUMENT and "search attribute" in error.message
 
 
 async def _taken(client: Client, wid: str) -> str:
@@ -214,13 +226,27 @@ async def _taken(client: Client, wid: str) -> str:
     )
 
 
+class AlreadyFinished(ValueError):
+    """A stop of a deliberation that has already finished (one line)."""
+
+
 async def stop(found: Found, reason: str | None) -> None:
-    """The stop signal (the reason cut to its bound); only while the run is running."""
-    await found.handle.signal(Deliberation.stop, bounded_reason(reason))
+    """The stop signal (the reason cut to its bound); only while the run is running.
+    AlreadyFinished when it has finished, also when it finished since it was found."""
+    try:
+        if found.status == "running":
+            await found.handle.signal(Deliberation.stop, bounded_reason(reason))
+            return
+        status = found.status
+    except RPCError as error:
+        if error.status != RPCStatusCode.NOT_FOUND:
+            raise
+        status = await status_of(found.handle)
+    raise AlreadyFinished(f"this deliberation has already finished ({status}): nothing to stop")
 
 
-async def workers_polling(client: Client, task_queue: str) -> bool:
-    """Whether a worker polled this task queue for workflow tasks recently."""
+async def recent_pollers(client: Client, task_queue: str) -> list[PollerInfo]:
+    """The workers that polled this task queue for workflow tasks recently."""
     reply = await client.workflow_service.describe_task_queue(
         DescribeTaskQueueRequest(
             namespace=client.namespace,
@@ -229,9 +255,12 @@ async def workers_polling(client: Client, task_queue: str) -> bool:
         )
     )
     now = datetime.now(UTC)
-    return any(
-        now - poller.last_access_time.ToDatetime(UTC) < POLLER_SEEN for poller in reply.pollers
-    )
+    return [p for p in reply.pollers if now - p.last_access_time.ToDatetime(UTC) < POLLER_SEEN]
+
+
+async def workers_polling(client: Client, task_queue: str) -> bool:
+    """Whether a worker polled this task queue for workflow tasks recently."""
+    return bool(await recent_pollers(client, task_queue))
 
 
 async def steer(found: Found, update: Any, argument: Callable[[datetime], Any]) -> Any:
@@ -427,6 +456,11 @@ async def read_record(handle: WorkflowHandle) -> DeliberationRecord:
     return await handle.result()
 
 
+# The model-call activity's name (ModelGateway.call_model): the run's other activity, the
+# straggler watch, is not a model call.
+MODEL_CALL = "call_model"
+
+
 async def partial_replies(handle: WorkflowHandle) -> list[CallProgress]:
     """The replies the models are writing now, as far as they have arrived: the heartbeat
     details of the model calls in flight."""
@@ -468,6 +502,8 @@ async def calls_in_flight(handle: WorkflowHandle) -> list[CallInFlight]:
     converter = description.data_converter.payload_converter
     calls = []
     for pending in description.raw_description.pending_activities:
+        if pending.activity_type.name != MODEL_CALL:
+            continue  # the straggler watch
         progress = None
         payloads = pending.heartbeat_details.payloads
         if payloads:

@@ -27,15 +27,20 @@ _INDEXED_TYPES = {
 }
 
 
-async def ensure_search_attributes(client: Client) -> list[str]:
-    """Register the search attributes the workflow sets, where the server lacks them."""
+async def missing_search_attributes(client: Client) -> dict[str, IndexedValueType.ValueType]:
+    """The search attributes the workflow sets that the server lacks, with their types."""
     existing = await client.operator_service.list_search_attributes(
         ListSearchAttributesRequest(namespace=client.namespace)
     )
     known = set(existing.custom_attributes) | set(existing.system_attributes)
-    missing = {
+    return {
         key.name: _INDEXED_TYPES[key.indexed_value_type] for key in ALL if key.name not in known
     }
+
+
+async def ensure_search_attributes(client: Client) -> list[str]:
+    """Register the search attributes the workflow sets, where the server lacks them."""
+    missing = await missing_search_attributes(client)
     if missing:
         await client.operator_service.add_search_attributes(
             AddSearchAttributesRequest(namespace=client.namespace, search_attributes=missing)

@@ -15,6 +15,18 @@
     current.scrollIntoView({ block: "start" });
   }
 
+  // A refusal answers the request just sent: it goes once the user edits a form or sends
+  // one again (what was typed stays in the form).
+  const refused = document.getElementById("refused");
+  if (refused) {
+    const settled = (event) => {
+      if (event.target instanceof Element && event.target.closest("form")) refused.remove();
+    };
+    document.addEventListener("input", settled);
+    document.addEventListener("change", settled);
+    document.addEventListener("submit", settled);
+  }
+
   const live = document.getElementById("live");
   if (!live || live.hidden) return;
   const events = document.getElementById("events");

@@ -1,0 +1,24 @@
+"""Every check, in order: the Temporal side and the model side run side by side, and what
+they report is cleaned of secrets before anyone sees it."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+from collections.abc import Mapping
+
+from doctor.checks import Check, cleaned
+from doctor.providers import provider_checks
+from doctor.temporal import temporal_checks
+
+# Other secrets a process may hold: never in a check's text either.
+SECRET_VARIABLES = ("TEMPORAL_API_KEY", "COUNCIL_PAYLOAD_KEY", "COUNCIL_WEB_TOKEN")
+
+
+async def diagnose(env: Mapping[str, str] | None = None) -> list[Check]:
+    """The checks of this process's setup (its environment and council.toml). The Temporal
+    checks read the process's TEMPORAL_* settings; `env` is for the providers' settings."""
+    env = os.environ if env is None else env
+    temporal, (models, secrets) = await asyncio.gather(temporal_checks(), provider_checks(env))
+    secrets += [value for v in SECRET_VARIABLES if len(value := (env.get(v) or "").strip()) >= 4]
+    return [cleaned(check, secrets) for check in [*temporal, *models]]

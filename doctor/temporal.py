@@ -1,0 +1,126 @@
+"""The Temporal side: the server at its address, the namespace, the search attributes the
+worker registers, and a worker polling the task queue (with its build).
+
+The connection is the one every surface makes (app.connection.connect, from the same
+TEMPORAL_* settings); when it fails, the checks that need it are skipped.
+"""
+
+from __future__ import annotations
+
+from temporalio.api.enums.v1 import IndexedValueType
+from temporalio.api.taskqueue.v1 import PollerInfo
+from temporalio.client import Client
+from temporalio.service import RPCError
+
+from app import connection
+from doctor.checks import Check, failed, passed, skipped
+from workflows import client as deliberations
+from workflows import search_attributes
+
+SERVER = "temporal server"
+NAMESPACE = "namespace"
+SEARCH_ATTRIBUTES = "search attributes"
+WORKER = "worker"
+_TYPE_NAMES = {
+    IndexedValueType.INDEXED_VALUE_TYPE_KEYWORD: "Keyword",
+    IndexedValueType.INDEXED_VALUE_TYPE_INT: "Int",
+}
+
+
+async def temporal_checks() -> list[Check]:
+    """The server, the namespace, the search attributes and the worker, in that order."""
+    try:
+        address = connection.address()
+        client = await connection.connect()
+    except connection.NamespaceNotFound as missing:
+        namespace = connection.connect_options()["namespace"]
+        return [
+            passed(SERVER, f"{address} answers"),
+            failed(
+                NAMESPACE,
+                str(missing),
+                f"create it (temporal operator namespace create --namespace {namespace}) or "
+                "set TEMPORAL_NAMESPACE to one the server has",
+            ),
+            skipped(SEARCH_ATTRIBUTES, "the namespace does not exist"),
+            skipped(WORKER, "the namespace does not exist"),
+        ]
+    except connection.ServerUnreachable as unreachable:
+        fix = (
+            "start it (make server, or make up), or set TEMPORAL_ADDRESS to the host:port "
+            "of a running server"
+        )
+        return [failed(SERVER, str(unreachable), fix), *_unchecked("the server does not answer")]
+    except connection.ConfigError as problem:
+        fix = "correct the setting the message names (README: Environment)"
+        return [failed(SERVER, str(problem), fix), *_unchecked("the server cannot be reached")]
+    return [
+        passed(SERVER, f"{address} answers"),
+        passed(NAMESPACE, f"{client.namespace} exists"),
+        await search_attributes_check(client),
+        await worker_check(client, connection.task_queue()),
+    ]
+
+
+def _unchecked(why: str) -> list[Check]:
+    return [skipped(NAMESPACE, why), skipped(SEARCH_ATTRIBUTES, why), skipped(WORKER, why)]
+
+
+async def search_attributes_check(client: Client) -> Check:
+    """The search attributes the deliberation sets are registered on the namespace."""
+    namespace = client.namespace
+    try:
+        missing = await search_attributes.missing_search_attributes(client)
+    except RPCError as error:
+        return failed(
+            SEARCH_ATTRIBUTES,
+            f"cannot list them on namespace {namespace} ({error.status.name}: {error.message})",
+            "an operator registers them (docs/deployment.md: search attributes)",
+        )
+    if not missing:
+        names = ", ".join(key.name for key in search_attributes.ALL)
+        return passed(SEARCH_ATTRIBUTES, f"registered on {namespace}: {names}")
+    # The temporal CLI pairs each --name with the --type at the same place.
+    pairs = " ".join(
+        f"--name {name} --type {_TYPE_NAMES.get(kind, 'Keyword')}" for name, kind in missing.items()
+    )
+    return failed(
+        SEARCH_ATTRIBUTES,
+        f"missing on namespace {namespace}: {', '.join(missing)}",
+        "start the worker once (it registers them), or: temporal operator search-attribute "
+        f"create --namespace {namespace} {pairs}",
+    )
+
+
+def _build(poller: PollerInfo) -> str:
+    deployment = poller.deployment_options
+    if deployment.build_id:
+        name = f"{deployment.deployment_name} " if deployment.deployment_name else ""
+        return f"{name}{deployment.build_id}".strip()
+    return poller.worker_version_capabilities.build_id or "no build id"
+
+
+async def worker_check(client: Client, queue: str) -> Check:
+    """A worker polled the task queue recently; which builds poll it."""
+    try:
+        pollers = await deliberations.recent_pollers(client, queue)
+    except RPCError as error:
+        return failed(
+            WORKER,
+            f"cannot describe task queue {queue!r} ({error.status.name}: {error.message})",
+            "check that the Temporal credentials may read the namespace",
+        )
+    seen = int(deliberations.POLLER_SEEN.total_seconds() // 60)
+    if not pollers:
+        return failed(
+            WORKER,
+            f"no worker has polled task queue {queue!r} on {client.namespace} in the last "
+            f"{seen} minutes",
+            f"start one (make worker, or python worker.py) with COUNCIL_TASK_QUEUE={queue}, "
+            "the same TEMPORAL_* settings and the providers' keys",
+        )
+    builds = sorted({_build(poller) for poller in pollers})
+    return passed(
+        WORKER,
+        f"{len(pollers)} worker(s) poll task queue {queue!r} (build {', '.join(builds)})",
+    )

@@ -1,0 +1,49 @@
+"""GET /doctor: the setup checks of `starter.py doctor` as a page, run by the same code
+(the doctor package) in the web server's process, with its environment. The notice that
+no provider answers links here.
+
+The checks call each provider once or twice, so when the server has an access token
+(COUNCIL_WEB_TOKEN) the page needs it, as a start does; the Host allowlist applies as on
+every route. The checks' texts carry no secret (doctor.checks) and the template escapes
+them.
+"""
+
+from __future__ import annotations
+
+from starlette.requests import Request
+from starlette.responses import PlainTextResponse, Response
+from starlette.routing import Route
+from starlette.templating import Jinja2Templates
+
+import doctor
+from web.guard import Guard
+from web.settings import Settings
+
+
+class DoctorPage:
+    def __init__(self, settings: Settings, guard: Guard, templates: Jinja2Templates) -> None:
+        self.settings = settings
+        self.guard = guard
+        self.templates = templates
+
+    def routes(self) -> list[Route]:
+        return [Route("/doctor", self.show, methods=["GET"])]
+
+    async def show(self, request: Request) -> Response:
+        if not self.guard.token_given(request):
+            return PlainTextResponse(
+                "this server needs its access token to run the setup checks: /login",
+                status_code=403,
+            )
+        checks = await doctor.diagnose()
+        return self.templates.TemplateResponse(
+            request,
+            "doctor.html",
+            {
+                "checks": checks,
+                "marks": doctor.MARKS,
+                "healthy": doctor.healthy(checks),
+                "token_required": bool(self.settings.token),
+                "simulated": self.settings.simulated,
+            },
+        )
