@@ -7,7 +7,7 @@ BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 DB := data/temporal.db
 
-.PHONY: install browser demo up test test-real lint format server worker simulator codec-server web chaos eval bench clean
+.PHONY: install browser demo up test test-fast test-real lint format server worker simulator codec-server web chaos eval bench clean
 
 install: $(STAMP)
 
@@ -29,6 +29,12 @@ up: $(STAMP)
 
 test: $(STAMP) browser
 	$(BIN)/python -m pytest -q
+
+# The fast tier, in well under a minute: the unit, property, replay and specification tests
+# and the workflow's rules on Temporal's time-skipping test environment with a fake model
+# call; no dev server, browser or process of its own (tests/conftest.py says which).
+test-fast: $(STAMP)
+	$(BIN)/python -m pytest -q -m fast
 
 # The web page's tests drive Debian's chromium: installed here when it is missing and we
 # may (root, apt-get); elsewhere those tests are skipped, saying why.
@@ -63,10 +69,12 @@ $(REAL_STAMP):
 test-real: $(STAMP) $(REAL_STAMP)
 	COUNCIL_REAL_PYTHON=$(REAL_VENV)/bin/python $(BIN)/python -m pytest -q -s -m real tests/test_real_tier.py
 
-# Ruff's checks and its formatting, as CI runs them; `make format` rewrites the files.
+# Ruff's checks and its formatting, and mypy (strict on the protocol, the workflows and the
+# activities), as CI runs them; `make format` rewrites the files.
 lint: $(STAMP)
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
+	$(BIN)/mypy
 
 format: $(STAMP)
 	$(BIN)/ruff check --fix .

@@ -20,60 +20,26 @@ from __future__ import annotations
 
 import argparse
 import json
-import re
 import sys
 from typing import Any, NoReturn
 
 from rich.console import Console
+from temporalio.service import RPCError
 
-from app import config as app_config
-from app import connection, councils
+from app import commands, connection, flags, front_door
+from app import settings as app_settings
 from app.render import event_line, record_markdown
 from council import numbers
 from council.agreement import verdict
-from council.config import ConfigProblem, with_overrides
+from council.config import ConfigProblem
 from council.ids import id_problem
-from council.iteration import (
-    DEFAULT_MAX_ROUNDS,
-    DEFAULT_MIN_ROUNDS,
-    DEFAULT_QUALITY_THRESHOLD,
-    DEFAULT_TOKEN_BUDGET,
-)
-from council.models import DeliberationRecord, DeliberationRequest, ReplyTokens
+from council.models import DeliberationRecord, DeliberationRequest
 from council.progress import shown_status
 from council.steering import HumanCritique, reason_problem, rounds_problem, text_problem
-from council.stragglers import DEFAULT_FACTOR, DEFAULT_GRACE_SECONDS
-from council.thread import DEFAULT_CONTEXT_TOKENS
-from council.validation import InvalidRequest, validate_request
 from evaluation import cli as evaluation
 from workflows import client as deliberations
 
-FLAGS = {
-    "criteria.criteria": "--criterion",
-    "question": "QUESTION",
-    "models": "--model",
-    "chairman": "--chairman",
-    "max_rounds": "--max-rounds",
-    "min_rounds": "--min-rounds",
-    "quality_threshold": "--quality-threshold",
-    "token_budget": "--token-budget",
-    "max_cost_usd": "--max-cost",
-    "context_tokens": "--context-tokens",
-    "temperature": "--temperature",
-    "max_tokens.answer": "--max-tokens answer=N",
-    "max_tokens.review": "--max-tokens review=N",
-    "max_tokens.refine": "--max-tokens refine=N",
-    "max_tokens.synthesis": "--max-tokens synthesis=N",
-    "policy.call_timeout_seconds": "--call-timeout",
-    "policy.heartbeat_timeout_seconds": "--heartbeat-timeout",
-    "policy.max_attempts": "--max-attempts",
-    "stragglers.grace_seconds": "--straggler-grace",
-    "stragglers.factor": "--straggler-factor",
-}
-
 MAX_LIST_LIMIT = 1_000
-# "criteria.criteria.0.name must not be empty" -> "--criterion name must not be empty"
-_CRITERION_FIELD = re.compile(r"^criteria\.criteria\.\d+\.")
 
 err = Console(stderr=True, highlight=False, soft_wrap=True)
 
@@ -88,90 +54,24 @@ class Parser(argparse.ArgumentParser):
 
 
 def build_request(args: argparse.Namespace) -> DeliberationRequest:
-    """The request: the council's options (--council, else the default council), with the
-    flags given on top."""
+    """The request, through the front door: the council's options (--council, else the
+    default council), with the flags given on top."""
+    follow_up = flags.FOLLOW_UP_FLAGS if hasattr(args, "follow_up") else ()
     try:
-        council = councils.council_options(app_config.load(), args.council)
-    except councils.UnknownCouncil as error:
-        raise UsageError(f"--council: {error.args[0]}") from None
-    given: dict[str, Any] = {
-        "models": args.model,
-        "chairman": args.chairman,
-        "max_rounds": args.max_rounds,
-        "min_rounds": args.min_rounds,
-        "quality_threshold": args.quality_threshold,
-        "token_budget": args.token_budget,
-        "max_cost_usd": args.max_cost,
-        "context_tokens": getattr(args, "context_tokens", None),
-        "temperature": args.temperature,
-        "stop_on_convergence": False if args.no_convergence_stop else None,
-        "max_tokens": reply_tokens(args.max_tokens) if args.max_tokens else None,
-        "policy": {
-            key: value
-            for key, value in {
-                "call_timeout_seconds": args.call_timeout,
-                "heartbeat_timeout_seconds": args.heartbeat_timeout,
-                "max_attempts": args.max_attempts,
-            }.items()
-            if value is not None
-        }
-        or None,
-        "stragglers": {
-            key: value
-            for key, value in {
-                "wait_for_all": True if args.wait_for_all else None,
-                "grace_seconds": args.straggler_grace,
-                "factor": args.straggler_factor,
-            }.items()
-            if value is not None
-        }
-        or None,
-    }
-    if args.criterion:
-        given["criteria"] = {
-            "criteria": [
-                {"name": c.split(":", 1)[0], "description": c.split(":", 1)[1] if ":" in c else ""}
-                for c in args.criterion
-            ]
-        }
-    overrides = {key: value for key, value in given.items() if value is not None}
-    data = with_overrides(council, overrides) | {"question": args.question}
-    try:
-        return validate_request(data)
-    except InvalidRequest as error:
-        message = _CRITERION_FIELD.sub("--criterion ", str(error))
-        for field, flag in sorted(FLAGS.items(), key=lambda item: -len(item[0])):
-            if message.startswith(field):
-                message = flag + message[len(field) :]
-                break
-        raise UsageError(message) from None
-
-
-def reply_tokens(given: list[str]) -> dict[str, int]:
-    """--max-tokens STAGE=N (repeatable) as the request's max_tokens."""
-    stages = ", ".join(ReplyTokens.model_fields)
-    tokens: dict[str, int] = {}
-    for item in given:
-        stage, _, number = (part.strip() for part in item.partition("="))
-        if stage not in ReplyTokens.model_fields:
-            raise UsageError(f"--max-tokens must be STAGE=N, STAGE one of {stages} (got {item!r})")
-        count = numbers.whole(number, signed=False)
-        if count is None:
-            raise UsageError(f"--max-tokens {stage}=N: N must be a whole number (got {number!r})")
-        tokens[stage] = count
-    return tokens
+        given = flags.options(args, (*flags.FLAGS, *follow_up))
+        return front_door.compose(args.question, given, council=args.council)
+    except flags.FlagError as error:
+        raise UsageError(str(error)) from None
+    except front_door.Refused as refused:
+        raise UsageError(refused.line(flags.flag_of)) from None
 
 
 async def follow(handle: Any) -> None:
     """Print progress events to stderr until the deliberation closes."""
-    waiting_noted = False
-    async for progress in deliberations.follow(handle):
-        if progress is None:
-            if not waiting_noted:
-                err.print("[dim]waiting for a worker to pick the deliberation up…[/dim]")
-                waiting_noted = True
-            continue
-        for event in progress.events:
+    async for event in deliberations.events(handle):
+        if isinstance(event, str):
+            err.print(f"[dim]{event}[/dim]")
+        else:
             err.print(event_line(event), markup=False)
 
 
@@ -179,10 +79,8 @@ async def print_outcome(handle: Any, as_json: bool) -> int:
     try:
         record: DeliberationRecord = await handle.result()
     except Exception as error:  # the workflow failed: say why in one line
-        cause = getattr(error, "cause", None) or error
-        err.print(
-            f"deliberation {handle.id} failed: {getattr(cause, 'message', cause)}", markup=False
-        )
+        reason = deliberations.failure_reason(error)
+        err.print(f"deliberation {handle.id} failed: {reason}", markup=False)
         return 1
     if as_json:
         print(record.model_dump_json(indent=2))
@@ -195,7 +93,7 @@ async def print_outcome(handle: Any, as_json: bool) -> int:
         err.print(
             f"\nended: {reason} · {record.usage.total_tokens:,} tokens in {record.usage.calls} "
             "calls"
-            f" · {record.usage.cost_line()} · full record: python starter.py show {record.id}",
+            f" · {record.usage.cost_line()} · full record: {command()} show {record.id}",
             markup=False,
         )
     return 0
@@ -208,22 +106,23 @@ async def cmd_start(args: argparse.Namespace) -> int:
     client = await connection.connect()
     if args.follow_up:
         try:
-            request = await deliberations.follow_up(client, request, args.follow_up)
+            thread = await deliberations.thread_of(client, args.follow_up, request.context_tokens)
+            request = front_door.in_thread(request, thread)
         except deliberations.FollowUpError as error:
             raise UsageError(f"--follow-up: {error}") from None
+        except front_door.Refused as refused:
+            raise UsageError(f"--follow-up: {refused}") from None
     try:
         handle = await deliberations.start(client, request, connection.task_queue(), args.id)
     except deliberations.IdTaken as taken:
         raise UsageError(f"--id: {taken}") from None
     wid = handle.id
+    ui = deliberations.ui_url(client, wid, app_settings.current().ui_url)
     if not args.wait:
         print(wid)
-        err.print(
-            f"watch: python starter.py watch {wid}\nUI:    {deliberations.ui_url(client, wid)}",
-            markup=False,
-        )
+        err.print(f"watch: {command()} watch {wid}\nUI:    {ui}", markup=False)
         return 0
-    err.print(f"deliberation {wid} started · UI: {deliberations.ui_url(client, wid)}", markup=False)
+    err.print(f"deliberation {wid} started · UI: {ui}", markup=False)
     await follow(handle)
     return await print_outcome(handle, args.json)
 
@@ -254,7 +153,7 @@ async def cmd_watch(args: argparse.Namespace) -> int:
     found = await _find(args.id)
     await follow(found.handle)  # a closed run replays its events, if a worker answers queries
     status = await deliberations.status_of(found.handle)
-    err.print(f"{args.id}: {status} (the record: python starter.py show {args.id})", markup=False)
+    err.print(f"{args.id}: {status} (the record: {command()} show {args.id})", markup=False)
     return 0 if status in ("completed", "running") else 1
 
 
@@ -262,10 +161,10 @@ async def cmd_show(args: argparse.Namespace) -> int:
     found = await _find(args.id)
     try:
         record = await deliberations.read_record(found.handle)
+    except RPCError:
+        raise  # the server: main says so
     except Exception as error:
-        cause = getattr(error, "cause", None) or error
-        message = getattr(cause, "message", None) or str(cause)
-        err.print(f"{args.id}: {found.status}: {message}", markup=False)
+        err.print(f"{args.id}: {found.status}: {deliberations.failure_reason(error)}", markup=False)
         return 1
     if args.json:
         print(record.model_dump_json(indent=2))
@@ -384,104 +283,27 @@ async def cmd_mcp(args: argparse.Namespace) -> int:
     return 0
 
 
-def council_options(command: argparse.ArgumentParser) -> None:
-    """How the council deliberates: the options of `start`, shared with `eval`. Unset, each
-    comes from the council (--council, else the default one), then the built-in default."""
-    command.add_argument(
-        "--council", metavar="NAME", help="a council of council.toml (flags override its options)"
-    )
-    command.add_argument("--model", action="append", help="a council model (repeat; 2 to 12)")
-    command.add_argument("--chairman", help="the model that writes the synthesis")
-    command.add_argument(
-        "--max-rounds",
-        type=numbers.whole_argument,
-        help=f"refinement rounds at most (default {DEFAULT_MAX_ROUNDS})",
-    )
-    command.add_argument(
-        "--min-rounds",
-        type=numbers.whole_argument,
-        help="refinement rounds that run whatever the ratings (0: only while a rating is low; "
-        f"default {DEFAULT_MIN_ROUNDS})",
-    )
-    command.add_argument(
-        "--quality-threshold",
-        type=numbers.decimal_argument,
-        help="another round runs while any peer rating (1-5) is below this "
-        f"(default {DEFAULT_QUALITY_THRESHOLD})",
-    )
-    command.add_argument(
-        "--token-budget",
-        type=numbers.whole_argument,
-        help=f"tokens of the whole run (default {DEFAULT_TOKEN_BUDGET:,})",
-    )
-    command.add_argument(
-        "--max-cost",
-        type=numbers.decimal_argument,
-        help="USD, as the provider reports it: the loop ends past 90%% of it",
-    )
-    command.add_argument(
-        "--no-convergence-stop", action="store_true", help="keep refining when nothing changed"
-    )
-    command.add_argument(
-        "--criterion", action="append", help='evaluation criterion "name[:description]" (repeat)'
-    )
-    command.add_argument("--temperature", type=numbers.decimal_argument)
-    command.add_argument(
-        "--max-tokens",
-        action="append",
-        metavar="STAGE=N",
-        help="the token limit of a stage's replies: answer, review, refine or synthesis "
-        "(repeat; default: the stage's own, within the reply size cap)",
-    )
-    command.add_argument(
-        "--call-timeout", type=numbers.decimal_argument, help="seconds per model call attempt"
-    )
-    command.add_argument(
-        "--heartbeat-timeout",
-        type=numbers.decimal_argument,
-        help="seconds without a heartbeat before a retry",
-    )
-    command.add_argument(
-        "--max-attempts", type=numbers.whole_argument, help="attempts per model call"
-    )
-    command.add_argument(
-        "--wait-for-all",
-        action="store_true",
-        help="every stage waits for every member (default: once most have replied, a late "
-        "member is awaited for a while, then cut)",
-    )
-    command.add_argument(
-        "--straggler-grace",
-        type=numbers.decimal_argument,
-        metavar="S",
-        help=f"seconds a stage waits for its late members at least (default "
-        f"{DEFAULT_GRACE_SECONDS:g})",
-    )
-    command.add_argument(
-        "--straggler-factor",
-        type=numbers.decimal_argument,
-        metavar="F",
-        help=f"...or F x the median reply time of the others, if longer (default "
-        f"{DEFAULT_FACTOR:g})",
-    )
+def command() -> str:
+    """How the user runs this CLI, as help and hints name it: `council` once installed."""
+    return commands.invoked_as(commands.CLI, "python starter.py")
 
 
 def parser() -> argparse.ArgumentParser:
-    top = Parser(prog="starter.py", description="Start and follow council deliberations.")
+    top = Parser(
+        prog=command().removeprefix("python "),
+        description="Start and follow council deliberations.",
+    )
     commands = top.add_subparsers(dest="command", required=True, parser_class=Parser)
 
     start = commands.add_parser("start", help="start a deliberation")
     start.add_argument("question")
     start.add_argument("--id", help="workflow id (default: council-<question>-<random>)")
-    council_options(start)
+    flags.add_council_flags(start)
     start.add_argument(
         "--follow-up", metavar="ID", help="ask in the thread of this completed deliberation"
     )
-    start.add_argument(
-        "--context-tokens",
-        type=numbers.whole_argument,
-        help=f"the earlier turns a follow-up carries, in tokens (default {DEFAULT_CONTEXT_TOKENS})",
-    )
+    for flag in flags.FOLLOW_UP_FLAGS:
+        flags.add_flag(start, flag)
     start.add_argument("--wait", action="store_true", help="follow progress and print the answer")
     start.add_argument("--json", action="store_true", help="with --wait: print the record as JSON")
     start.set_defaults(run=cmd_start)
@@ -523,7 +345,7 @@ def parser() -> argparse.ArgumentParser:
         "eval", help="deliberate on every problem of a dataset and score the answers"
     )
     evaluate.add_argument("dataset", help="a JSONL file: id, question, answer[, kind]")
-    council_options(evaluate)
+    flags.add_council_flags(evaluate)
     evaluation.add_arguments(evaluate)
     evaluate.set_defaults(run=cmd_eval)
 
@@ -553,16 +375,24 @@ def parser() -> argparse.ArgumentParser:
 
 
 def main(argv: list[str] | None = None) -> int:
+    """Run one command: its exit status (0, 1, or 2 for bad input, a setting that cannot be
+    used or a server that does not answer, with one line on stderr)."""
+    name = command().removeprefix("python ").removesuffix(".py")  # council, or starter
     try:
         args = parser().parse_args(argv)
+        app_settings.load()
         return connection.run(args.run(args))
     except (
         UsageError,
         connection.ServerUnreachable,
         connection.ConfigError,
         ConfigProblem,
+        app_settings.SettingsError,
     ) as error:
-        print(f"starter: {error}", file=sys.stderr)
+        print(f"{name}: {error}", file=sys.stderr)
+        return 2
+    except RPCError as error:
+        print(f"{name}: {connection.described(error)}", file=sys.stderr)
         return 2
     except KeyboardInterrupt:
         return 130

@@ -29,11 +29,10 @@ from types import FrameType
 from urllib.parse import urlsplit
 
 from app import councils
-from council import numbers
+from app.settings import Settings
 from harness.local import SIMULATED, local_council, shown, ui_address
 from harness.processes import DATA, Process, port_open, reachable_host, start_web
 from simulator.config import LATENCY_VARIABLE, Latency, describe_latency, parse_latency
-from web.__main__ import DEFAULT_HOST, DEFAULT_PORT
 
 SIMULATED_NOTE = "the answers will be simulated (the built-in SIMULATOR plays every member)"
 # Seconds each simulated call takes unless SIM_LATENCY says otherwise: slow enough to
@@ -52,14 +51,10 @@ def say(message: str) -> None:
 
 
 def web_address(env: Mapping[str, str]) -> tuple[str, int]:
-    """The page's host and port (COUNCIL_WEB_HOST, COUNCIL_WEB_PORT); ValueError with one
-    line naming the variable when the port cannot be used."""
-    host = (env.get("COUNCIL_WEB_HOST") or "").strip() or DEFAULT_HOST
-    raw = (env.get("COUNCIL_WEB_PORT") or "").strip() or str(DEFAULT_PORT)
-    port = numbers.whole(raw, signed=False) or 0
-    if not 1 <= port <= 65535:
-        raise ValueError(f"COUNCIL_WEB_PORT must be a port number from 1 to 65535 (got {raw!r})")
-    return host, port
+    """The page's host and port (COUNCIL_WEB_HOST, COUNCIL_WEB_PORT, read by app.settings);
+    ValueError with one line naming the variable when a setting cannot be used."""
+    settings = Settings.read(env)
+    return settings.web_host, settings.web_port
 
 
 def sim_latency(env: Mapping[str, str]) -> tuple[str, Latency]:
@@ -131,10 +126,9 @@ def main(argv: list[str] | None = None) -> int:
             say, SIMULATED_NOTE, simulator_env=pace, data=args.data, started=started
         ) as env:
             if env.get(SIMULATED) == "1":
+                members = Settings.read(env)  # the simulator's, as the stack's processes get them
                 councils.write_local_council(
-                    default_council,
-                    councils.listed(env["COUNCIL_MODELS"]),
-                    env.get("COUNCIL_CHAIRMAN"),
+                    default_council, members.default_models, members.default_chairman
                 )
             web_log = args.data / "logs" / "web.log"
             say(f"starting the web page (log in {shown(web_log)})")
@@ -150,7 +144,7 @@ def main(argv: list[str] | None = None) -> int:
                 if process.name == "simulator":
                     url = process.extra["url"]
                     say(f"  the simulator:   {url} ({describe_latency(latency)}{hint})")
-            if os.environ.get("COUNCIL_WEB_TOKEN"):
+            if Settings.read(os.environ).web_token:
                 say(
                     "  starting and stopping on the page need COUNCIL_WEB_TOKEN (sign in at /login)"
                 )

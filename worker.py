@@ -18,11 +18,12 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import logging
 import os
 import signal
 import sys
-from collections.abc import Callable, Sequence
+from collections.abc import AsyncIterator, Callable, Sequence
 from datetime import timedelta
 from pathlib import Path
 from typing import Any, NoReturn
@@ -35,8 +36,9 @@ from activities.call_clocks import CallClocks
 from activities.metrics import HISTOGRAM_BUCKETS
 from activities.model_call import PARTIAL_TEXT_SECONDS, ModelGateway
 from activities.settings import SettingsError
+from app import commands, connection, deployment, supervisor
 from app import config as app_config
-from app import connection, supervisor
+from app import settings as app_settings
 from app.connection import (
     ConfigError,
     ServerUnreachable,
@@ -55,21 +57,11 @@ from workflows.search_attributes import ensure_search_attributes
 log = logging.getLogger("council.worker")
 
 
-def _env_number(name: str, kind: type[int] | type[float]) -> int | float | None:
-    value = os.environ.get(name, "").strip()
-    if not value:
-        return None
-    number = numbers.whole(value) if kind is int else numbers.decimal(value)
-    if number is None or number <= 0:
-        raise ConfigError(f"{name} must be a positive {kind.__name__} (got {value!r})")
-    return number
-
-
 def call_limits() -> tuple[int, float | None]:
     """COUNCIL_MAX_CONCURRENT_CALLS (this process; default 200) and
-    COUNCIL_MAX_CALLS_PER_SECOND (the task queue; unset: no limit)."""
-    concurrent = _env_number("COUNCIL_MAX_CONCURRENT_CALLS", int) or 200
-    return int(concurrent), _env_number("COUNCIL_MAX_CALLS_PER_SECOND", float)
+    COUNCIL_MAX_CALLS_PER_SECOND (the task queue; unset: no limit), from the settings."""
+    settings = app_settings.current()
+    return settings.max_concurrent_calls, settings.max_calls_per_second
 
 
 def build_worker(
@@ -78,16 +70,20 @@ def build_worker(
     queue: str | None = None,
     workflows: Sequence[type] = (Deliberation, JudgeAnswers),
     activities: Sequence[Callable[..., Any]] = (),
+    build: str | None = None,
     **options: Any,
 ) -> Worker:
     """The worker's Temporal worker: these workflows, the model-call activity and the
-    straggler watch (and any other activities), with the concurrency, rate limit and
-    shutdown options below."""
+    straggler watch (and any other activities), at this build of the task queue's
+    deployment (app.deployment; runs are pinned to the build they start on), with the
+    concurrency, rate limit and shutdown options below."""
     concurrent_calls, calls_per_second = call_limits()
+    queue = queue or task_queue()
     return Worker(
         client,
-        task_queue=queue or task_queue(),
+        task_queue=queue,
         workflows=list(workflows),
+        deployment_config=deployment.deployment_config(queue, build or deployment.build_id()),
         activities=[gateway.call_model, CallClocks(client).await_late_calls, *activities],
         max_concurrent_activities=concurrent_calls,
         # A provider quota, enforced by the server across every worker of the queue.
@@ -106,15 +102,26 @@ def build_worker(
     )
 
 
+@contextlib.asynccontextmanager
+async def serving(
+    client: Client,
+    gateway: ModelGateway,
+    queue: str | None = None,
+    take_over: bool = False,
+    **options: Any,
+) -> AsyncIterator[str]:
+    """Run build_worker's worker until the block ends; once it polls, its version is made
+    current if its deployment has none, or whatever is current with `take_over`
+    (app.deployment.adopt). Yields the line that says which build new runs go to."""
+    queue = queue or task_queue()
+    build = options.pop("build", None) or deployment.build_id()
+    async with build_worker(client, gateway, queue, build=build, **options):
+        yield await deployment.adopt(client, deployment.version(queue, build), take_over)
+
+
 def metrics_port() -> int | None:
     """COUNCIL_METRICS_PORT: where the worker serves Prometheus metrics (unset: nowhere)."""
-    value = os.environ.get("COUNCIL_METRICS_PORT", "").strip()
-    if not value:
-        return None
-    port = numbers.whole(value, signed=False)
-    if port is None or not 1 <= port <= 65535:
-        raise ConfigError(f"COUNCIL_METRICS_PORT must be a port number, 1 to 65535 (got {value!r})")
-    return port
+    return app_settings.current().metrics_port
 
 
 async def register_search_attributes(client: Client) -> None:
@@ -133,13 +140,14 @@ async def register_search_attributes(client: Client) -> None:
         log.info("registered search attributes: %s", ", ".join(added))
 
 
-async def run(supervisor_pid: int | None = None, process_index: int | None = None) -> None:
+async def run(
+    supervisor_pid: int | None = None, process_index: int | None = None, take_over: bool = False
+) -> None:
     config = app_config.load(keys=True)  # council.toml's providers (an error: exit 2)
     port = metrics_port()
     client = await connect(runtime=connection.runtime(port, HISTOGRAM_BUCKETS))
     await register_search_attributes(client)
     gateway = ModelGateway.from_env(providers=config.providers)
-    worker = build_worker(client, gateway)
     # Before the first deliberation, not during it: connections to the providers.
     for name, opened in (await gateway.warm_up()).items():
         where = gateway.providers[name].settings.host
@@ -160,19 +168,21 @@ async def run(supervisor_pid: int | None = None, process_index: int | None = Non
     log.info("%s", encryption_note(client.data_converter))
     if port:
         log.info("Prometheus metrics on http://0.0.0.0:%d/metrics", port)
-    # Printed whatever the log level: harness.processes.start_worker waits for this line.
     providers = ", ".join(
         f"{name} {p.settings.host} ({'API key set' if p.settings.api_key else 'no API key'})"
         for name, p in gateway.providers.items()
     )
     which = f" (process {process_index}, pid {os.getpid()})" if process_index else ""
-    print(
-        f"worker ready: task queue {task_queue()}, namespace {client.namespace}, models via "
-        f"{providers}{which}",
-        file=sys.stderr,
-        flush=True,
-    )
-    async with worker:
+    async with serving(client, gateway, take_over=take_over) as routing:
+        log.info("%s", routing)
+        # Printed whatever the log level, once the worker polls and new runs can start:
+        # harness.processes.start_worker waits for this line.
+        print(
+            f"worker ready: task queue {task_queue()}, namespace {client.namespace}, build "
+            f"{deployment.build_id()}, models via {providers}{which}",
+            file=sys.stderr,
+            flush=True,
+        )
         await stop.wait()
         log.info("shutting down: in-flight calls get 5 s to finish, then Temporal retries them")
     if orphaned is not None:
@@ -195,7 +205,7 @@ async def check_before_starting() -> None:
     await register_search_attributes(await connect())
 
 
-def run_processes(count: int) -> int:
+def run_processes(count: int, take_over: bool = False) -> int:
     """`count` worker processes under a supervisor until SIGINT or SIGTERM; its status."""
     base = metrics_port()
     if base is not None and base + count - 1 > 65535:
@@ -216,6 +226,7 @@ def run_processes(count: int) -> int:
             str(os.getpid()),
             "--process-index",
             str(index),
+            *(["--make-current"] if take_over else []),
         ]
 
     def env(index: int) -> dict[str, str]:
@@ -235,13 +246,23 @@ class _Parser(argparse.ArgumentParser):
 
 
 def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
-    parser = _Parser(prog="worker.py", description=__doc__.splitlines()[0])
+    parser = _Parser(
+        prog=commands.invoked_as(commands.WORKER, "worker.py"),
+        description=__doc__.splitlines()[0],
+    )
     parser.add_argument(
         "--processes",
         metavar="N",
         help=f"worker processes on this machine, 1 to {supervisor.MAX_PROCESSES}, or auto (one "
         "per core): more than 1 runs them under a supervisor that restarts one that dies "
         "(default: COUNCIL_WORKER_PROCESSES, else 1)",
+    )
+    parser.add_argument(
+        "--make-current",
+        action="store_true",
+        help="make this build the current version of the task queue's deployment even when "
+        "another is (a local server: what make up and make demo do); without it, the build "
+        "becomes current only when the deployment has none",
     )
     # Set by the supervisor for its children.
     parser.add_argument("--supervisor-pid", type=numbers.whole_argument, help=argparse.SUPPRESS)
@@ -252,27 +273,28 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
 def process_count(args: argparse.Namespace) -> int:
     if args.processes is not None:
         return supervisor.process_count(args.processes, "--processes")
-    value = os.environ.get("COUNCIL_WORKER_PROCESSES", "").strip()
+    value = app_settings.current().worker_processes
     return supervisor.process_count(value, "COUNCIL_WORKER_PROCESSES") if value else 1
 
 
 def main(argv: Sequence[str] | None = None) -> int:
     try:
         args = parse_args(argv)
+        settings = app_settings.load()
         count = process_count(args)
-    except (ConfigError, ProcessCountError) as err:
+    except (ConfigError, ProcessCountError, app_settings.SettingsError) as err:
         print(f"worker: {err}", file=sys.stderr)
         return 2
     which = f" [process {args.process_index}]" if args.process_index else ""
     logging.basicConfig(
-        level=os.environ.get("COUNCIL_LOG_LEVEL", "INFO"),
+        level=settings.log_level,
         format=f"%(asctime)s %(levelname)s %(name)s{which}: %(message)s",
         stream=sys.stderr,
     )
     try:
         if count > 1:
-            return run_processes(count)
-        connection.run(run(args.supervisor_pid, args.process_index))
+            return run_processes(count, args.make_current)
+        connection.run(run(args.supervisor_pid, args.process_index, args.make_current))
     except (ServerUnreachable, ConfigError, ConfigProblem, SettingsError) as err:
         print(f"worker: {err}", file=sys.stderr)
         return 2

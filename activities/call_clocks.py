@@ -32,6 +32,7 @@ class CallClocks:
     async def await_late_calls(self, late: LateCalls) -> list[str]:
         """The late calls (by model) to cut: those whose own time reached the patience."""
         info = activity.info()
+        assert info.workflow_id is not None  # (a standalone activity has none; ours never)
         handle = self.client.get_workflow_handle(info.workflow_id, run_id=info.workflow_run_id)
         while True:
             cut = due(late.patience_seconds, await self.clocks(handle, late))

@@ -1,7 +1,11 @@
-"""One POST to an OpenAI-compatible /chat/completions endpoint, streamed or not.
+"""A chat completion from an OpenAI-compatible /chat/completions endpoint, streamed or not.
 
-Everything that can go wrong on the wire becomes a CallFailure with the cause named;
-nothing here retries (Temporal owns every attempt) and nothing here knows Temporal.
+Everything that can go wrong on the wire becomes a CallFailure with the cause named, and
+nothing here knows Temporal. Temporal owns the attempts: a failed call is retried by its
+retry policy, never here. Within one attempt, the client asks again in two cases only,
+both without waiting: a reply form the provider refuses (json_schema, then json_object,
+then free text: ChatClient.complete), and a stream that gave no whole reply (asked once
+more unstreamed, and once more if the connection it came on had closed).
 """
 
 from __future__ import annotations
@@ -56,7 +60,7 @@ def make_http_client(
 
 # The forms a reply's JSON schema can be asked in, and what the reply records of each.
 JSON_OBJECT_WITH_SCHEMA = "json_object_with_schema"
-FORMS = {
+FORMS: dict[str, list[str | None]] = {
     "auto": [JSON_SCHEMA, JSON_OBJECT_WITH_SCHEMA, JSON_OBJECT, None],
     "json_schema": [JSON_SCHEMA, None],
     "json_object": [JSON_OBJECT_WITH_SCHEMA, JSON_OBJECT, None],

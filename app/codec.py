@@ -31,9 +31,12 @@ from cryptography.hazmat.primitives.ciphers.aead import AESGCM
 from temporalio.api.common.v1 import Payload
 from temporalio.converter import PayloadCodec
 
-KEY_VARIABLE = "COUNCIL_PAYLOAD_KEY"
-KEY_ID_VARIABLE = "COUNCIL_PAYLOAD_KEY_ID"
-OLD_KEYS_VARIABLE = "COUNCIL_PAYLOAD_OLD_KEYS"
+from app import settings as app_settings
+from app.settings import Settings, SettingsError
+
+KEY_VARIABLE = Settings.variables()["payload_key"]
+KEY_ID_VARIABLE = Settings.variables()["payload_key_id"]
+OLD_KEYS_VARIABLE = Settings.variables()["payload_old_keys"]
 
 ENCODING = b"binary/encrypted"
 KEY_ID_METADATA = "encryption-key-id"
@@ -106,12 +109,16 @@ class PayloadKeys:
         return self.keys[self.current_id]
 
     @classmethod
-    def from_env(cls, env: Mapping[str, str] | None = None) -> PayloadKeys | None:
-        """The keys from the environment, or None when encryption is off."""
-        env = os.environ if env is None else env
-        text = (env.get(KEY_VARIABLE) or "").strip()
-        key_id = (env.get(KEY_ID_VARIABLE) or "").strip()
-        old = (env.get(OLD_KEYS_VARIABLE) or "").strip()
+    def from_env(cls, env: Settings | Mapping[str, str] | None = None) -> PayloadKeys | None:
+        """The keys of the settings (or of the variables given), or None when encryption is
+        off."""
+        try:
+            settings = app_settings.of(env)
+        except SettingsError as error:
+            raise CodecConfigError(str(error)) from None
+        text = settings.payload_key.get_secret_value() if settings.payload_key else ""
+        key_id = settings.payload_key_id or ""
+        old = settings.payload_old_keys.get_secret_value() if settings.payload_old_keys else ""
         if not text:
             for variable, value in ((KEY_ID_VARIABLE, key_id), (OLD_KEYS_VARIABLE, old)):
                 if value:
@@ -182,7 +189,7 @@ class EncryptionCodec(PayloadCodec):
         return Payload.FromString(plain)
 
 
-def codec_from_env(env: Mapping[str, str] | None = None) -> EncryptionCodec | None:
+def codec_from_env(env: Settings | Mapping[str, str] | None = None) -> EncryptionCodec | None:
     keys = PayloadKeys.from_env(env)
     return EncryptionCodec(keys) if keys else None
 

@@ -23,7 +23,6 @@ from __future__ import annotations
 
 import argparse
 import hmac
-import os
 import sys
 from collections.abc import Mapping, Sequence
 
@@ -37,26 +36,27 @@ from starlette.routing import Route
 from temporalio.api.common.v1 import Payloads
 from temporalio.converter import PayloadCodec
 
+from app import settings as app_settings
 from app.codec import CodecConfigError, CodecError, codec_from_env
+from app.settings import CODEC_ORIGINS, Settings, SettingsError
 from council import numbers
 
 DEFAULT_PORT = 8081
-DEFAULT_ORIGINS = (
-    "http://localhost:8233",
-    "http://127.0.0.1:8233",
-    "http://localhost:8080",
-    "http://127.0.0.1:8080",
-)
+DEFAULT_ORIGINS = CODEC_ORIGINS
 MAX_BODY_BYTES = 64 * 1024 * 1024  # a page of history events, each payload at most 2 MB
 ALLOWED_HEADERS = ("Authorization", "Content-Type", "X-Namespace")
 
 
-def cors_origins(env: Mapping[str, str] | None = None) -> list[str]:
-    env = os.environ if env is None else env
-    value = (env.get("COUNCIL_CODEC_CORS_ORIGINS") or "").strip()
-    if not value:
-        return list(DEFAULT_ORIGINS)
-    origins = [o.strip().rstrip("/") for o in value.split(",") if o.strip()]
+def _settings(env: Settings | Mapping[str, str] | None) -> Settings:
+    try:
+        return app_settings.of(env)
+    except SettingsError as error:
+        raise CodecConfigError(str(error)) from None
+
+
+def cors_origins(env: Settings | Mapping[str, str] | None = None) -> list[str]:
+    """The origins of COUNCIL_CODEC_CORS_ORIGINS, each one checked."""
+    origins = [o.rstrip("/") for o in _settings(env).codec_cors_origins]
     for origin in origins:
         if origin != "*" and not origin.startswith(("http://", "https://")):
             raise CodecConfigError(
@@ -131,16 +131,16 @@ def create_app(
     return Starlette(routes=routes, middleware=middleware)
 
 
-def app_from_env(env: Mapping[str, str] | None = None) -> Starlette:
-    env = os.environ if env is None else env
-    codec = codec_from_env(env)
+def app_from_env(env: Settings | Mapping[str, str] | None = None) -> Starlette:
+    settings = _settings(env)
+    codec = codec_from_env(settings)
     if codec is None:
         raise CodecConfigError(
             "COUNCIL_PAYLOAD_KEY is not set: the codec server needs the key the worker encrypts "
             "with"
         )
-    token = (env.get("COUNCIL_CODEC_TOKEN") or "").strip() or None
-    return create_app(codec, origins=cors_origins(env), token=token)
+    token = settings.secret("codec_token")
+    return create_app(codec, origins=cors_origins(settings), token=token)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -158,16 +158,17 @@ def main(argv: list[str] | None = None) -> int:
     )
     args = parser.parse_args(argv)
     try:
-        app = app_from_env()
-    except CodecConfigError as err:
+        settings = app_settings.load()
+        app = app_from_env(settings)
+    except (CodecConfigError, SettingsError) as err:
         print(f"codec server: {err}", file=sys.stderr)
         return 2
     import uvicorn
 
-    token = "required" if os.environ.get("COUNCIL_CODEC_TOKEN", "").strip() else "not required"
+    token = "required" if settings.codec_token else "not required"
     print(
         f"codec server on http://{args.host}:{args.port} (POST /decode, /encode; "
-        f"token {token}; CORS for {', '.join(cors_origins())})",
+        f"token {token}; CORS for {', '.join(cors_origins(settings))})",
         file=sys.stderr,
         flush=True,
     )

@@ -9,16 +9,17 @@ import os
 from collections.abc import Mapping
 from pathlib import Path
 
+from app import settings as app_settings
+from app.settings import Settings
 from council.config import Config, ConfigProblem, parse_config
 
-CONFIG_VARIABLE = "COUNCIL_CONFIG"
+CONFIG_VARIABLE = Settings.variables()["config_file"]
 DEFAULT_FILE = "council.toml"
 
 
-def config_path(env: Mapping[str, str] | None = None) -> Path | None:
+def config_path(env: Settings | Mapping[str, str] | None = None) -> Path | None:
     """The file to read: COUNCIL_CONFIG's (it must exist), else ./council.toml if any."""
-    env = os.environ if env is None else env
-    named = (env.get(CONFIG_VARIABLE) or "").strip()
+    named = app_settings.of(env).config_file
     if named:
         path = Path(named)
         if not path.is_file():
@@ -31,9 +32,10 @@ def config_path(env: Mapping[str, str] | None = None) -> Path | None:
 def load(env: Mapping[str, str] | None = None, keys: bool = False) -> Config:
     """The configuration (empty when there is no file); ConfigProblem with one line. With
     `keys` (the worker, which calls the providers), every variable a provider's
-    `api_key_env` names must be set; the surfaces that only start and read runs need none."""
-    env = os.environ if env is None else env
+    `api_key_env` names must be set; the surfaces that only start and read runs need none.
+    `env`: the variables to read (the process's settings and environment by default)."""
     path = config_path(env)
+    env = os.environ if env is None else env
     if path is None:
         return Config()
     try:

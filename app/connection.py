@@ -34,11 +34,12 @@ from temporalio.runtime import (
 )
 from temporalio.service import RPCError, RPCStatusCode
 
+from app import settings as app_settings
 from app.codec import CodecConfigError, codec_from_env
+from app.settings import Settings
 
 DEFAULT_ADDRESS = "localhost:7233"
 DEFAULT_NAMESPACE = "default"
-DEFAULT_TASK_QUEUE = "council"
 # host:port, the host a name, an IPv4 address or a bracketed IPv6 address.
 _ADDRESS = re.compile(r"(?:\[[0-9A-Fa-f:.]+\]|[A-Za-z0-9][A-Za-z0-9.\-_]*):\d{1,5}")
 T = TypeVar("T")
@@ -57,8 +58,26 @@ class NamespaceNotFound(ConfigError):
     """The server answers but has no such namespace (TEMPORAL_NAMESPACE)."""
 
 
+def unavailable(error: RPCError) -> bool:
+    """The Temporal server did not answer (as opposed to answering no)."""
+    return error.status in (RPCStatusCode.UNAVAILABLE, RPCStatusCode.DEADLINE_EXCEEDED)
+
+
+def described(error: RPCError, at: str | None = None) -> str:
+    """What a Temporal error means for the user, in one line that names the server: it
+    does not answer (unavailable), or it refused the request. Every surface says this."""
+    where = at or address()
+    if unavailable(error):
+        return (
+            f"the Temporal server at {where} does not answer: start it (make server) or check "
+            "TEMPORAL_ADDRESS"
+        )
+    return f"the Temporal server at {where} refused the request ({error.status.name})"
+
+
 def task_queue() -> str:
-    return os.environ.get("COUNCIL_TASK_QUEUE") or DEFAULT_TASK_QUEUE
+    """The task queue new deliberations go to, and the worker polls (COUNCIL_TASK_QUEUE)."""
+    return app_settings.current().task_queue
 
 
 _TLS_FILES = (
@@ -105,8 +124,9 @@ def connect_options(env: Mapping[str, str] | None = None) -> dict[str, Any]:
     return options
 
 
-def data_converter(env: Mapping[str, str] | None = None) -> DataConverter:
-    """Pydantic JSON payloads, encrypted with AES-GCM when COUNCIL_PAYLOAD_KEY is set.
+def data_converter(env: Settings | Mapping[str, str] | None = None) -> DataConverter:
+    """Pydantic JSON payloads, encrypted with AES-GCM when COUNCIL_PAYLOAD_KEY is set
+    (`env`: the settings, or the variables to read them from; the process's by default).
 
     With encryption, failure messages and stack traces travel as encrypted payloads too.
     """

@@ -20,7 +20,9 @@ from typing import Any
 
 from pydantic import BaseModel, ValidationError
 
-from app.connection import DEFAULT_ADDRESS, DEFAULT_NAMESPACE, DEFAULT_TASK_QUEUE
+from app import settings as app_settings
+from app.connection import DEFAULT_ADDRESS, DEFAULT_NAMESPACE
+from app.settings import Settings
 from council.config import DEFAULT_COUNCIL, Config
 
 # OpenRouter ids; COUNCIL_MODELS (comma-separated) or [councils.default] replaces them.
@@ -32,7 +34,8 @@ DEFAULT_MODELS = (
 )
 
 
-DATA_VARIABLE = "COUNCIL_DATA"
+# The variable that moves DATA (read by the settings).
+DATA_VARIABLE = Settings.variables()["data_dir"]
 LOCAL_COUNCIL_FILE = "default-council.json"
 CHECKOUT_DATA = Path(__file__).resolve().parent.parent / "data"
 _LOOPBACK = {"localhost", "127.0.0.1", "[::1]", "::1"}
@@ -58,11 +61,12 @@ def listed(value: str | None) -> list[str]:
     return [item.strip() for item in (value or "").split(",") if item.strip()]
 
 
-def council_options(
-    config: Config, name: str | None = None, env: Mapping[str, str] | None = None
-) -> dict[str, Any]:
-    """The start options of a council: the named one, or the default council."""
-    env = os.environ if env is None else env
+Env = Settings | Mapping[str, str] | None
+
+
+def council_options(config: Config, name: str | None = None, env: Env = None) -> dict[str, Any]:
+    """The start options of a council: the named one, or the default council (`env`: the
+    settings, or the variables to read them from; the process's by default)."""
     if name is not None and name != DEFAULT_COUNCIL:
         try:
             return config.council(name)
@@ -70,8 +74,9 @@ def council_options(
             known = ", ".join(council_names(config))
             raise UnknownCouncil(f"no council {name!r} (known: {known})") from None
     options = dict(config.councils.get(DEFAULT_COUNCIL, {}))
-    models = listed(env.get("COUNCIL_MODELS"))
-    chairman = (env.get("COUNCIL_CHAIRMAN") or "").strip()
+    settings = app_settings.of(env)
+    models = list(settings.default_models)
+    chairman = settings.default_chairman or ""
     if not models:
         local = running_local_council(env)
         if local is not None:
@@ -85,29 +90,27 @@ def council_options(
     return options
 
 
-def local_council_path(env: Mapping[str, str] | None = None) -> Path:
+def local_council_path(env: Env = None) -> Path:
     """Where a local stack's default council is written: DATA/default-council.json."""
-    env = os.environ if env is None else env
-    named = (env.get(DATA_VARIABLE) or "").strip()
-    return (Path(named) if named else CHECKOUT_DATA) / LOCAL_COUNCIL_FILE
+    return (app_settings.of(env).data_dir or CHECKOUT_DATA) / LOCAL_COUNCIL_FILE
 
 
-def _place(env: Mapping[str, str]) -> tuple[str, str, str]:
+def _place(env: Env) -> tuple[str, str, str]:
     """The Temporal server (a loopback name as any other), namespace and task queue."""
-    address = (env.get("TEMPORAL_ADDRESS") or "").strip() or DEFAULT_ADDRESS
+    temporal = env if isinstance(env, Mapping) else os.environ
+    address = (temporal.get("TEMPORAL_ADDRESS") or "").strip() or DEFAULT_ADDRESS
     host, _, port = address.rpartition(":")
     if host.lower() in _LOOPBACK:
         address = f"loopback:{port}"
-    namespace = (env.get("TEMPORAL_NAMESPACE") or "").strip() or DEFAULT_NAMESPACE
-    return address.lower(), namespace, (env.get("COUNCIL_TASK_QUEUE") or DEFAULT_TASK_QUEUE)
+    namespace = (temporal.get("TEMPORAL_NAMESPACE") or "").strip() or DEFAULT_NAMESPACE
+    return address.lower(), namespace, app_settings.of(env).task_queue
 
 
 def write_local_council(
-    path: Path, models: list[str], chairman: str | None, env: Mapping[str, str] | None = None
+    path: Path, models: list[str], chairman: str | None, env: Env = None
 ) -> LocalCouncil:
     """Record the default council of the local stack this process runs (on the server,
     namespace and task queue of `env`) until remove_local_council."""
-    env = os.environ if env is None else env
     address, namespace, queue = _place(env)
     local = LocalCouncil(
         temporal_address=address,
@@ -131,10 +134,9 @@ def remove_local_council(path: Path) -> None:
             path.unlink()
 
 
-def running_local_council(env: Mapping[str, str] | None = None) -> LocalCouncil | None:
+def running_local_council(env: Env = None) -> LocalCouncil | None:
     """The default council of a local stack that runs now where `env` points; None when
     there is none (no file, one left by a stack that is gone, or another server's)."""
-    env = os.environ if env is None else env
     try:
         local = LocalCouncil.model_validate_json(local_council_path(env).read_bytes())
     except (OSError, ValueError, ValidationError):

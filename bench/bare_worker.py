@@ -16,7 +16,7 @@ from activities.model_call import ModelGateway
 from app import connection
 from app.connection import connect, task_queue
 from bench.bare_workflow import BareGraph, SameCalls, bare_step
-from worker import build_worker
+from worker import serving
 
 log = logging.getLogger("council.bench.bare_worker")
 
@@ -24,15 +24,14 @@ log = logging.getLogger("council.bench.bare_worker")
 async def run() -> None:
     client = await connect()
     async with ModelGateway.from_env() as gateway:
-        worker = build_worker(
-            client, gateway, workflows=[BareGraph, SameCalls], activities=[bare_step]
-        )
         stop = asyncio.Event()
         loop = asyncio.get_running_loop()
         for sig in (signal.SIGINT, signal.SIGTERM):
             loop.add_signal_handler(sig, stop.set)
-        log.info("worker ready: task queue %s", task_queue())
-        async with worker:
+        async with serving(
+            client, gateway, workflows=[BareGraph, SameCalls], activities=[bare_step]
+        ):
+            log.info("worker ready: task queue %s", task_queue())
             await stop.wait()
 
 

@@ -369,7 +369,7 @@ def level_of(
     compared = [answer for answer in answers if answer.spread is not None]
     if not compared:
         return None
-    disputed = [a for a in compared if a.spread >= DISSENT_POINTS - _EPSILON]
+    disputed = [a for a in compared if (a.spread or 0.0) >= DISSENT_POINTS - _EPSILON]
     reliable = alpha is None or alpha >= RELIABLE_ALPHA  # None here: all ratings equal
     if not dissent and (not disputed or reliable):
         return "high"

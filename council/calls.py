@@ -24,20 +24,21 @@ class Stage(StrEnum):
     SYNTHESIS = "stage3"
 
     @property
-    def title(self) -> str:
-        return STAGE_TITLES[self]
+    def heading(self) -> str:
+        """The stage as prose names it: "stage 1 answer", ..."""
+        return STAGE_HEADINGS[self]
 
     def place(self, round_number: int) -> str:
         """Where in the protocol: "stage 1 answer", "stage 2.5 refinement · round 1", and
         for the review that follows refinement round n, "stage 2 review after round n"."""
         if not round_number:
-            return self.title
+            return self.heading
         if self is Stage.REVIEW:
-            return f"{self.title} after round {round_number}"
-        return f"{self.title} · round {round_number}"
+            return f"{self.heading} after round {round_number}"
+        return f"{self.heading} · round {round_number}"
 
 
-STAGE_TITLES = {
+STAGE_HEADINGS = {
     Stage.ANSWER: "stage 1 answer",
     Stage.REVIEW: "stage 2 review",
     Stage.REFINE: "stage 2.5 refinement",

@@ -15,8 +15,10 @@ answer, or a chairman that adopts a member's answer word for word, is answering.
 from __future__ import annotations
 
 import re
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from difflib import SequenceMatcher
+
+from council.calls import ChatMessage
 
 MIN_RUN_WORDS = 6
 SHARE_OF_REPLY = 0.5
@@ -46,3 +48,8 @@ def repeats_prompt(reply: str, prompt: str, material: Iterable[str] = ()) -> boo
         return False
     run = " " + " ".join(said[match.a : match.a + match.size]) + " "
     return not any(run in " " + " ".join(_words(text)) + " " for text in material)
+
+
+def echoes(reply: str, messages: Sequence[ChatMessage], material: Iterable[str]) -> bool:
+    """The reply only repeats the messages it was given (repeats_prompt over them all)."""
+    return repeats_prompt(reply, "\n".join(m.content for m in messages), material)

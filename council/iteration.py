@@ -49,17 +49,13 @@ class TerminationReason(StrEnum):
     CONVERGENCE = "models_converged"
     USER_STOP = "user_stopped"
     NO_CHANGES = "no_significant_changes"
+    # What ends the loop with that value: the latest review gave no member a critique to
+    # refine from (the specification's name, NO_CHANGES, is kept as the member's alias).
+    NO_CRITIQUES = "no_significant_changes"
     ERROR = "error_occurred"
     CONTEXT_LIMIT = "context_limit_reached"
     QUALITY_THRESHOLD_MET = "quality_threshold_met"
     COST_LIMIT = "cost_limit_reached"
-
-
-class QualityGate(StrEnum):
-    """What the quality threshold is compared with."""
-
-    EVERY_RATING = "every_rating"  # each individual peer rating of each answer
-    MEAN_RATING = "mean_rating"  # each answer's mean peer rating (the first release's rule)
 
 
 class CritiqueItem(BaseModel):
@@ -133,10 +129,7 @@ class IterationState(BaseModel):
     total_tokens_used: int = 0
     context_budget: int = DEFAULT_TOKEN_BUDGET
     quality_threshold: float = DEFAULT_QUALITY_THRESHOLD
-    quality_gate: QualityGate = QualityGate.EVERY_RATING
     stop_on_convergence: bool = True
-    # A round whose every call failed for good ends the loop (error_occurred).
-    end_on_failed_round: bool = True
     # Cost in USD as the providers reported it (None: no call reported a cost).
     cost_usd: float | None = None
     max_cost_usd: float | None = None
@@ -157,21 +150,8 @@ class IterationConfig(BaseModel):
     auto_stop_on_convergence: bool = True
     min_change_threshold: float = NEW_WORD_RATIO
     quality_threshold: float = DEFAULT_QUALITY_THRESHOLD
-    quality_gate: QualityGate = QualityGate.EVERY_RATING
     context_budget: int = DEFAULT_TOKEN_BUDGET
     max_cost_usd: float | None = None
-    end_on_failed_round: bool = True
-
-    def first_release(self) -> IterationConfig:
-        """The rules deliberations started before min rounds existed run by: no minimum,
-        the threshold compared with mean ratings, and a failed round does not end the loop."""
-        return self.model_copy(
-            update={
-                "min_rounds": 0,
-                "quality_gate": QualityGate.MEAN_RATING,
-                "end_on_failed_round": False,
-            }
-        )
 
 
 def initialize_iteration_state(config: IterationConfig) -> IterationState:
@@ -181,19 +161,15 @@ def initialize_iteration_state(config: IterationConfig) -> IterationState:
         min_rounds=config.min_rounds,
         context_budget=config.context_budget,
         quality_threshold=config.quality_threshold,
-        quality_gate=config.quality_gate,
         stop_on_convergence=config.auto_stop_on_convergence,
         max_cost_usd=config.max_cost_usd,
-        end_on_failed_round=config.end_on_failed_round,
     )
 
 
 def quality_threshold_met(state: IterationState) -> bool:
-    """No rating of the latest review is below the threshold (and there are ratings)."""
-    if state.quality_gate is QualityGate.MEAN_RATING:
-        ratings = state.latest_scores.values()
-    else:
-        ratings = state.lowest_ratings.values()
+    """No individual peer rating of the latest review is below the threshold (and there
+    are ratings)."""
+    ratings = state.lowest_ratings.values()
     return bool(ratings) and min(ratings) >= state.quality_threshold
 
 
@@ -229,7 +205,7 @@ def should_continue_iteration(
     ):
         return False, TerminationReason.CONVERGENCE
     if state.critiques_pending == 0 and not state.human_critiques_pending:
-        return False, TerminationReason.NO_CHANGES
+        return False, TerminationReason.NO_CRITIQUES
     return True, None
 
 
@@ -246,8 +222,8 @@ def note_review(
 
 def end_if_all_failed(state: IterationState, succeeded: Sequence[bool]) -> bool:
     """A stage of the loop whose every call failed for good ends it with error_occurred,
-    unless it has ended already or the rules say otherwise. True if it ended it here."""
-    if not succeeded or any(succeeded) or state.terminated or not state.end_on_failed_round:
+    unless it has ended already. True if it ended it here."""
+    if not succeeded or any(succeeded) or state.terminated:
         return False
     terminate_iteration(state, TerminationReason.ERROR)
     return True
@@ -324,7 +300,6 @@ class IterationSummary(BaseModel):
     cost_usd: float | None = None
     max_cost_usd: float | None = None
     quality_threshold: float = DEFAULT_QUALITY_THRESHOLD
-    quality_gate: QualityGate = QualityGate.EVERY_RATING
     final_scores: dict[str, float] = Field(default_factory=dict)
     final_lowest_ratings: dict[str, float] = Field(default_factory=dict)
     round_summaries: list[RoundSummary] = Field(default_factory=list)
@@ -360,7 +335,6 @@ def get_iteration_summary(state: IterationState) -> dict[str, Any]:
         "cost_usd": state.cost_usd,
         "max_cost_usd": state.max_cost_usd,
         "quality_threshold": state.quality_threshold,
-        "quality_gate": state.quality_gate.value,
         "final_scores": dict(state.latest_scores),
         "final_lowest_ratings": dict(state.lowest_ratings),
     }

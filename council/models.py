@@ -77,10 +77,14 @@ class EvaluationCriteria(BaseModel):
 class CallPolicy(BaseModel):
     """Timeouts and retries of every model call."""
 
-    call_timeout_seconds: float = Field(default=300, ge=1, le=3600)
+    call_timeout_seconds: float = Field(
+        default=300, ge=1, le=3600, description="seconds per model call attempt"
+    )
     # The activity heartbeats every third of this (at most every 5 s) while a call runs.
-    heartbeat_timeout_seconds: float = Field(default=10, ge=1, le=600)
-    max_attempts: int = Field(default=6, ge=1, le=20)
+    heartbeat_timeout_seconds: float = Field(
+        default=10, ge=1, le=600, description="seconds without a heartbeat before a retry"
+    )
+    max_attempts: int = Field(default=6, ge=1, le=20, description="attempts per model call")
     initial_retry_seconds: float = Field(default=1, ge=0.1, le=60)
     max_retry_seconds: float = Field(default=30, ge=1, le=600)
 
@@ -121,21 +125,58 @@ class DeliberationRequest(BaseModel):
             strip_whitespace=True, min_length=1, max_length=limits.QUESTION_MAX_CHARS
         ),
     ]
-    models: list[ModelId]
-    chairman: ModelId | None = None
-    max_rounds: int = Field(default=DEFAULT_MAX_ROUNDS, ge=limits.MIN_ROUNDS, le=limits.MAX_ROUNDS)
-    # Refinement rounds that run whatever the ratings say (at most max_rounds).
-    min_rounds: int = Field(default=DEFAULT_MIN_ROUNDS, ge=0, le=limits.MAX_ROUNDS)
-    quality_threshold: float = Field(
-        default=DEFAULT_QUALITY_THRESHOLD, ge=limits.MIN_THRESHOLD, le=limits.MAX_THRESHOLD
+    models: list[ModelId] = Field(
+        description=f"the council's models, {limits.MIN_MODELS} to {limits.MAX_MODELS}"
     )
-    token_budget: int = Field(default=DEFAULT_TOKEN_BUDGET, ge=1, le=limits.MAX_TOKEN_BUDGET)
-    # Cost in USD as the providers report it; the loop ends past 90 % of it.
-    max_cost_usd: float | None = Field(default=None, gt=0, le=limits.MAX_COST_USD)
-    stop_on_convergence: bool = True
-    criteria: EvaluationCriteria | None = None
-    temperature: float | None = Field(default=None, ge=0, le=2)
-    max_tokens: ReplyTokens = Field(default_factory=ReplyTokens)
+    chairman: ModelId | None = Field(
+        default=None, description="the model that writes the synthesis (default: the first)"
+    )
+    max_rounds: int = Field(
+        default=DEFAULT_MAX_ROUNDS,
+        ge=limits.MIN_ROUNDS,
+        le=limits.MAX_ROUNDS,
+        description="refinement rounds at most",
+    )
+    # At most max_rounds.
+    min_rounds: int = Field(
+        default=DEFAULT_MIN_ROUNDS,
+        ge=0,
+        le=limits.MAX_ROUNDS,
+        description="refinement rounds that run whatever the ratings (0: only while a rating "
+        "is low)",
+    )
+    quality_threshold: float = Field(
+        default=DEFAULT_QUALITY_THRESHOLD,
+        ge=limits.MIN_THRESHOLD,
+        le=limits.MAX_THRESHOLD,
+        description="another round runs while any peer rating (1-5) is below this",
+    )
+    token_budget: int = Field(
+        default=DEFAULT_TOKEN_BUDGET,
+        ge=1,
+        le=limits.MAX_TOKEN_BUDGET,
+        description="tokens of the whole run",
+    )
+    max_cost_usd: float | None = Field(
+        default=None,
+        gt=0,
+        le=limits.MAX_COST_USD,
+        description="USD, as the providers report it: the loop ends past 90 % of it",
+    )
+    stop_on_convergence: bool = Field(
+        default=True, description="stop refining once no model changed its answer"
+    )
+    criteria: EvaluationCriteria | None = Field(
+        default=None, description="what reviewers judge answers on"
+    )
+    temperature: float | None = Field(
+        default=None, ge=0, le=2, description="the temperature of every model call"
+    )
+    max_tokens: ReplyTokens = Field(
+        default_factory=ReplyTokens,
+        description="the token limit of a stage's replies (default: the stage's own, within "
+        "the reply size cap)",
+    )
     policy: CallPolicy = Field(default_factory=CallPolicy)
     # How long a stage waits for its late members once a quorum has replied.
     stragglers: StragglerPolicy = Field(default_factory=StragglerPolicy)
@@ -158,7 +199,12 @@ class DeliberationRequest(BaseModel):
     history: list[Turn] = Field(default_factory=list, max_length=limits.MAX_THREAD_TURNS)
     # Earlier turns the client left out (the oldest, which could not fit anyway).
     dropped_turns: list[str] = Field(default_factory=list, max_length=limits.MAX_THREAD_TURNS)
-    context_tokens: int = Field(default=DEFAULT_CONTEXT_TOKENS, ge=0, le=MAX_CONTEXT_TOKENS)
+    context_tokens: int = Field(
+        default=DEFAULT_CONTEXT_TOKENS,
+        ge=0,
+        le=MAX_CONTEXT_TOKENS,
+        description="the earlier turns a follow-up carries, in tokens",
+    )
     # The JSON Schema the final answer must follow (a client's response_format): the
     # chairman is asked for it, and its reply checked and repaired once.
     answer_format: StructuredReply | None = None
@@ -208,6 +254,12 @@ class DeliberationRequest(BaseModel):
         if self.follow_up_of and not self.thread_id:
             self.thread_id = self.follow_up_of
         return self
+
+    def user_texts(self) -> list[str]:
+        """What every prompt carries of the user's own: the question, the instructions and
+        the earlier turns (what a reply may repeat and still be an answer)."""
+        turns = [text for turn in self.history for text in (turn.question, turn.answer)]
+        return [self.question, self.instructions or "", *turns]
 
     def context(self) -> ThreadContext:
         """The earlier turns the prompts carry: the newest that fit in context_tokens."""
@@ -356,7 +408,8 @@ class DeliberationRecord(BaseModel):
     query: str
     models: list[str]
     chairman: str
-    status: Literal["running", "completed"] = "running"
+    # "failed": the record a failed run carries in its failure's details.
+    status: Literal["running", "completed", "failed"] = "running"
     stage1: list[Stage1Result] = Field(default_factory=list)
     stage2: list[Stage2Result] = Field(default_factory=list)
     stage2_5: list[Stage2_5Result] | None = None
@@ -388,7 +441,7 @@ class DeliberationRecord(BaseModel):
 
     @model_serializer(mode="wrap")
     def _omit_absent_parts(self, handler: Any) -> dict[str, Any]:
-        data = handler(self)
+        data: dict[str, Any] = handler(self)
         if data.get("stage2_5") is None:
             data.pop("stage2_5", None)
         if not data.get("elided"):

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import json
 import re
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 
 from council.agreement import Agreement, figure
 from council.calls import ChatMessage
@@ -130,14 +130,13 @@ def review_prompt(
     answers: dict[str, str],
     byte_cap: int,
     criteria: EvaluationCriteria | None = None,
-    structured: bool = True,
     instructions: str | None = None,
 ) -> list[ChatMessage]:
     """Stage 2: rate and critique every shown answer, then rank them with ratings.
 
-    `answers` maps label -> text and must not contain the reviewer's own answer. With
-    `structured`, the prompt also says what a JSON reply holds (the call may ask for
-    one: council.structured.review_schema).
+    `answers` maps label -> text and must not contain the reviewer's own answer. The
+    prompt also says what a JSON reply holds (the call asks for one where the provider
+    takes a schema: council.structured.review_schema).
     """
     labels = list(answers)
     framed = "\n\n".join(frame("response", text, label=label) for label, text in answers.items())
@@ -159,7 +158,7 @@ def review_prompt(
         f'2. End with the line "{RANKING_HEADER}" and rank every response, best first, one '
         "per line, in exactly this form:\n"
         f"{RANKING_HEADER}\n{example}\n\n"
-        f"{JSON_REVIEW_NOTE if structured else ''}"
+        f"{JSON_REVIEW_NOTE}"
         f"Rank exactly these responses: {', '.join(labels)}. Write nothing after the ranking."
         f"{length_note(byte_cap)}"
     )
@@ -172,7 +171,6 @@ def review_prompts(
     orders: Mapping[str, Sequence[str]],
     byte_cap: int,
     criteria: EvaluationCriteria | None = None,
-    structured: bool = True,
     instructions: str | None = None,
 ) -> dict[str, list[ChatMessage]]:
     """Stage 2 for every member that has an answer: the others' answers, in the order
@@ -183,7 +181,6 @@ def review_prompts(
             {label: answers[label_to_model[label]] for label in orders[reviewer]},
             byte_cap,
             criteria,
-            structured,
             instructions,
         )
         for reviewer in answers
@@ -191,15 +188,25 @@ def review_prompts(
     }
 
 
-def format_critiques_for_refinement(critiques: Sequence[CritiqueItem], framed: bool = True) -> str:
-    """The peer-feedback text: one "Peer evaluation from {critic_model}:" block per
-    reviewer, with the rating it gave (when it gave one) on the line below; a critique
-    from the user who asked comes under its own heading. Each critique's text stands
-    between <critique> tags, like every other untrusted text in a prompt (framed=False:
-    the first releases' unframed form, for runs that started with it)."""
+def format_critiques_for_refinement(critiques: Sequence[CritiqueItem]) -> str:
+    """The peer-feedback text of a refinement prompt: one "Peer evaluation from
+    {critic_model}:" block per reviewer, with the rating it gave (when it gave one) on the
+    line below; a critique from the user who asked comes under its own heading. Each
+    critique's text stands between <critique> tags, like every other untrusted text in a
+    prompt."""
+    return _critique_blocks(critiques, lambda text: frame("critique", text))
+
+
+def critiques_as_text(critiques: Sequence[CritiqueItem]) -> str:
+    """The same blocks with each critique's text as it was written, for reading (the
+    record's peer_critiques, in the specification's plain pattern)."""
+    return _critique_blocks(critiques, lambda text: text)
+
+
+def _critique_blocks(critiques: Sequence[CritiqueItem], shown: Callable[[str], str]) -> str:
     blocks = []
     for item in critiques:
-        text = frame("critique", item.critique_text) if framed else item.critique_text
+        text = shown(item.critique_text)
         if item.from_user:
             blocks.append(f"{USER_CRITIQUE_HEADER}\n{text}")
             continue
@@ -214,7 +221,6 @@ def build_refinement_prompt(
     critiques: Sequence[CritiqueItem],
     criteria: EvaluationCriteria | None = None,
     byte_cap: int | None = None,
-    framed: bool = True,
     instructions: str | None = None,
 ) -> str:
     """Stage 2.5's prompt (the specification's function): the question, the model's own
@@ -229,8 +235,8 @@ def build_refinement_prompt(
         f"QUESTION: {user_query}\n{criteria_context}\n"
         f"YOUR ORIGINAL RESPONSE:\n{frame('original', original_response)}\n\n"
         "---\n\n"
-        f"PEER FEEDBACK:{FEEDBACK_NOTE if framed else ''}\n"
-        f"{format_critiques_for_refinement(critiques, framed)}\n\n"
+        f"PEER FEEDBACK:{FEEDBACK_NOTE}\n"
+        f"{format_critiques_for_refinement(critiques)}\n\n"
         "---\n\n"
         "TASK: Please provide a refined version of your response that addresses the peer "
         "feedback.\n\n"
@@ -267,14 +273,11 @@ def refinement_prompt(
     critiques: Sequence[CritiqueItem],
     byte_cap: int,
     criteria: EvaluationCriteria | None = None,
-    framed: bool = True,
     instructions: str | None = None,
 ) -> list[ChatMessage]:
     """Stage 2.5 as the model call sends it: build_refinement_prompt as the user's message."""
     return user(
-        build_refinement_prompt(
-            question, original, critiques, criteria, byte_cap, framed, instructions
-        )
+        build_refinement_prompt(question, original, critiques, criteria, byte_cap, instructions)
     )
 
 

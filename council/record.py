@@ -10,7 +10,7 @@ from typing import Any
 from council.iteration import IterationRound
 from council.limits import RECORD_LIMIT_BYTES
 from council.models import DeliberationRecord
-from council.prompts import format_critiques_for_refinement
+from council.prompts import critiques_as_text
 from council.stages import Stage1Result, Stage2_5Result
 
 ELIDED = "[elided: {size:,} bytes, to keep the record within Temporal's payload limit]"
@@ -27,7 +27,7 @@ def _last_critiques(model: str, label: str | None, rounds: Sequence[IterationRou
         refined = any(r.model == model and r.error is None for r in round_data.refinements)
         if refined and label:
             aimed = [c for c in round_data.critiques.get(label, []) if c.source_model != model]
-            return format_critiques_for_refinement(aimed, framed=False)
+            return critiques_as_text(aimed)
     return ""
 
 

@@ -123,6 +123,10 @@ def _json_candidates(text: str) -> list[str]:
     return candidates
 
 
+# The JSON string reader the json module itself uses (its C version; typeshed omits it).
+_scanstring: Callable[[str, int, bool], tuple[str, int]] = json.decoder.scanstring  # type: ignore[attr-defined]
+
+
 def _cut_off_answer(text: str) -> str | None:
     """The answer of a JSON reply that was cut off (a reply over its size cap)."""
     body = text.strip()
@@ -133,7 +137,7 @@ def _cut_off_answer(text: str) -> str | None:
         return None
     for cut in range(7):  # drop a half-written escape sequence at the cut
         try:
-            return json.decoder.scanstring(body[: len(body) - cut] + '"', match.end(), False)[0]
+            return _scanstring(body[: len(body) - cut] + '"', match.end(), False)[0]
         except ValueError:
             continue
     return None

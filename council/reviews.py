@@ -246,8 +246,8 @@ def _final_section(
     lines: list[Line | None], shown: set[str]
 ) -> tuple[int, int, list[tuple[str, float | None, str]]] | None:
     """The reviewer's own ranking: (first line, line after it, entries), or None."""
-    headings = [(i, _HEADING.match(line[1])) for i, line in enumerate(lines) if line is not None]
-    headings = [(i, m) for i, m in headings if m]
+    matched = [(i, _HEADING.match(line[1])) for i, line in enumerate(lines) if line is not None]
+    headings = [(i, m) for i, m in matched if m is not None]
     final = [h for h in headings if h[1].group(1)]
     plain = [h for h in headings if not h[1].group(1)]
     for start, match in [*reversed(final), *reversed(plain)]:
@@ -386,11 +386,9 @@ def _logical_lines(lines: list[Line | None], skip: range) -> list[Line]:
     return units
 
 
-def _paragraphs(
-    lines: list[Line | None], shown: set[str], skip: range, legacy: bool = False
-) -> dict[str, list[Line]]:
-    """Label -> the reviewer's own words about that answer, as (text, masked text) parts.
-    `legacy`: the first releases' rule, where a passing mention was a critique too."""
+def _paragraphs(lines: list[Line | None], shown: set[str], skip: range) -> dict[str, list[Line]]:
+    """Label -> the reviewer's own words about that answer, as (text, masked text) parts
+    (a passing mention of a label is not about it)."""
     about: dict[str, list[Line]] = {}
     current: str | None = None
     level: str | None = None
@@ -445,12 +443,8 @@ def _paragraphs(
                     single = len(letters) == 1
                     current = _label(subject[0], shown) if single else None
                     level = _SUBJECT if single else None
-            elif level is not None:
-                if current:
-                    give(current, s_raw, s_masked)
-            elif legacy:
-                for label, segment in named:
-                    give(label, s_raw, segment)
+            elif level is not None and current:
+                give(current, s_raw, s_masked)
     return about
 
 
@@ -461,25 +455,20 @@ def _inferred(ranking: Sequence[str]) -> dict[str, float]:
     return {label: round(INFERRED_BEST - i * step, 2) for i, label in enumerate(ranking)}
 
 
-def _critique(parts: Sequence[str], shown: set[str], legacy: bool) -> str:
+def _critique(parts: Sequence[str], shown: set[str]) -> str:
     """A critique from the reviewer's words about one answer: without the sentences that
-    name a label it was not shown, and only when it says something (not legacy)."""
-    if legacy:
-        return _clean(" ".join(parts))
+    name a label it was not shown, and only when it says something."""
     critique = _clean(" ".join(part for part in parts if not _names_unshown(part, shown)))
     return critique if substantive(critique) else ""
 
 
-def parse_review(
-    text: str | None, shown_labels: Iterable[str], legacy: bool = False
-) -> ParsedReview:
-    """Parse one review. Never raises; returns only labels in `shown_labels`. `legacy`:
-    the first releases' critique rules (for runs that started with them)."""
+def parse_review(text: str | None, shown_labels: Iterable[str]) -> ParsedReview:
+    """Parse one review. Never raises; returns only labels in `shown_labels`."""
     shown = set(shown_labels)
     lines = _own_lines(text or "")
     found = _final_section(lines, shown)
     start, end, entries = found if found else (0, 0, [])
-    about = _paragraphs(lines, shown, range(start, end), legacy)
+    about = _paragraphs(lines, shown, range(start, end))
 
     ratings = {label: rating for label, rating, _ in entries if rating is not None}
     for label, parts in about.items():
@@ -498,12 +487,12 @@ def parse_review(
 
     critiques: dict[str, str] = {}
     for label, parts in about.items():
-        critique = _critique([raw for raw, _ in parts], shown, legacy)
+        critique = _critique([raw for raw, _ in parts], shown)
         if critique:
             critiques[label] = critique
     for label, _, reason in entries:
         if label not in critiques:
-            critique = _critique([reason], shown, legacy)
+            critique = _critique([reason], shown)
             if critique:
                 critiques[label] = critique
 
@@ -528,7 +517,7 @@ def parse_json_review(text: str | None, shown_labels: Iterable[str]) -> ParsedRe
     critiques = {
         label: critique
         for label, words in said.items()
-        if (critique := _critique([words], set(shown), legacy=False))
+        if (critique := _critique([words], set(shown)))
     }
     rest = sorted((label for label in ratings if label not in given), key=lambda x: -ratings[x])
     return ParsedReview(
@@ -542,17 +531,16 @@ def read_review(
     label_to_model: dict[str, str],
     presented_order: Sequence[str] = (),
     asked: str | None = None,
-    legacy: bool = False,
     ending: Ending | None = None,
 ) -> tuple[Stage2Result, ParsedReview]:
     """A reviewer's reply as the record keeps it, and the parse its critiques come from.
     A reply in the review's JSON form is read as JSON (read_as: how it was asked for, or
-    json_object); any other as text. `legacy` runs read text only, by the first rules."""
+    json_object); any other as text."""
     shown = labels_shown_to(reviewer, label_to_model)
-    parsed = None if legacy else parse_json_review(text, shown)
+    parsed = parse_json_review(text, shown)
     read_as = (asked or JSON_OBJECT) if parsed is not None else TEXT
     if parsed is None:
-        parsed = parse_review(text, shown, legacy)
+        parsed = parse_review(text, shown)
     result = Stage2Result(
         model=reviewer,
         ranking=text,

@@ -10,7 +10,7 @@ the stop reason. An update carries a deadline: one that reaches the workflow aft
 
 from __future__ import annotations
 
-from collections.abc import Collection, Sequence
+from collections.abc import Collection, Mapping, Sequence
 from datetime import datetime
 from typing import Annotated, Literal
 
@@ -177,3 +177,23 @@ def human_critique_item(critique: HumanCritique, label: str) -> CritiqueItem:
         severity="high",
         from_user=True,
     )
+
+
+def hand_over(
+    waiting: Mapping[str, Sequence[HumanCritique]],
+    label_to_model: Mapping[str, str],
+    critiques: dict[str, list[CritiqueItem]],
+    steering: Sequence[SteeringAction],
+    round_number: int,
+) -> None:
+    """The user's waiting critiques (by model) join a round's critiques (by label), each
+    under its model's label, and the steering log says which round they were given in."""
+    label_of = {model: label for label, model in label_to_model.items()}
+    for model, items in waiting.items():
+        label = label_of.get(model)
+        if label is None:  # never: a critique is taken only of an answer that arrived
+            continue
+        critiques.setdefault(label, []).extend(human_critique_item(c, label) for c in items)
+    for action in steering:
+        if action.kind == "critique" and action.delivered_in_round is None:
+            action.delivered_in_round = round_number

@@ -52,9 +52,23 @@ class StragglerPolicy(BaseModel):
 
     model_config = ConfigDict(extra="forbid")
 
-    wait_for_all: bool = False
-    grace_seconds: float = Field(default=DEFAULT_GRACE_SECONDS, ge=0, le=MAX_GRACE_SECONDS)
-    factor: float = Field(default=DEFAULT_FACTOR, ge=MIN_FACTOR, le=MAX_FACTOR)
+    wait_for_all: bool = Field(
+        default=False,
+        description="every stage waits for every member (default: once most have replied, a "
+        "late member is awaited for a while, then cut)",
+    )
+    grace_seconds: float = Field(
+        default=DEFAULT_GRACE_SECONDS,
+        ge=0,
+        le=MAX_GRACE_SECONDS,
+        description="seconds a stage waits for its late members at least",
+    )
+    factor: float = Field(
+        default=DEFAULT_FACTOR,
+        ge=MIN_FACTOR,
+        le=MAX_FACTOR,
+        description="...or F x the median reply time of the others, if longer",
+    )
 
     @classmethod
     def everyone(cls) -> Self:

@@ -111,7 +111,8 @@ def _inline(schema: dict[str, Any]) -> dict[str, Any]:
             return [walk(v) for v in node]
         return node
 
-    return walk(schema)
+    inlined: dict[str, Any] = walk(schema)
+    return inlined
 
 
 def review_schema(labels: Sequence[str]) -> StructuredReply:
@@ -152,7 +153,7 @@ def read_synthesis(text: str) -> tuple[str, list[Disagreement]]:
     reply that is not that JSON is all answer (a provider that took no schema)."""
     data = json_object(text)
     answer = data.get("answer") if data else None
-    if not isinstance(answer, str) or not answer.strip():
+    if data is None or not isinstance(answer, str) or not answer.strip():
         return text, []
     points = []
     for item in data.get("disagreements") or []:
@@ -280,7 +281,11 @@ def _draft(schema: dict[str, Any]) -> Any:
     if DRAFT_KEY not in schema:
         return validators.Draft202012Validator
     named = schema[DRAFT_KEY]
-    return validators.validator_for(schema, default=None) if isinstance(named, str) else None
+    if not isinstance(named, str):
+        return None
+    found = validators.validator_for(schema, default=validators.Draft202012Validator)
+    known = str(found.META_SCHEMA["$schema"]).rstrip("#")
+    return found if named.rstrip("#") == known else None
 
 
 def _references(node: Any) -> Iterator[str]:

@@ -31,6 +31,17 @@ class Turn(BaseModel):
         return estimate_tokens(self.question, self.answer)
 
 
+class Thread(BaseModel):
+    """Where a request stands in a conversation: a follow-up's deliberation and thread and
+    the thread's earlier turns (oldest first, with the ids of those left out), or the
+    earlier turns a client brings (a chat's messages), which follow up no deliberation."""
+
+    follow_up_of: str | None = None
+    thread_id: str | None = None
+    history: list[Turn] = Field(default_factory=list)
+    dropped_turns: list[str] = Field(default_factory=list)
+
+
 class ThreadContext(BaseModel):
     """The earlier turns a follow-up's prompts carry, oldest first."""
 

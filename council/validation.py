@@ -1,7 +1,14 @@
-"""Turn a pydantic ValidationError into one line that names the field and what it allows."""
+"""Turn a pydantic ValidationError into one line that names the field and what it allows.
+
+A problem is kept apart from the name of its field (its pydantic location), so that each
+surface can name the field its own way (a flag, a form's label, a body's path) and say
+the rest in the same words.
+"""
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+from dataclasses import dataclass
 from typing import Any
 
 import annotated_types
@@ -12,13 +19,41 @@ from council.models import DeliberationRequest
 _RANGE_ERRORS = {"greater_than_equal", "less_than_equal", "greater_than", "less_than"}
 
 
+Loc = tuple[str | int, ...]
+
+
+@dataclass(frozen=True)
+class Problem:
+    """What is wrong with one field: where it is (pydantic's location; () for the request
+    as a whole) and what follows its name, such as " must be between 1 and 5 (got 9)" or
+    ": 'x y' is not a model id"."""
+
+    loc: Loc
+    text: str
+
+    @property
+    def field(self) -> str:
+        """The field as the request names it: "max_rounds", "policy.max_attempts"."""
+        return ".".join(str(part) for part in self.loc) or "request"
+
+    def line(self, name: str | None = None) -> str:
+        """The problem in one line, the field named `name` (else as the request names it)."""
+        return f"{name or self.field}{self.text}"
+
+
 class InvalidRequest(ValueError):
-    """A request that must not start: the message is one line, for the user."""
+    """A request that must not start: the message is one line, for the user; `problems`
+    holds every problem found, the first being the message's."""
+
+    def __init__(self, problems: list[Problem]) -> None:
+        super().__init__(problems[0].line())
+        self.problems = problems
 
 
 def _field_bounds(model: type[BaseModel], loc: tuple[Any, ...]) -> tuple[Any, Any, bool]:
     """(lowest, highest, whether the lowest itself is excluded) of a constrained field."""
-    low = high = None
+    low: Any = None
+    high: Any = None
     exclusive = False
     target: Any = model
     info = None
@@ -48,46 +83,44 @@ def _model_at(model: type[BaseModel], loc: tuple[Any, ...]) -> type[BaseModel]:
         if not (isinstance(annotation, type) and issubclass(annotation, BaseModel)):
             return model
         target = annotation
-    return target
+    found: type[BaseModel] = target
+    return found
 
 
-def _describe(model: type[BaseModel], error: dict[str, Any]) -> str:
+def _describe(model: type[BaseModel], error: Mapping[str, Any]) -> Problem:
     loc = tuple(error.get("loc", ()))
-    field = ".".join(str(p) for p in loc) or "request"
     got = error.get("input")
     kind = error.get("type", "")
     if kind in _RANGE_ERRORS:
         low, high, exclusive = _field_bounds(model, loc)
         if low is not None and high is not None and exclusive:
-            return f"{field} must be more than {low} and at most {high} (got {got!r})"
+            return Problem(loc, f" must be more than {low} and at most {high} (got {got!r})")
         if low is not None and high is not None:
-            return f"{field} must be between {low} and {high} (got {got!r})"
+            return Problem(loc, f" must be between {low} and {high} (got {got!r})")
     if kind == "string_too_short":
-        return f"{field} must not be empty"
+        return Problem(loc, " must not be empty")
     if kind == "string_too_long":
         limit = error.get("ctx", {}).get("max_length")
-        return f"{field} is too long: at most {limit} characters (got {len(str(got))})"
+        return Problem(loc, f" is too long: at most {limit} characters (got {len(str(got))})")
     if kind == "missing":
-        return f"{field} is required"
+        return Problem(loc, " is required")
     if kind == "extra_forbidden":
         allowed = ", ".join(_model_at(model, loc[:-1]).model_fields)
-        return f"{field} is not a known field (allowed: {allowed})"
+        return Problem(loc, f" is not a known field (allowed: {allowed})")
     message = error.get("msg", "is invalid")
-    message = message.removeprefix("Value error, ")
+    message = " ".join(message.removeprefix("Value error, ").split())
     if message.startswith("must "):
-        return f"{field} {message}"
-    return f"{field}: {message}"
+        return Problem(loc, f" {message}")
+    return Problem(loc, f": {message}")
+
+
+def problems(err: ValidationError, model: type[BaseModel] = DeliberationRequest) -> list[Problem]:
+    """Every problem at once (a form shows each beside its field), in pydantic's order."""
+    return [_describe(model, error) for error in err.errors()]
 
 
 def one_line(err: ValidationError, model: type[BaseModel] = DeliberationRequest) -> str:
-    return _describe(model, err.errors()[0])
-
-
-def every_problem(
-    err: ValidationError, model: type[BaseModel] = DeliberationRequest
-) -> list[tuple[tuple[Any, ...], str]]:
-    """Every problem at once (a form shows each beside its field): (where, one line)."""
-    return [(tuple(error.get("loc", ())), _describe(model, error)) for error in err.errors()]
+    return problems(err, model)[0].line()
 
 
 def validate_request(data: Any) -> DeliberationRequest:
@@ -97,4 +130,4 @@ def validate_request(data: Any) -> DeliberationRequest:
             data = data.model_dump()
         return DeliberationRequest.model_validate(data)
     except ValidationError as err:
-        raise InvalidRequest(one_line(err)) from None
+        raise InvalidRequest(problems(err)) from None

@@ -8,6 +8,7 @@ from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
 from pathlib import Path
 
+from app import settings
 from app.connection import DEFAULT_ADDRESS
 from harness.processes import (
     DATA,
@@ -28,7 +29,7 @@ SIMULATED = "COUNCIL_SIMULATED"
 
 def ui_address(env: Mapping[str, str]) -> str:
     """The Web UI of the Temporal server a local council uses (env from local_council)."""
-    return temporal_ui(env["TEMPORAL_ADDRESS"])
+    return temporal_ui(env["TEMPORAL_ADDRESS"], settings.current().ui_url)
 
 
 @contextmanager
@@ -60,7 +61,7 @@ def local_council(
             db = data / "temporal.db"
             say(
                 f"starting the Temporal dev server at {address} (state in {shown(db)}, UI on "
-                f"{temporal_ui(address)})"
+                f"{temporal_ui(address, settings.current().ui_url)})"
             )
             started.append(
                 start_temporal(
@@ -80,7 +81,8 @@ def local_council(
             env[SIMULATED] = "1"
             say(f"no API key set (COUNCIL_LLM_API_KEY or OPENROUTER_API_KEY): {simulated_note}")
         say(f"starting a worker (log in {shown(logs / 'worker.log')})")
-        started.append(start_worker(env, log_path=logs / "worker.log"))
+        # This checkout's build serves new runs on the local server, whatever ran before.
+        started.append(start_worker(env, log_path=logs / "worker.log", make_current=True))
         yield env
     finally:
         ours = started[mine:]

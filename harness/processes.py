@@ -110,6 +110,7 @@ def spawn(
     command: list[str],
     log_path: Path | None = None,
     env: Mapping[str, str] | None = None,
+    cwd: Path = ROOT,
 ) -> Process:
     with ExitStack() as files:  # the child keeps its own copy of the log's descriptor
         out: Any = subprocess.DEVNULL
@@ -118,7 +119,7 @@ def spawn(
             out = files.enter_context(open(log_path, "ab"))
         popen = subprocess.Popen(
             command,
-            cwd=ROOT,
+            cwd=cwd,
             env={**os.environ, **(env or {})},
             stdout=out,
             stderr=subprocess.STDOUT,
@@ -147,6 +148,10 @@ def wait_for(check, what: str, process: Process | None = None, timeout: float = 
 
 
 EAGER_ACTIVITIES = "system.enableActivityEagerExecution"
+# Each task queue's workers are a Worker Deployment of their own (app.deployment); the
+# tests and benchmarks give each their own queue, many more than the server's default
+# limit of 100 deployments in a namespace.
+MANY_DEPLOYMENTS = ["--dynamic-config-value", "matching.maxDeployments=100000"]
 
 
 def start_temporal(
@@ -173,6 +178,7 @@ def start_temporal(
         # itself, without a poll round trip: about 20 ms less per stage.
         "--dynamic-config-value",
         f"{EAGER_ACTIVITIES}=true",
+        *MANY_DEPLOYMENTS,
     ]
     for namespace in namespaces:
         command += ["--namespace", namespace]
@@ -255,6 +261,7 @@ def start_worker(
     ready_timeout: float = 60,
     module: str | None = None,
     processes: int | None = None,
+    make_current: bool = False,
 ) -> Process:
     """`python worker.py` (or `python -m module`, another worker that prints the same ready
     line) with the given environment; returns once it polls its task queue. With
@@ -265,6 +272,8 @@ def start_worker(
     )
     if processes is not None:
         command += ["--processes", str(processes)]
+    if make_current:
+        command.append("--make-current")
     process = spawn(module or "worker", command, log_path, env)
     if log_path is not None:
 
@@ -338,9 +347,4 @@ def _status_kb(pid: int, key: str) -> int | None:
 def peak_rss_mb(pid: int) -> float | None:
     """The process's peak resident set size so far (VmHWM)."""
     kb = _status_kb(pid, "VmHWM")
-    return kb / 1024 if kb is not None else None
-
-
-def rss_mb(pid: int) -> float | None:
-    kb = _status_kb(pid, "VmRSS")
     return kb / 1024 if kb is not None else None

@@ -93,7 +93,7 @@ def running(wid: str, progress: Progress | None) -> CallToolResult:
     if progress is None:
         summary = f"{wid}: running · no worker answers yet (is one running on its task queue?)"
         return _result(DeliberationState(id=wid, status="running", summary=summary), summary)
-    stage = progress.stage.title if progress.stage else None
+    stage = progress.stage.heading if progress.stage else None
     where = f" · {stage}" if stage else ""
     rounds = f" · round {progress.round} of at most {progress.max_rounds}" if progress.round else ""
     summary = f"{wid}: running{where}{rounds} · {progress.tokens_used:,} tokens so far"

@@ -8,11 +8,11 @@ errors) before anything is served: the command exits 2 with one line.
 
 from __future__ import annotations
 
-import os
 import sys
 
 from app import config as app_config
 from app import connection
+from app import settings as app_settings
 from council.config import Config
 from mcp_server import http_transport
 from mcp_server.inputs import Problem
@@ -35,13 +35,14 @@ def access_note(host: str, token: str | None) -> str:
     )
 
 
-def http_guard(host: str) -> guard.Guard:
+def http_guard(host: str, settings: app_settings.Settings | None = None) -> guard.Guard:
     """The page's rules for a server on `host`: its Host allowlist and token."""
+    settings = settings or app_settings.current()
     try:
-        hosts = guard.allowed_hosts(host, os.environ.get("COUNCIL_WEB_ALLOWED_HOSTS"))
+        hosts = guard.allowed_hosts(host, settings.web_allowed_hosts)
     except guard.ConfigError as error:
         raise Problem(str(error)) from None
-    return guard.Guard(hosts, (os.environ.get("COUNCIL_WEB_TOKEN") or "").strip() or None)
+    return guard.Guard(hosts, settings.secret("web_token"))
 
 
 async def serve(http: str | None) -> None:
@@ -75,7 +76,7 @@ async def serve_http(host: str, port: int) -> None:
 
 async def connect(config: Config) -> Backend:
     client = await connection.connect()
-    return Backend(client, config, connection.task_queue(), connection.address())
+    return Backend(client, config, app_settings.current(), connection.address())
 
 
 def described(backend: Backend) -> str:

@@ -19,7 +19,9 @@ from pydantic_core import PydanticCustomError
 from temporalio.client import Client, WorkflowFailureError, WorkflowHandle
 from temporalio.service import RPCError
 
+from app import connection
 from app.render import event_line
+from app.settings import Settings
 from council import numbers
 from council.config import Config
 from council.models import DeliberationRecord
@@ -128,13 +130,17 @@ class CouncilServer(MCPServer):
 
 @dataclass(frozen=True)
 class Backend:
-    """What the tools act on: the Temporal client, the configuration (council.toml) and the
-    task queue new deliberations go to."""
+    """What the tools act on: the Temporal client, the configuration (council.toml), the
+    settings the server started with, and the task queue new deliberations go to."""
 
     client: Client
     config: Config
-    task_queue: str
+    settings: Settings
     address: str
+
+    @property
+    def task_queue(self) -> str:
+        return self.settings.task_queue
 
 
 class Reporter:
@@ -150,21 +156,17 @@ class Reporter:
         await self.ctx.report_progress(self.sent, message=message)
 
     async def follow(self, handle: WorkflowHandle) -> None:
-        """Report the run until it closes: each stage and round as it starts and ends."""
-        waiting_noted = False
-        async for progress in deliberations.follow(handle):
-            if progress is None:
-                if not waiting_noted:
-                    await self.send("waiting for a worker to pick the deliberation up…")
-                    waiting_noted = True
-                continue
-            for event in progress.events:
-                if event.kind in REPORTED:
-                    await self.send(event_line(event))
+        """Report the run until it closes: each stage and round as it starts and ends, and
+        when no worker answers."""
+        async for event in deliberations.events(handle):
+            if isinstance(event, str):
+                await self.send(event)
+            elif event.kind in REPORTED:
+                await self.send(event_line(event))
 
 
 async def ask(backend: Backend, ctx: Context, **arguments: Any) -> CallToolResult:
-    request = deliberation_request(backend.config, **arguments)
+    request = deliberation_request(backend.config, settings=backend.settings, **arguments)
     handle = await deliberations.start(backend.client, request, backend.task_queue)
     reporter = Reporter(ctx)
     await reporter.send(f"deliberation {handle.id} started")
@@ -177,17 +179,12 @@ async def outcome(handle: WorkflowHandle) -> DeliberationRecord:
     try:
         return await handle.result()
     except WorkflowFailureError as error:
-        raise Problem(f"deliberation {handle.id} failed: {failure_message(error)}") from None
-
-
-def failure_message(error: Exception) -> str:
-    """Why a run failed, on one line (the failure's own message, as the CLI prints it)."""
-    cause = getattr(error, "cause", None) or error
-    return " ".join(str(getattr(cause, "message", None) or cause).split())
+        reason = deliberations.failure_reason(error)
+        raise Problem(f"deliberation {handle.id} failed: {reason}") from None
 
 
 async def start(backend: Backend, **arguments: Any) -> CallToolResult:
-    request = deliberation_request(backend.config, **arguments)
+    request = deliberation_request(backend.config, settings=backend.settings, **arguments)
     handle = await deliberations.start(backend.client, request, backend.task_queue)
     return results.started(handle.id)
 
@@ -219,7 +216,7 @@ async def get(backend: Backend, wid: str) -> CallToolResult:
     try:
         record = await deliberations.read_record(found.handle)
     except WorkflowFailureError as error:
-        return results.closed(found.id, status, failure_message(error))
+        return results.closed(found.id, status, deliberations.failure_reason(error))
     return results.finished(record)
 
 
@@ -240,11 +237,7 @@ async def answered(backend: Backend, call: Awaitable[CallToolResult]) -> CallToo
     except Problem as problem:
         return results.problem(str(problem))
     except RPCError as error:
-        if deliberations.unavailable(error):
-            return results.problem(f"cannot reach the Temporal server at {backend.address}")
-        return results.problem(
-            f"the Temporal server at {backend.address} refused the request ({error.status.name})"
-        )
+        return results.problem(connection.described(error, backend.address))
 
 
 def build_server(backend: Backend) -> MCPServer:

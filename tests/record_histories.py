@@ -2,11 +2,12 @@
 
     .venv/bin/python -m tests.record_histories [NAME ...] [--force]
 
-Run it when a protocol change ships behind workflow.patched: it records the scenarios
-that have no file yet (or those named), and keeps the old files, which prove that runs
-started before the change still replay. Add a scenario for each path the change takes.
-The files named first_release_* were recorded by the code before min rounds existed.
-Each scenario runs on a throwaway dev server with the simulator.
+Runs are pinned to the build they started on (app.deployment), so the histories are those
+of the current build's protocol: a protocol change is a new build, and its histories are
+recorded again (`--force`), replacing those of the build before (whose runs finish on
+their own workers). It records the scenarios that have no file yet (or those named). Add a
+scenario for each path a change takes. Each scenario runs on a throwaway dev server with
+the simulator.
 """
 
 from __future__ import annotations
@@ -54,8 +55,8 @@ SCENARIOS = {
     ),
     "stopped_mid_refinement": ({"quality_threshold": 5}, {"*": {"latency": 0.3}}),
     "invalid_request": ({"max_rounds": 9}, None),
-    # Since min rounds: good answers still refine once; a failed round ends the loop; the
-    # cost budget.
+    # Good answers still refine once (min rounds); a failed round ends the loop; the cost
+    # budget.
     "min_rounds_good_answers_refine_once": (
         {"models": ["sim/atlas", "sim/borealis", "sim/drift"]},
         {"*": {"rating": 4}},
@@ -68,25 +69,26 @@ SCENARIOS = {
         {"quality_threshold": 5, "max_rounds": 3, "max_cost_usd": 5.0},
         {"*": {"cost_per_million_tokens": 1000.0}},
     ),
-    # Since bounded input: the user's critique (framed, within the feedback budget) and a
-    # change of the maximum rounds, each with a deadline.
+    # The user's critique (framed, within the feedback budget) and a change of the maximum
+    # rounds, each with a deadline.
     "user_critique_and_more_rounds": (
         {"quality_threshold": 5, "max_rounds": 1, "stop_on_convergence": False},
         {"*": {"latency": 0.3}},
     ),
-    # Since real models: token limits, reviews and refinements asked for as JSON (the
-    # provider refuses json_schema and takes json_object), no critique from noise.
+    # Token limits, reviews and refinements asked for as JSON (the provider refuses
+    # json_schema and takes json_object), no critique from noise.
     "structured_reviews_and_token_limits": (
         {"quality_threshold": 5, "max_rounds": 1, "max_tokens": {"answer": 300}},
         {"*": {"structured": True, "refuse_formats": {"json_schema": 500}}},
     ),
-    # Since agreement: a harsh reviewer's dissent reaches the chairman, whose synthesis
-    # comes back as JSON with the points of disagreement.
+    # A harsh reviewer's dissent reaches the chairman, whose synthesis comes back as JSON
+    # with the points of disagreement.
     "agreement_dissent_and_structured_synthesis": (
         {"quality_threshold": 5, "max_rounds": 1, "stop_on_convergence": False},
         {"*": {"rating": 4, "structured": True}, "sim/drift": {"rating": 1}},
     ),
-    # Since the straggler rule: a member cut in stage 1, a review cut, a refinement cut.
+    # The straggler rule (the straggler watch reads the calls' own time): a member cut in
+    # stage 1, a review cut, a refinement cut.
     "stragglers_cut_in_each_stage": (
         {
             "quality_threshold": 5,
@@ -104,6 +106,44 @@ SCENARIOS = {
                 "max_faults": 1,
                 "stages": ["stage2_5"],
             },
+        },
+    ),
+    # A call retried after a 429 outlives the patience by the stage's clock: the watch
+    # starts, finds it answering for less than the patience, and is cancelled when it ends.
+    "retried_call_not_cut": (
+        {"max_rounds": 1, "stragglers": {"grace_seconds": 0.5}},
+        {
+            "*": {"latency": 0.2},
+            "sim/drift": {
+                "latency": 0.2,
+                "errors": {"429": 1.0},
+                "retry_after": 1.5,
+                "max_faults": 1,
+                "stages": ["stage1"],
+            },
+        },
+    ),
+    # A refinement and the chairman that echo their prompts (no answers), and the final
+    # answer in a client's JSON Schema, repaired once.
+    "echoes_and_answer_format": (
+        {
+            "quality_threshold": 5,
+            "max_rounds": 1,
+            "stop_on_convergence": False,
+            "chairman": "sim/oracle",
+            "answer_format": {
+                "name": "verdict",
+                "json_schema": {
+                    "type": "object",
+                    "properties": {"answer": {"type": "string"}},
+                    "required": ["answer"],
+                },
+            },
+        },
+        {
+            "*": {"latency": 0.1},
+            "sim/drift": {"echo": 1.0, "stages": ["stage2_5"]},
+            "sim/oracle": {"echo": 1.0, "stages": ["stage3"], "max_faults": 1},
         },
     ),
 }

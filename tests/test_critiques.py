@@ -7,7 +7,7 @@ import pytest
 
 from council.critiques import severity
 from council.iteration import CritiqueItem
-from council.prompts import format_critiques_for_refinement
+from council.prompts import critiques_as_text, format_critiques_for_refinement
 from council.stages import Stage2Result
 from tests.review_cases import critiques_of
 
@@ -191,7 +191,7 @@ def test_format_follows_seed_003s_pattern():
             critique_text="Accurate but brief.",
         ),
     ]
-    assert format_critiques_for_refinement(critiques, framed=False) == (
+    assert critiques_as_text(critiques) == (
         "Peer evaluation from anthropic/claude-3-opus:\nLacks historical context.\n\n"
         "Peer evaluation from google/gemini-pro:\nAccurate but brief."
     )
@@ -223,7 +223,7 @@ def test_format_shows_the_rating_below_the_header_when_there_is_one():
         )
     ]
     assert (
-        format_critiques_for_refinement(critiques, framed=False)
+        critiques_as_text(critiques)
         == "Peer evaluation from m2:\nRating of your answer: 2.5/5\nNo units."
     )
 

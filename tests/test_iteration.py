@@ -14,7 +14,6 @@ from council.iteration import (
     IterationConfig,
     IterationRound,
     IterationState,
-    QualityGate,
     TerminationReason,
 )
 from council.stages import AggregateRanking
@@ -53,7 +52,6 @@ def test_initialize_carries_every_setting_from_the_config():
     state = rules.initialize_iteration_state(config)
     assert (state.max_rounds, state.quality_threshold, state.context_budget) == (4, 3.5, 1234)
     assert (state.min_rounds, state.max_cost_usd) == (2, 0.5)
-    assert state.quality_gate is QualityGate.EVERY_RATING and state.end_on_failed_round
     assert state.stop_on_convergence is False
     assert not state.terminated and state.termination_reason is None
 
@@ -141,15 +139,14 @@ def test_no_ratings_yet_does_not_meet_the_threshold():
     assert rules.should_continue_iteration(state) == (True, None)
 
 
-def test_the_first_release_compared_mean_ratings():
+def test_the_threshold_holds_every_rating_not_the_mean():
     state = IterationState(
         enabled=True,
-        quality_gate=QualityGate.MEAN_RATING,
         quality_threshold=3.0,
         latest_scores={"m1": 3.0, "m2": 4.25},
         lowest_ratings={"m1": 1.0, "m2": 2.0},
     )
-    assert rules.quality_threshold_met(state)
+    assert not rules.quality_threshold_met(state)
 
 
 # --- minimum rounds ----------------------------------------------------------------------------
@@ -241,24 +238,11 @@ def test_a_stage_whose_every_call_failed_ends_the_loop_with_error_occurred():
     assert rules.should_continue_iteration(state) == (False, TerminationReason.ERROR)
 
 
-def test_a_failed_stage_keeps_an_earlier_reason_and_the_first_release_ignores_it():
+def test_a_failed_stage_keeps_an_earlier_reason():
     stopped = IterationState(enabled=True)
     rules.terminate_iteration(stopped, TerminationReason.USER_STOP)
     assert not rules.end_if_all_failed(stopped, [False])
     assert stopped.termination_reason == TerminationReason.USER_STOP
-    first_release = rules.initialize_iteration_state(IterationConfig().first_release())
-    assert not rules.end_if_all_failed(first_release, [False, False])
-    assert not first_release.terminated
-
-
-def test_the_first_release_rules():
-    config = IterationConfig(min_rounds=2, max_cost_usd=3.0).first_release()
-    assert (config.min_rounds, config.quality_gate, config.end_on_failed_round) == (
-        0,
-        QualityGate.MEAN_RATING,
-        False,
-    )
-    assert config.max_cost_usd == 3.0
 
 
 # --- what a review tells the rules -----------------------------------------------------------

@@ -3,7 +3,8 @@
     council, grading                  pure: the protocol, problems and grading
     activities                        I/O: the model call
     workflows                         Temporal workflows (may name the activity they call)
-    app                               connecting to Temporal, payload codec, terminal output
+    app                               the front door, the settings, connecting to Temporal,
+                                      payload codec, terminal output
     doctor                            the setup checks: Temporal, a worker, the providers
     simulator                         a fake provider: council and grading only
     harness, evaluation, bench, web,

@@ -355,7 +355,7 @@ async def test_a_stream_closed_mid_deliberation_stops_it(
                 if "stage 2 review" in line:
                     break
     assert comments[0] in (
-        ": waiting for a worker to pick the deliberation up",
+        f": {deliberations.WAITING}",
         ": starting",
         ": working: stage 1 answer",
     )

@@ -26,6 +26,7 @@ import pytest
 from mcp import Client as MCPClient
 from mcp import StdioServerParameters, stdio_client
 
+from app.settings import Settings
 from council.models import DeliberationRecord
 from harness.processes import ROOT, free_port, port_open
 from tests.temporal_fixtures import temporal_address
@@ -248,7 +249,7 @@ async def test_make_up_reuses_a_running_server_and_leaves_it_running(
         sim = up.line(r"the simulator:\s+(\S+) \(2 to 5 s a call; make up SIM_LATENCY=0 ")
         assert await simulator_latency(sim.group(1)) == [2.0, 5.0]
         assert f"using the Temporal server already answering at {address}" in up.output()
-        assert up.line(r"the Temporal UI:\s+(\S+)").group(1) == temporal_ui(address, {})
+        assert up.line(r"the Temporal UI:\s+(\S+)").group(1) == temporal_ui(address)
         started = descendants(up.popen.pid)
         commands = " | ".join(started.values())
         assert not any(Path(c.split()[0]).name == "temporal" for c in started.values())
@@ -407,4 +408,4 @@ async def test_the_cli_and_mcp_of_another_shell_start_the_pages_default_council(
 def test_the_temporal_ui_follows_the_server_used(
     address: str, env: dict[str, str], expected: str
 ) -> None:
-    assert temporal_ui(address, env) == expected
+    assert temporal_ui(address, Settings.read(env).ui_url) == expected

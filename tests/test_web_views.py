@@ -5,7 +5,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 
+from app.settings import Settings
 from council.calls import Stage
+from council.config import Config
 from council.limits import MAX_COST_USD, MAX_TOKEN_BUDGET
 from council.progress import EventKind, ProgressEvent
 from council.stages import Stage2Result
@@ -22,32 +24,33 @@ from web.views import (
 )
 from workflows.client import Listed
 
-DEFAULTS = {"models": ["a/x", "b/y"]}
+# The default council's members, as COUNCIL_MODELS gives them; no council.toml.
+DEFAULTS = (Config(), Settings.read({"COUNCIL_MODELS": "a/x, b/y"}))
 AT = datetime(2026, 1, 1, tzinfo=UTC)
 
 
 def test_the_form_gives_a_request_with_numbers_and_its_defaults() -> None:
     request, form = request_from_form(
         {"question": " Why? ", "models": "m/1\nm/2, m/3", "max_rounds": "3", "max_cost_usd": "0.5"},
-        DEFAULTS,
+        *DEFAULTS,
     )
     assert request is not None and form.errors == {}
     assert request.models == ["m/1", "m/2", "m/3"] and request.question == "Why?"
     assert (request.max_rounds, request.max_cost_usd, request.min_rounds) == (3, 0.5, 1)
-    defaulted, _ = request_from_form({"question": "Q"}, DEFAULTS)
+    defaulted, _ = request_from_form({"question": "Q"}, *DEFAULTS)
     assert defaulted is not None and defaulted.models == ["a/x", "b/y"]
 
 
 def test_a_bad_field_gets_its_one_line_message() -> None:
-    request, form = request_from_form({"question": "Q", "quality_threshold": "9"}, DEFAULTS)
+    request, form = request_from_form({"question": "Q", "quality_threshold": "9"}, *DEFAULTS)
     assert request is None
     assert form.errors == {
         "quality_threshold": "Quality threshold must be between 0.0 and 5.0 (got 9)"
     }
     assert form.values["quality_threshold"] == "9"
-    _, form = request_from_form({"question": "Q", "models": "a/x\na/x"}, DEFAULTS)
+    _, form = request_from_form({"question": "Q", "models": "a/x\na/x"}, *DEFAULTS)
     assert list(form.errors) == ["models"] and "listed twice" in form.errors["models"]
-    _, form = request_from_form({"question": "Q", "max_rounds": "two"}, DEFAULTS)
+    _, form = request_from_form({"question": "Q", "max_rounds": "two"}, *DEFAULTS)
     assert form.errors == {
         "max_rounds": "Max rounds must be a whole number from 1 to 5 (got 'two')"
     }
@@ -63,7 +66,7 @@ def test_every_bad_field_gets_its_message_at_once_in_the_words_of_its_label() ->
             "max_cost_usd": "-1",
             "context_tokens": "x",
         },
-        DEFAULTS,
+        *DEFAULTS,
     )
     assert form.errors == {
         "question": "Question must not be empty",
@@ -79,7 +82,7 @@ def test_every_bad_field_gets_its_message_at_once_in_the_words_of_its_label() ->
     }
     assert form.first_error == "question"
     assert form.values["max_rounds"] == "2.5"  # kept as typed
-    _, form = request_from_form({"question": "Q", "models": "a/x\nnot a model id"}, DEFAULTS)
+    _, form = request_from_form({"question": "Q", "models": "a/x\nnot a model id"}, *DEFAULTS)
     assert form.errors["models"].startswith("Models, line 2")
 
 

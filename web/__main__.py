@@ -15,20 +15,17 @@ without a key), and the Temporal and encryption settings of app.connection. Exit
 from __future__ import annotations
 
 import argparse
-import os
 import sys
 
 import uvicorn
 
+from app import commands, connection
 from app import config as app_config
-from app import connection
+from app import settings as app_settings
 from council import numbers
 from council.config import ConfigProblem
 from web import guard
 from web.app import Settings, build_app
-
-DEFAULT_HOST = "127.0.0.1"
-DEFAULT_PORT = 8080
 
 
 def _port(value: str) -> int:
@@ -40,12 +37,16 @@ def _port(value: str) -> int:
     return port
 
 
-def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
-    parser = argparse.ArgumentParser(prog="python -m web", description="The Council web page.")
-    parser.add_argument("--host", default=os.environ.get("COUNCIL_WEB_HOST") or DEFAULT_HOST)
-    parser.add_argument(
-        "--port", type=_port, default=os.environ.get("COUNCIL_WEB_PORT") or DEFAULT_PORT
+def parse_args(
+    argv: list[str] | None = None, settings: app_settings.Settings | None = None
+) -> argparse.Namespace:
+    settings = settings or app_settings.current()
+    parser = argparse.ArgumentParser(
+        prog=commands.invoked_as(commands.WEB, "python -m web"),
+        description="The Council web page.",
     )
+    parser.add_argument("--host", default=settings.web_host)
+    parser.add_argument("--port", type=_port, default=settings.web_port)
     return parser.parse_args(argv)
 
 
@@ -63,18 +64,19 @@ def access_note(host: str, port: int, token: str | None) -> str:
     )
 
 
-async def serve(args: argparse.Namespace) -> None:
-    hosts = guard.allowed_hosts(args.host, os.environ.get("COUNCIL_WEB_ALLOWED_HOSTS"))
-    proxies = guard.trusted_proxies(os.environ.get("COUNCIL_WEB_TRUSTED_PROXIES"))
+async def serve(args: argparse.Namespace, variables: app_settings.Settings) -> None:
+    hosts = guard.allowed_hosts(args.host, variables.web_allowed_hosts)
+    proxies = guard.trusted_proxies(variables.web_trusted_proxies)
     config = app_config.load()
     client = await connection.connect()
-    token = (os.environ.get("COUNCIL_WEB_TOKEN") or "").strip() or None
+    token = variables.secret("web_token")
     settings = Settings(
-        task_queue=connection.task_queue(),
+        task_queue=variables.task_queue,
         token=token,
         temporal_address=connection.address(),
         allowed_hosts=hosts,
         config=config,
+        variables=variables,
     )
     app = build_app(client, settings)
     print(
@@ -100,9 +102,14 @@ async def serve(args: argparse.Namespace) -> None:
 
 
 def main(argv: list[str] | None = None) -> int:
-    args = parse_args(argv)
     try:
-        connection.run(serve(args))
+        variables = app_settings.load()
+    except app_settings.SettingsError as error:
+        print(f"web: {error}", file=sys.stderr)
+        return 2
+    args = parse_args(argv, variables)
+    try:
+        connection.run(serve(args, variables))
     except (
         connection.ServerUnreachable,
         connection.ConfigError,

@@ -21,13 +21,13 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 from temporalio.client import Client
 from temporalio.service import RPCError
 
+from app import connection
 from web.doctor import DoctorPage
 from web.guard import Guard
 from web.live import Live
 from web.openai_api import OpenAIApi
 from web.pages import Pages, templates
 from web.settings import Settings
-from workflows import client as deliberations
 
 HERE = Path(__file__).parent
 # Scripts and styles from this server only; nothing inline, no plugins, no framing.
@@ -50,15 +50,9 @@ def build_app(client: Client, settings: Settings) -> Starlette:
 
     async def temporal_error(request: Request, error: Exception) -> Response:
         assert isinstance(error, RPCError)
-        if deliberations.unavailable(error):
-            message = (
-                f"The Temporal server at {settings.temporal_address} does not answer. Start it "
-                "(make server) or check TEMPORAL_ADDRESS."
-            )
-            code = 503
-        else:
-            message = f"The Temporal server refused the request ({error.status.name})."
-            code = 502
+        said = connection.described(error, settings.temporal_address)
+        message = f"{said[:1].upper()}{said[1:]}."
+        code = 503 if connection.unavailable(error) else 502
         return pages.TemplateResponse(
             request, "unavailable.html", {"message": message}, status_code=code
         )

@@ -61,14 +61,19 @@ def _host_name(host: str) -> str:
     return host.lower()
 
 
-def allowed_hosts(bind_host: str, extra: str | None = None) -> tuple[str, ...]:
+def _items(value: str | Iterable[str] | None) -> list[str]:
+    """A comma-separated setting's items (app.settings gives them split already)."""
+    return (value or "").split(",") if isinstance(value, str | None) else list(value)
+
+
+def allowed_hosts(bind_host: str, extra: str | Iterable[str] | None = None) -> tuple[str, ...]:
     """The names the server answers to: loopback, the host it binds to (unless that is
-    every address), and the comma-separated COUNCIL_WEB_ALLOWED_HOSTS (`*.example.com`
-    allows a domain's subdomains; a bare `*` is refused: it would answer to any name)."""
+    every address), and those of COUNCIL_WEB_ALLOWED_HOSTS (`*.example.com` allows a
+    domain's subdomains; a bare `*` is refused: it would answer to any name)."""
     hosts = list(LOOPBACK_HOSTS)
     if bind_host not in ANY_ADDRESS:
         hosts.append(_host_name(bind_host))
-    for item in (extra or "").split(","):
+    for item in _items(extra):
         name = item.strip()
         if not name:
             continue
@@ -81,12 +86,12 @@ def allowed_hosts(bind_host: str, extra: str | None = None) -> tuple[str, ...]:
     return tuple(dict.fromkeys(hosts))
 
 
-def trusted_proxies(value: str | None) -> tuple[str, ...]:
-    """The comma-separated COUNCIL_WEB_TRUSTED_PROXIES: addresses or networks (CIDR) of
-    the reverse proxies whose X-Forwarded-For and X-Forwarded-Proto count. None by
-    default; a bare `*` is refused: it would let any client name its own address."""
+def trusted_proxies(value: str | Iterable[str] | None) -> tuple[str, ...]:
+    """COUNCIL_WEB_TRUSTED_PROXIES: addresses or networks (CIDR) of the reverse proxies
+    whose X-Forwarded-For and X-Forwarded-Proto count. None by default; a bare `*` is
+    refused: it would let any client name its own address."""
     proxies = []
-    for item in (value or "").split(","):
+    for item in _items(value):
         name = item.strip()
         if not name:
             continue

@@ -86,7 +86,7 @@ class Live:
         def render(macro: str, *args: Any) -> str:
             return str(getattr(parts, macro)(*args))
 
-        ui_url = deliberations.ui_url(self.client, turn.id)
+        ui_url = deliberations.ui_url(self.client, turn.id, self.settings.ui_url)
         out = {
             "turn-head": render("head", turn, ui_url, self.settings.simulated),
             "live-state": render("live", turn),

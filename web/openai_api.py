@@ -30,9 +30,8 @@ import asyncio
 import contextlib
 import json
 import time
-import typing
 from collections.abc import AsyncIterator, Awaitable, Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 from starlette.requests import ClientDisconnect, Request
@@ -42,18 +41,18 @@ from starlette.types import Receive, Scope, Send
 from temporalio.client import Client, WorkflowFailureError, WorkflowHandle
 from temporalio.service import RPCError
 
-from app import councils
-from council import limits, numbers
+from app import connection, councils, front_door
+from council import numbers
 from council.agreement import verdict
 from council.calls import CallProgress, Stage
-from council.config import DEFAULT_COUNCIL, NOT_COUNCIL_OPTIONS, with_overrides
+from council.config import DEFAULT_COUNCIL
 from council.models import DeliberationRecord, DeliberationRequest
 from council.progress import Progress
 from council.structured import StructuredReply
-from council.thread import Turn
-from council.validation import InvalidRequest, validate_request
+from council.thread import Thread
 from web.guard import Forbidden, Guard
-from web.openai_options import OptionError, answer_format, check_fields, check_stream_options
+from web.openai_body import ChatBody, Conversation, Refusal, read_body
+from web.openai_options import OptionError, check_fields
 from web.pages import deliberation_url
 from web.settings import Settings
 from workflows import client as deliberations
@@ -62,17 +61,6 @@ MODEL_PREFIX = "council"
 SERVED = ("/v1/models", "/v1/chat/completions")
 ANY_METHOD = ["GET", "POST", "PUT", "PATCH", "DELETE"]
 MAX_BODY_BYTES = 1_000_000
-# A conversation of MAX_THREAD_TURNS turns, its question and a few system messages.
-MAX_MESSAGES = 2 * limits.MAX_THREAD_TURNS + 9
-# An earlier answer as long as the longest a council can give.
-ANSWER_MAX_CHARS = limits.MAX_RESPONSE_BYTES
-TEXT_BOUNDS = {
-    "system": limits.INSTRUCTIONS_MAX_CHARS,
-    "user": limits.QUESTION_MAX_CHARS,
-    "assistant": ANSWER_MAX_CHARS,
-}
-# developer is the newer name of the system role.
-ROLES = {"system": "system", "developer": "system", "user": "user", "assistant": "assistant"}
 KEEPALIVE_SECONDS = 3.0
 DONE = "data: [DONE]\n\n"
 STOP_REASON = "the API client disconnected"
@@ -126,26 +114,30 @@ def bad_request(message: str, param: str | None = None, code: str = "invalid_req
 
 
 @dataclass
-class Conversation:
-    """The messages as the council takes them."""
-
-    question: str
-    instructions: str | None
-    history: list[Turn]
-
-
-@dataclass
 class Asked:
-    """A chat completion request, read and checked."""
+    """A chat completion request, read and checked: its body, the council it names (None:
+    the default council) and the conversation its messages make."""
 
-    model: str
+    body: ChatBody
     council: str | None
     conversation: Conversation
-    stream: bool = False
-    include_usage: bool = False
-    overrides: dict[str, Any] = field(default_factory=dict)
-    # The JSON the final answer must be (response_format); None: free text.
-    answer_format: StructuredReply | None = None
+
+    @property
+    def model(self) -> str:
+        return self.body.model
+
+    @property
+    def stream(self) -> bool:
+        return bool(self.body.stream)
+
+    @property
+    def include_usage(self) -> bool:
+        return self.body.stream_options is not None and self.body.stream_options.include_usage
+
+    @property
+    def answer_format(self) -> StructuredReply | None:
+        """The JSON the final answer must be (response_format); None: free text."""
+        return self.body.response_format
 
 
 def model_ids(names: list[str]) -> dict[str, str | None]:
@@ -153,181 +145,6 @@ def model_ids(names: list[str]) -> dict[str, str | None]:
     ids: dict[str, str | None] = {MODEL_PREFIX: None}
     ids.update({f"{MODEL_PREFIX}/{name}": name for name in names if name != DEFAULT_COUNCIL})
     return ids
-
-
-def text_of(content: Any, where: str) -> str:
-    """A message's text: a string, or a list of text parts."""
-    if isinstance(content, str):
-        return content
-    if isinstance(content, list):
-        texts = []
-        for part in content:
-            kind = part.get("type") if isinstance(part, dict) else None
-            if kind != "text" or not isinstance(part.get("text"), str):
-                shown = str(kind)[:40] if kind else "not a text part"
-                raise bad_request(f"{where}.content: only text parts are read (got {shown})", where)
-            texts.append(part["text"])
-        return "\n".join(texts)
-    raise bad_request(f"{where}.content must be text", where)
-
-
-def read_message(raw: Any, index: int) -> tuple[str, str]:
-    """(role, text) of one message, its role as the council reads it."""
-    where = f"messages[{index}]"
-    if not isinstance(raw, dict):
-        raise bad_request(f"{where} must be an object with a role and a content", where)
-    role = ROLES.get(raw.get("role")) if isinstance(raw.get("role"), str) else None
-    if role is None:
-        shown = str(raw.get("role"))[:40]
-        raise bad_request(
-            f"{where}.role must be system, developer, user or assistant (got {shown!r})",
-            f"{where}.role",
-            "invalid_role",
-        )
-    return role, text_of(raw.get("content"), where)
-
-
-def check_length(index: int, role: str, text: str) -> None:
-    bound = TEXT_BOUNDS[role]
-    if len(text) > bound:
-        where = f"messages[{index}]"
-        raise bad_request(
-            f"{where}.content is too long: at most {bound} characters (got {len(text)})", where
-        )
-
-
-def turns_of(messages: list[tuple[int, str, str]]) -> list[Turn]:
-    """The earlier exchanges as turns: user messages, then the assistant messages that
-    answer them. A turn's id names the message it starts with."""
-    turns: list[Turn] = []
-    start, asked, answered = 0, [], []
-    for index, role, text in messages:
-        if role == "user" and answered:
-            turns.append(turn(start, asked, answered))
-            asked, answered = [], []
-        if not asked and not answered:
-            start = index
-        (asked if role == "user" else answered).append(text)
-    if asked or answered:
-        turns.append(turn(start, asked, answered))
-    return turns
-
-
-def turn(start: int, asked: list[str], answered: list[str]) -> Turn:
-    return Turn(id=f"messages[{start}]", question="\n\n".join(asked), answer="\n\n".join(answered))
-
-
-def conversation_of(raw: Any) -> Conversation:
-    if not isinstance(raw, list) or not raw:
-        raise bad_request(
-            "messages must be a non-empty list of {role, content} objects", "messages"
-        )
-    if len(raw) > MAX_MESSAGES:
-        raise bad_request(f"messages: at most {MAX_MESSAGES} messages (got {len(raw)})", "messages")
-    read = [(index, *read_message(message, index)) for index, message in enumerate(raw)]
-    system = [text for _, role, text in read if role == "system" and text.strip()]
-    chat = [item for item in read if item[1] != "system"]
-    if not any(role == "user" for _, role, _ in chat):
-        raise bad_request(
-            "messages: no user message: the last message must be the question",
-            "messages",
-            "no_user_message",
-        )
-    if chat[-1][1] != "user":
-        raise bad_request(
-            f"messages: the last message must be the user's question (messages[{chat[-1][0]}] "
-            "is the assistant's)",
-            "messages",
-            "invalid_role",
-        )
-    question = chat[-1]
-    for index, role, text in read:
-        if index != question[0]:  # the question's own bound is the request's (validation)
-            check_length(index, role, text)
-    history = turns_of(chat[:-1])
-    if len(history) > limits.MAX_THREAD_TURNS:
-        raise bad_request(
-            f"messages: at most {limits.MAX_THREAD_TURNS} earlier turns (got {len(history)})",
-            "messages",
-        )
-    return Conversation(
-        question=question[2],
-        instructions="\n\n".join(system) or None,
-        history=history,
-    )
-
-
-def flag(body: dict[str, Any], name: str, default: bool = False) -> bool:
-    value = body.get(name, default)
-    if value is None:
-        return default
-    if not isinstance(value, bool):
-        raise bad_request(f"{name} must be true or false", name)
-    return value
-
-
-def overrides_of(body: dict[str, Any]) -> dict[str, Any]:
-    """The council's options this request sets: temperature, max_tokens (the chairman's
-    reply), and the `council` object."""
-    options = body.get("council")
-    if options is None:
-        options = {}
-    if not isinstance(options, dict):
-        raise bad_request("council must be an object of start options (max_rounds, ...)", "council")
-    if "answer_format" in options:
-        raise bad_request(
-            "council.answer_format cannot be set here: response_format sets it",
-            "council.answer_format",
-        )
-    refused = sorted(set(options) & NOT_COUNCIL_OPTIONS)
-    if refused:
-        raise bad_request(
-            f"council.{refused[0]} cannot be set here: the messages carry the question, the "
-            "conversation and the instructions",
-            f"council.{refused[0]}",
-        )
-    overrides = dict(options)
-    if body.get("temperature") is not None:
-        overrides["temperature"] = body["temperature"]
-    tokens = chairman_tokens(body)
-    if tokens is not None:
-        given = overrides.get("max_tokens") or {}
-        overrides["max_tokens"] = (
-            {**given, "synthesis": tokens} if isinstance(given, dict) else given
-        )
-    return {name: ascii_number(name, value) for name, value in overrides.items()}
-
-
-def chairman_tokens(body: dict[str, Any]) -> int | None:
-    """max_tokens (or its newer name, max_completion_tokens): the most tokens of the final
-    answer, which is the chairman's reply."""
-    given = [name for name in ("max_tokens", "max_completion_tokens") if body.get(name) is not None]
-    if not given:
-        return None
-    if len(given) > 1:
-        raise bad_request("max_tokens and max_completion_tokens: give one of them", given[1])
-    name = given[0]
-    value = body[name]
-    low, high = limits.MIN_REPLY_TOKENS, limits.MAX_REPLY_TOKENS
-    if isinstance(value, bool) or not isinstance(value, int) or not low <= value <= high:
-        raise bad_request(f"{name} must be between {low} and {high} (got {str(value)[:40]})", name)
-    return value
-
-
-def ascii_number(name: str, value: Any) -> Any:
-    """A numeric option sent as text, read as ASCII digits only (council.numbers): a
-    validator alone would also read "1_000" as a number."""
-    field = DeliberationRequest.model_fields.get(name)
-    if not isinstance(value, str) or field is None:
-        return value
-    kinds = typing.get_args(field.annotation) or (field.annotation,)
-    if not any(kind in (int, float) for kind in kinds):
-        return value
-    number = numbers.decimal(value)
-    if number is None:
-        param = name if name == "temperature" else f"council.{name}"
-        raise bad_request(f"{param} must be a number (got {value[:40]!r})", param)
-    return number
 
 
 def no_such_model(model: str, known: dict[str, str | None]) -> ApiError:
@@ -340,32 +157,21 @@ def no_such_model(model: str, known: dict[str, str | None]) -> ApiError:
     )
 
 
-def read_asked(body: Any, known: dict[str, str | None]) -> Asked:
-    if not isinstance(body, dict):
+def read_asked(raw: Any, known: dict[str, str | None]) -> Asked:
+    """The body read (web.openai_body): every field it may not hold refused by name."""
+    if not isinstance(raw, dict):
         raise bad_request("the body must be a JSON object")
-    model = body.get("model")
-    if not isinstance(model, str) or not model:
-        raise bad_request("model is required: council or council/NAME (GET /v1/models)", "model")
-    if model not in known:
-        raise no_such_model(model, known)
-    options = body.get("stream_options") or {}
-    if not isinstance(options, dict):
-        raise bad_request("stream_options must be an object", "stream_options")
     try:
-        check_fields(body)
-        check_stream_options(options)
-        wanted = answer_format(body.get("response_format"))
+        check_fields(raw, tuple(ChatBody.model_fields))
+        body = read_body(raw)
+        if body.model not in known:
+            raise no_such_model(body.model, known)
+        conversation = body.conversation()
     except OptionError as refused:
         raise bad_request(str(refused), refused.param) from None
-    return Asked(
-        model=model,
-        council=known[model],
-        conversation=conversation_of(body.get("messages")),
-        stream=flag(body, "stream"),
-        include_usage=flag(options, "include_usage"),
-        overrides=overrides_of(body),
-        answer_format=wanted,
-    )
+    except Refusal as refused:
+        raise bad_request(str(refused), refused.param, refused.code) from None
+    return Asked(body, known[body.model], conversation)
 
 
 async def read_json(request: Request) -> Any:
@@ -458,7 +264,7 @@ def usage_of(record: DeliberationRecord) -> dict[str, int]:
 def where_of(progress: Progress | None) -> str:
     """Where the run is, for a keep-alive comment (one line, our words)."""
     if progress is None:
-        return "waiting for a worker to pick the deliberation up"
+        return deliberations.WAITING
     if progress.stage is None:
         return "starting"
     return f"working: {progress.stage.place(progress.round)}"
@@ -471,9 +277,7 @@ def chairman_text(partials: list[CallProgress]) -> str | None:
 
 def failed(workflow: str, failure: WorkflowFailureError) -> ApiError:
     """A deliberation that failed, in one line: its reason as the workflow gave it."""
-    cause = failure.cause
-    text = str(getattr(cause, "message", None) or cause or failure).strip()
-    reason = text.splitlines()[0] if text else "no reason given"
+    reason = deliberations.failure_reason(failure)
     # Asked again, the SDKs would start (and pay for) another deliberation.
     return ApiError(
         502,
@@ -622,20 +426,10 @@ class OpenAIApi:
             )
 
     def temporal_error(self, error: RPCError) -> ApiError:
-        if deliberations.unavailable(error):
-            return ApiError(
-                503,
-                f"the Temporal server at {self.settings.temporal_address} does not answer: start "
-                "it (make server) or check TEMPORAL_ADDRESS",
-                "temporal_unavailable",
-                "server_error",
-            )
-        return ApiError(
-            502,
-            f"the Temporal server refused the request ({error.status.name})",
-            "temporal_error",
-            "server_error",
-        )
+        message = connection.described(error, self.settings.temporal_address)
+        if connection.unavailable(error):
+            return ApiError(503, message, "temporal_unavailable", "server_error")
+        return ApiError(502, message, "temporal_error", "server_error")
 
     def known(self) -> dict[str, str | None]:
         return model_ids(councils.council_names(self.settings.config))
@@ -643,7 +437,7 @@ class OpenAIApi:
     # ---- models ----
 
     def model_object(self, model: str, name: str | None) -> dict[str, Any]:
-        options = councils.council_options(self.settings.config, name)
+        options = councils.council_options(self.settings.config, name, self.settings.variables)
         members = list(options.get("models", []))
         return {
             "id": model,
@@ -687,29 +481,32 @@ class OpenAIApi:
             asked=asked,
             created=int(time.time()),
             page=str(request.base_url).rstrip("/") + deliberation_url(handle.id),
-            ui=deliberations.ui_url(self.client, handle.id),
+            ui=deliberations.ui_url(self.client, handle.id, self.settings.ui_url),
         )
         if asked.stream:
             return self.streamed(started)
         return await self.answered(request, started)
 
     def deliberation_request(self, asked: Asked) -> DeliberationRequest:
-        try:
-            council = councils.council_options(self.settings.config, asked.council)
-        except councils.UnknownCouncil as unknown:  # the file changed under a running server
-            raise ApiError(404, str(unknown.args[0]), "model_not_found", param="model") from None
+        """The request, through the front door; a refusal names the body's field."""
         said = asked.conversation
-        data = with_overrides(council, asked.overrides) | {
-            "question": said.question,
-            "instructions": said.instructions,
-            "history": [turn.model_dump() for turn in said.history],
-        }
-        if asked.answer_format is not None:
-            data["answer_format"] = asked.answer_format.model_dump()
         try:
-            return validate_request(data)
-        except InvalidRequest as error:
-            raise bad_request(str(error)) from None
+            return front_door.compose(
+                said.question,
+                asked.body.options(),
+                council=asked.council,
+                config=self.settings.config,
+                settings=self.settings.variables,
+                thread=Thread(history=said.history),
+                instructions=said.instructions,
+                answer_format=asked.answer_format,
+            )
+        except front_door.Refused as refused:
+            first = refused.problems[0]
+            if first.loc == (front_door.COUNCIL,):  # the file changed under a running server
+                why = first.text.removeprefix(": ")
+                raise ApiError(404, why, "model_not_found", param="model") from None
+            raise bad_request(first.line(), asked.body.param_of(first.loc)) from None
 
     async def answered(self, request: Request, started: Started) -> Response:
         """The completion, once the deliberation completes; if the client leaves first,

@@ -3,8 +3,9 @@
 
 Rules:
 - Every field is read, accepted and ignored, or refused with a 400 that names it. Read:
-  the fields in READ. Ignored: the fields in IGNORED, on which nothing a council does
-  depends (ids for the caller's own bookkeeping, a best-effort seed, a service tier).
+  the fields the body's model declares (web.openai_body.ChatBody). Ignored: the fields in
+  IGNORED, on which nothing a council does depends (ids for the caller's own bookkeeping,
+  a best-effort seed, a service tier).
   Refused: the fields in REFUSED, which a council cannot honour; a refused field passes
   only with the value that asks for nothing (`n` 1, `logprobs` false, `top_p` 1...).
   Any other field is refused too, as OpenAI refuses an unrecognized argument, so that
@@ -21,7 +22,7 @@ Rules:
 from __future__ import annotations
 
 import re
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -39,18 +40,6 @@ DESCRIPTION_MAX_CHARS = 2_000
 NAME = re.compile(r"[A-Za-z0-9_-]{1,64}")
 # What json_object asks for when it names no schema.
 ANY_OBJECT = {"type": "object"}
-READ = (
-    "model",
-    "messages",
-    "stream",
-    "stream_options",
-    "temperature",
-    "max_tokens",
-    "max_completion_tokens",
-    "n",
-    "response_format",
-    "council",
-)
 IGNORED = frozenset(
     {
         "user",
@@ -123,21 +112,21 @@ def shown(name: str) -> str:
     return repr(name if len(name) <= 40 else name[:37] + "...")
 
 
-def check_fields(body: dict[str, Any]) -> None:
+def check_fields(body: dict[str, Any], read: Sequence[str]) -> None:
     """Refuse the first field of the body that the council cannot honour (in REFUSED's
-    order: tools before what goes with them), then any it does not know; a null value is
-    a field not given."""
+    order: tools before what goes with them), then any it does not know (neither `read`
+    nor ignored); a null value is a field not given."""
     for name, refused in REFUSED.items():
         value = body.get(name)
         if value is not None and not refused.passes(value):
             only = f" (only {refused.neutral} is accepted)" if refused.neutral else ""
             raise OptionError(f"{name} is not supported{only}: {refused.why}", name)
     for name, value in body.items():
-        if value is None or name in READ or name in IGNORED or name in REFUSED:
+        if value is None or name in read or name in IGNORED or name in REFUSED:
             continue
         raise OptionError(
             f"unrecognized request argument {shown(name)}: /v1/chat/completions reads "
-            f"{', '.join(READ)} (see the API's documentation)",
+            f"{', '.join(read)} (see the API's documentation)",
             name[:40],
         )
 

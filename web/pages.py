@@ -38,7 +38,7 @@ from starlette.routing import Route
 from starlette.templating import Jinja2Templates
 from temporalio.client import Client
 
-from app import councils
+from app import councils, front_door
 from app.render import record_markdown
 from council import numbers
 from council.limits import MAX_STOP_REASON_CHARS
@@ -148,10 +148,6 @@ class Pages:
 
         return checked
 
-    def council(self, name: str | None) -> dict[str, Any]:
-        """A council's options (the default council's without a name)."""
-        return councils.council_options(self.settings.config, name or None)
-
     # ---- the list and the start form ------------------------------------------------
 
     async def index(
@@ -178,14 +174,9 @@ class Pages:
 
     async def start(self, request: Request, form: FormData) -> Response:
         fields = {k: v for k, v in form.items() if isinstance(v, str)}
-        unknown_council = None
-        try:
-            council = self.council(fields.get("council"))
-        except councils.UnknownCouncil as unknown:
-            council, unknown_council = self.council(None), f"Council: {unknown.args[0]}"
-        wanted, state = views.request_from_form(fields, council)
-        if unknown_council:
-            wanted, state.errors = None, {"council": unknown_council, **state.errors}
+        wanted, state = views.request_from_form(
+            fields, self.settings.config, self.settings.variables
+        )
         if wanted is None:
             return await self.index(request, state, status=400)
         handle = await deliberations.start(self.client, wanted, self.settings.task_queue)
@@ -235,7 +226,7 @@ class Pages:
             note=note,
             refused=refused,
             typed=typed,
-            ui_url=deliberations.ui_url(self.client, workflow),
+            ui_url=deliberations.ui_url(self.client, workflow, self.settings.ui_url),
             threads=views.sidebar(rows, current, THREADS_SHOWN),
             here=current.thread,
             ask_of=ask_target(turns),
@@ -315,21 +306,16 @@ class Pages:
         except deliberations.NoSuchDeliberation:
             return self.missing(request, workflow)
         record, _ = await reading.read_record(found.handle)
-        wanted, state = None, views.StartForm(fields)
-        try:
-            council = self.council(fields["council"]) if fields["council"] else None
-        except councils.UnknownCouncil as unknown:
-            state.errors["council"] = str(unknown.args[0])
-        else:
-            settings = _settings_of(record) if council is None else {}
-            wanted, state = views.request_from_form(
-                {**fields, **settings}, council or self.council(None)
-            )
-            state.values = fields
+        same = _settings_of(record) if not fields["council"] else {}
+        wanted, state = views.request_from_form(
+            {**fields, **same}, self.settings.config, self.settings.variables
+        )
+        state.values = fields
         if wanted is not None:
             try:
-                wanted = await deliberations.follow_up(self.client, wanted, workflow)
-            except deliberations.FollowUpError as error:
+                thread = await deliberations.thread_of(self.client, workflow, wanted.context_tokens)
+                wanted = front_door.in_thread(wanted, thread)
+            except (deliberations.FollowUpError, front_door.Refused) as error:
                 state.errors[views.FORM_WIDE] = str(error)
                 wanted = None
         if wanted is None:
@@ -399,7 +385,8 @@ def council_choices(settings: Settings) -> tuple[list[str], dict[str, list[str]]
     """The councils a user can pick, and each one's members."""
     names = councils.council_names(settings.config)
     return names, {
-        name: councils.council_options(settings.config, name)["models"] for name in names
+        name: councils.council_options(settings.config, name, settings.variables)["models"]
+        for name in names
     }
 
 

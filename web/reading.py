@@ -6,12 +6,13 @@ page loaded and a page refreshed by the stream show the same state.
 
 from __future__ import annotations
 
-from datetime import UTC, datetime, timedelta
+from datetime import UTC, datetime
 from typing import Any
 
 from temporalio.client import Client, WorkflowFailureError
 from temporalio.service import RPCError
 
+from app import connection
 from app.render import event_line
 from council.calls import Stage
 from council.models import DeliberationRecord
@@ -20,10 +21,6 @@ from web import views
 from workflows import client as deliberations
 from workflows.deliberation import Deliberation
 
-# A failed run's record so far comes from a query that a worker answers by replaying it:
-# not worth a long wait when no worker is there.
-FAILED_RECORD_TIMEOUT_SECONDS = 2.0
-
 
 async def read_record(handle: Any) -> tuple[DeliberationRecord | None, str | None]:
     """The record (the record so far while it runs), or None and why there is none, in our
@@ -31,26 +28,14 @@ async def read_record(handle: Any) -> tuple[DeliberationRecord | None, str | Non
     try:
         return await deliberations.read_record(handle), None
     except WorkflowFailureError as failure:
-        cause = failure.cause
-        return None, f"the deliberation failed: {getattr(cause, 'message', None) or cause}"
+        why = f"the deliberation failed: {deliberations.failure_reason(failure)}"
+        return deliberations.failed_record(failure), why
     except RPCError as error:
-        if deliberations.unavailable(error):
+        if connection.unavailable(error):
             raise
         return None, "no record yet: no worker answers for this deliberation"
     except Exception:  # a query no worker answers yet, and the like
         return None, "no record yet: no worker answers for this deliberation"
-
-
-async def _record_of_failed(handle: Any) -> DeliberationRecord | None:
-    """What a failed run had when it failed (its answers and errors), where a worker can
-    say; None otherwise."""
-    try:
-        return await handle.query(
-            Deliberation.current_record,
-            rpc_timeout=timedelta(seconds=FAILED_RECORD_TIMEOUT_SECONDS),
-        )
-    except Exception:  # no worker, or the run failed before it had a record
-        return None
 
 
 async def progress_of(handle: Any) -> Progress | None:
@@ -58,7 +43,7 @@ async def progress_of(handle: Any) -> Progress | None:
     try:
         return await handle.query(Deliberation.progress, 0, rpc_timeout=deliberations.QUERY_TIMEOUT)
     except RPCError as error:
-        if deliberations.unavailable(error):
+        if connection.unavailable(error):
             raise
         return None
     except Exception:
@@ -76,10 +61,9 @@ async def read_turn(
     the record (and problem) when the caller read it since the run last moved."""
     record, problem = known if known is not None else await read_record(found.handle)
     turn = views.Turn(found.id, found.status, record, problem)
-    if found.status == "failed" and record is None:
-        turn.record = await _record_of_failed(found.handle)
-        if turn.record is not None:
-            turn.provider_problem = _provider_problem(turn.record, [])
+    if found.status == "failed":
+        if record is not None:
+            turn.provider_problem = _provider_problem(record, [])
         return turn
     if found.status != "running":
         return turn
@@ -96,7 +80,7 @@ async def read_turn(
             progress.stage, progress.round, progress.max_rounds, progress.min_rounds, record
         )
     else:
-        turn.where = "waiting for a worker to pick the deliberation up…"
+        turn.where = deliberations.WAITING
     for call in in_flight:
         if call.stage == Stage.SYNTHESIS:
             turn.chairman_text, turn.chairman_writing = call.text, call.model

@@ -11,20 +11,18 @@ from datetime import datetime
 from difflib import SequenceMatcher
 from typing import Any
 
-import annotated_types
-from pydantic import ValidationError
-
-from council import numbers
+from app import front_door
+from app.settings import Settings
 from council.agreement import Agreement, Dissent, verdict
 from council.calls import Stage
-from council.config import with_overrides
+from council.config import Config
 from council.iteration import CritiqueItem, IterationRound, RefinementResult
 from council.models import DeliberationRecord, DeliberationRequest, UsageTotals
 from council.progress import EventKind, ProgressEvent, shown_status
 from council.reviews import read_review
 from council.stages import Stage2Result
 from council.stragglers import LateCall
-from council.validation import every_problem
+from council.validation import Loc
 
 # ---- the start form -----------------------------------------------------------------------
 
@@ -43,8 +41,8 @@ FORM_LABELS = {
     "context_tokens": "Context (tokens of earlier turns)",
 }
 FORM_FIELDS = tuple(FORM_LABELS)
-_WHOLE_NUMBERS = ("max_rounds", "min_rounds", "token_budget", "context_tokens")
-_NUMBERS = ("quality_threshold", "max_cost_usd")
+# The fields that are no option of the request: the question, and the council's name.
+_NOT_OPTIONS = ("question", front_door.COUNCIL)
 # Where a problem that concerns no one field goes: above the form's button.
 FORM_WIDE = "form"
 
@@ -73,85 +71,45 @@ class StartForm:
 
 
 def request_from_form(
-    form: Mapping[str, str], defaults: Mapping[str, Any]
+    form: Mapping[str, str],
+    config: Config,
+    settings: Settings | None = None,
+    council: str | None = None,
 ) -> tuple[DeliberationRequest | None, StartForm]:
-    """The request the form describes (its fields on top of `defaults`: the chosen
-    council's options), or None and the form with every error beside the field it
-    concerns, in the words of the form's labels."""
+    """The request the form describes, through the front door: its fields on top of the
+    council chosen (the form's `council` field, else `council`; else the default one), or
+    None and the form with every error beside the field it concerns, in the words of the
+    form's labels."""
     values = {name: str(form.get(name, "")).strip() for name in FORM_FIELDS}
-    errors: dict[str, str] = {}
-    given: dict[str, Any] = {}
+    given: dict[str, Any] = {
+        name: values[name] for name in FORM_FIELDS if name not in _NOT_OPTIONS and values[name]
+    }
     models = [m.strip() for m in re.split(r"[,\n]", values["models"]) if m.strip()]
-    if models:
-        given["models"] = models
-    if values["chairman"]:
-        given["chairman"] = values["chairman"]
-    for name in (*_WHOLE_NUMBERS, *_NUMBERS):
-        if not values[name]:
-            continue
-        number = _number(values[name], whole=name in _WHOLE_NUMBERS)
-        if number is None:
-            errors[name] = _not_a_number(name, values[name])
-        else:
-            given[name] = number
-    data = with_overrides(defaults, given) | {"question": values["question"]}
+    given["models"] = models or None
     try:
-        request = DeliberationRequest.model_validate(data)
-    except ValidationError as error:
-        for where, line in every_problem(error):
-            name = str(where[0]) if where and str(where[0]) in FORM_LABELS else FORM_WIDE
-            errors.setdefault(name, _in_words(where, line))
-        request = None
-    if errors:
+        request = front_door.compose(
+            values["question"],
+            given,
+            council=values["council"] or council,
+            config=config,
+            settings=settings,
+        )
+    except front_door.Refused as refused:
+        errors: dict[str, str] = {}
+        for problem in refused.problems:
+            name = str(problem.loc[0]) if problem.loc else FORM_WIDE
+            where = name if name in FORM_LABELS else FORM_WIDE
+            errors.setdefault(where, problem.line(_label(problem.loc)))
         return None, StartForm(values, errors)
     return request, StartForm(values)
 
 
-def _number(text: str, whole: bool) -> int | float | None:
-    """A number as typed, in ASCII digits (a whole number stays one, so that a message
-    quotes it as it was typed), or None."""
-    number = numbers.whole(text)
-    return number if whole or number is not None else numbers.decimal(text)
-
-
-def _bounds(name: str) -> str:
-    """ " from 1 to 5", " above 0, at most 10": a numeric field's range as the model has it."""
-    low = high = None
-    above = False
-    for meta in DeliberationRequest.model_fields[name].metadata:
-        if isinstance(meta, annotated_types.Ge):
-            low = meta.ge
-        elif isinstance(meta, annotated_types.Gt):
-            low, above = meta.gt, True
-        elif isinstance(meta, annotated_types.Le):
-            high = meta.le
-    if low is None or high is None:
-        return ""
-    low, high = _shown(low), _shown(high)
-    return f" above {low}, at most {high}" if above else f" from {low} to {high}"
-
-
-def _shown(number: float) -> str:
-    return f"{number:,}" if float(number).is_integer() and abs(number) >= 1000 else f"{number:g}"
-
-
-def _not_a_number(name: str, text: str) -> str:
-    kind = "a whole number" if name in _WHOLE_NUMBERS else "a number"
-    shown = text if len(text) <= 40 else text[:37] + "..."
-    return f"{FORM_LABELS[name]} must be {kind}{_bounds(name)} (got {shown!r})"
-
-
-def _in_words(where: tuple[Any, ...], line: str) -> str:
-    """A validation line with the field's name replaced by its label on the page:
-    "max_rounds must be ..." -> "Max rounds must be ..."; "models.1: ..." -> "Models, line
-    2: ..."."""
-    named = ".".join(str(part) for part in where)
-    label = FORM_LABELS.get(str(where[0])) if where else None
-    if not label or not line.startswith(named):
-        return line
-    if len(where) > 1 and isinstance(where[1], int):
-        label += f", line {where[1] + 1}"
-    return label + line[len(named) :]
+def _label(loc: Loc) -> str | None:
+    """A field as the page names it: "Max rounds"; "Models, line 2" for one of the models."""
+    label = FORM_LABELS.get(str(loc[0])) if loc else None
+    if label and len(loc) > 1 and isinstance(loc[1], int):
+        label += f", line {loc[1] + 1}"
+    return label
 
 
 @dataclass
@@ -330,7 +288,7 @@ def usage_tables(record: DeliberationRecord) -> list[tuple[str, list[UsageRow]]]
 
 def stage_title(stage: str) -> str:
     try:
-        return Stage(stage).title
+        return Stage(stage).heading
     except ValueError:
         return stage
 
@@ -478,7 +436,7 @@ def where_line(
 ) -> str:
     """Where a running deliberation is, in one line: the stage, the refinement round once
     one runs, and the tokens and cost so far."""
-    parts = [stage.title if stage else "starting"]
+    parts = [stage.heading if stage else "starting"]
     if round_number and stage in (Stage.REFINE, Stage.REVIEW):
         parts.append(f"refinement round {round_number} of {max_rounds} (at least {min_rounds})")
     if record is not None:

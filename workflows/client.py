@@ -12,14 +12,14 @@ within seconds or never.
 from __future__ import annotations
 
 import asyncio
-import os
 import re
 import uuid
-from collections.abc import AsyncIterator, Callable, Mapping
+from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
+from pydantic import ValidationError
 from temporalio.api.enums.v1 import TaskQueueKind, TaskQueueType
 from temporalio.api.taskqueue.v1 import PollerInfo, TaskQueue
 from temporalio.api.workflowservice.v1 import DescribeTaskQueueRequest
@@ -27,6 +27,7 @@ from temporalio.client import (
     Client,
     WorkflowExecution,
     WorkflowExecutionStatus,
+    WorkflowFailureError,
     WorkflowHandle,
     WorkflowUpdateFailedError,
     WorkflowUpdateRPCTimeoutOrCancelledError,
@@ -37,16 +38,16 @@ from temporalio.common import (
     WorkflowIDConflictPolicy,
     WorkflowIDReusePolicy,
 )
-from temporalio.exceptions import WorkflowAlreadyStartedError
+from temporalio.exceptions import ApplicationError, WorkflowAlreadyStartedError
 from temporalio.service import RPCError, RPCStatusCode
 
 from council.calls import CallProgress, Stage
 from council.ids import is_valid_id
 from council.limits import MAX_THREAD_TURNS
 from council.models import DeliberationRecord, DeliberationRequest
-from council.progress import Progress
+from council.progress import Progress, ProgressEvent
 from council.steering import HumanCritique, RoundsChange, bounded_reason
-from council.thread import Turn
+from council.thread import Thread, Turn
 from workflows import search_attributes
 from workflows.deliberation import Deliberation
 
@@ -83,11 +84,11 @@ def dev_ui_port(port: int) -> int:
     return port + DEV_UI_PORT_OFFSET
 
 
-def temporal_ui(address: str, env: Mapping[str, str] | None = None) -> str:
-    """The Temporal Web UI of the server at `address` (host:port): COUNCIL_UI_URL when set,
-    Temporal Cloud's for a *.tmprl.cloud address, else the dev server's UI on that host."""
-    env = os.environ if env is None else env
-    configured = (env.get("COUNCIL_UI_URL") or "").strip().rstrip("/")
+def temporal_ui(address: str, configured: str | None = None) -> str:
+    """The Temporal Web UI of the server at `address` (host:port): the one configured
+    (COUNCIL_UI_URL, read by the caller's settings) when there is one, Temporal Cloud's for
+    a *.tmprl.cloud address, else the dev server's UI on that host."""
+    configured = (configured or "").strip().rstrip("/")
     if configured:
         return configured
     host, _, port = address.rpartition(":")
@@ -97,9 +98,10 @@ def temporal_ui(address: str, env: Mapping[str, str] | None = None) -> str:
     return f"http://{host}:{dev_ui_port(int(port))}"
 
 
-def ui_url(client: Client, workflow: str) -> str:
-    """The run's page in the Web UI of the Temporal server this client is connected to."""
-    base = temporal_ui(client.service_client.config.target_host)
+def ui_url(client: Client, workflow: str, configured: str | None = None) -> str:
+    """The run's page in the Web UI of the Temporal server this client is connected to
+    (`configured`: the UI's address when one is set, see temporal_ui)."""
+    base = temporal_ui(client.service_client.config.target_host, configured)
     return f"{base}/namespaces/{client.namespace}/workflows/{workflow}"
 
 
@@ -146,11 +148,6 @@ class Found:
         return self.handle.id
 
 
-def unavailable(error: RPCError) -> bool:
-    """The Temporal server did not answer (as opposed to answering no)."""
-    return error.status in (RPCStatusCode.UNAVAILABLE, RPCStatusCode.DEADLINE_EXCEEDED)
-
-
 async def find(client: Client, workflow: str) -> Found:
     """The deliberation with this id; NoSuchDeliberation for an id that breaks the id rule,
     names nothing, or names a workflow of another type. Other RPC errors (the server is
@@ -192,7 +189,6 @@ async def start(
                 static_details=details(request),
                 memo={QUESTION_MEMO: request.question[:QUESTION_MEMO_CHARS]},
                 search_attributes=thread,
-                result_type=DeliberationRecord,
                 id_reuse_policy=WorkflowIDReusePolicy.REJECT_DUPLICATE,
                 id_conflict_policy=WorkflowIDConflictPolicy.FAIL,
             )
@@ -292,28 +288,28 @@ async def steer(found: Found, update: Any, argument: Callable[[datetime], Any]) 
 
 async def set_max_rounds(found: Found, rounds: int) -> int:
     """Deliberation.set_max_rounds through steer: the new maximum."""
-    return await steer(
+    changed: int = await steer(
         found, Deliberation.set_max_rounds, lambda by: RoundsChange(rounds=rounds, deadline=by)
     )
+    return changed
 
 
 async def add_critique(found: Found, critique: HumanCritique) -> str:
     """Deliberation.add_critique through steer: the workflow's reply."""
-    return await steer(
+    reply: str = await steer(
         found, Deliberation.add_critique, lambda by: critique.model_copy(update={"deadline": by})
     )
+    return reply
 
 
 class FollowUpError(ValueError):
     """A deliberation that cannot be followed up: the message says why, in one line."""
 
 
-async def follow_up(
-    client: Client, request: DeliberationRequest, follow_up_of: str
-) -> DeliberationRequest:
-    """The request as a follow-up of a completed deliberation: its thread, and the
-    thread's earlier turns (the newest that fit the request's context_tokens; the ids of
-    the older ones as dropped)."""
+async def thread_of(client: Client, follow_up_of: str, context_tokens: int) -> Thread:
+    """A follow-up's place in the thread of a completed deliberation: the thread, and its
+    earlier turns (the newest that fit in `context_tokens`, the request's; the ids of the
+    older ones as dropped). The front door (app.front_door.in_thread) puts a request in it."""
     try:
         found = await find(client, follow_up_of)
     except NoSuchDeliberation as missing:
@@ -342,22 +338,14 @@ async def follow_up(
     turns = [Turn(id=last.id, question=last.query, answer=last.stage3.response)]
     used = turns[0].tokens
     for wid in reversed(earlier):  # newest first, until the bound is passed
-        if used > request.context_tokens:
+        if used > context_tokens:
             break
         record = await handle(client, wid).result()
         if record.stage3 is not None:
             turns.insert(0, Turn(id=wid, question=record.query, answer=record.stage3.response))
             used += turns[0].tokens
     dropped = earlier[: len(earlier) - (len(turns) - 1)]
-    return DeliberationRequest.model_validate(
-        {
-            **request.model_dump(),
-            "follow_up_of": last.id,
-            "thread_id": thread,
-            "history": [turn.model_dump() for turn in turns],
-            "dropped_turns": dropped,
-        }
-    )
+    return Thread(follow_up_of=last.id, thread_id=thread, history=turns, dropped_turns=dropped)
 
 
 def handle(client: Client, workflow: str) -> WorkflowHandle[Deliberation, DeliberationRecord]:
@@ -369,7 +357,7 @@ def status_name(status: WorkflowExecutionStatus | None) -> str:
     return status.name.lower() if status else "unknown"
 
 
-async def status_of(handle: WorkflowHandle) -> str:
+async def status_of(handle: WorkflowHandle[Any, Any]) -> str:
     """running, completed, failed, terminated, ... (raises RPCError if there is no such run)."""
     return status_name((await handle.describe()).status)
 
@@ -448,12 +436,31 @@ async def _question(execution: WorkflowExecution) -> str | None:
     return question if isinstance(question, str) else None
 
 
-async def read_record(handle: WorkflowHandle) -> DeliberationRecord:
+async def read_record(handle: WorkflowHandle[Any, Any]) -> DeliberationRecord:
     """The record: the result once the run completed, the record so far while it runs.
-    Raises what Temporal raised when the run failed or no worker answers."""
+    Raises what Temporal raised when the run failed (failed_record reads what it had) or
+    no worker answers."""
     if await status_of(handle) == "running":
-        return await handle.query(Deliberation.current_record, rpc_timeout=QUERY_TIMEOUT)
-    return await handle.result()
+        record: DeliberationRecord = await handle.query(
+            Deliberation.current_record, rpc_timeout=QUERY_TIMEOUT
+        )
+        return record
+    result: DeliberationRecord = await handle.result()
+    return result
+
+
+def failed_record(failure: WorkflowFailureError) -> DeliberationRecord | None:
+    """What a failed run had when it failed (its answers, errors and usage), from the
+    details of its failure: no worker, and no build of the workflow, is needed to read it.
+    None for a run that failed before it had a record (an invalid request)."""
+    cause = failure.cause
+    details = cause.details if isinstance(cause, ApplicationError) else ()
+    if not details:
+        return None
+    try:
+        return DeliberationRecord.model_validate(details[0])
+    except ValidationError:
+        return None
 
 
 # The model-call activity's name (ModelGateway.call_model): the run's other activity, the
@@ -461,7 +468,7 @@ async def read_record(handle: WorkflowHandle) -> DeliberationRecord:
 MODEL_CALL = "call_model"
 
 
-async def partial_replies(handle: WorkflowHandle) -> list[CallProgress]:
+async def partial_replies(handle: WorkflowHandle[Any, Any]) -> list[CallProgress]:
     """The replies the models are writing now, as far as they have arrived: the heartbeat
     details of the model calls in flight."""
     description = await handle.describe()
@@ -494,7 +501,7 @@ class CallInFlight:
     retry_at: datetime | None
 
 
-async def calls_in_flight(handle: WorkflowHandle) -> list[CallInFlight]:
+async def calls_in_flight(handle: WorkflowHandle[Any, Any]) -> list[CallInFlight]:
     """The run's model calls in flight, from its pending activities. The model is named by
     the heartbeat details, else by the last failure's message ("MODEL: why"); None when the
     call has done neither yet."""
@@ -535,24 +542,59 @@ async def calls_in_flight(handle: WorkflowHandle) -> list[CallInFlight]:
     return calls
 
 
+# How often a follower asks a running deliberation where it is (twice that while no worker
+# answers). Tests shorten it.
+POLL_SECONDS = 0.5
+# What every surface says while no worker answers a deliberation's queries.
+WAITING = "waiting for a worker to pick the deliberation up…"
+
+
 async def follow(
-    handle: WorkflowHandle, since: int = 0, poll_seconds: float = 0.5
+    handle: WorkflowHandle[Any, Any], since: int = 0, poll_seconds: float | None = None
 ) -> AsyncIterator[Progress | None]:
     """The run's progress, each time it may have moved, until it closes: a Progress with
-    the events after the last one seen, or None while no worker answers the query."""
+    the events after the last one seen, or None while no worker answers the query (every
+    `poll_seconds`, POLL_SECONDS by default)."""
     closed = False
     while True:
+        pause = POLL_SECONDS if poll_seconds is None else poll_seconds
         try:
             progress = await handle.query(Deliberation.progress, since, rpc_timeout=QUERY_TIMEOUT)
         except (RPCError, Exception):  # no worker yet, or the run just closed
             if await status_of(handle) != "running":
                 return
             yield None
-            await asyncio.sleep(poll_seconds * 2)
+            await asyncio.sleep(pause * 2)
             continue
         since = progress.next_seq
         yield progress
         if progress.finished or closed:
             return
         closed = await status_of(handle) != "running"  # if so, one last read for the final events
-        await asyncio.sleep(poll_seconds)
+        await asyncio.sleep(pause)
+
+
+async def events(
+    handle: WorkflowHandle[Any, Any], poll_seconds: float | None = None
+) -> AsyncIterator[ProgressEvent | str]:
+    """The run's progress events until it closes, and WAITING once each time no worker
+    answers (again after a worker answered): the follow loop of a surface that reports
+    events one by one (the CLI, MCP's progress notifications)."""
+    waiting = False
+    async for progress in follow(handle, 0, poll_seconds):
+        if progress is None:
+            if not waiting:
+                yield WAITING
+            waiting = True
+            continue
+        waiting = False
+        for event in progress.events:
+            yield event
+
+
+def failure_reason(error: BaseException) -> str:
+    """Why a run failed (or why reading it did), in one line: the failure's own message,
+    as the workflow gave it."""
+    cause = getattr(error, "cause", None) or error
+    text = " ".join(str(getattr(cause, "message", None) or cause).split())
+    return text or "no reason given"

@@ -2,19 +2,25 @@
 
 from __future__ import annotations
 
-from council.agreement import verdict
+from council.agreement import Agreement, verdict
 from council.calls import Stage
 from council.iteration import IterationState
 from council.models import DeliberationRecord
 
 
 def current_details(
-    stage: Stage | None, state: IterationState, record: DeliberationRecord, finished: bool = False
+    stage: Stage | None,
+    state: IterationState,
+    record: DeliberationRecord,
+    agreement: Agreement | None = None,
+    finished: bool = False,
 ) -> str:
+    """Where the run is, what it spent, each member's standing in the latest review and
+    how far that review agreed (`agreement`), its cuts and failures."""
     if finished:
         head = f"**Finished**: {state.termination_reason} after {len(state.rounds)} round(s)"
     else:
-        where = stage.title if stage else "starting"
+        where = stage.heading if stage else "starting"
         head = (
             f"**{where}** · round {state.current_round} of {state.max_rounds}"
             f" (at least {state.min_rounds})"
@@ -39,8 +45,8 @@ def current_details(
         rank = f"{entry.average_rank:.2f}" if entry and entry.average_rank is not None else "-"
         label = labels.get(model, "dropped" if record.stage1 else "-")
         lines.append(f"| {model} | {label} | {rating} | {lowest} | {rank} |")
-    if record.agreement is not None:
-        lines += ["", f"**Verdict:** {verdict(record.agreement)}"]
+    if agreement is not None:
+        lines += ["", f"**Verdict:** {verdict(agreement)}"]
     if record.late:
         lines += ["", "Cut as late (not errors): " + "; ".join(c.describe() for c in record.late)]
     if record.errors:

@@ -9,8 +9,7 @@ A stop cancels the calls still running; what completed is kept. A call that fail
 is recorded in `errors` and left out. Once a quorum of a stage has replied, the late calls
 are cut by the straggler rule (council.stragglers) and recorded in `late`: each is judged by
 its own time, which the straggler watch (activities.call_clocks) reads from Temporal once
-the patience has passed by the workflow's clock (a run that started before that rule cuts
-by the stage's clock alone).
+the patience has passed by the workflow's clock.
 """
 
 from __future__ import annotations
@@ -46,8 +45,7 @@ Emit = Callable[..., None]
 
 
 class FanOut:
-    """The run's model calls. `real`: token limits per stage (runs before that change ask
-    without them); `own_time`: the straggler rule judges each call by its own time."""
+    """The run's model calls."""
 
     def __init__(
         self,
@@ -57,8 +55,6 @@ class FanOut:
         stopping: Callable[[], bool],
         begin: Callable[[Stage, int, list[str]], None],
         stragglers: StragglerPolicy,
-        real: bool,
-        own_time: bool,
     ) -> None:
         self.request = request
         self.record = record
@@ -66,8 +62,6 @@ class FanOut:
         self.stopping = stopping
         self.begin = begin
         self.stragglers = stragglers
-        self.real = real
-        self.own_time = own_time
         # The calls the straggler rule cut: (stage, round, model).
         self.cutting: set[tuple[Stage, int, str]] = set()
         # The replies of the stage under way as they arrive (the record query shows them
@@ -77,6 +71,19 @@ class FanOut:
 
     def was_cut(self, stage: Stage, round_number: int, model: str) -> bool:
         return (stage, round_number, model) in self.cutting
+
+    def missing(self, stage: Stage, round_number: int) -> dict[str, str]:
+        """Why each call of a stage that gave no reply gave none: failed, or cut."""
+        why = {
+            e.model: e.describe()
+            for e in self.record.errors
+            if (e.stage, e.round) == (stage, round_number)
+        }
+        return why | {
+            c.model: c.describe()
+            for c in self.record.late
+            if (c.stage, c.round) == (stage, round_number)
+        }
 
     async def stage(
         self,
@@ -92,7 +99,6 @@ class FanOut:
         self.begin(stage, round_number, list(calls))
         self.arriving, self.arrived = (stage, round_number), {}
         started = workflow.now()
-        took: dict[str, float] = {}  # model -> seconds its reply took (the stage's clock)
         own: dict[str, float] = {}  # model -> seconds its reply took (its own)
 
         async def timed(model: str, messages: list[ChatMessage]) -> ModelReply | None:
@@ -100,17 +106,13 @@ class FanOut:
                 stage, round_number, model, messages, (formats or {}).get(model)
             )
             if reply is not None:
-                took[model] = (workflow.now() - started).total_seconds()
                 own[model] = reply.answer_ms / 1000
             return reply
 
         tasks = {
             model: asyncio.create_task(timed(model, messages)) for model, messages in calls.items()
         }
-        if self.own_time:
-            await self._await_own_time(stage, round_number, tasks, own, started)
-        else:
-            await self._await_stage_clock(stage, round_number, tasks, took, started)
+        await self._await_late_calls(stage, round_number, tasks, own, started)
         for model, task in tasks.items():
             if not task.done() and not self.stopping():
                 self._cut(stage, round_number, model, started)
@@ -162,33 +164,7 @@ class FanOut:
             data={"models": late, "until": until.isoformat(), "seconds": round(wait, 3)},
         )
 
-    async def _await_stage_clock(
-        self,
-        stage: Stage,
-        round_number: int,
-        tasks: dict[str, asyncio.Task[ModelReply | None]],
-        took: dict[str, float],
-        started: datetime,
-    ) -> None:
-        """The rule as runs before own time had it: the late calls get the patience from
-        the stage's start, whatever held them up."""
-        if not await self._quorum(tasks, took):
-            return
-        cut_before = {model for _, _, model in self.cutting}
-        if self._only_known_late(tasks, cut_before):
-            return
-        until = started + timedelta(seconds=patience(self.stragglers, list(took.values())))
-        wait = (until - workflow.now()).total_seconds()
-        if wait <= 0:
-            return
-        self._waiting(stage, round_number, [m for m, t in tasks.items() if not t.done()], until)
-        with contextlib.suppress(TimeoutError):  # the patience is spent: cut the rest
-            await workflow.wait_condition(
-                lambda: self._settled(tasks) or self._only_known_late(tasks, cut_before),
-                timeout=timedelta(seconds=wait),
-            )
-
-    async def _await_own_time(
+    async def _await_late_calls(
         self,
         stage: Stage,
         round_number: int,
@@ -267,7 +243,7 @@ class FanOut:
         response_format: StructuredReply | None = None,
     ) -> ModelReply | None:
         """One model call; None when it failed for good (recorded), was cut or cancelled."""
-        max_tokens = self.request.reply_tokens(stage) if self.real else None
+        max_tokens = self.request.reply_tokens(stage)
         call = self.request.model_call(
             stage, round_number, model, messages, max_tokens, response_format
         )

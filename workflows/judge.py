@@ -10,6 +10,7 @@ from __future__ import annotations
 import asyncio
 
 from temporalio import workflow
+from temporalio.common import VersioningBehavior
 from temporalio.exceptions import ActivityError
 
 with workflow.unsafe.imports_passed_through():
@@ -20,7 +21,7 @@ with workflow.unsafe.imports_passed_through():
 MAX_RESPONSE_BYTES = 16_000
 
 
-@workflow.defn
+@workflow.defn(versioning_behavior=VersioningBehavior.PINNED)
 class JudgeAnswers:
     @workflow.run
     async def run(self, request: JudgeRequest) -> JudgeResult:

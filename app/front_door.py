@@ -1,0 +1,176 @@
+"""The front door: the one way a user's input becomes a deliberation request, on every
+surface (the CLI, the page, /v1, MCP).
+
+    compose(question, options, council=NAME, ...)  ->  DeliberationRequest, or Refused
+
+Rules:
+- The council is the one named (council.toml), else the default council (app.councils).
+- `options` are what the user gave, as the surface gave them, under the request's own
+  field names (council.models.DeliberationRequest): a value given replaces the council's,
+  a table (policy, max_tokens, stragglers) is merged key by key (council.config
+  .with_overrides). A value of None was not given. A number may come as text (a form,
+  a JSON body): it is read in ASCII digits only (council.numbers), a whole number where
+  the field takes one.
+- What belongs to one request, never to a council, comes as its own argument: the
+  question, the user's instructions, the JSON the final answer must be, and the thread
+  (a follow-up's, or the conversation a client brings). An option that names one of
+  them is refused.
+- The whole is validated once, and every problem is raised at once as Refused: each with
+  the pydantic location of its field, so that a surface names the field its own way (a
+  CLI flag, a form's label, a path in a JSON body, an MCP argument) and says the rest in
+  the same words. A council that does not exist is a problem of the field `council`.
+"""
+
+from __future__ import annotations
+
+import typing
+from collections.abc import Callable, Mapping
+from typing import Any
+
+import annotated_types
+from pydantic import BaseModel, ValidationError
+
+from app import config as app_config
+from app import councils
+from app.settings import Settings
+from council import numbers
+from council.config import NOT_COUNCIL_OPTIONS, Config, with_overrides
+from council.models import DeliberationRequest
+from council.structured import StructuredReply
+from council.thread import Thread
+from council.validation import InvalidRequest, Loc, Problem, problems
+
+# The council's name, beside the request's fields.
+COUNCIL = "council"
+# Parts of one request that no option may set.
+PER_REQUEST = NOT_COUNCIL_OPTIONS | {"answer_format"}
+
+
+class Refused(InvalidRequest):
+    """A request that must not start: every problem, each with its field's location (the
+    message is the first, in the request's own words)."""
+
+    def line(self, name: Callable[[Loc], str | None] = lambda loc: None) -> str:
+        """The first problem in one line, its field named by `name` (None: the request's
+        own name for it)."""
+        first = self.problems[0]
+        return first.line(name(first.loc))
+
+
+def compose(
+    question: str,
+    options: Mapping[str, Any] | None = None,
+    *,
+    council: str | None = None,
+    config: Config | None = None,
+    thread: Thread | None = None,
+    instructions: str | None = None,
+    answer_format: StructuredReply | None = None,
+    settings: Settings | None = None,
+) -> DeliberationRequest:
+    """The request the user asks for: the council's options (`council`, else the default
+    council; `config`: council.toml, read now when not given), the user's `options` on top,
+    and this request's own parts. Refused, with every problem, when it must not start."""
+    config = config if config is not None else app_config.load()
+    found: list[Problem] = []
+    try:
+        base = councils.council_options(config, council, settings)
+    except councils.UnknownCouncil as unknown:
+        # Said, and the rest checked with the default council: every problem at once.
+        found.append(Problem((COUNCIL,), f": {unknown.args[0]}"))
+        base = councils.council_options(config, None, settings)
+    given, misread = read_options(options or {})
+    found += misread
+    data = with_overrides(base, given) | {"question": question}
+    if instructions is not None:
+        data["instructions"] = instructions
+    if answer_format is not None:
+        data["answer_format"] = answer_format.model_dump()
+    if thread is not None:
+        data |= thread.model_dump(exclude_defaults=True)
+    try:
+        request = DeliberationRequest.model_validate(data)
+    except ValidationError as error:
+        seen = {problem.loc[:1] for problem in found}
+        found += [problem for problem in problems(error) if problem.loc[:1] not in seen]
+        raise Refused(found) from None
+    if found:
+        raise Refused(found)
+    return request
+
+
+def in_thread(request: DeliberationRequest, thread: Thread) -> DeliberationRequest:
+    """A request (composed already) as a turn of `thread`, validated again."""
+    try:
+        return DeliberationRequest.model_validate(
+            request.model_dump() | thread.model_dump(exclude_defaults=True)
+        )
+    except ValidationError as error:
+        raise Refused(problems(error)) from None
+
+
+def read_options(options: Mapping[str, Any]) -> tuple[dict[str, Any], list[Problem]]:
+    """The options given (None: not given), numbers written as text read as numbers; and
+    the problems found on the way (an option no council may set, a number that is none)."""
+    given: dict[str, Any] = {}
+    found: list[Problem] = []
+    for name, value in options.items():
+        if value is None:
+            continue
+        if name in PER_REQUEST:
+            found.append(Problem((name,), " is not an option: it belongs to one request"))
+            continue
+        given[name] = _read(DeliberationRequest, (name,), value, found)
+    return given, found
+
+
+def _read(model: type[BaseModel], loc: Loc, value: Any, found: list[Problem]) -> Any:
+    """`value` of the field at `loc` of `model`, a number in text read as one."""
+    field = model.model_fields.get(str(loc[-1]))
+    if field is None:
+        return value
+    kinds = typing.get_args(field.annotation) or (field.annotation,)
+    if isinstance(value, Mapping):
+        inner = next((k for k in kinds if isinstance(k, type) and issubclass(k, BaseModel)), None)
+        if inner is None:
+            return value
+        out = {}
+        for key, item in value.items():
+            if item is not None:
+                out[key] = _read(inner, (*loc, key), item, found)
+        return out
+    if not isinstance(value, str) or not any(k in (int, float) for k in kinds):
+        return value
+    whole = int in kinds and float not in kinds
+    number: int | float | None = numbers.whole(value)
+    if number is None and not whole:
+        number = numbers.decimal(value)
+    if number is None:
+        kind = "a whole number" if whole else "a number"
+        shown = value if len(value) <= 40 else value[:37] + "..."
+        found.append(Problem(loc, f" must be {kind}{bounds(field.metadata)} (got {shown!r})"))
+        return value
+    return number
+
+
+def bounds(metadata: list[Any]) -> str:
+    """ " from 1 to 5", " above 0, at most 10,000": a numeric field's range, for a person."""
+    low = high = None
+    above = False
+    for meta in metadata:
+        if isinstance(meta, annotated_types.Ge):
+            low = meta.ge
+        elif isinstance(meta, annotated_types.Gt):
+            low, above = meta.gt, True
+        elif isinstance(meta, annotated_types.Le):
+            high = meta.le
+    if low is None or high is None:
+        return ""
+    low, high = _shown(low), _shown(high)
+    return f" above {low}, at most {high}" if above else f" from {low} to {high}"
+
+
+def _shown(number: Any) -> str:
+    if float(number).is_integer() and abs(number) >= 1000:
+        return f"{int(number):,}"
+    return f"{number:g}"

@@ -1,0 +1,300 @@
+"""The COUNCIL_* variables: one typed object, read once when a process starts.
+
+Every process that people run (the worker, the web page, the MCP server, the CLI, the
+codec server) reads its settings here, at start: a variable that cannot be used stops it
+with one line that names the variable and what it allows (numbers in ASCII digits only,
+as everywhere: council.numbers). An empty variable counts as unset (a compose file passes
+`${VAR:-}`), and so does one of white space. The model providers' variables
+(COUNCIL_LLM_*, OPENROUTER_API_KEY) are the worker's alone and are read with its provider
+settings (activities.settings); the configuration file itself (council.toml) is
+app.config's.
+
+Some values are checked where they are used, by the rule that owns them, still at start:
+the Host patterns and proxies (web.guard), the origins of the codec server
+(app.codec_server), the payload keys (app.codec) and the worker process count, which
+--processes overrides (app.supervisor).
+
+    settings.load()      read the environment (again), keep it for this process
+    settings.current()   what load() read (reading it the first time if needed)
+    Settings.read(env)   read a given mapping instead of the environment (tests, tools)
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Annotated, Any, Literal
+
+from pydantic import Field, SecretStr, ValidationError, field_validator
+from pydantic_settings import BaseSettings, EnvSettingsSource, NoDecode, SettingsConfigDict
+from pydantic_settings.sources.utils import parse_env_vars
+
+from council import numbers
+from council.ids import id_problem
+
+DEFAULT_TASK_QUEUE = "council"
+DEFAULT_WEB_HOST = "127.0.0.1"
+DEFAULT_WEB_PORT = 8080
+DEFAULT_MAX_CONCURRENT_CALLS = 200
+LOG_LEVELS = ("DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL")
+CODEC_ORIGINS = (
+    "http://localhost:8233",
+    "http://127.0.0.1:8233",
+    "http://localhost:8080",
+    "http://127.0.0.1:8080",
+)
+
+
+class SettingsError(ValueError):
+    """A variable that cannot be used: one line naming it, never a secret's value."""
+
+
+# A comma-separated list ("a, b,c" is three items); read as text, never as JSON.
+Listed = Annotated[list[str], NoDecode]
+
+
+def _whole(value: Any, low: int, high: int) -> int | None:
+    number = numbers.whole(str(value), signed=False)
+    return number if number is not None and low <= number <= high else None
+
+
+class Settings(BaseSettings):
+    """Every COUNCIL_* variable a process may read, by what it is for."""
+
+    model_config = SettingsConfigDict(
+        case_sensitive=True, env_ignore_empty=True, extra="ignore", frozen=True
+    )
+
+    # -- Temporal: where new deliberations go, and the UI runs are linked to
+    task_queue: str = Field(DEFAULT_TASK_QUEUE, validation_alias="COUNCIL_TASK_QUEUE")
+    ui_url: str | None = Field(None, validation_alias="COUNCIL_UI_URL")
+
+    # -- the councils: council.toml, the default council, the local stack's files
+    config_file: str | None = Field(None, validation_alias="COUNCIL_CONFIG")
+    default_models: Listed = Field(default_factory=list, validation_alias="COUNCIL_MODELS")
+    default_chairman: str | None = Field(None, validation_alias="COUNCIL_CHAIRMAN")
+    data_dir: Path | None = Field(None, validation_alias="COUNCIL_DATA")
+    # Set by whatever starts the worker against the bundled simulator: pages say so.
+    simulated: bool = Field(False, validation_alias="COUNCIL_SIMULATED")
+
+    # -- the web page (and the MCP server's HTTP transport, which keeps the page's rules)
+    web_host: str = Field(DEFAULT_WEB_HOST, validation_alias="COUNCIL_WEB_HOST")
+    web_port: int = Field(DEFAULT_WEB_PORT, validation_alias="COUNCIL_WEB_PORT")
+    web_token: SecretStr | None = Field(None, validation_alias="COUNCIL_WEB_TOKEN")
+    web_allowed_hosts: Listed = Field(
+        default_factory=list, validation_alias="COUNCIL_WEB_ALLOWED_HOSTS"
+    )
+    web_trusted_proxies: Listed = Field(
+        default_factory=list, validation_alias="COUNCIL_WEB_TRUSTED_PROXIES"
+    )
+
+    # -- payload encryption (app.codec), in every client and worker, and the codec server
+    payload_key: SecretStr | None = Field(None, validation_alias="COUNCIL_PAYLOAD_KEY")
+    payload_key_id: str | None = Field(None, validation_alias="COUNCIL_PAYLOAD_KEY_ID")
+    payload_old_keys: SecretStr | None = Field(None, validation_alias="COUNCIL_PAYLOAD_OLD_KEYS")
+    codec_cors_origins: Listed = Field(
+        default_factory=lambda: list(CODEC_ORIGINS), validation_alias="COUNCIL_CODEC_CORS_ORIGINS"
+    )
+    codec_token: SecretStr | None = Field(None, validation_alias="COUNCIL_CODEC_TOKEN")
+
+    # -- the worker
+    max_concurrent_calls: int = Field(
+        DEFAULT_MAX_CONCURRENT_CALLS, validation_alias="COUNCIL_MAX_CONCURRENT_CALLS"
+    )
+    max_calls_per_second: float | None = Field(
+        None, validation_alias="COUNCIL_MAX_CALLS_PER_SECOND"
+    )
+    metrics_port: int | None = Field(None, validation_alias="COUNCIL_METRICS_PORT")
+    worker_processes: str | None = Field(None, validation_alias="COUNCIL_WORKER_PROCESSES")
+    log_level: str = Field("INFO", validation_alias="COUNCIL_LOG_LEVEL")
+    # The build the worker runs (app.deployment: runs are pinned to it); None: the version.
+    build_id: str | None = Field(None, validation_alias="COUNCIL_BUILD_ID")
+
+    @field_validator(
+        "task_queue",
+        "ui_url",
+        "config_file",
+        "default_chairman",
+        "web_host",
+        "payload_key_id",
+        "build_id",
+        mode="before",
+    )
+    @classmethod
+    def _stripped(cls, value: Any) -> Any:
+        return value.strip() or None if isinstance(value, str) else value
+
+    @field_validator("build_id", mode="after")
+    @classmethod
+    def _build(cls, value: str | None) -> str | None:
+        problem = id_problem(value) if value else None
+        if problem:
+            raise ValueError(problem)
+        return value
+
+    @field_validator("task_queue", mode="after")
+    @classmethod
+    def _queue(cls, value: str | None) -> str:
+        return value or DEFAULT_TASK_QUEUE
+
+    @field_validator("web_host", mode="after")
+    @classmethod
+    def _host(cls, value: str | None) -> str:
+        return value or DEFAULT_WEB_HOST
+
+    @field_validator("ui_url", mode="after")
+    @classmethod
+    def _ui(cls, value: str | None) -> str | None:
+        return value.rstrip("/") or None if value else None
+
+    @field_validator(
+        "default_models",
+        "web_allowed_hosts",
+        "web_trusted_proxies",
+        "codec_cors_origins",
+        mode="before",
+    )
+    @classmethod
+    def _listed(cls, value: Any) -> Any:
+        if isinstance(value, str):
+            return [item.strip() for item in value.split(",") if item.strip()]
+        return value
+
+    @field_validator("codec_cors_origins", mode="after")
+    @classmethod
+    def _origins(cls, value: list[str]) -> list[str]:
+        return value or list(CODEC_ORIGINS)
+
+    @field_validator("web_token", "codec_token", "payload_key", "payload_old_keys", mode="before")
+    @classmethod
+    def _secret(cls, value: Any) -> Any:
+        return value.strip() or None if isinstance(value, str) else value
+
+    @field_validator("simulated", mode="before")
+    @classmethod
+    def _flag(cls, value: Any) -> Any:
+        if not isinstance(value, str):
+            return value
+        text = value.strip().lower()
+        if text in ("1", "true", "yes", "on"):
+            return True
+        if text in ("0", "false", "no", "off", ""):
+            return False
+        raise ValueError(f"must be one of 1/0, true/false, yes/no, on/off (got {value!r})")
+
+    @field_validator("web_port", mode="before")
+    @classmethod
+    def _web_port(cls, value: Any) -> int:
+        port = _whole(value, 1, 65535)
+        if port is None:
+            raise ValueError(f"must be a port number from 1 to 65535 (got {value!r})")
+        return port
+
+    @field_validator("metrics_port", mode="before")
+    @classmethod
+    def _metrics_port(cls, value: Any) -> int | None:
+        if value is None:
+            return None
+        port = _whole(value, 1, 65535)
+        if port is None:
+            raise ValueError(f"must be a port number, 1 to 65535 (got {value!r})")
+        return port
+
+    @field_validator("max_concurrent_calls", mode="before")
+    @classmethod
+    def _concurrent(cls, value: Any) -> int:
+        count = _whole(value, 1, 1_000_000)
+        if count is None:
+            raise ValueError(f"must be a positive whole number (got {value!r})")
+        return count
+
+    @field_validator("max_calls_per_second", mode="before")
+    @classmethod
+    def _rate(cls, value: Any) -> float | None:
+        if value is None:
+            return None
+        rate = numbers.decimal(str(value))
+        if rate is None or rate <= 0:
+            raise ValueError(f"must be a positive number (got {value!r})")
+        return rate
+
+    @field_validator("log_level", mode="before")
+    @classmethod
+    def _level(cls, value: Any) -> str:
+        level = str(value).strip().upper()
+        if level not in LOG_LEVELS:
+            raise ValueError(f"must be one of {', '.join(LOG_LEVELS)} (got {value!r})")
+        return level
+
+    # ---- reading ---------------------------------------------------------------------
+
+    @classmethod
+    def variables(cls) -> dict[str, str]:
+        """Each field's variable, by field name."""
+        return {name: str(field.validation_alias) for name, field in cls.model_fields.items()}
+
+    @classmethod
+    def read(cls, env: Mapping[str, str] | None = None) -> Settings:
+        """The settings in `env` (the process's environment by default); SettingsError."""
+        source = _Variables(cls, os.environ if env is None else env)
+        try:
+            return cls(_build_sources=((source,), {}))
+        except ValidationError as error:
+            raise SettingsError(_one_line(error)) from None
+
+    def secret(self, name: Literal["web_token", "codec_token"]) -> str | None:
+        """A token's value, for the one place that compares it."""
+        value: SecretStr | None = getattr(self, name)
+        return value.get_secret_value() if value is not None else None
+
+
+class _Variables(EnvSettingsSource):
+    """pydantic-settings' environment source, over a given mapping; a variable that holds
+    only white space counts as unset."""
+
+    def __init__(self, settings_cls: type[BaseSettings], variables: Mapping[str, str]) -> None:
+        self._variables = {name: value for name, value in variables.items() if value.strip()}
+        super().__init__(settings_cls)
+
+    def _load_env_vars(self) -> Mapping[str, str | None]:
+        return parse_env_vars(
+            self._variables, self.case_sensitive, self.env_ignore_empty, self.env_parse_none_str
+        )
+
+
+def _one_line(error: ValidationError) -> str:
+    """The first problem, naming the variable; a value is quoted only by our own checks
+    (which never see a secret: the secrets are only stripped here)."""
+    first = error.errors()[0]
+    where = first["loc"][0] if first["loc"] else ""
+    variable = Settings.variables().get(str(where), str(where))
+    message = first["msg"].removeprefix("Value error, ")
+    if first["type"] != "value_error":
+        message = f"cannot be read ({message})"
+    joint = " " if message.startswith(("must ", "is ", "cannot ")) else ": "
+    return f"{variable}{joint}{' '.join(message.split())}"
+
+
+_current: Settings | None = None
+
+
+def load(env: Mapping[str, str] | None = None) -> Settings:
+    """Read the settings (the environment's by default) and keep them for this process:
+    what a process does once at start. SettingsError with one line."""
+    global _current
+    _current = Settings.read(env)
+    return _current
+
+
+def current() -> Settings:
+    """This process's settings: as load() read them, else read from the environment now."""
+    return _current if _current is not None else load()
+
+
+def of(given: Settings | Mapping[str, str] | None) -> Settings:
+    """Settings as a function takes them: given, read from the variables given, or the
+    process's (current())."""
+    if isinstance(given, Settings):
+        return given
+    return current() if given is None else Settings.read(given)

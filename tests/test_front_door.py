@@ -1,0 +1,180 @@
+"""The front door (app.front_door): one composition of a request from a council, the
+user's options and the question, and one refusal that each surface words with its own
+names for the fields. No server: the council's options come from a council.toml text and
+the settings from a mapping."""
+
+from __future__ import annotations
+
+import pytest
+
+from app import flags, front_door
+from app.settings import Settings
+from council.config import parse_config
+from council.structured import StructuredReply
+from council.thread import Thread, Turn
+from web.openai_body import read_body
+from web.views import request_from_form
+
+CONFIG = parse_config(
+    """
+[councils.default]
+models = ["lab/a", "lab/b", "lab/c"]
+chairman = "lab/c"
+max_rounds = 3
+policy = { max_attempts = 2, call_timeout_seconds = 60 }
+
+[councils.quick]
+models = ["lab/x", "lab/y"]
+max_rounds = 1
+"""
+)
+# No COUNCIL_MODELS: the default council is the file's.
+NOTHING_SET = Settings.read({})
+
+
+def compose(question: str = "Why?", options: dict | None = None, **parts):
+    return front_door.compose(question, options, config=CONFIG, settings=NOTHING_SET, **parts)
+
+
+def refused(question: str = "Why?", options: dict | None = None, **parts) -> front_door.Refused:
+    with pytest.raises(front_door.Refused) as caught:
+        compose(question, options, **parts)
+    return caught.value
+
+
+def test_the_council_then_the_users_options_on_top() -> None:
+    request = compose()
+    assert (request.models, request.chairman, request.max_rounds) == (
+        ["lab/a", "lab/b", "lab/c"],
+        "lab/c",
+        3,
+    )
+    assert (request.policy.max_attempts, request.policy.call_timeout_seconds) == (2, 60)
+    given = compose(options={"max_rounds": 1, "policy": {"max_attempts": 5}, "chairman": None})
+    # A value replaces the council's, a table is merged key by key, None was not given.
+    assert given.max_rounds == 1 and given.chairman == "lab/c"
+    assert (given.policy.max_attempts, given.policy.call_timeout_seconds) == (5, 60)
+    # Models given without a chairman drop a council chairman who is not among them.
+    other = compose(options={"models": ["lab/p", "lab/q"]})
+    assert (other.models, other.chairman) == (["lab/p", "lab/q"], "lab/p")
+    quick = compose(council="quick")
+    assert (quick.models, quick.max_rounds) == (["lab/x", "lab/y"], 1)
+    # COUNCIL_MODELS names the default council's members.
+    members = Settings.read({"COUNCIL_MODELS": "env/1, env/2"})
+    request = front_door.compose("Why?", config=CONFIG, settings=members)
+    assert request.models == ["env/1", "env/2"] and request.max_rounds == 3
+
+
+def test_numbers_in_text_are_read_in_ascii_digits_only() -> None:
+    request = compose(options={"max_rounds": "2", "quality_threshold": " 2.5 "})
+    assert (request.max_rounds, request.quality_threshold) == (2, 2.5)
+    request = compose(options={"policy": {"call_timeout_seconds": "90"}})
+    assert request.policy.call_timeout_seconds == 90
+    problems = refused(
+        options={
+            "max_rounds": "²",
+            "token_budget": "5_000",
+            "quality_threshold": "nan",
+            "policy": {"max_attempts": "١"},
+        }
+    ).problems
+    assert [(p.loc, p.line()) for p in problems] == [
+        (("max_rounds",), "max_rounds must be a whole number from 1 to 5 (got '²')"),
+        (
+            ("token_budget",),
+            "token_budget must be a whole number from 1 to 100,000,000 (got '5_000')",
+        ),
+        (("quality_threshold",), "quality_threshold must be a number from 0 to 5 (got 'nan')"),
+        (
+            ("policy", "max_attempts"),
+            "policy.max_attempts must be a whole number from 1 to 20 (got '١')",
+        ),
+    ]
+
+
+def test_every_problem_at_once_each_with_its_field() -> None:
+    problems = refused(" ", {"max_rounds": 9, "models": ["lab/a", "not a model"]}).problems
+    assert {p.loc for p in problems} == {("question",), ("models", 1), ("max_rounds",)}
+    # An unknown council is said, and the rest is checked with the default council.
+    problems = refused(" ", council="nope").problems
+    assert [p.line() for p in problems] == [
+        "council: no council 'nope' (known: default, quick)",
+        "question must not be empty",
+    ]
+
+
+def test_what_belongs_to_one_request_is_no_option() -> None:
+    for name in ("question", "history", "thread_id", "instructions", "answer_format"):
+        [problem] = refused(options={name: "x"}).problems
+        assert problem.line() == f"{name} is not an option: it belongs to one request"
+    conversation = Thread(history=[Turn(id="messages[0]", question="Hi?", answer="Hello.")])
+    reply = StructuredReply(name="short", json_schema={"type": "object"})
+    request = compose(
+        "And now?", thread=conversation, instructions="Be brief.", answer_format=reply
+    )
+    assert request.history == conversation.history and request.follow_up_of is None
+    assert request.instructions == "Be brief." and request.answer_format == reply
+    follow_up = Thread(follow_up_of="run-1", history=conversation.history)
+    placed = front_door.in_thread(compose("Then?"), follow_up)
+    assert (placed.follow_up_of, placed.thread_id) == ("run-1", "run-1")
+
+
+@pytest.mark.parametrize(
+    ("options", "cli", "form", "api"),
+    [
+        (
+            {"max_rounds": 9},
+            "--max-rounds must be between 1 and 5 (got 9)",
+            "Max rounds must be between 1 and 5 (got 9)",
+            ("max_rounds must be between 1 and 5 (got 9)", "council.max_rounds"),
+        ),
+        (
+            {"models": ["lab/a", "bad id"]},
+            "--model: 'bad id' is not a model id",
+            "Models, line 2: 'bad id' is not a model id",
+            ("models.1: 'bad id' is not a model id", "council.models[1]"),
+        ),
+        (
+            {"max_tokens": {"review": 3}},
+            "--max-tokens review=N must be between 16 and",
+            "max_tokens.review must be between 16 and",
+            ("max_tokens.review must be between 16 and", "council.max_tokens.review"),
+        ),
+    ],
+)
+def test_one_refusal_in_each_surfaces_words(
+    options: dict, cli: str, form: str, api: tuple[str, str]
+) -> None:
+    """The same problem, from the same rule, named as each surface names the field: the
+    CLI's flag, the page's label, the API's path in its body (MCP's arguments are the
+    request's own names: the plain line)."""
+    refusal = refused(options=options)
+    assert refusal.line(flags.flag_of).startswith(cli)
+    field = "models" if "models" in options else next(iter(options))
+    form_fields = {"question": "Why?"}
+    if field in ("models", "max_rounds"):
+        value = options[field]
+        form_fields[field] = "\n".join(value) if isinstance(value, list) else str(value)
+        _, state = request_from_form(form_fields, CONFIG, NOTHING_SET)
+        assert state.errors[field].startswith(form)
+    else:
+        assert refusal.line().startswith(form)  # no form field: the request's own words
+    body = read_body({"model": "council", "messages": [{"role": "user", "content": "Why?"}]})
+    first = refusal.problems[0]
+    assert first.line().startswith(api[0]) and body.param_of(first.loc) == api[1]
+
+
+def test_the_api_names_the_body_field_a_value_came_from() -> None:
+    body = read_body(
+        {
+            "model": "council",
+            "messages": [{"role": "user", "content": "Why?"}],
+            "temperature": "١",
+            "max_completion_tokens": 20,
+        }
+    )
+    assert body.options() == {"temperature": "١", "max_tokens": {"synthesis": 20}}
+    [first, *_] = refused(options=body.options()).problems
+    assert first.loc == ("temperature",) and body.param_of(first.loc) == "temperature"
+    assert body.param_of(("max_tokens", "synthesis")) == "max_completion_tokens"
+    assert body.param_of(("question",)) == "messages"

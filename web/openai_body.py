@@ -1,0 +1,333 @@
+"""The body of /v1/chat/completions, read into a pydantic model: what each field may hold,
+the conversation the messages make, and a refusal that names the field.
+
+Rules:
+- The fields the body model declares are the fields read; web.openai_options says what is
+  done with every other one (accepted and ignored, or refused by name) before the body is
+  read, and how response_format is read.
+- The last user message is the question; the user and assistant messages before it are
+  the conversation so far, as turns (a turn's id names the message it starts with); the
+  system (and developer) messages are the user's instructions. Text parts of a message
+  are read; any other part is refused.
+- Input is bounded: the number of messages, each earlier message's text (the question's
+  own bound is the request's: the front door checks it), and the number of turns.
+- Every problem is a Refusal: the field's path as OpenAI names parameters
+  (`messages[0].role`, `response_format.json_schema.name`), one line, and a code.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    ValidationError,
+    field_validator,
+    model_validator,
+)
+from pydantic_core import PydanticCustomError
+
+from council import limits
+from council.config import NOT_COUNCIL_OPTIONS
+from council.structured import StructuredReply
+from council.thread import Turn
+from web.openai_options import OptionError, answer_format, check_stream_options
+
+# A conversation of MAX_THREAD_TURNS turns, its question and a few system messages.
+MAX_MESSAGES = 2 * limits.MAX_THREAD_TURNS + 9
+# An earlier answer as long as the longest a council can give.
+ANSWER_MAX_CHARS = limits.MAX_RESPONSE_BYTES
+TEXT_BOUNDS = {
+    "system": limits.INSTRUCTIONS_MAX_CHARS,
+    "user": limits.QUESTION_MAX_CHARS,
+    "assistant": ANSWER_MAX_CHARS,
+}
+# developer is the newer name of the system role.
+ROLES = {"system": "system", "developer": "system", "user": "user", "assistant": "assistant"}
+
+
+class Refusal(ValueError):
+    """A body the API refuses: one line, the field it names (None: the body as a whole)
+    and OpenAI's error code."""
+
+    def __init__(self, message: str, param: str | None = None, code: str = "invalid_request"):
+        super().__init__(message)
+        self.param = param
+        self.code = code
+
+
+def _refused(message: str, code: str = "invalid_request", param: str | None = None) -> Any:
+    """A validator's refusal: `message` follows the field's path unless `param` names
+    another field (then it is the whole line)."""
+    return PydanticCustomError(code, "{message}", {"message": message, "param": param})
+
+
+def path(loc: tuple[str | int, ...]) -> str:
+    """A location as OpenAI names a parameter: messages[0].content, council.max_rounds."""
+    out = ""
+    for part in loc:
+        out += f"[{part}]" if isinstance(part, int) else (f".{part}" if out else str(part))
+    return out
+
+
+class Message(BaseModel):
+    """One message: its role as the council reads it, and its text."""
+
+    model_config = ConfigDict(extra="ignore")
+
+    role: str
+    text: str = Field(validation_alias="content")
+
+    @field_validator("role", mode="before")
+    @classmethod
+    def _role(cls, value: Any) -> str:
+        role = ROLES.get(value) if isinstance(value, str) else None
+        if role is None:
+            raise _refused(
+                f" must be system, developer, user or assistant (got {str(value)[:40]!r})",
+                "invalid_role",
+            )
+        return role
+
+    @field_validator("text", mode="before")
+    @classmethod
+    def _text(cls, content: Any) -> str:
+        """A string, or a list of text parts."""
+        if isinstance(content, str):
+            return content
+        if isinstance(content, list):
+            texts = []
+            for part in content:
+                kind = part.get("type") if isinstance(part, dict) else None
+                if kind != "text" or not isinstance(part.get("text"), str):
+                    shown = str(kind)[:40] if kind else "not a text part"
+                    raise _refused(f": only text parts are read (got {shown})")
+                texts.append(part["text"])
+            return "\n".join(texts)
+        raise _refused(" must be text")
+
+
+class StreamOptions(BaseModel):
+    model_config = ConfigDict(extra="allow")
+
+    include_usage: bool = Field(False, strict=True)
+
+
+@dataclass
+class Conversation:
+    """The messages as the council takes them."""
+
+    question: str
+    instructions: str | None
+    history: list[Turn]
+
+
+class ChatBody(BaseModel):
+    """A chat-completions body, each field as the API reads it."""
+
+    model_config = ConfigDict(extra="allow")
+
+    model: str = Field(min_length=1)
+    messages: list[Message] = Field(min_length=1, max_length=MAX_MESSAGES)
+    stream: bool | None = Field(None, strict=True)
+    stream_options: StreamOptions | None = None
+    # The chairman's reply: max_tokens, or its newer name (one of them).
+    max_tokens: int | None = None
+    max_completion_tokens: int | None = None
+    # Council options: numbers in them are read by the front door (app.front_door).
+    temperature: Any = None
+    council: dict[str, Any] | None = None
+    response_format: StructuredReply | None = None
+    # Read with its neutral value only (web.openai_options.REFUSED): one answer.
+    n: Any = None
+
+    @field_validator("stream_options", mode="before")
+    @classmethod
+    def _stream_options(cls, value: Any) -> Any:
+        if value is not None and not isinstance(value, dict):
+            raise _refused(" must be an object")
+        try:
+            check_stream_options(value or {})
+        except OptionError as refused:
+            raise _refused(str(refused), param=refused.param) from None
+        return value
+
+    @field_validator("max_tokens", "max_completion_tokens", mode="before")
+    @classmethod
+    def _tokens(cls, value: Any) -> Any:
+        low, high = limits.MIN_REPLY_TOKENS, limits.MAX_REPLY_TOKENS
+        if value is None:
+            return None
+        if isinstance(value, bool) or not isinstance(value, int) or not low <= value <= high:
+            raise _refused(f" must be between {low} and {high} (got {str(value)[:40]})")
+        return value
+
+    @field_validator("council", mode="before")
+    @classmethod
+    def _council(cls, options: Any) -> Any:
+        if options is None:
+            return None
+        if not isinstance(options, dict):
+            raise _refused(" must be an object of start options (max_rounds, ...)")
+        if "answer_format" in options:
+            raise _refused(
+                "council.answer_format cannot be set here: response_format sets it",
+                param="council.answer_format",
+            )
+        refused = sorted(set(options) & NOT_COUNCIL_OPTIONS)
+        if refused:
+            raise _refused(
+                f"council.{refused[0]} cannot be set here: the messages carry the question, "
+                "the conversation and the instructions",
+                param=f"council.{refused[0]}",
+            )
+        return options
+
+    @field_validator("response_format", mode="before")
+    @classmethod
+    def _format(cls, value: Any) -> Any:
+        try:
+            return answer_format(value)
+        except OptionError as refused:
+            raise _refused(str(refused), param=refused.param) from None
+
+    @field_validator("messages", mode="before")
+    @classmethod
+    def _messages(cls, value: Any) -> Any:
+        if not isinstance(value, list) or not value:
+            raise _refused(" must be a non-empty list of {role, content} objects")
+        if len(value) > MAX_MESSAGES:
+            raise _refused(f": at most {MAX_MESSAGES} messages (got {len(value)})")
+        for index, message in enumerate(value):
+            if not isinstance(message, dict):
+                raise _refused(
+                    f"messages[{index}] must be an object with a role and a content",
+                    param=f"messages[{index}]",
+                )
+        return value
+
+    @model_validator(mode="after")
+    def _one_token_limit(self) -> ChatBody:
+        if self.max_tokens is not None and self.max_completion_tokens is not None:
+            raise _refused(
+                "max_tokens and max_completion_tokens: give one of them",
+                param="max_completion_tokens",
+            )
+        return self
+
+    @property
+    def chairman_tokens(self) -> int | None:
+        return self.max_tokens if self.max_tokens is not None else self.max_completion_tokens
+
+    def conversation(self) -> Conversation:
+        """The question, the instructions and the earlier turns; a Refusal when the
+        messages do not make a conversation the council can take."""
+        read = [(index, message.role, message.text) for index, message in enumerate(self.messages)]
+        system = [text for _, role, text in read if role == "system" and text.strip()]
+        chat = [item for item in read if item[1] != "system"]
+        if not any(role == "user" for _, role, _ in chat):
+            raise Refusal(
+                "messages: no user message: the last message must be the question",
+                "messages",
+                "no_user_message",
+            )
+        if chat[-1][1] != "user":
+            raise Refusal(
+                f"messages: the last message must be the user's question (messages[{chat[-1][0]}] "
+                "is the assistant's)",
+                "messages",
+                "invalid_role",
+            )
+        question = chat[-1]
+        for index, role, text in read:
+            bound = TEXT_BOUNDS[role]
+            if index != question[0] and len(text) > bound:
+                where = f"messages[{index}]"
+                raise Refusal(
+                    f"{where}.content is too long: at most {bound} characters (got {len(text)})",
+                    where,
+                )
+        history = turns_of(chat[:-1])
+        if len(history) > limits.MAX_THREAD_TURNS:
+            raise Refusal(
+                f"messages: at most {limits.MAX_THREAD_TURNS} earlier turns (got {len(history)})",
+                "messages",
+            )
+        return Conversation(question[2], "\n\n".join(system) or None, history)
+
+    def options(self) -> dict[str, Any]:
+        """The council's options this body sets: the `council` object, temperature, and
+        the chairman's max_tokens."""
+        options = dict(self.council or {})
+        if self.temperature is not None:
+            options["temperature"] = self.temperature
+        tokens = self.chairman_tokens
+        if tokens is not None:
+            given = options.get("max_tokens") or {}
+            options["max_tokens"] = (
+                {**given, "synthesis": tokens} if isinstance(given, dict) else given
+            )
+        return options
+
+    def param_of(self, loc: tuple[str | int, ...]) -> str:
+        """The body's field where a request field at `loc` came from (a front door refusal)."""
+        if loc[:1] in (("question",), ("instructions",), ("history",)):
+            return "messages"
+        if loc[:1] == ("temperature",) and self.temperature is not None:
+            return "temperature"
+        if loc[:2] == ("max_tokens", "synthesis") and self.chairman_tokens is not None:
+            return "max_tokens" if self.max_tokens is not None else "max_completion_tokens"
+        return path(("council", *loc))
+
+
+def turns_of(messages: list[tuple[int, str, str]]) -> list[Turn]:
+    """The earlier exchanges as turns: user messages, then the assistant messages that
+    answer them. A turn's id names the message it starts with."""
+    turns: list[Turn] = []
+    start, asked, answered = 0, [], []
+    for index, role, text in messages:
+        if role == "user" and answered:
+            turns.append(_turn(start, asked, answered))
+            asked, answered = [], []
+        if not asked and not answered:
+            start = index
+        (asked if role == "user" else answered).append(text)
+    if asked or answered:
+        turns.append(_turn(start, asked, answered))
+    return turns
+
+
+def _turn(start: int, asked: list[str], answered: list[str]) -> Turn:
+    return Turn(id=f"messages[{start}]", question="\n\n".join(asked), answer="\n\n".join(answered))
+
+
+def read_body(raw: dict[str, Any]) -> ChatBody:
+    """The body, read; a Refusal naming the first field that cannot be read."""
+    try:
+        return ChatBody.model_validate(raw)
+    except ValidationError as error:
+        raise refusal(error) from None
+
+
+def refusal(error: ValidationError) -> Refusal:
+    first = error.errors()[0]
+    loc = tuple(first["loc"])
+    ctx = first.get("ctx") or {}
+    where = path(loc) or None
+    if ctx.get("param"):  # a line of its own that names its field
+        return Refusal(str(ctx["message"]), str(ctx["param"]), first["type"])
+    if "message" in ctx:
+        return Refusal(f"{where}{ctx['message']}", where, first["type"])
+    if first["type"] == "missing" and loc == ("model",):
+        return Refusal("model is required: council or council/NAME (GET /v1/models)", "model")
+    if first["type"] == "missing":
+        return Refusal(f"{where} is required", where)
+    if first["type"] in ("string_too_short", "string_type") and loc == ("model",):
+        return Refusal("model is required: council or council/NAME (GET /v1/models)", "model")
+    if first["type"] == "bool_type":
+        return Refusal(f"{where} must be true or false", where)
+    message = " ".join(str(first["msg"]).split())
+    return Refusal(f"{where}: {message}", where)

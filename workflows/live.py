@@ -1,0 +1,271 @@
+"""What a deliberation shows while it runs: its progress events, where it is, and the
+record so far; and what the Temporal UI shows of it (search attributes, current details).
+
+The deliberation hands Live the values it reads (the request, the record, the iteration
+state, the reviews round by round, the calls of the stage under way), so that this module
+imports nothing from workflows.deliberation. Nothing here decides anything: it describes.
+
+The record is built when it is read: the reviews are held round by round (ReviewRound), and
+`stage2`, each round's `reviews`, the latest `agreement` and its trend are derived from
+them; while a stage runs, the replies that have arrived are read as the stage will read
+them (with_arrivals), on a copy.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from temporalio import workflow
+
+with workflow.unsafe.imports_passed_through():
+    from council.agreement import Agreement, compare_rounds, verdict
+    from council.calls import ModelReply, Stage
+    from council.iteration import IterationState, RefinementResult, iteration_summary
+    from council.models import DeliberationRecord, DeliberationRequest
+    from council.progress import EventKind, Progress, ProgressEvent
+    from council.record import stage2_5_results
+    from council.refinement import RefinementTask, refinement_result
+    from council.reviews import ParsedReview, read_review
+    from council.stages import Stage1Result, Stage2Result
+    from workflows import search_attributes
+    from workflows.details import current_details
+
+
+@dataclass
+class ReviewRound:
+    """One review stage: the reviews that came back, and how far they agreed."""
+
+    reviews: list[Stage2Result]
+    agreement: Agreement | None
+
+
+class Live:
+    def __init__(self) -> None:
+        self.events: list[ProgressEvent] = []
+        self.stage: Stage | None = None
+        # What reading the replies of the stage under way needs: each reviewer's order,
+        # each refinement's task.
+        self.orders: dict[str, list[str]] = {}
+        self.tasks: dict[str, RefinementTask] = {}
+
+    # ---- events ---------------------------------------------------------------------
+
+    def event(self, kind: EventKind, **fields: Any) -> None:
+        self.events.append(
+            ProgressEvent(seq=len(self.events), at=workflow.now(), kind=kind, **fields)
+        )
+
+    def stage_started(
+        self,
+        stage: Stage,
+        round_number: int,
+        models: list[str],
+        state: IterationState,
+        record: DeliberationRecord,
+        agreement: Agreement | None,
+    ) -> None:
+        """A stage starts: its event, the UI's search attributes and details."""
+        self.stage = stage
+        self.event(
+            EventKind.STAGE_START,
+            stage=stage,
+            round=round_number,
+            message=f"{stage.heading}: {len(models)} model(s)",
+            data={"models": models},
+        )
+        workflow.upsert_search_attributes(
+            [
+                search_attributes.STAGE.value_set(stage.value),
+                search_attributes.ROUND.value_set(round_number),
+            ]
+        )
+        self.details(state, record, agreement)
+
+    def round_complete(
+        self,
+        round_number: int,
+        message: str,
+        state: IterationState,
+        review: ReviewRound | None,
+        changed: list[str] | None = None,
+    ) -> None:
+        self.event(
+            EventKind.ROUND_COMPLETE,
+            round=round_number,
+            message=message,
+            data={
+                "review_round": round_number + 1,
+                "changed": changed or [],
+                "scores": dict(state.latest_scores),
+                "lowest": dict(state.lowest_ratings),
+                "threshold": state.quality_threshold,
+                "tokens": state.total_tokens_used,
+                "cost_usd": state.cost_usd,
+                "agreement": verdict(review.agreement)
+                if review is not None and review.agreement is not None
+                else None,
+            },
+        )
+
+    def refinements(
+        self, round_number: int, results: list[RefinementResult], stopping: bool
+    ) -> None:
+        """One event per refinement: whether the answer changed, and how (a cut or cancelled
+        call has said so already)."""
+        for result in results:
+            if result.late or (result.error is not None and stopping):
+                continue
+            self.event(
+                EventKind.MODEL_REFINED,
+                stage=Stage.REFINE,
+                round=round_number,
+                model=result.model,
+                message=result.error or result.change_summary or "no significant change",
+                data={
+                    "changed": result.changes_made,
+                    "failed": result.error is not None,
+                    "accepted": len(result.critiques_accepted),
+                    "rejected": len(result.critiques_rejected),
+                    "critiques": len(result.critiques_addressed),
+                    "confidence": result.confidence,
+                },
+            )
+
+    def finished(self, state: IterationState, record: DeliberationRecord) -> None:
+        """The run's end as the UI and the metrics see it: its termination reason and
+        agreement as search attributes, the counter and histogram, the last event."""
+        reason = str(state.termination_reason)
+        workflow.upsert_search_attributes([search_attributes.TERMINATION_REASON.value_set(reason)])
+        meter = workflow.metric_meter()
+        meter.create_counter(
+            "council_deliberations_finished", "Deliberations finished, by termination reason"
+        ).add(1, {"reason": reason})
+        agreement = record.agreement
+        if agreement is not None and agreement.level is not None:
+            workflow.upsert_search_attributes(
+                [search_attributes.AGREEMENT.value_set(agreement.level)]
+            )
+            meter.create_histogram_float(
+                "council_agreement",
+                "Krippendorff's alpha of the final review (1 when every rating was equal)",
+            ).record(
+                1.0 if agreement.alpha is None else agreement.alpha, {"level": agreement.level}
+            )
+        self.event(EventKind.FINISHED, message=reason)
+        self.details(state, record, agreement, finished=True)
+
+    def details(
+        self,
+        state: IterationState,
+        record: DeliberationRecord,
+        agreement: Agreement | None,
+        finished: bool = False,
+    ) -> None:
+        """The Temporal UI's current details of the run."""
+        workflow.set_current_details(
+            current_details(self.stage, state, record, agreement, finished=finished)
+        )
+
+    def progress(
+        self, since: int, state: IterationState | None, record: DeliberationRecord | None
+    ) -> Progress:
+        return Progress(
+            events=[e for e in self.events if e.seq >= since],
+            next_seq=len(self.events),
+            stage=self.stage,
+            round=state.current_round if state else 0,
+            max_rounds=state.max_rounds if state else 0,
+            min_rounds=state.min_rounds if state else 0,
+            finished=bool(self.events) and self.events[-1].kind == EventKind.FINISHED,
+            terminated_reason=state.termination_reason if state and state.terminated else None,
+            scores=dict(state.latest_scores) if state else {},
+            lowest_ratings=dict(state.lowest_ratings) if state else {},
+            tokens_used=record.usage.total_tokens if record else 0,
+            token_budget=state.context_budget if state else 0,
+            cost_usd=record.usage.cost_usd if record else None,
+            max_cost_usd=state.max_cost_usd if state else None,
+        )
+
+    # ---- the record -----------------------------------------------------------------
+
+    def read_review(
+        self, reviewer: str, reply: ModelReply, labels: dict[str, str]
+    ) -> tuple[Stage2Result, ParsedReview]:
+        """A review as the record keeps it, read once (in the order the reviewer saw)."""
+        return read_review(
+            reviewer,
+            reply.content,
+            labels,
+            self.orders.get(reviewer, []),
+            asked=reply.structured,
+            ending=reply.ending,
+        )
+
+    @staticmethod
+    def record(
+        record: DeliberationRecord,
+        state: IterationState,
+        answers: dict[str, str],
+        reviews: dict[int, ReviewRound],
+        stop_reason: str | None,
+    ) -> DeliberationRecord:
+        """The record as it stands: the reviews placed where the record shows them."""
+        built = record.model_copy(deep=False)
+        first = reviews.get(0)
+        built.stage2 = first.reviews if first else []
+        built.stage2_agreement = first.agreement if first else None
+        built.rounds = [
+            r.model_copy(
+                update={
+                    "reviews": reviews[r.round_number].reviews,
+                    "agreement": reviews[r.round_number].agreement,
+                }
+            )
+            if r.round_number in reviews
+            else r
+            for r in state.rounds
+        ]
+        agreements = [reviews[n].agreement for n in sorted(reviews)]
+        agreed = [a for a in agreements if a is not None]
+        built.agreement = agreed[-1] if agreed else None
+        built.agreement_trend = compare_rounds(agreed) if agreed else None
+        built.iteration = iteration_summary(state)
+        built.stage2_5 = stage2_5_results(built.stage1, built.rounds, built.label_to_model, answers)
+        built.stop_reason = stop_reason
+        return built
+
+    def with_arrivals(
+        self,
+        record: DeliberationRecord,
+        request: DeliberationRequest,
+        arriving: tuple[Stage, int] | None,
+        arrived: dict[str, ModelReply],
+    ) -> DeliberationRecord:
+        """The record with the replies of the stage under way that have arrived, read as the
+        stage will read them (on the copy `record.record` built)."""
+        if not arrived or arriving is None:
+            return record
+        stage, round_number = arriving
+        replies = [(m, arrived[m]) for m in request.models if m in arrived]
+        if stage == Stage.ANSWER and not record.stage1:
+            record.stage1 = [answer(m, r) for m, r in replies]
+        elif stage == Stage.REVIEW:
+            read = [self.read_review(m, r, record.label_to_model)[0] for m, r in replies]
+            if round_number == 0 and not record.stage2:
+                record.stage2 = read
+            elif round_number and record.rounds and not record.rounds[-1].reviews:
+                record.rounds[-1] = record.rounds[-1].model_copy(update={"reviews": read})
+        elif stage == Stage.REFINE and record.rounds and not record.rounds[-1].refinements:
+            refined = [
+                refinement_result(self.tasks[m], r.content, ending=r.ending)
+                for m, r in replies
+                if m in self.tasks
+            ]
+            record.rounds[-1] = record.rounds[-1].model_copy(update={"refinements": refined})
+        return record
+
+
+def answer(model: str, reply: ModelReply) -> Stage1Result:
+    """A stage-1 answer as the record keeps it, with how the reply ended."""
+    return Stage1Result(model=model, response=reply.content, **reply.ending.model_dump())
