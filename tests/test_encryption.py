@@ -142,7 +142,8 @@ async def test_history_at_rest_holds_no_plaintext(encrypted: EncryptedRun) -> No
 def payload_encodings(history: WorkflowHistory) -> set[str]:
     """The encoding of every payload in the history, search attributes aside (they are
     indexed by the server, so they stay readable: stage, round, termination reason), and
-    so are the SDK's own patch markers (which hold only a patch id, see workflows/versions.py)."""
+    so are the SDK's own patch markers, should a history hold any (they hold only a patch
+    id)."""
     found: set[str] = set()
 
     def walk(node) -> None:

@@ -1,5 +1,7 @@
-"""Committed histories replay against the current workflow code: a protocol change that
-is not behind workflow.patched fails here instead of breaking runs in flight."""
+"""Committed histories of the current build's protocol replay against the current workflow
+code: a change that would make the workflow take another path on its own histories (a
+nondeterminism) fails here. A protocol change is a new build (runs are pinned to the
+build they start on: app.deployment), and its histories are recorded again."""
 
 from __future__ import annotations
 

@@ -58,7 +58,6 @@ with workflow.unsafe.imports_passed_through():
     )
     from council.thread import summarize_context
     from council.validation import InvalidRequest, validate_request
-    from workflows import versions
     from workflows.fan_out import FanOut
     from workflows.final_answer import conform
     from workflows.live import Live, ReviewRound, answer
@@ -72,11 +71,6 @@ class Deliberation:
             self.request: DeliberationRequest = validate_request(request)
         except InvalidRequest as err:
             raise ApplicationError(str(err), type="InvalidRequest", non_retryable=True) from None
-        # The protocol changes made behind workflow.patched before worker versioning: runs
-        # are pinned to the build they start on now, so this build took none of the old
-        # paths (workflows.versions).
-        for patch in versions.RETIRED:
-            workflow.deprecate_patch(patch)
         self.state: IterationState = initialize_iteration_state(self.request.iteration_config())
         self.context = self.request.context()  # a follow-up's earlier turns
         self.record = DeliberationRecord(
