@@ -61,6 +61,9 @@ class Stage3Result(Ending):
     # With a format asked for the final answer (DeliberationRequest.answer_format): why the
     # response does not follow it after one repair (None: it does, or none was asked).
     format_problem: str | None = None
+    # Set when no model could write the synthesis (every call failed, or repeated its
+    # prompt): the response is then the best-rated member's answer, and this says so.
+    fallback: str | None = None
 
 
 class AggregateRanking(BaseModel):

@@ -97,3 +97,22 @@ async def test_echoes_on_the_dev_server_are_no_answers(council: Council) -> None
     echoes = {(e.stage, e.model) for e in record.errors if e.error_type == ECHO}
     assert echoes == {(Stage.REFINE, "sim/drift"), (Stage.SYNTHESIS, "sim/oracle")}
     assert all(e.message == ECHO_PROBLEM for e in record.errors)
+
+
+async def test_when_no_model_writes_the_synthesis_the_best_rated_answer_stands(
+    council: Council,
+) -> None:
+    """Every member echoes the chairman's prompt (three small models did): the run still
+    completes, with the best-rated member's answer as the final answer, and says so."""
+    council.sim.set_faults({"*": {"latency": 0.05, "echo": 1.0, "stages": ["stage3"]}})
+    models = ["sim/atlas", "sim/borealis", "sim/drift"]
+    record = await council.run(question=QUESTION, models=models, max_rounds=1)
+    assert record.status == "completed" and record.stage3 is not None
+    best = record.aggregate_rankings[0].model
+    assert record.stage3.model == best
+    assert record.stage3.fallback is not None and best in record.stage3.fallback
+    final = {r.model: r.corrected_response for r in record.stage2_5 or []}
+    assert record.stage3.response == final.get(
+        best, next(r.response for r in record.stage1 if r.model == best)
+    )
+    assert {(e.stage, e.model) for e in record.errors} == {(Stage.SYNTHESIS, m) for m in models}

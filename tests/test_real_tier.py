@@ -113,6 +113,10 @@ async def test_a_real_council_deliberates_honestly(real: Council) -> None:
     )
     # Each completes, with a final answer.
     assert all(rec.status == "completed" and rec.stage3 for rec in records)
+    # One server answers one request at a time, with the straggler rule on: no member is
+    # cut for waiting its turn, in any stage.
+    assert [rec.late for rec in records] == [[]] * len(records)
+    assert all(len(rec.stage1) == len(MEMBERS) for rec in records)
     # No stored reply lacks a finish reason: a cut stream is retried, never stored.
     assert all(t.finish_reason for t in texts), [t for t in texts if not t.finish_reason]
     # Reviews are read: asked for as JSON in the form the server takes (a schema there).

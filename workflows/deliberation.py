@@ -321,10 +321,20 @@ class Deliberation:
             )
             self.live.event(EventKind.STAGE_COMPLETE, stage=Stage.SYNTHESIS, model=model)
             return
-        raise self._failure(
-            "no model could write the synthesis: "
-            + "; ".join(e.describe() for e in self.record.errors if e.stage == Stage.SYNTHESIS),
-            "SynthesisFailed",
+        # No model could write it (every call failed or echoed its prompt): the council's
+        # best answer stands, and the record says so.
+        best = next(
+            (e.model for e in rankings if e.model in self.answers), next(iter(self.answers))
+        )
+        why = f"no model could write the synthesis: {best}'s answer, the best rated, stands"
+        self.live.event(EventKind.FALLBACK, stage=Stage.SYNTHESIS, model=best, message=why)
+        self.record.stage3 = Stage3Result(
+            model=best,
+            response=self.answers[best],
+            fallback=why,
+            format_problem="no model wrote the final answer in the requested format"
+            if wanted is not None
+            else None,
         )
 
     def _failure(self, message: str, kind: str) -> ApplicationError:
