@@ -59,11 +59,22 @@ def build_request(args: argparse.Namespace) -> DeliberationRequest:
     follow_up = flags.FOLLOW_UP_FLAGS if hasattr(args, "follow_up") else ()
     try:
         given = flags.options(args, (*flags.FLAGS, *follow_up))
-        return front_door.compose(args.question, given, council=args.council)
+        return front_door.compose(question_of(args), given, council=args.council)
     except flags.FlagError as error:
         raise UsageError(str(error)) from None
     except front_door.Refused as refused:
         raise UsageError(refused.line(flags.flag_of)) from None
+
+
+def question_of(args: argparse.Namespace) -> str:
+    """The question as given, or, for "-", read from standard input (a long question:
+    the command line takes at most 128 KB in one argument)."""
+    if args.question != "-":
+        return str(args.question)
+    try:
+        return sys.stdin.buffer.read().decode("utf-8")
+    except UnicodeDecodeError:
+        raise UsageError("QUESTION: standard input is not UTF-8 text") from None
 
 
 async def follow(handle: Any) -> None:
@@ -296,7 +307,7 @@ def parser() -> argparse.ArgumentParser:
     commands = top.add_subparsers(dest="command", required=True, parser_class=Parser)
 
     start = commands.add_parser("start", help="start a deliberation")
-    start.add_argument("question")
+    start.add_argument("question", help='the question; "-" reads it from standard input')
     start.add_argument("--id", help="workflow id (default: council-<question>-<random>)")
     flags.add_council_flags(start)
     start.add_argument(

@@ -139,8 +139,10 @@ def record_markdown(record: DeliberationRecord) -> str:
         out += [f"**Verdict:** {verdict(record.agreement)}{raised}", ""]
     if record.context:
         context = record.context
+        unnamed = context.dropped_count - len(context.dropped)
         dropped = f"; left out: {', '.join(context.dropped)}" if context.dropped else ""
-        cut = "; the last answer cut to fit" if context.cut else ""
+        dropped += f" and {unnamed} older turn(s)" if unnamed > 0 else ""
+        cut = "; the last turn cut to fit" if context.cut else ""
         origin = (
             f"**Follow-up of** `{record.follow_up_of}` in thread `{record.thread_id}`"
             if record.follow_up_of

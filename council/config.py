@@ -43,7 +43,15 @@ _KEY_PREFIX = re.compile(
 )
 # What a council may not set: each request's own question, and a thread's fields.
 NOT_COUNCIL_OPTIONS = frozenset(
-    {"question", "follow_up_of", "thread_id", "history", "dropped_turns", "instructions"}
+    {
+        "question",
+        "follow_up_of",
+        "thread_id",
+        "history",
+        "dropped_turns",
+        "unnamed_dropped",
+        "instructions",
+    }
 )
 
 

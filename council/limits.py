@@ -1,11 +1,13 @@
-"""Size limits that keep every Temporal payload, the history and the record small.
+"""Size limits: what a user may send, and what a run may write.
 
-Temporal refuses a payload over 2 MB (and warns from 512 KB), and the workflow's result
-is the whole record. The record holds, for each model, its stage 1 answer, the
-stage 2.5 original and corrected answers, an original and a refined answer per round,
-and one review per review stage; and, per review stage, one critique of each answer by
-each other model. The cap on a reply's size is chosen so that all of these together
-stay inside RECORD_BUDGET_BYTES, a quarter below the 2 MB limit.
+Texts travel through Temporal by reference (the payload store, app.store): a payload
+over a few tens of kilobytes is kept in the store and history carries a reference, so
+no input within these limits makes a Temporal message exceed its own limit. The limits
+below bound what a run costs and what its record holds. The record holds, for each
+model, its stage 1 answer, the stage 2.5 original and corrected answers, an original
+and a refined answer per round, and one review per review stage; and, per review stage,
+one critique of each answer by each other model. The cap on a reply's size is chosen so
+that all of these together stay inside RECORD_BUDGET_BYTES.
 """
 
 from __future__ import annotations
@@ -14,7 +16,8 @@ RECORD_BUDGET_BYTES = 1_500_000
 MIN_RESPONSE_BYTES = 4_000
 MAX_RESPONSE_BYTES = 64_000
 
-QUESTION_MAX_CHARS = 20_000
+# About what a model's context window of 256k tokens takes.
+QUESTION_MAX_CHARS = 1_000_000
 INSTRUCTIONS_MAX_CHARS = 8_000
 MIN_MODELS = 2
 MAX_MODELS = 12
@@ -45,11 +48,12 @@ MAX_STOP_REASON_CHARS = 500
 # whole, in order, while they fit; the rest are left out (and the record counts them).
 MAX_FEEDBACK_CHARS = 12_000
 
-# Temporal refuses a payload over 2 MiB (the workflow task that would write it fails and
-# is retried for ever). A record (the workflow's result, and the `record` query's answer)
-# above this, measured as JSON, has its largest texts elided until it fits.
+# Temporal refuses a payload over 2 MiB; the record (the workflow's result, and the
+# `record` query's answer) travels by reference, so its own bound is what a reader should
+# load: one above this, measured as JSON, has its largest texts elided until it fits. The
+# limits above keep a record (its question of up to QUESTION_MAX_CHARS included) below it.
 PAYLOAD_LIMIT_BYTES = 2 * 1024 * 1024
-RECORD_LIMIT_BYTES = 1_800_000
+RECORD_LIMIT_BYTES = 4_000_000
 
 # Rough conversion used for length guidance in prompts only.
 BYTES_PER_WORD = 6

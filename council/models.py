@@ -47,6 +47,7 @@ from council.thread import (
     ThreadContext,
     Turn,
     fit_context,
+    named_dropped,
 )
 
 MODEL_ID = re.compile(r"^[A-Za-z0-9][\w.\-/:@+]*$")
@@ -194,11 +195,14 @@ class DeliberationRequest(BaseModel):
     # A follow-up: the deliberation it follows, the thread's first one, and the thread's
     # earlier turns (oldest first), of which the prompts carry at most context_tokens.
     # A conversation a client brings (the chat API) has history without follow_up_of.
+    # Whatever the thread's length, the request keeps only what fits (see _fit_history).
     follow_up_of: str | None = None
     thread_id: str | None = None
-    history: list[Turn] = Field(default_factory=list, max_length=limits.MAX_THREAD_TURNS)
-    # Earlier turns the client left out (the oldest, which could not fit anyway).
-    dropped_turns: list[str] = Field(default_factory=list, max_length=limits.MAX_THREAD_TURNS)
+    history: list[Turn] = Field(default_factory=list)
+    # Earlier turns left out (the oldest, which could not fit): the newest
+    # MAX_THREAD_TURNS by id, oldest first, and how many older ones were left out unnamed.
+    dropped_turns: list[str] = Field(default_factory=list)
+    unnamed_dropped: int = Field(default=0, ge=0)
     context_tokens: int = Field(
         default=DEFAULT_CONTEXT_TOKENS,
         ge=0,
@@ -249,10 +253,22 @@ class DeliberationRequest(BaseModel):
 
     @model_validator(mode="after")
     def _thread(self) -> DeliberationRequest:
-        if (self.thread_id or self.dropped_turns) and not self.follow_up_of:
-            raise ValueError("thread_id and dropped_turns come with follow_up_of (a follow-up)")
+        if self.thread_id and not self.follow_up_of:
+            raise ValueError("thread_id comes with follow_up_of (a follow-up)")
         if self.follow_up_of and not self.thread_id:
             self.thread_id = self.follow_up_of
+        return self
+
+    @model_validator(mode="after")
+    def _fit_history(self) -> DeliberationRequest:
+        """The earlier turns the request carries: those that fit context_tokens (a turn
+        too long on its own is cut), the rest named or counted as dropped. Fitting again
+        changes nothing, so a request read back from history is the request sent."""
+        fitted = fit_context(self.history, self.context_tokens)
+        dropped, unnamed = named_dropped(
+            [*self.dropped_turns, *fitted.dropped], self.unnamed_dropped
+        )
+        self.history, self.dropped_turns, self.unnamed_dropped = fitted.turns, dropped, unnamed
         return self
 
     def user_texts(self) -> list[str]:
@@ -264,7 +280,12 @@ class DeliberationRequest(BaseModel):
     def context(self) -> ThreadContext:
         """The earlier turns the prompts carry: the newest that fit in context_tokens."""
         fitted = fit_context(self.history, self.context_tokens)
-        return fitted.model_copy(update={"dropped": [*self.dropped_turns, *fitted.dropped]})
+        return fitted.model_copy(
+            update={
+                "dropped": [*self.dropped_turns, *fitted.dropped],
+                "unnamed_dropped": self.unnamed_dropped,
+            }
+        )
 
     def iteration_config(self) -> IterationConfig:
         return IterationConfig(

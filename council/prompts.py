@@ -91,7 +91,7 @@ def conversation(context: ThreadContext | None) -> str:
         )
         for number, turn in enumerate(context.turns, start=1)
     )
-    cut = " The last answer was cut to fit." if context.cut else ""
+    cut = " The last turn was cut to fit; a cut ends with [...]." if context.cut else ""
     return (
         f"{CONTEXT_OPENING} Its earlier turns, oldest first, are between <conversation> "
         "tags: each question asked and the council's final answer to it. They are the "

@@ -160,19 +160,21 @@ async def ask(
 
 
 async def starter(
-    *args: str, env: dict[str, str] | None = None, timeout: float = 60
+    *args: str, env: dict[str, str] | None = None, timeout: float = 60, stdin: bytes = b""
 ) -> tuple[int, str, str]:
-    """`python starter.py ARGS...` as a user runs it: (exit status, stdout, stderr)."""
+    """`python starter.py ARGS...` as a user runs it, `stdin` on its standard input:
+    (exit status, stdout, stderr)."""
     process = await asyncio.create_subprocess_exec(
         sys.executable,
         "starter.py",
         *args,
         cwd=ROOT,
         env={**os.environ, **(env or {})},
+        stdin=asyncio.subprocess.PIPE,
         stdout=asyncio.subprocess.PIPE,
         stderr=asyncio.subprocess.PIPE,
     )
-    out, err = await asyncio.wait_for(process.communicate(), timeout)
+    out, err = await asyncio.wait_for(process.communicate(stdin), timeout)
     return process.returncode, out.decode(), err.decode()
 
 

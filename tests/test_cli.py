@@ -9,7 +9,9 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import io
 import json
+import sys
 from collections.abc import Awaitable, Callable, Iterator
 from datetime import timedelta
 
@@ -189,7 +191,6 @@ def test_the_flags_given_reach_their_fields() -> None:
         (["Q?", "--straggler-factor", "0.5"], "--straggler-factor must be between 1.0 and"),
         (["Q?", "--context-tokens", "99999"], "--context-tokens must be between 0 and 32000"),
         (["Q?", "--council", "nope"], "--council: no council 'nope' (known: default)"),
-        (["x" * 20_001], "QUESTION is too long: at most 20000 characters"),
         (["Q?", "--id", "bad id!"], "--id: "),
     ],
 )
@@ -200,6 +201,22 @@ async def test_bad_input_exits_2_with_one_line_naming_the_flag(
     code, out, err = await cli("start", *args, env=UNREACHABLE)
     assert (code, out) == (2, "")
     assert err.startswith("starter: ") and err.count("\n") == 1 and message in err, err
+
+
+async def test_a_long_question_comes_from_standard_input(
+    cli: Cli, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # One argument on the command line is at most 128 KB: "-" reads the question instead.
+    too_long = "x" * (limits.QUESTION_MAX_CHARS + 1)
+    monkeypatch.setattr(sys, "stdin", io.TextIOWrapper(io.BytesIO(too_long.encode())))
+    code, out, err = await cli("start", "-", env=UNREACHABLE)
+    assert (code, out) == (2, "")
+    limit = f"QUESTION is too long: at most {limits.QUESTION_MAX_CHARS} characters"
+    assert err.count("\n") == 1 and limit in err, err
+    # What is not text is refused before anything starts.
+    monkeypatch.setattr(sys, "stdin", io.TextIOWrapper(io.BytesIO(b"\xff\xfe")))
+    code, _, err = await cli("start", "-", env=UNREACHABLE)
+    assert code == 2 and "QUESTION: standard input is not UTF-8 text" in err, err
 
 
 @pytest.mark.parametrize(

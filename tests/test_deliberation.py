@@ -10,6 +10,7 @@ from temporalio.api.enums.v1 import EventType
 from temporalio.client import WorkflowFailureError
 from temporalio.exceptions import ApplicationError
 
+from council import limits
 from council.aggregate import aggregate_rankings, lowest_ratings
 from council.calls import Stage
 from council.labels import labels_shown_to
@@ -246,7 +247,10 @@ async def test_invalid_request_fails_without_retrying(council: Council) -> None:
         ({"quality_threshold": -1}, "quality_threshold must be between 0.0 and 5.0"),
         ({"token_budget": 0}, "token_budget must be between 1 and"),
         ({"question": "   "}, "question must not be empty"),
-        ({"question": "x" * 20_001}, "question is too long: at most 20000 characters"),
+        (
+            {"question": "x" * (limits.QUESTION_MAX_CHARS + 1)},
+            f"question is too long: at most {limits.QUESTION_MAX_CHARS} characters",
+        ),
         ({"models": ["sim/atlas", "sim/atlas"]}, "'sim/atlas' is listed twice"),
         ({"models": [f"m{i}" for i in range(13)]}, "models: need 2 to 12 models, got 13"),
         ({"max_rounds": "many"}, "max_rounds"),

@@ -290,7 +290,14 @@ def test_every_setting_that_can_change_an_answer_changes_the_run_key(bundled) ->
 
     # Left out: the question (each problem sets its own), the call policy, and the thread
     # fields (a dataset's problems are never follow-ups).
-    thread = {"follow_up_of", "thread_id", "history", "dropped_turns", "context_tokens"}
+    thread = {
+        "follow_up_of",
+        "thread_id",
+        "history",
+        "dropped_turns",
+        "unnamed_dropped",
+        "context_tokens",
+    }
     assert set(DeliberationRequest.model_fields) - {"question", "policy", *thread} == KEY_SETTINGS
     base = {"question": "q", "models": ["sim/atlas", "sim/borealis"]}
     keys = {

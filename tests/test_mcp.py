@@ -18,6 +18,7 @@ from mcp.client.streamable_http import streamable_http_client
 from mcp.types import CallToolResult, TextContent
 from temporalio.testing import WorkflowEnvironment
 
+from council import limits
 from council.agreement import verdict
 from council.calls import Stage
 from council.models import DeliberationRecord
@@ -231,8 +232,9 @@ BAD_INPUT: list[tuple[str, dict[str, Any], str]] = [
     ),
     (
         "start_deliberation",
-        {"question": "x" * 20_001},
-        "question is too long: at most 20000 characters (got 20001)",
+        {"question": "x" * (limits.QUESTION_MAX_CHARS + 1)},
+        f"question is too long: at most {limits.QUESTION_MAX_CHARS} characters "
+        f"(got {limits.QUESTION_MAX_CHARS + 1})",
     ),
     (
         "ask_council",

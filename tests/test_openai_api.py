@@ -191,6 +191,23 @@ async def test_earlier_turns_and_the_system_message_reach_every_member(
     assert record.context is not None
     assert (record.context.turns, record.context.dropped) == (["messages[2]"], ["messages[0]"])
 
+    # However the client splits it: 45 long user messages join into one turn, which is
+    # cut to the bound (question and answer, with a marker), not carried whole.
+    flood = [{"role": "user", "content": f"part {i}: " + "why " * 5_000} for i in range(45)]
+    split = await api.chat.completions.create(
+        model="council",
+        messages=[*flood, {"role": "assistant", "content": "I see."}, *user("So?")],
+        extra_body={"council": {"max_rounds": 1, "context_tokens": 1_000}},
+    )
+    handle = council.client.get_workflow_handle(split.id, result_type=DeliberationRecord)
+    record = await handle.result()
+    assert record.context is not None and record.context.cut
+    assert record.context.turns == ["messages[0]"] and record.context.tokens <= 1_000
+    for call in await model_calls(handle):
+        assert (
+            len(call.messages[-1].content) < 20_000 and "part 44" not in call.messages[-1].content
+        )
+
 
 # ---- refusals -----------------------------------------------------------------------------
 
@@ -231,7 +248,7 @@ async def test_each_refusal_has_its_status_and_the_clis_message(
 
     # The same one line the CLI gives.
     long_question = "why " * (limits.QUESTION_MAX_CHARS // 4 + 1)
-    code, _, err = await starter("start", long_question, env=cli_env)
+    code, _, err = await starter("start", "-", env=cli_env, stdin=long_question.encode())
     assert code == 2
     with pytest.raises(openai.BadRequestError) as bad:
         await api.chat.completions.create(model="council", messages=user(long_question))

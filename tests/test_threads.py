@@ -7,11 +7,16 @@ from __future__ import annotations
 import contextlib
 import json
 
+from app import front_door
 from council.calls import Stage
+from council.limits import MAX_THREAD_TURNS
 from council.models import DeliberationRecord
-from council.thread import Turn
-from tests.temporal_fixtures import Council, ask, model_calls, starter
+from council.thread import Thread, Turn
+from council.validation import validate_request
+from tests.temporal_fixtures import Council, ask, model_calls, request, starter
 from workflows import client as deliberations
+
+TWO = ["sim/atlas", "sim/borealis"]
 
 
 def turn(record: DeliberationRecord) -> Turn:
@@ -120,3 +125,41 @@ async def test_the_cli_asks_a_follow_up_and_lists_the_thread(
     assert record.context is not None and record.context.max_tokens == 3000
     code, out, _ = await starter("list", "--thread", "drink-1", "--json", env=cli_env)
     assert code == 0 and [row["id"] for row in json.loads(out)] == ["drink-1", "drink-2"]
+
+
+async def test_a_thread_of_any_length_can_be_followed_up(
+    council: Council, cli_env: dict[str, str]
+) -> None:
+    first, _ = await ask(council, "Day 0: what should I read?")
+    # More turns than a follow-up can carry or name, started as turns of one thread.
+    earlier = MAX_THREAD_TURNS + 5
+    place = Thread(follow_up_of=first.id, thread_id=first.id)
+    for batch in range(1, earlier, 15):
+        handles = [
+            await deliberations.start(
+                council.client,
+                front_door.in_thread(
+                    validate_request(request(f"Day {day}: and now?", models=TWO, max_rounds=1)),
+                    place,
+                ),
+                council.task_queue,
+            )
+            for day in range(batch, min(batch + 15, earlier))
+        ]
+        newest = [await handle.result() for handle in handles][-1]
+    assert await deliberations.count_thread(council.client, first.id) == earlier
+
+    # The whole bound: as many turns as fit, never more than MAX_THREAD_TURNS.
+    code, out, err = await starter(
+        "start", "One more?", "--follow-up", newest.id, "--context-tokens", "32000",
+        "--model", TWO[0], "--model", TWO[1], "--max-rounds", "1", "--wait", "--json",
+        env=cli_env, timeout=120,
+    )  # fmt: skip
+    assert code == 0, err
+    record = DeliberationRecord.model_validate_json(out)
+    assert record.context is not None
+    assert 0 < len(record.context.turns) <= MAX_THREAD_TURNS
+    assert record.context.turns[-1] == newest.id
+    # Every earlier turn is carried or left out, and the record says how many.
+    assert len(record.context.turns) + record.context.dropped_count == earlier
+    assert len(record.context.dropped) <= MAX_THREAD_TURNS

@@ -42,7 +42,7 @@ from temporalio.client import Client, WorkflowFailureError, WorkflowHandle
 from temporalio.service import RPCError
 
 from app import connection, councils, front_door
-from council import numbers
+from council import limits, numbers
 from council.agreement import verdict
 from council.calls import CallProgress, Stage
 from council.config import DEFAULT_COUNCIL
@@ -60,7 +60,10 @@ from workflows import client as deliberations
 MODEL_PREFIX = "council"
 SERVED = ("/v1/models", "/v1/chat/completions")
 ANY_METHOD = ["GET", "POST", "PUT", "PATCH", "DELETE"]
-MAX_BODY_BYTES = 1_000_000
+# A question at its limit, every character escaped in JSON (six bytes each), and room
+# for earlier turns and attachments' data URLs; what the body holds is bounded again field
+# by field.
+MAX_BODY_BYTES = 6 * limits.QUESTION_MAX_CHARS + 18_000_000
 KEEPALIVE_SECONDS = 3.0
 DONE = "data: [DONE]\n\n"
 STOP_REASON = "the API client disconnected"

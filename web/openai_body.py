@@ -36,8 +36,9 @@ from council.structured import StructuredReply
 from council.thread import Turn
 from web.openai_options import OptionError, answer_format, check_stream_options
 
-# A conversation of MAX_THREAD_TURNS turns, its question and a few system messages.
-MAX_MESSAGES = 2 * limits.MAX_THREAD_TURNS + 9
+# However a client splits its conversation: the body's size bounds it, and the request
+# keeps the newest turns that fit its context (council.thread).
+MAX_MESSAGES = 10_000
 # An earlier answer as long as the longest a council can give.
 ANSWER_MAX_CHARS = limits.MAX_RESPONSE_BYTES
 TEXT_BOUNDS = {
@@ -251,11 +252,6 @@ class ChatBody(BaseModel):
                     where,
                 )
         history = turns_of(chat[:-1])
-        if len(history) > limits.MAX_THREAD_TURNS:
-            raise Refusal(
-                f"messages: at most {limits.MAX_THREAD_TURNS} earlier turns (got {len(history)})",
-                "messages",
-            )
         return Conversation(question[2], "\n\n".join(system) or None, history)
 
     def options(self) -> dict[str, Any]:

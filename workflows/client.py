@@ -326,9 +326,10 @@ async def thread_of(client: Client, follow_up_of: str, context_tokens: int) -> T
     if last.stage3 is None:
         raise FollowUpError(f"{follow_up_of} has no final answer to follow up")
     thread = last.thread_id or last.id
+    listed = await list_thread(client, thread)
     earlier = [
         row.id
-        for row in await list_thread(client, thread)
+        for row in listed
         if row.id != last.id
         and row.status == "completed"
         and row.started
@@ -338,14 +339,24 @@ async def thread_of(client: Client, follow_up_of: str, context_tokens: int) -> T
     turns = [Turn(id=last.id, question=last.query, answer=last.stage3.response)]
     used = turns[0].tokens
     for wid in reversed(earlier):  # newest first, until the bound is passed
-        if used > context_tokens:
+        if used > context_tokens or len(turns) == MAX_THREAD_TURNS:
             break
         record = await handle(client, wid).result()
         if record.stage3 is not None:
             turns.insert(0, Turn(id=wid, question=record.query, answer=record.stage3.response))
             used += turns[0].tokens
     dropped = earlier[: len(earlier) - (len(turns) - 1)]
-    return Thread(follow_up_of=last.id, thread_id=thread, history=turns, dropped_turns=dropped)
+    # A thread longer than its listing: the older turns are counted, not named.
+    unlisted = 0
+    if len(listed) > MAX_THREAD_TURNS:
+        unlisted = max(0, await count_thread(client, thread) - len(listed))
+    return Thread(
+        follow_up_of=last.id,
+        thread_id=thread,
+        history=turns,
+        dropped_turns=dropped,
+        unnamed_dropped=unlisted,
+    )
 
 
 def handle(client: Client, workflow: str) -> WorkflowHandle[Deliberation, DeliberationRecord]:
@@ -389,9 +400,7 @@ async def list_deliberations(
     contains it (case-insensitive); with a thread, that thread's, oldest first."""
     rows = []
     needle = text.strip().lower()
-    query = f'WorkflowType="{Deliberation.__name__}"'
-    if thread is not None:
-        query += f' AND {search_attributes.THREAD.name}="{_quoted(thread)}"'
+    query = _DELIBERATIONS if thread is None else _in_thread(_DELIBERATIONS, thread)
     async for execution in client.list_workflows(query, limit=None if needle else limit):
         attrs = execution.typed_search_attributes
         question = await _question(execution)
@@ -416,8 +425,20 @@ async def list_deliberations(
 
 
 async def list_thread(client: Client, thread: str) -> list[Listed]:
-    """Every deliberation of a thread, oldest first."""
+    """A thread's newest deliberations (at most MAX_THREAD_TURNS + 1), oldest first."""
     return await list_deliberations(client, limit=MAX_THREAD_TURNS + 1, thread=thread)
+
+
+async def count_thread(client: Client, thread: str) -> int:
+    """How many deliberations a thread has, however long it is."""
+    return (await client.count_workflows(_in_thread(_DELIBERATIONS, thread))).count
+
+
+_DELIBERATIONS = f'WorkflowType="{Deliberation.__name__}"'
+
+
+def _in_thread(query: str, thread: str) -> str:
+    return f'{query} AND {search_attributes.THREAD.name}="{_quoted(thread)}"'
 
 
 def _quoted(value: str) -> str:
