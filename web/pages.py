@@ -41,7 +41,7 @@ from temporalio.client import Client
 from app import councils, front_door
 from app.render import record_markdown
 from council import numbers
-from council.limits import MAX_STOP_REASON_CHARS
+from council.limits import MAX_STOP_REASON_CHARS, QUESTION_MAX_CHARS
 from council.models import DeliberationRecord
 from council.steering import HumanCritique, rounds_problem
 from web import markdown, reading, views
@@ -55,6 +55,9 @@ THREADS_SHOWN = 15
 DOWNLOADS = {"json": "application/json", "md": "text/markdown; charset=utf-8"}
 # A refused critique comes back as it was typed, up to this much (far above what is taken).
 KEPT_CRITIQUE_CHARS = 20_000
+# A form field as long as the longest question (UTF-8: at most 4 bytes a character), so
+# that a question over its limit is refused by the front door in words, not by the parser.
+MAX_FIELD_BYTES = 4 * QUESTION_MAX_CHARS + 1_024
 # What a redirect may ask the page to say: codes only, so that no link can put its own
 # words on the page. {max_rounds} is the record's.
 NOTICES = {
@@ -144,7 +147,7 @@ class Pages:
                 self.guard.check_write(request)
             except Forbidden as refused:
                 return PlainTextResponse(str(refused), status_code=403)
-            return await handler(request, await request.form())
+            return await handler(request, await request.form(max_part_size=MAX_FIELD_BYTES))
 
         return checked
 
