@@ -164,6 +164,16 @@ class AttachmentEntry(BaseModel):
     # Every call in which its text was cut to a member's context window.
     cut: list[CutFor] = Field(default_factory=list)
 
+    def described(self) -> str:
+        """ "notes.csv (text/csv, 1.2 KB)" """
+        return f"{self.name} ({self.media_type}, {limits.size_text(self.size)})"
+
+    def cuts_line(self) -> str:
+        """Where its text was cut, for a person ("" when nowhere)."""
+        return "; ".join(
+            f"{c.model} in {c.stage}: {c.kept_chars:,} of {c.chars:,} characters" for c in self.cut
+        )
+
     def note_cut(self, model: str, stage: str, cut: AttachmentCut) -> None:
         """Record a cut (one entry per member and stage: the least kept)."""
         for entry in self.cut:

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import base64
 import hashlib
-import io
 import uuid
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
@@ -27,6 +26,7 @@ from council.attachments import UNSEEN_IMAGE, Attachment
 from council.calls import Stage
 from council.config import Config, ProviderConfig
 from simulator import SimulatorServer
+from tests.attachment_files import encrypted_pdf, notes, pdf, png
 from tests.temporal_fixtures import FOUR_MODELS, TEST_API_KEY, TEST_POLICY, Council
 from worker import serving
 from workflows import client as deliberations
@@ -34,29 +34,6 @@ from workflows import client as deliberations
 SEER = FOUR_MODELS[0]  # its provider takes images
 STAGES = {s.value for s in (Stage.ANSWER, Stage.REVIEW, Stage.REFINE, Stage.SYNTHESIS)}
 KEY_VARIABLE = "COUNCIL_TEST_VISION_KEY"
-
-
-def png(width: int = 4) -> bytes:
-    """A real PNG (matplotlib writes it)."""
-    import matplotlib
-
-    matplotlib.use("Agg")
-    from matplotlib import pyplot
-
-    figure = pyplot.figure(figsize=(width / 100, width / 100), dpi=100)
-    out = io.BytesIO()
-    figure.savefig(out, format="png")
-    pyplot.close(figure)
-    return out.getvalue()
-
-
-def notes(size: int) -> str:
-    line = "row {n}: the council reads every line of this file, whole.\n"
-    text, n = [], 0
-    while sum(map(len, text)) < size:
-        text.append(line.format(n=n))
-        n += 1
-    return "".join(text)[:size]
 
 
 @asynccontextmanager
@@ -228,6 +205,19 @@ def test_the_limits_are_refused_in_one_line_naming_the_field() -> None:
     with pytest.raises(Refused) as mixed:
         request_with([one, binary.value])
     assert mixed.value.problems[0].loc == ("attachments", 1)
+
+
+def test_pdfs_are_read_as_their_text_and_refused_when_they_have_none() -> None:
+    read = attachments.from_bytes("report.pdf", pdf("Quarterly revenue rose 12 percent"))
+    assert (read.media_type, read.text) == ("application/pdf", "Quarterly revenue rose 12 percent")
+    with pytest.raises(attachments.AttachmentProblem) as locked:
+        attachments.from_bytes("locked.pdf", encrypted_pdf("secret figures"))
+    assert locked.value.text.startswith(": locked.pdf is an encrypted PDF")
+    with pytest.raises(attachments.AttachmentProblem) as scan:
+        attachments.from_bytes("scan.pdf", pdf(None))
+    assert scan.value.text.startswith(": scan.pdf is a PDF without text")
+    # An image is known by its bytes, whatever its name says.
+    assert attachments.from_bytes("chart.txt", png()).media_type == "image/png"
 
 
 def test_a_400_kb_file_is_within_the_limits() -> None:
