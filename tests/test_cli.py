@@ -57,6 +57,7 @@ CONTRACT = (
     "--straggler-grace",
     "--straggler-factor",
     "--council",
+    "--attach",
 )
 
 

@@ -249,13 +249,13 @@ BAD_INPUT: list[tuple[str, dict[str, Any], str]] = [
         "start_deliberation",
         {"question": "Q?", "id": "my-own-id"},
         "start_deliberation takes no argument 'id' (it takes question, council, models, "
-        "chairman, max_rounds)",
+        "chairman, max_rounds, attachments)",
     ),
     (
         "ask_council",
         {"question": "Q?", "rounds": 2},
         "ask_council takes no argument 'rounds' (it takes question, council, models, chairman, "
-        "max_rounds)",
+        "max_rounds, attachments)",
     ),
     (
         "get_deliberation",

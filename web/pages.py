@@ -426,8 +426,9 @@ class Pages:
         return response
 
 
-# A start form's uploads: read up to one more than a run may carry (a refusal counts them).
-UPLOADS_READ = limits.MAX_ATTACHMENTS + 1
+# A start form's uploads: more than a run may carry are read (and refused in the form, in one
+# line); past this many, the form is not read at all.
+UPLOADS_READ = 100
 # Starlette's bound on each field of a form that is not a file.
 FIELD_BYTES = 1024 * 1024
 
@@ -439,7 +440,7 @@ async def read_uploads(uploads: list[UploadFile]) -> list[Attachment | files.Att
     if len(uploads) > limits.MAX_ATTACHMENTS:
         return [
             files.AttachmentProblem(
-                f": at most {limits.MAX_ATTACHMENTS} files per run (got {len(uploads)} or more)"
+                f": at most {limits.MAX_ATTACHMENTS} files per run (got {len(uploads)})"
             )
         ]
     for upload in uploads:
