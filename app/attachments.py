@@ -24,6 +24,7 @@ import mimetypes
 import re
 from pathlib import Path, PurePath
 from typing import Any
+from urllib.parse import unquote_to_bytes
 
 from pydantic import ValidationError
 
@@ -123,6 +124,7 @@ def _text_type(name: str, given: str | None) -> str:
 def pdf_text(name: str, data: bytes) -> str:
     """The text of a PDF, page after page; AttachmentProblem for one that is encrypted,
     unreadable, or has no text."""
+    # Imported when a PDF comes: it takes a tenth of a second, which every CLI start would pay.
     from pypdf import PdfReader
     from pypdf.errors import PyPdfError
 
@@ -206,8 +208,6 @@ def from_data_url(url: str, name: str | None, fallback: str) -> Attachment:
         raise AttachmentProblem(": must be a data URL (data:TYPE;base64,...)")
     media_type, params, payload = match.groups()
     if ";base64" not in params.lower():
-        from urllib.parse import unquote_to_bytes
-
         return from_bytes(shown, unquote_to_bytes(payload), media_type or None)
     if not name:
         suffix = mimetypes.guess_extension(media_type or "") or ""

@@ -24,7 +24,7 @@ from app.front_door import Refused, compose
 from council import limits, prompts
 from council.attachments import UNSEEN_IMAGE, Attachment, fair_shares
 from council.calls import Stage
-from council.config import Config, ProviderConfig
+from council.config import Config, ConfigProblem, ProviderConfig, parse_config
 from simulator import SimulatorServer
 from simulator.reading import attachments_seen, prompt_text, read_prompt
 from tests.attachment_files import encrypted_pdf, notes, pdf, png
@@ -256,3 +256,31 @@ def test_fair_shares_keep_the_small_whole_and_cut_the_rest_equally() -> None:
     assert fair_shares([100, 5_000, 20_000], 3_100) == [100, 1_500, 1_500]
     assert fair_shares([100, 200], 1_000) == [100, 200]
     assert fair_shares([100, 200], 0) == [0, 0]
+
+
+def test_images_are_a_capability_per_provider_or_per_model_pattern() -> None:
+    config = parse_config(
+        """
+        [providers.vision]
+        base_url = "http://127.0.0.1:9/v1"
+        models = ["gpt-*", "llava*"]
+        images = ["gpt-4o*"]
+
+        [providers.all]
+        base_url = "http://127.0.0.1:9/v1"
+        models = ["pix*"]
+        images = true
+        """
+    )
+    vision = GatewaySettings.from_provider(config.providers["vision"], {})
+    assert vision.sees_images("gpt-4o-mini") and not vision.sees_images("gpt-3.5-turbo")
+    assert GatewaySettings.from_provider(config.providers["all"], {}).sees_images("pixtral")
+    assert not GatewaySettings.from_env({}).sees_images("any")
+    assert GatewaySettings.from_env({"COUNCIL_LLM_IMAGES": "true"}).sees_images("any")
+    with pytest.raises(ConfigProblem) as bad:
+        parse_config(
+            '[providers.x]\nbase_url = "http://127.0.0.1:9/v1"\nmodels = ["a"]\nimages = ["a b"]'
+        )
+    assert str(bad.value) == (
+        "council.toml: providers.x.images: the pattern 'a b' is empty or holds white space"
+    )
