@@ -30,7 +30,7 @@ from pydantic_core import PydanticUndefined
 from app.attachments import AttachmentProblem, read_file
 from app.front_door import ATTACHMENTS, COUNCIL, bounds
 from council import limits, numbers
-from council.attachments import Attachment
+from council.attachments import Attachment, count_problem
 from council.models import DeliberationRequest, ReplyTokens
 from council.validation import Loc
 
@@ -138,12 +138,9 @@ def add_attach_flag(parser: argparse.ArgumentParser) -> None:
 def attachments(args: argparse.Namespace) -> list[Attachment | AttachmentProblem]:
     """The files of --attach, read (a file that cannot be is its problem)."""
     given = getattr(args, "attach", None) or []
-    if len(given) > limits.MAX_ATTACHMENTS:  # said before any file is read
-        return [
-            AttachmentProblem(
-                f" takes at most {limits.MAX_ATTACHMENTS} files per run (got {len(given)})"
-            )
-        ]
+    too_many = count_problem(len(given))
+    if too_many:  # said before any file is read
+        return [AttachmentProblem(f": {too_many}")]
     read: list[Attachment | AttachmentProblem] = []
     for path in given:
         try:

@@ -42,6 +42,11 @@ AttachmentName = Annotated[
 ]
 
 
+def described(name: str, media_type: str, size: int) -> str:
+    """A file for a person: "notes.csv (text/csv, 1.2 KB)"."""
+    return f"{name} ({media_type}, {limits.size_text(size)})"
+
+
 def base64_size(data: str) -> int:
     """Bytes that `data` (base64, padded) decodes to."""
     return len(data) * 3 // 4 - data[-2:].count("=")
@@ -107,8 +112,7 @@ class Attachment(BaseModel):
         return f"data:{self.media_type};base64,{self.data_base64}"
 
     def described(self) -> str:
-        """ "notes.csv (text/csv, 1.2 KB)" """
-        return f"{self.name} ({self.media_type}, {limits.size_text(self.size)})"
+        return described(self.name, self.media_type, self.size)
 
     def entry(self) -> AttachmentEntry:
         return AttachmentEntry(
@@ -120,10 +124,17 @@ class Attachment(BaseModel):
         )
 
 
+def count_problem(count: int) -> str | None:
+    """The limit on the number of files of a run (said before any is read, where it can)."""
+    if count > limits.MAX_ATTACHMENTS:
+        return f"at most {limits.MAX_ATTACHMENTS} files per run (got {count})"
+    return None
+
+
 def attachments_problem(attachments: list[Attachment]) -> str | None:
     """The request's limits on its attachments together (count, total); None when within."""
-    if len(attachments) > limits.MAX_ATTACHMENTS:
-        return f"at most {limits.MAX_ATTACHMENTS} files per run (got {len(attachments)})"
+    if count_problem(len(attachments)):
+        return count_problem(len(attachments))
     total = sum(a.content_bytes for a in attachments)
     if total > limits.MAX_ATTACHMENTS_TOTAL_BYTES:
         return (
@@ -165,8 +176,7 @@ class AttachmentEntry(BaseModel):
     cut: list[CutFor] = Field(default_factory=list)
 
     def described(self) -> str:
-        """ "notes.csv (text/csv, 1.2 KB)" """
-        return f"{self.name} ({self.media_type}, {limits.size_text(self.size)})"
+        return described(self.name, self.media_type, self.size)
 
     def cuts_line(self) -> str:
         """Where its text was cut, for a person ("" when nowhere)."""

@@ -455,7 +455,7 @@ async def test_start_attach_refuses_in_one_line_before_anything_starts(
         (["--attach", str(tmp_path / "missing.txt")], "--attach: cannot read"),
         (
             ["--attach", str(small)] * (limits.MAX_ATTACHMENTS + 1),
-            f"--attach takes at most {limits.MAX_ATTACHMENTS} files per run (got 11)",
+            f"--attach: at most {limits.MAX_ATTACHMENTS} files per run (got 11)",
         ),
     ]
     for args, message in cases:

@@ -47,7 +47,7 @@ from app import attachments as files
 from app import councils, front_door
 from app.render import record_markdown
 from council import limits, numbers
-from council.attachments import PDF_TYPE, Attachment
+from council.attachments import PDF_TYPE, Attachment, count_problem
 from council.limits import MAX_STOP_REASON_CHARS
 from council.models import DeliberationRecord
 from council.steering import HumanCritique, rounds_problem
@@ -437,12 +437,9 @@ async def read_uploads(uploads: list[UploadFile]) -> list[Attachment | files.Att
     """The files of the start form, read (app.attachments); each too large one refused
     before it is read."""
     read: list[Attachment | files.AttachmentProblem] = []
-    if len(uploads) > limits.MAX_ATTACHMENTS:
-        return [
-            files.AttachmentProblem(
-                f": at most {limits.MAX_ATTACHMENTS} files per run (got {len(uploads)})"
-            )
-        ]
+    too_many = count_problem(len(uploads))
+    if too_many:  # said before any file is read
+        return [files.AttachmentProblem(f": {too_many}")]
     for upload in uploads:
         name = files.clean_name(upload.filename, "file")
         most = files.largest_file()
