@@ -59,7 +59,9 @@ def build_request(args: argparse.Namespace) -> DeliberationRequest:
     follow_up = flags.FOLLOW_UP_FLAGS if hasattr(args, "follow_up") else ()
     try:
         given = flags.options(args, (*flags.FLAGS, *follow_up))
-        return front_door.compose(question_of(args), given, council=args.council)
+        return front_door.compose(
+            question_of(args), given, council=args.council, attachments=flags.attachments(args)
+        )
     except flags.FlagError as error:
         raise UsageError(str(error)) from None
     except front_door.Refused as refused:
@@ -310,6 +312,7 @@ def parser() -> argparse.ArgumentParser:
     start.add_argument("question", help='the question; "-" reads it from standard input')
     start.add_argument("--id", help="workflow id (default: council-<question>-<random>)")
     flags.add_council_flags(start)
+    flags.add_attach_flag(start)
     start.add_argument(
         "--follow-up", metavar="ID", help="ask in the thread of this completed deliberation"
     )

@@ -41,7 +41,7 @@ async def query_models_parallel_with_prompts(
                 return None
             if not completion.content.strip():
                 return None
-            texts = [m.content for m in call.messages]
+            texts = [m.text for m in call.messages]
             return {
                 "content": completion.content,
                 "finish_reason": completion.finish_reason,

@@ -31,8 +31,10 @@ from activities.llm_client import ChatClient, make_http_client
 from activities.metrics import CallMetrics
 from activities.settings import GatewaySettings
 from activities.slots import AnswerClock, Slots
+from council.attachments import AttachmentCut, frame_chars
 from council.calls import ModelCall, ModelReply
 from council.config import DEFAULT_PROVIDER, ProviderConfig, route
+from council.prompts import with_attachments
 
 MIN_HEARTBEAT_SECONDS = 0.1
 # A streaming reply shows on the web page as it arrives: a heartbeat carries the text so
@@ -47,6 +49,11 @@ WARM_UP_SECONDS = 5.0
 CAUTIOUS_CHARS_PER_TOKEN = 3
 TOKENS_PER_MESSAGE = 8
 MIN_REPLY_ROOM = 64
+# What an image is counted as in a context window (providers count from ~85 to ~1,600).
+IMAGE_TOKENS = 1_600
+# The room left for the reply when attachments are cut to a context window and the call
+# sets no max_tokens (at most a quarter of the window).
+ATTACHMENT_REPLY_ROOM = 2_048
 
 log = logging.getLogger("council.model_call")
 # The HTTP libraries' own loggers: at DEBUG, httpcore logs every response's headers (a
@@ -83,13 +90,42 @@ for _name in HTTP_LOGGERS:
     logging.getLogger(_name).addFilter(_REDACTION)
 
 
+def _prompt_tokens(chars: int, messages: int, images: int) -> int:
+    return (
+        -(-chars // CAUTIOUS_CHARS_PER_TOKEN)
+        + TOKENS_PER_MESSAGE * messages
+        + (IMAGE_TOKENS * images)
+    )
+
+
+def attach(
+    call: ModelCall, sees_images: bool, window: int | None
+) -> tuple[ModelCall, list[AttachmentCut]]:
+    """The call with its attachments shown in its messages (council.prompts
+    .with_attachments), images as parts where the model takes them; where the context
+    window is known, their texts cut to what it leaves beside the prompt and a reply (each
+    cut marked in the text, and returned)."""
+    if not call.attachments:
+        return call, []
+    budget = None
+    if window is not None:
+        images = sum(a.is_image for a in call.attachments) if sees_images else 0
+        chars = sum(len(m.text) for m in call.messages) + frame_chars(call.attachments, sees_images)
+        reply = max(MIN_REPLY_ROOM, min(call.max_tokens or ATTACHMENT_REPLY_ROOM, window // 4))
+        room = window - _prompt_tokens(chars, len(call.messages), images) - reply
+        budget = max(0, room * CAUTIOUS_CHARS_PER_TOKEN)
+    messages, cuts = with_attachments(call.messages, call.attachments, sees_images, budget)
+    return call.model_copy(update={"messages": messages, "attachments": []}), cuts
+
+
 def fit_context(call: ModelCall, window: int | None) -> ModelCall:
     """The call with max_tokens lowered to what `window` leaves after the prompt; a
     CallFailure (ContextTooLong, final) when the prompt alone leaves too little."""
     if window is None:
         return call
-    chars = sum(len(m.content) for m in call.messages)
-    prompt = -(-chars // CAUTIOUS_CHARS_PER_TOKEN) + TOKENS_PER_MESSAGE * len(call.messages)
+    chars = sum(len(m.text) for m in call.messages)
+    images = sum(m.images for m in call.messages)
+    prompt = _prompt_tokens(chars, len(call.messages), images)
     room = window - prompt
     if room < MIN_REPLY_ROOM:
         raise CallFailure(
@@ -269,8 +305,10 @@ class ModelGateway:
     async def _call(self, call: ModelCall) -> ModelReply:
         info = activity.info()
         provider = self.provider_of(call.model)
+        window = provider.settings.context_window
         try:
-            call = fit_context(call, provider.settings.context_window)
+            call, cuts = attach(call, provider.settings.sees_images(call.model), window)
+            call = fit_context(call, window)
         except CallFailure as failure:
             raise self._error(failure, call.model, info.attempt, provider.name) from None
         completion = Completion(call.max_response_bytes)
@@ -322,12 +360,13 @@ class ModelGateway:
             content=content,
             served_by=self.redact(completion.served_by) if completion.served_by else None,
             finish_reason=completion.finish_reason,
-            usage=token_usage(completion.usage, [m.content for m in call.messages], content),
+            usage=token_usage(completion.usage, [m.text for m in call.messages], content),
             latency_ms=latency_ms,
             answer_ms=int(clock.seconds() * 1000),
             truncated=completion.truncated,
             structured=structured,
             provider=provider.name,
+            attachment_cuts=cuts,
         )
 
     def _error(

@@ -10,6 +10,7 @@ import json
 import os
 from collections.abc import Mapping
 from dataclasses import dataclass, field
+from fnmatch import fnmatchcase
 from urllib.parse import urlsplit
 
 from council import numbers
@@ -50,6 +51,14 @@ class GatewaySettings:
     # Requests sent to the provider at once by this worker process (None: decided by
     # activities.slots: one for a server of our own unless it reports more, else no limit).
     max_concurrent_requests: int | None = None
+    # Whether the models take images: all (True), none (False), or those these patterns
+    # match.
+    images: bool | tuple[str, ...] = False
+
+    def sees_images(self, model: str) -> bool:
+        if isinstance(self.images, bool):
+            return self.images
+        return any(fnmatchcase(model, pattern) for pattern in self.images)
 
     @classmethod
     def from_env(cls, env: Mapping[str, str] | None = None) -> GatewaySettings:
@@ -67,6 +76,7 @@ class GatewaySettings:
             structured_output=_choice(env, "COUNCIL_LLM_STRUCTURED_OUTPUT", STRUCTURED_OUTPUTS),
             context_window=_tokens(env, "COUNCIL_LLM_CONTEXT_WINDOW"),
             max_concurrent_requests=_count(env, "COUNCIL_LLM_MAX_CONCURRENT_REQUESTS", 1024),
+            images=_flag(env, "COUNCIL_LLM_IMAGES", default=False),
         )
 
     @classmethod
@@ -86,6 +96,7 @@ class GatewaySettings:
             structured_output=provider.structured_output,
             context_window=provider.context_window,
             max_concurrent_requests=provider.max_concurrent_requests,
+            images=provider.images if isinstance(provider.images, bool) else tuple(provider.images),
         )
 
     @property

@@ -27,8 +27,10 @@ from pydantic import BaseModel
 from pydantic.fields import FieldInfo
 from pydantic_core import PydanticUndefined
 
-from app.front_door import COUNCIL, bounds
-from council import numbers
+from app.attachments import AttachmentProblem, read_file
+from app.front_door import ATTACHMENTS, COUNCIL, bounds
+from council import limits, numbers
+from council.attachments import Attachment, count_problem
 from council.models import DeliberationRequest, ReplyTokens
 from council.validation import Loc
 
@@ -113,6 +115,39 @@ FLAGS = (
 # The options of a follow-up (`start` only).
 FOLLOW_UP_FLAGS = (Flag(("context_tokens",), "--context-tokens"),)
 COUNCIL_FLAG = "--council"
+# The user's files (`start` only): read here, each as the front door takes it.
+ATTACH_FLAG = "--attach"
+
+
+def add_attach_flag(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        ATTACH_FLAG,
+        metavar="FILE",
+        action="append",
+        help=_escaped(
+            "a file every member, reviewer and the chairman reads (repeat): UTF-8 text "
+            "(Markdown, code, CSV, JSON), a PDF (its text) or a PNG, JPEG, GIF or WebP image; "
+            f"at most {limits.MAX_ATTACHMENTS} files, "
+            f"{limits.size_text(limits.MAX_ATTACHMENT_TEXT_BYTES)} of text or "
+            f"{limits.size_text(limits.MAX_ATTACHMENT_IMAGE_BYTES)} of image each, "
+            f"{limits.size_text(limits.MAX_ATTACHMENTS_TOTAL_BYTES)} in all"
+        ),
+    )
+
+
+def attachments(args: argparse.Namespace) -> list[Attachment | AttachmentProblem]:
+    """The files of --attach, read (a file that cannot be is its problem)."""
+    given = getattr(args, "attach", None) or []
+    too_many = count_problem(len(given))
+    if too_many:  # said before any file is read
+        return [AttachmentProblem(f": {too_many}")]
+    read: list[Attachment | AttachmentProblem] = []
+    for path in given:
+        try:
+            read.append(read_file(path))
+        except AttachmentProblem as problem:
+            read.append(problem)
+    return read
 
 
 def field_at(loc: Sequence[str]) -> FieldInfo:
@@ -217,6 +252,8 @@ def flag_of(loc: Loc, flags: Sequence[Flag] = (*FLAGS, *FOLLOW_UP_FLAGS)) -> str
         return "QUESTION"
     if loc[:1] == (COUNCIL,):
         return COUNCIL_FLAG
+    if loc[:1] == (ATTACHMENTS,):
+        return ATTACH_FLAG
     if loc[:2] == ("criteria", "criteria") and len(loc) > 3:
         return "--criterion " + ".".join(str(part) for part in loc[3:])
     if loc[:1] == ("max_tokens",) and len(loc) > 1:

@@ -15,6 +15,9 @@ Rules:
   question, the user's instructions, the JSON the final answer must be, and the thread
   (a follow-up's, or the conversation a client brings). An option that names one of
   them is refused.
+- The user's attachments come read already (app.attachments), each an Attachment or the
+  AttachmentProblem that reading it met: a problem is the field `attachments`' (at its
+  index), beside the rest.
 - The whole is validated once, and every problem is raised at once as Refused: each with
   the pydantic location of its field, so that a surface names the field its own way (a
   CLI flag, a form's label, a path in a JSON body, an MCP argument) and says the rest in
@@ -24,7 +27,7 @@ Rules:
 from __future__ import annotations
 
 import typing
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 import annotated_types
@@ -32,8 +35,10 @@ from pydantic import BaseModel, ValidationError
 
 from app import config as app_config
 from app import councils
+from app.attachments import AttachmentProblem
 from app.settings import Settings
 from council import numbers
+from council.attachments import Attachment
 from council.config import NOT_COUNCIL_OPTIONS, Config, with_overrides
 from council.models import DeliberationRequest
 from council.structured import StructuredReply
@@ -42,6 +47,7 @@ from council.validation import InvalidRequest, Loc, Problem, problems
 
 # The council's name, beside the request's fields.
 COUNCIL = "council"
+ATTACHMENTS = "attachments"
 # Parts of one request that no option may set.
 PER_REQUEST = NOT_COUNCIL_OPTIONS | {"answer_format"}
 
@@ -67,6 +73,7 @@ def compose(
     instructions: str | None = None,
     answer_format: StructuredReply | None = None,
     settings: Settings | None = None,
+    attachments: Sequence[Attachment | AttachmentProblem] = (),
 ) -> DeliberationRequest:
     """The request the user asks for: the council's options (`council`, else the default
     council; `config`: council.toml, read now when not given), the user's `options` on top,
@@ -88,6 +95,14 @@ def compose(
         data["answer_format"] = answer_format.model_dump()
     if thread is not None:
         data |= thread.model_dump(exclude_defaults=True)
+    read = []
+    for index, attachment in enumerate(attachments):
+        if isinstance(attachment, AttachmentProblem):
+            found.append(Problem((ATTACHMENTS, index), attachment.text))
+        else:
+            read.append(attachment)
+    if read:
+        data[ATTACHMENTS] = read
     try:
         request = DeliberationRequest.model_validate(data)
     except ValidationError as error:

@@ -153,6 +153,15 @@ def record_markdown(record: DeliberationRecord) -> str:
             f"{context.max_tokens} tokens){dropped}{cut}",
             "",
         ]
+    if record.attachments:
+        out += ["## Attachments", ""]
+        for attachment in record.attachments:
+            cut = attachment.cuts_line()
+            out.append(
+                f"- {attachment.described()} · sha256 {attachment.sha256}"
+                + (f" · cut to fit a context window: {cut}" if cut else "")
+            )
+        out.append("")
     for action in record.steering:
         if action.kind == "max_rounds":
             what = f"set the maximum rounds to {action.max_rounds}"

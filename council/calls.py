@@ -7,9 +7,11 @@ no API keys, no base URLs. The worker alone knows where and with which key to ca
 from __future__ import annotations
 
 from enum import StrEnum
+from typing import Annotated, Literal
 
 from pydantic import BaseModel, Field
 
+from council.attachments import Attachment, AttachmentCut
 from council.limits import MAX_RESPONSE_BYTES
 from council.stages import Ending
 from council.structured import StructuredReply
@@ -46,9 +48,42 @@ STAGE_HEADINGS = {
 }
 
 
+class TextPart(BaseModel):
+    type: Literal["text"] = "text"
+    text: str
+
+
+class ImageUrl(BaseModel):
+    url: str
+
+
+class ImagePart(BaseModel):
+    """An image, as OpenAI-compatible providers take it (a data URL here)."""
+
+    type: Literal["image_url"] = "image_url"
+    image_url: ImageUrl
+
+
+ContentPart = Annotated[TextPart | ImagePart, Field(discriminator="type")]
+
+
 class ChatMessage(BaseModel):
     role: str
-    content: str
+    # Text, or (a message that shows images) OpenAI's content parts.
+    content: str | list[ContentPart]
+
+    @property
+    def text(self) -> str:
+        """The message's text (its text parts joined)."""
+        if isinstance(self.content, str):
+            return self.content
+        return "".join(part.text for part in self.content if isinstance(part, TextPart))
+
+    @property
+    def images(self) -> int:
+        if isinstance(self.content, str):
+            return 0
+        return sum(isinstance(part, ImagePart) for part in self.content)
 
 
 class ModelCall(BaseModel):
@@ -65,6 +100,9 @@ class ModelCall(BaseModel):
     max_response_bytes: int = MAX_RESPONSE_BYTES
     # The reply's JSON schema, where the provider takes one (the worker decides how).
     response_format: StructuredReply | None = None
+    # The user's files: the worker shows them before the first message's text, each as
+    # this member can take it (council.prompts.with_attachments).
+    attachments: list[Attachment] = Field(default_factory=list)
 
     @property
     def summary(self) -> str:
@@ -121,6 +159,8 @@ class ModelReply(BaseModel):
     structured: str | None = None
     # The provider that answered, by its council.toml name ("default": COUNCIL_LLM_*).
     provider: str | None = None
+    # The attachments whose text was cut to fit the model's context window.
+    attachment_cuts: list[AttachmentCut] = Field(default_factory=list)
 
     @property
     def ending(self) -> Ending:

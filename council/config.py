@@ -51,6 +51,7 @@ NOT_COUNCIL_OPTIONS = frozenset(
         "dropped_turns",
         "unnamed_dropped",
         "instructions",
+        "attachments",
     }
 )
 
@@ -88,6 +89,9 @@ class ProviderConfig(BaseModel):
     read_timeout: float = Field(default=300.0, gt=0, le=3600)
     structured_output: Literal["auto", "json_schema", "json_object", "off"] = "auto"
     context_window: int | None = Field(default=None, ge=256, le=10_000_000)
+    # Whether its models take images (OpenAI's image_url parts): true for all of them, or
+    # the patterns of those that do. The others are told of an image they could not see.
+    images: bool | list[str] = False
     # Requests this provider is sent at once by each worker process (activities.slots).
     max_concurrent_requests: int | None = Field(default=None, ge=1, le=1024)
 
@@ -107,6 +111,11 @@ class ProviderConfig(BaseModel):
                 "must be a variable's name (letters, digits and _, not starting with a digit)"
             )
         return name
+
+    @field_validator("images")
+    @classmethod
+    def _image_patterns(cls, images: bool | list[str]) -> bool | list[str]:
+        return images if isinstance(images, bool) else cls._patterns(images)
 
     @field_validator("models")
     @classmethod

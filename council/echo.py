@@ -52,4 +52,4 @@ def repeats_prompt(reply: str, prompt: str, material: Iterable[str] = ()) -> boo
 
 def echoes(reply: str, messages: Sequence[ChatMessage], material: Iterable[str]) -> bool:
     """The reply only repeats the messages it was given (repeats_prompt over them all)."""
-    return repeats_prompt(reply, "\n".join(m.content for m in messages), material)
+    return repeats_prompt(reply, "\n".join(m.text for m in messages), material)

@@ -93,3 +93,27 @@ def reply_tokens(stage: str, byte_cap: int) -> int:
     """The default max_tokens of a stage's calls: the stage's default, or what the reply
     size cap holds when that is less."""
     return max(MIN_REPLY_TOKENS, min(DEFAULT_REPLY_TOKENS[stage], byte_cap // BYTES_PER_TOKEN))
+
+
+# Attachments (council.attachments): files a user brings with the question. Every member,
+# reviewer and the chairman is sent them whole (or cut to a known context window), so they
+# travel in every model call's input.
+MAX_ATTACHMENTS = 10
+# The text of one file (a text file's, or a PDF's extracted text), in UTF-8 bytes.
+MAX_ATTACHMENT_TEXT_BYTES = 1_000_000
+# The bytes of one image.
+MAX_ATTACHMENT_IMAGE_BYTES = 5_000_000
+# The bytes of one PDF as read (only its text travels, within the text limit).
+MAX_ATTACHMENT_PDF_BYTES = 20_000_000
+# The texts and images of one run together.
+MAX_ATTACHMENTS_TOTAL_BYTES = 8_000_000
+MAX_ATTACHMENT_NAME_CHARS = 255
+
+
+def size_text(count: int) -> str:
+    """A size for a person: "812 bytes", "45.2 KB", "1.5 MB" (decimal units)."""
+    if count < 1_000:
+        return f"{count} bytes"
+    if count < 1_000_000:
+        return f"{count / 1_000:.1f} KB"
+    return f"{count / 1_000_000:.1f} MB"

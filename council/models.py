@@ -20,6 +20,7 @@ from pydantic import (
 
 from council import limits
 from council.agreement import Agreement, AgreementTrend
+from council.attachments import Attachment, AttachmentEntry, attachments_problem
 from council.calls import ChatMessage, ModelCall, Stage, TokenUsage
 from council.iteration import (
     DEFAULT_MAX_ROUNDS,
@@ -212,6 +213,17 @@ class DeliberationRequest(BaseModel):
     # The JSON Schema the final answer must follow (a client's response_format): the
     # chairman is asked for it, and its reply checked and repaired once.
     answer_format: StructuredReply | None = None
+    # The user's files (council.attachments): every member, reviewer and the chairman is
+    # shown them; within the limits of council.limits.
+    attachments: list[Attachment] = Field(default_factory=list)
+
+    @field_validator("attachments")
+    @classmethod
+    def _attachments_within_limits(cls, attachments: list[Attachment]) -> list[Attachment]:
+        problem = attachments_problem(attachments)
+        if problem:
+            raise ValueError(problem)
+        return attachments
 
     @field_validator("models")
     @classmethod
@@ -330,6 +342,7 @@ class DeliberationRequest(BaseModel):
             max_tokens=max_tokens,
             max_response_bytes=self.response_byte_cap,
             response_format=response_format,
+            attachments=self.attachments,
         )
 
 
@@ -459,12 +472,16 @@ class DeliberationRecord(BaseModel):
     # Places of texts replaced by a marker to keep the record within Temporal's payload
     # limit (council.record.fit_record); absent when nothing was.
     elided: list[str] = Field(default_factory=list)
+    # The user's files (name, type, size, SHA-256) and where each was cut to fit a
+    # member's context window; absent when there were none.
+    attachments: list[AttachmentEntry] = Field(default_factory=list)
 
     @model_serializer(mode="wrap")
     def _omit_absent_parts(self, handler: Any) -> dict[str, Any]:
         data: dict[str, Any] = handler(self)
         if data.get("stage2_5") is None:
             data.pop("stage2_5", None)
-        if not data.get("elided"):
-            data.pop("elided", None)
+        for optional in ("elided", "attachments"):
+            if not data.get(optional):
+                data.pop(optional, None)
         return data

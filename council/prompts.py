@@ -13,7 +13,8 @@ import re
 from collections.abc import Callable, Mapping, Sequence
 
 from council.agreement import Agreement, figure
-from council.calls import ChatMessage
+from council.attachments import Attachment, AttachmentCut, shown
+from council.calls import ChatMessage, ImagePart, ImageUrl, TextPart
 from council.iteration import CritiqueItem
 from council.limits import word_allowance
 from council.models import EvaluationCriteria
@@ -105,6 +106,32 @@ def standing_instructions(instructions: str | None) -> str:
     if not instructions:
         return ""
     return f"{INSTRUCTIONS_HEADER}\n{frame('instructions', instructions)}\n\n"
+
+
+def with_attachments(
+    messages: Sequence[ChatMessage],
+    attachments: Sequence[Attachment],
+    sees_images: bool,
+    text_budget: int | None = None,
+) -> tuple[list[ChatMessage], list[AttachmentCut]]:
+    """A stage's messages with the user's attachments before the first user message's text
+    (council.attachments.shown): the images as image_url parts where the member sees them;
+    and the attachments whose text was cut to `text_budget` characters."""
+    first = next((i for i, m in enumerate(messages) if m.role == "user"), None)
+    if not attachments or first is None:
+        return list(messages), []
+    view = shown(list(attachments), sees_images, text_budget)
+    prompt = messages[first].text
+    content: str | list[TextPart | ImagePart] = view.text + prompt
+    if view.images:
+        content = [
+            TextPart(text=view.text),
+            *(ImagePart(image_url=ImageUrl(url=url)) for url in view.images),
+            TextPart(text=prompt),
+        ]
+    out = list(messages)
+    out[first] = ChatMessage(role="user", content=content)
+    return out, view.cuts
 
 
 def answer_prompt(

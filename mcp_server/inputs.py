@@ -8,8 +8,12 @@ from __future__ import annotations
 
 from typing import Any
 
+from pydantic import BaseModel, Field
+
+from app import attachments as reading
 from app import front_door
 from app.settings import Settings
+from council.attachments import Attachment
 from council.config import Config
 from council.models import DeliberationRequest
 from council.steering import reason_problem
@@ -20,21 +24,62 @@ class Problem(Exception):
     cannot go on: the message is one line, the tool's error or the command's."""
 
 
+class AttachmentInput(BaseModel):
+    """A file the council reads: its name, and its text or its bytes in base64."""
+
+    name: str = Field(description="the file's name, as the members are told it")
+    media_type: str | None = Field(
+        None, description="its type, e.g. text/csv (default: from the name, or the bytes)"
+    )
+    text: str | None = Field(None, description="a text file's text (give this or data_base64)")
+    data_base64: str | None = Field(
+        None, description="the file's bytes in base64: a PDF (read as its text) or an image"
+    )
+
+
+def read_attachment(given: AttachmentInput, index: int) -> Attachment | reading.AttachmentProblem:
+    """One attachment argument, read (app.attachments), or the problem reading it met."""
+    name = reading.clean_name(given.name, f"file-{index + 1}")
+    try:
+        if (given.text is None) == (given.data_base64 is None):
+            raise reading.AttachmentProblem(": give either text or data_base64")
+        if given.text is not None:
+            return reading.from_text(name, given.text, given.media_type)
+        return reading.from_base64(name, given.data_base64 or "", given.media_type)
+    except reading.AttachmentProblem as problem:
+        return problem
+
+
+def argument_of(loc: tuple[str | int, ...]) -> str | None:
+    """How a tool's arguments name a request field: attachments[1]; None: its own name."""
+    if loc[:1] == (front_door.ATTACHMENTS,) and len(loc) > 1:
+        return f"attachments[{loc[1]}]"
+    return None
+
+
 def deliberation_request(
     config: Config,
     question: str,
     council: str | None = None,
     settings: Settings | None = None,
+    attachments: list[AttachmentInput] | None = None,
     **options: Any,
 ) -> DeliberationRequest:
     """The request a tool starts: the council's options with the arguments given (the
-    request's options, by their names: models, chairman, max_rounds) on top."""
+    request's options, by their names: models, chairman, max_rounds) on top, and the files
+    of `attachments`."""
+    files = [read_attachment(given, index) for index, given in enumerate(attachments or [])]
     try:
         return front_door.compose(
-            question, options, council=council, config=config, settings=settings
+            question,
+            options,
+            council=council,
+            config=config,
+            settings=settings,
+            attachments=files,
         )
     except front_door.Refused as refused:
-        raise Problem(refused.line()) from None
+        raise Problem(refused.line(argument_of)) from None
 
 
 def stop_reason(reason: str | None) -> str | None:

@@ -22,13 +22,13 @@ from temporalio.service import RPCError
 from app import connection
 from app.render import event_line
 from app.settings import Settings
-from council import numbers
+from council import limits, numbers
 from council.config import Config
 from council.models import DeliberationRecord
 from council.progress import EventKind, Progress
 from council.validation import one_line
 from mcp_server import results
-from mcp_server.inputs import Problem, deliberation_request, stop_reason
+from mcp_server.inputs import AttachmentInput, Problem, deliberation_request, stop_reason
 from workflows import client as deliberations
 
 INSTRUCTIONS = (
@@ -80,6 +80,19 @@ MaxRounds = Annotated[
     int | None,
     BeforeValidator(ascii_whole),
     Field(description="refinement rounds at most, 1 to 5 (default: the council's)"),
+]
+Attachments = Annotated[
+    list[AttachmentInput] | None,
+    Field(
+        description=(
+            "files every member, reviewer and the chairman reads: each {name, media_type?, "
+            "text | data_base64}; text (Markdown, code, CSV, JSON), a PDF (read as its text) "
+            "or a PNG, JPEG, GIF or WebP image; at most "
+            f"{limits.MAX_ATTACHMENTS} files, {limits.size_text(limits.MAX_ATTACHMENT_TEXT_BYTES)}"
+            f" of text or {limits.size_text(limits.MAX_ATTACHMENT_IMAGE_BYTES)} of image each, "
+            f"{limits.size_text(limits.MAX_ATTACHMENTS_TOTAL_BYTES)} in all"
+        )
+    ),
 ]
 Id = Annotated[str, Field(description="the deliberation's id")]
 Reason = Annotated[
@@ -253,6 +266,7 @@ def build_server(backend: Backend) -> MCPServer:
         models: Models = None,
         chairman: Chairman = None,
         max_rounds: MaxRounds = None,
+        attachments: Attachments = None,
     ) -> Outcome:
         """Ask the council a question and wait for its final answer (this takes minutes;
         progress notifications follow each stage and round). Returns the answer, then one
@@ -263,6 +277,7 @@ def build_server(backend: Backend) -> MCPServer:
             "models": models,
             "chairman": chairman,
             "max_rounds": max_rounds,
+            "attachments": attachments,
         }
         return await answered(backend, ask(backend, ctx, **arguments))
 
@@ -273,6 +288,7 @@ def build_server(backend: Backend) -> MCPServer:
         models: Models = None,
         chairman: Chairman = None,
         max_rounds: MaxRounds = None,
+        attachments: Attachments = None,
     ) -> Outcome:
         """Start a deliberation and return its id at once, without waiting for the answer;
         get_deliberation reads its status, and its answer once it is done."""
@@ -282,6 +298,7 @@ def build_server(backend: Backend) -> MCPServer:
             "models": models,
             "chairman": chairman,
             "max_rounds": max_rounds,
+            "attachments": attachments,
         }
         return await answered(backend, start(backend, **arguments))
 

@@ -27,6 +27,9 @@ class LogEntry:
     prompt_sha256: str
     authorized: bool
     call_id: str | None = None  # X-Council-Call: the same for every attempt of one call
+    # The attachments the prompt showed (simulator.reading.attachments_seen): name, the
+    # SHA-256 of the text it was shown (an image: of its bytes) and how it was shown.
+    attachments: list[dict[str, Any]] = field(default_factory=list)
     fault: str | None = None
     status: int | None = None
     outcome: str | None = (

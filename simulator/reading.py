@@ -6,9 +6,12 @@ prompts that module builds. Anything unrecognised is a stage 1 question.
 
 from __future__ import annotations
 
+import base64
+import hashlib
 import re
 from dataclasses import dataclass, field
 
+from council.attachments import ATTACHMENTS_HEADER, UNSEEN_IMAGE
 from council.calls import Stage
 from council.prompts import (
     CHAIRMAN_OPENING,
@@ -50,6 +53,14 @@ _CRITIQUE_FRAME = re.compile(r"\A<critique>\n(.*?)\n</critique>", re.DOTALL)
 _MEAN_RATING = re.compile(r"mean peer rating ([\d.]+)/5")
 # A follow-up's conversation so far: read past it, never as the question.
 _CONVERSATION = re.compile(r"<conversation>\n.*?\n</conversation>\n\n", re.DOTALL)
+# The user's attachments, before a stage's prompt: read past them too.
+_ATTACHMENTS = re.compile(
+    re.escape(ATTACHMENTS_HEADER) + r".*?<attachments>\n(.*?)\n</attachments>\n\n", re.DOTALL
+)
+_ATTACHMENT_FRAME = re.compile(
+    r'<attachment n="\d+" name="([^"]*)" type="[^"]*" size="[^"]*">\n(.*?)\n</attachment>',
+    re.DOTALL,
+)
 
 
 @dataclass
@@ -110,7 +121,50 @@ def _question(pattern: re.Pattern[str], text: str) -> str:
     return match.group(1).strip() if match else ""
 
 
+def attachments_seen(messages: list[dict]) -> list[dict[str, object]]:
+    """The attachments the last user message showed: each one's name, the SHA-256 of the
+    text shown (for an image shown, of the image's bytes) and how it was shown (text, an
+    image, or named as an image the member could not see)."""
+    user = [m for m in messages if isinstance(m, dict) and m.get("role") == "user"]
+    content = user[-1].get("content") if user else None
+    found = _ATTACHMENTS.match(content_text(content).lstrip())
+    if found is None:
+        return []
+    images = (
+        [
+            part["image_url"].get("url", "")
+            for part in content
+            if isinstance(part, dict) and isinstance(part.get("image_url"), dict)
+        ]
+        if isinstance(content, list)
+        else []
+    )
+    seen: list[dict[str, object]] = []
+    for frame in _ATTACHMENT_FRAME.finditer(found.group(1)):
+        body = frame.group(2)
+        if body.startswith("[an image, shown after this text:") and images:
+            data = base64.b64decode(images.pop(0).partition(",")[2] or b"")
+            seen.append({"name": frame.group(1), "shown": "image", "sha256": _sha(data)})
+        elif body.startswith(f"[{UNSEEN_IMAGE}:"):
+            seen.append({"name": frame.group(1), "shown": "unseen", "sha256": None})
+        else:
+            seen.append(
+                {
+                    "name": frame.group(1),
+                    "shown": "text",
+                    "sha256": _sha(body.encode()),
+                    "chars": len(body),
+                }
+            )
+    return seen
+
+
+def _sha(data: bytes) -> str:
+    return hashlib.sha256(data).hexdigest()
+
+
 def read_prompt(text: str) -> Prompt:
+    text = _ATTACHMENTS.sub("", text.lstrip(), count=1)
     text = _CONVERSATION.sub("", text, count=1)
     stage = detect_stage(text)
     if stage is Stage.REVIEW:

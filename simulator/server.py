@@ -43,7 +43,7 @@ from simulator.faults import FaultConfig, FaultInjector, Plan
 from simulator.instances import instance_json
 from simulator.log import LogEntry, RequestLog
 from simulator.personas import ALL_PERSONAS, Script, persona_for, reply
-from simulator.reading import Prompt, prompt_text, read_prompt
+from simulator.reading import Prompt, attachments_seen, prompt_text, read_prompt
 
 SSE_HEADERS = [
     (b"content-type", b"text/event-stream; charset=utf-8"),
@@ -445,6 +445,7 @@ class ChatCompletions:
             prompt_sha256=digest,
             authorized=bool(bearer),
             call_id=request.headers.get("x-council-call"),
+            attachments=attachments_seen(messages),
         )
         plan = self.sim.faults.plan(model, Stage(prompt.stage), digest)
         key = self.sim.config.api_key

@@ -23,6 +23,7 @@ from pathlib import Path
 from temporalio.client import Client
 from temporalio.contrib.pydantic import pydantic_data_converter
 
+from app.attachments import from_bytes
 from council.calls import Stage
 from council.progress import EventKind
 from council.steering import HumanCritique, RoundsChange
@@ -145,6 +146,19 @@ SCENARIOS = {
             "sim/drift": {"echo": 1.0, "stages": ["stage2_5"]},
             "sim/oracle": {"echo": 1.0, "stages": ["stage3"], "max_faults": 1},
         },
+    ),
+    # A small text file that every member, reviewer and the chairman is shown.
+    "small_text_attachment": (
+        {
+            "max_rounds": 1,
+            "attachments": [
+                from_bytes(
+                    "notes.md",
+                    b"# Notes\n\n- SQLite: one file, one writer.\n- PostgreSQL: a server.\n",
+                ).model_dump()
+            ],
+        },
+        None,
     ),
 }
 

@@ -9,11 +9,13 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import hashlib
 import io
 import json
 import sys
 from collections.abc import Awaitable, Callable, Iterator
 from datetime import timedelta
+from pathlib import Path
 
 import pytest
 from temporalio.service import RPCError, RPCStatusCode
@@ -25,6 +27,7 @@ from app import settings as app_settings
 from app.front_door import bounds
 from council import limits
 from council.models import DeliberationRecord
+from tests.attachment_files import encrypted_pdf, pdf, png
 from tests.sim_fixtures import wait_until
 from tests.temporal_fixtures import Council, temporal_address
 from workflows import client as deliberations
@@ -56,6 +59,7 @@ CONTRACT = (
     "--straggler-grace",
     "--straggler-factor",
     "--council",
+    "--attach",
 )
 
 
@@ -404,3 +408,74 @@ def test_a_temporal_error_has_one_description() -> None:
     assert connection.described(refused, "temporal.internal:7233") == (
         "the Temporal server at temporal.internal:7233 refused the request (PERMISSION_DENIED)"
     )
+
+
+# ---- attachments ------------------------------------------------------------------------
+
+
+async def test_start_attach_reads_text_csv_a_pdf_and_an_image(
+    cli: Cli, council: Council, cli_env: dict[str, str], tmp_path: Path
+) -> None:
+    files = {
+        "brief.md": b"# Brief\nShip on Friday.\n",
+        "sales.csv": b"month,units\njan,12\nfeb,30\n",
+        "report.pdf": pdf("Quarterly revenue rose 12 percent"),
+        "chart.png": png(),
+    }
+    for name, data in files.items():
+        (tmp_path / name).write_bytes(data)
+    attached = [arg for name in files for arg in ("--attach", str(tmp_path / name))]
+    code, out, err = await cli(
+        "start",
+        "What do these files say?",
+        *attached,
+        "--max-rounds",
+        "1",
+        "--wait",
+        "--json",
+        env=cli_env,
+    )
+    assert code == 0, err
+    record = DeliberationRecord.model_validate_json(out)
+    assert [(a.name, a.media_type, a.size, a.sha256) for a in record.attachments] == [
+        (name, kind, len(data), hashlib.sha256(data).hexdigest())
+        for (name, data), kind in zip(
+            files.items(),
+            ["text/markdown", "text/csv", "application/pdf", "image/png"],
+            strict=True,
+        )
+    ]
+    # Every call showed them: the texts whole, the PDF as its text, the image named to the
+    # members (the default provider takes no images).
+    for call in council.sim.log()["entries"]:
+        shown = {a["name"]: a for a in call["attachments"]}
+        assert shown["sales.csv"]["sha256"] == hashlib.sha256(files["sales.csv"]).hexdigest()
+        text = b"Quarterly revenue rose 12 percent"
+        assert shown["report.pdf"]["sha256"] == hashlib.sha256(text).hexdigest()
+        assert shown["chart.png"]["shown"] == "unseen"
+    code, out, _ = await cli("show", record.id)
+    assert "## Attachments" in out and "report.pdf (application/pdf" in out
+
+
+async def test_start_attach_refuses_in_one_line_before_anything_starts(
+    cli: Cli, tmp_path: Path
+) -> None:
+    binary = tmp_path / "blob.bin"
+    binary.write_bytes(bytes(range(256)))
+    locked = tmp_path / "locked.pdf"
+    locked.write_bytes(encrypted_pdf("secret"))
+    small = tmp_path / "a.txt"
+    small.write_text("a")
+    cases = [
+        (["--attach", str(binary)], "--attach: blob.bin is a binary file that is neither a PDF"),
+        (["--attach", str(locked)], "--attach: locked.pdf is an encrypted PDF"),
+        (["--attach", str(tmp_path / "missing.txt")], "--attach: cannot read"),
+        (
+            ["--attach", str(small)] * (limits.MAX_ATTACHMENTS + 1),
+            f"--attach: at most {limits.MAX_ATTACHMENTS} files per run (got 11)",
+        ),
+    ]
+    for args, message in cases:
+        code, out, err = await cli("start", "Q?", *args, env=UNREACHABLE)
+        assert (code, out) == (2, "")
+        assert err.startswith(f"starter: {message}") and err.count("\n") == 1, err

@@ -5,6 +5,8 @@ page's rules (the token, the Host allowlist) in front."""
 from __future__ import annotations
 
 import asyncio
+import base64
+import hashlib
 import sys
 from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
@@ -23,6 +25,7 @@ from council.agreement import verdict
 from council.calls import Stage
 from council.models import DeliberationRecord
 from harness.processes import ROOT, Process, free_port, port_open, spawn
+from tests.attachment_files import pdf, png
 from tests.temporal_fixtures import (
     TEST_API_KEY,
     Council,
@@ -79,6 +82,7 @@ async def test_the_tools_and_their_arguments(cli_env: dict[str, str], server_log
             "models",
             "chairman",
             "max_rounds",
+            "attachments",
         }
     for tool in tools.values():  # the docstring's words, not the source's indentation
         assert tool.description and tool.description == tool.description.strip()
@@ -247,13 +251,13 @@ BAD_INPUT: list[tuple[str, dict[str, Any], str]] = [
         "start_deliberation",
         {"question": "Q?", "id": "my-own-id"},
         "start_deliberation takes no argument 'id' (it takes question, council, models, "
-        "chairman, max_rounds)",
+        "chairman, max_rounds, attachments)",
     ),
     (
         "ask_council",
         {"question": "Q?", "rounds": 2},
         "ask_council takes no argument 'rounds' (it takes question, council, models, chairman, "
-        "max_rounds)",
+        "max_rounds, attachments)",
     ),
     (
         "get_deliberation",
@@ -385,3 +389,54 @@ async def test_http_needs_the_token_and_an_allowed_host(
         missing = await client.call_tool("get_deliberation", {"id": "no-such-run"})
         assert error_text(missing).startswith("no deliberation with id 'no-such-run' on ")
     assert TOKEN not in process.log_text()
+
+
+async def test_the_attachments_argument(
+    council: Council, cli_env: dict[str, str], server_log: TextIO
+) -> None:
+    report = pdf("Quarterly revenue rose 12 percent")
+    files = [
+        {"name": "notes.md", "text": "# Notes\nShip on Friday.\n"},
+        {"name": "report.pdf", "data_base64": base64.b64encode(report).decode()},
+        {
+            "name": "chart.png",
+            "media_type": "image/png",
+            "data_base64": base64.b64encode(png()).decode(),
+        },
+    ]
+    async with stdio_server(cli_env, server_log) as client:
+        result = await client.call_tool(
+            "ask_council",
+            {"question": "What do the files say?", "max_rounds": 1, "attachments": files},
+        )
+        assert not result.is_error, texts(result)
+        assert isinstance(result.structured_content, dict)
+        record = await record_of(council, result.structured_content["id"])
+        assert [(a.name, a.media_type) for a in record.attachments] == [
+            ("notes.md", "text/markdown"),
+            ("report.pdf", "application/pdf"),
+            ("chart.png", "image/png"),
+        ]
+        assert record.attachments[1].sha256 == hashlib.sha256(report).hexdigest()
+        for call in council.sim.log()["entries"]:
+            shown = {a["name"]: a["shown"] for a in call["attachments"]}
+            assert shown == {"notes.md": "text", "report.pdf": "text", "chart.png": "unseen"}
+
+        before = council.sim.log()["total"]
+        blob = {"name": "blob.bin", "data_base64": base64.b64encode(bytes(range(256))).decode()}
+        refused = await client.call_tool(
+            "start_deliberation", {"question": "Q?", "attachments": [files[0], blob]}
+        )
+        assert error_text(refused).startswith(
+            "attachments[1]: blob.bin is a binary file that is neither a PDF nor an image"
+        )
+        both = await client.call_tool(
+            "start_deliberation",
+            {"question": "Q?", "attachments": [{"name": "x", "text": "a", "data_base64": "YQ=="}]},
+        )
+        assert error_text(both) == "attachments[0]: give either text or data_base64"
+        many = await client.call_tool(
+            "start_deliberation", {"question": "Q?", "attachments": [files[0]] * 11}
+        )
+        assert error_text(many) == "attachments: at most 10 files per run (got 11)"
+        assert council.sim.log()["total"] == before  # nothing started

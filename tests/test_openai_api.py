@@ -7,6 +7,8 @@ stopping its deliberation."""
 from __future__ import annotations
 
 import asyncio
+import base64
+import hashlib
 import json
 from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
@@ -20,9 +22,10 @@ from temporalio.testing import WorkflowEnvironment
 from council import limits
 from council.calls import Stage
 from council.models import DeliberationRecord
+from tests.attachment_files import notes, png
 from tests.temporal_fixtures import Council, model_calls, stage_started, starter, until
 from tests.web_fixtures import WEB_TOKEN, WebServer, web_server
-from web.openai_api import MAX_BODY_BYTES, StreamedText
+from web.openai_api import ATTACHMENT_BODY_BYTES, MAX_BODY_BYTES, StreamedText
 from workflows import client as deliberations
 
 QUICK = ["sim/atlas", "sim/borealis", "sim/cirrus"]
@@ -271,7 +274,9 @@ async def test_each_refusal_has_its_status_and_the_clis_message(
         )
     assert said(bad.value).startswith("messages[0].content is too long")
     with pytest.raises(openai.APIStatusError) as large:
-        await api.chat.completions.create(model="council", messages=user("x" * MAX_BODY_BYTES))
+        await api.chat.completions.create(
+            model="council", messages=user("x" * (MAX_BODY_BYTES + ATTACHMENT_BODY_BYTES))
+        )
     assert large.value.status_code == 413
 
     # A browser page on another origin, and a body that is not JSON.
@@ -417,3 +422,106 @@ def test_the_streamed_deltas_always_add_up_to_the_final_answer() -> None:
     streamed = rewritten.more("Red")
     rest = rewritten.rest("Blue.")
     assert streamed + rest == "Red" + rest and rest.endswith("Blue.") and "written again" in rest
+
+
+# ---- attachments ------------------------------------------------------------------------
+
+
+async def test_file_and_image_url_parts_are_the_runs_attachments(
+    api: openai.AsyncOpenAI, council: Council
+) -> None:
+    text = notes(400_000)  # reaches every member whole
+    image = png()
+    csv = b"month,units\njan,12\n"
+    reply = await api.chat.completions.create(
+        model="council",
+        messages=[
+            {
+                "role": "user",
+                "content": [
+                    {"type": "text", "text": "What do these files say?"},
+                    {
+                        "type": "file",
+                        "file": {
+                            "filename": "notes.md",
+                            "file_data": "data:text/markdown;base64,"
+                            + base64.b64encode(text.encode()).decode(),
+                        },
+                    },
+                    {
+                        "type": "file",
+                        "file": {
+                            "filename": "sales.csv",
+                            "file_data": "data:text/csv;base64," + base64.b64encode(csv).decode(),
+                        },
+                    },
+                    {
+                        "type": "image_url",
+                        "image_url": {
+                            "url": "data:image/png;base64," + base64.b64encode(image).decode()
+                        },
+                    },
+                ],
+            }
+        ],
+        extra_body={"council": {"max_rounds": 1, "token_budget": 10_000_000}},
+    )
+    record = await record_of(council, reply.id)
+    assert [(a.name, a.media_type, a.size) for a in record.attachments] == [
+        ("notes.md", "text/markdown", len(text.encode())),
+        ("sales.csv", "text/csv", len(csv)),
+        ("image-4.png", "image/png", len(image)),
+    ]
+    whole = hashlib.sha256(text.encode()).hexdigest()
+    calls = council.sim.log()["entries"]
+    assert {c["stage"] for c in calls} >= {Stage.ANSWER, Stage.REVIEW, Stage.SYNTHESIS}
+    for call in calls:
+        shown = {a["name"]: a for a in call["attachments"]}
+        assert shown["notes.md"]["sha256"] == whole
+        assert shown["image-4.png"]["shown"] == "unseen"
+
+
+async def test_parts_the_council_cannot_take_are_a_400_naming_the_part(
+    api: openai.AsyncOpenAI, council: Council
+) -> None:
+    def asking(*parts: dict[str, Any]) -> list[dict[str, Any]]:
+        return [{"role": "user", "content": [{"type": "text", "text": "Q?"}, *parts]}]
+
+    cases = [
+        (
+            {"type": "image_url", "image_url": {"url": "https://example.com/cat.png"}},
+            "messages[0].content[1].image_url.url: must be a data URL (data:TYPE;base64,...): "
+            "the council does not fetch URLs",
+        ),
+        (
+            {
+                "type": "file",
+                "file": {
+                    "filename": "blob.bin",
+                    "file_data": "data:application/octet-stream;base64,"
+                    + base64.b64encode(bytes(range(256))).decode(),
+                },
+            },
+            "messages[0].content[1].file.file_data: blob.bin is a binary file that is neither "
+            "a PDF nor an image",
+        ),
+        (
+            {"type": "input_audio", "input_audio": {"data": "", "format": "wav"}},
+            "messages[0].content: the parts read are text, file (file_data a data URL) or "
+            "image_url (a data URL) (got input_audio)",
+        ),
+    ]
+    for part, message in cases:
+        with pytest.raises(openai.BadRequestError) as bad:
+            await api.chat.completions.create(model="council", messages=asking(part))
+        assert said(bad.value).startswith(message), said(bad.value)
+        assert "\n" not in said(bad.value)
+    too_many = [
+        {"type": "file", "file": {"filename": f"{n}.txt", "file_data": "data:text/plain,x"}}
+        for n in range(limits.MAX_ATTACHMENTS + 1)
+    ]
+    with pytest.raises(openai.BadRequestError) as bad:
+        await api.chat.completions.create(model="council", messages=asking(*too_many))
+    assert said(bad.value) == "attachments: at most 10 files per run (got 11)"
+    assert isinstance(bad.value.body, dict) and bad.value.body["param"] == "messages"
+    assert council.sim.log()["total"] == 0  # nothing started

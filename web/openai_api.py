@@ -60,10 +60,11 @@ from workflows import client as deliberations
 MODEL_PREFIX = "council"
 SERVED = ("/v1/models", "/v1/chat/completions")
 ANY_METHOD = ["GET", "POST", "PUT", "PATCH", "DELETE"]
-# A question at its limit, every character escaped in JSON (six bytes each), and room
-# for earlier turns and attachments' data URLs; what the body holds is bounded again field
-# by field.
-MAX_BODY_BYTES = 6 * limits.QUESTION_MAX_CHARS + 18_000_000
+# A question at its limit with every character escaped in JSON (six bytes each), and room
+# for earlier turns; what the body holds is bounded again field by field.
+MAX_BODY_BYTES = 6 * limits.QUESTION_MAX_CHARS + 1_000_000
+# Attachments travel in the body as base64: room for the most a run may carry.
+ATTACHMENT_BODY_BYTES = limits.MAX_ATTACHMENTS_TOTAL_BYTES * 4 // 3 + 64_000
 KEEPALIVE_SECONDS = 3.0
 DONE = "data: [DONE]\n\n"
 STOP_REASON = "the API client disconnected"
@@ -186,15 +187,16 @@ async def read_json(request: Request) -> Any:
             "the body must be JSON: send Content-Type: application/json",
             "unsupported_media_type",
         )
-    too_large = ApiError(413, f"the body is over {MAX_BODY_BYTES:,} bytes", "request_too_large")
+    most = MAX_BODY_BYTES + ATTACHMENT_BODY_BYTES
+    too_large = ApiError(413, f"the body is over {most:,} bytes", "request_too_large")
     declared = numbers.whole(request.headers.get("content-length", ""), signed=False)
-    if declared is not None and declared > MAX_BODY_BYTES:
+    if declared is not None and declared > most:
         raise too_large
     body = bytearray()
     try:
         async for part in request.stream():
             body += part
-            if len(body) > MAX_BODY_BYTES:
+            if len(body) > most:
                 raise too_large
     except ClientDisconnect:
         raise bad_request("the body did not arrive whole") from None
@@ -503,6 +505,7 @@ class OpenAIApi:
                 thread=Thread(history=said.history),
                 instructions=said.instructions,
                 answer_format=asked.answer_format,
+                attachments=said.attachments,
             )
         except front_door.Refused as refused:
             first = refused.problems[0]

@@ -8,7 +8,9 @@ Rules:
 - The last user message is the question; the user and assistant messages before it are
   the conversation so far, as turns (a turn's id names the message it starts with); the
   system (and developer) messages are the user's instructions. Text parts of a message
-  are read; any other part is refused.
+  are read; a user message's `file` parts (file_data a data URL) and `image_url` parts
+  (a data URL: the council fetches nothing) are the run's attachments (app.attachments),
+  in the order they come; any other part is refused, naming it.
 - Input is bounded: the number of messages, each earlier message's text (the question's
   own bound is the request's: the front door checks it), and the number of turns.
 - Every problem is a Refusal: the field's path as OpenAI names parameters
@@ -30,7 +32,9 @@ from pydantic import (
 )
 from pydantic_core import PydanticCustomError
 
+from app import attachments as reading
 from council import limits
+from council.attachments import Attachment
 from council.config import NOT_COUNCIL_OPTIONS
 from council.structured import StructuredReply
 from council.thread import Turn
@@ -74,13 +78,61 @@ def path(loc: tuple[str | int, ...]) -> str:
     return out
 
 
+PARTS = "text, file (file_data a data URL) or image_url (a data URL)"
+
+
+def _file_of(part: dict[str, Any], index: int) -> Attachment:
+    """The attachment of a file or image_url part (index: the part's, for its fallback
+    name); a refusal naming the part's field."""
+    kind = part["type"]
+    inner = part.get(kind)
+    field = "file.file_data" if kind == "file" else "image_url.url"
+    if not isinstance(inner, dict):
+        raise _refused(f".content[{index}].{kind} must be an object")
+    url = inner.get("file_data") if kind == "file" else inner.get("url")
+    name = inner.get("filename") if kind == "file" else None
+    if not isinstance(url, str):
+        raise _refused(f".content[{index}].{field} must be a data URL (data:TYPE;base64,...)")
+    if name is not None and not isinstance(name, str):
+        raise _refused(f".content[{index}].file.filename must be text")
+    fallback = f"{'file' if kind == 'file' else 'image'}-{index + 1}"
+    try:
+        return reading.from_data_url(url, name, fallback)
+    except reading.AttachmentProblem as problem:
+        raise _refused(f".content[{index}].{field}{problem.text}") from None
+
+
 class Message(BaseModel):
-    """One message: its role as the council reads it, and its text."""
+    """One message: its role as the council reads it, its text, and (a user message) the
+    files it carries, with the index of each one's part."""
 
     model_config = ConfigDict(extra="ignore")
 
     role: str
     text: str = Field(validation_alias="content")
+    files: list[Attachment] = Field(default_factory=list, exclude=True)
+    file_parts: list[int] = Field(default_factory=list, exclude=True)
+
+    @model_validator(mode="before")
+    @classmethod
+    def _files(cls, data: Any) -> Any:
+        """The file and image_url parts, read apart from the text."""
+        if not isinstance(data, dict) or not isinstance(data.get("content"), list):
+            return data
+        texts: list[Any] = []
+        files, where = [], []
+        for index, part in enumerate(data["content"]):
+            kind = part.get("type") if isinstance(part, dict) else None
+            if kind in ("file", "image_url") and isinstance(part, dict):
+                if data.get("role") != "user":
+                    raise _refused(
+                        f".content[{index}]: {kind} parts are read in user messages only"
+                    )
+                files.append(_file_of(part, index))
+                where.append(index)
+            else:
+                texts.append(part)
+        return {**data, "content": texts, "files": files, "file_parts": where}
 
     @field_validator("role", mode="before")
     @classmethod
@@ -105,7 +157,7 @@ class Message(BaseModel):
                 kind = part.get("type") if isinstance(part, dict) else None
                 if kind != "text" or not isinstance(part.get("text"), str):
                     shown = str(kind)[:40] if kind else "not a text part"
-                    raise _refused(f": only text parts are read (got {shown})")
+                    raise _refused(f": the parts read are {PARTS} (got {shown})")
                 texts.append(part["text"])
             return "\n".join(texts)
         raise _refused(" must be text")
@@ -124,6 +176,9 @@ class Conversation:
     question: str
     instructions: str | None
     history: list[Turn]
+    # The user messages' files, in order, and where each came from (messages[i].content[j]).
+    attachments: list[Attachment]
+    attachment_params: list[str]
 
 
 class ChatBody(BaseModel):
@@ -252,7 +307,13 @@ class ChatBody(BaseModel):
                     where,
                 )
         history = turns_of(chat[:-1])
-        return Conversation(question[2], "\n\n".join(system) or None, history)
+        files = [file for message in self.messages for file in message.files]
+        params = [
+            f"messages[{i}].content[{j}]"
+            for i, message in enumerate(self.messages)
+            for j in message.file_parts
+        ]
+        return Conversation(question[2], "\n\n".join(system) or None, history, files, params)
 
     def options(self) -> dict[str, Any]:
         """The council's options this body sets: the `council` object, temperature, and
@@ -272,6 +333,10 @@ class ChatBody(BaseModel):
         """The body's field where a request field at `loc` came from (a front door refusal)."""
         if loc[:1] in (("question",), ("instructions",), ("history",)):
             return "messages"
+        if loc[:1] == ("attachments",):
+            params = self.conversation().attachment_params
+            index = loc[1] if len(loc) > 1 else None
+            return params[index] if isinstance(index, int) and index < len(params) else "messages"
         if loc[:1] == ("temperature",) and self.temperature is not None:
             return "temperature"
         if loc[:2] == ("max_tokens", "synthesis") and self.chairman_tokens is not None:

@@ -11,6 +11,9 @@ follow-up, download its record, sign in.
     POST /deliberations/{id}/critique       the user's critique of a model's answer (an Update)
     POST /deliberations/{id}/follow-up      ask a follow-up of a completed deliberation
     GET  /deliberations/{id}/record.md      the record as Markdown (record.json: as JSON)
+    GET  /deliberations/{id}/attachments/{sha256}
+                                            a file the user attached, from the run's input,
+                                            as a download (never shown as a page)
     GET  /login, POST /login                the access token, when COUNCIL_WEB_TOKEN is set
 
 A GET of an address that only takes a POST (reloading a refused form) goes to the page
@@ -26,22 +29,26 @@ the page it concerns, in our words, with a refused critique kept in its box as t
 
 from __future__ import annotations
 
+import base64
 from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Any
 from urllib.parse import quote
 
-from starlette.datastructures import FormData
+from starlette.datastructures import FormData, UploadFile
+from starlette.formparsers import MultiPartException
 from starlette.requests import Request
 from starlette.responses import PlainTextResponse, RedirectResponse, Response
 from starlette.routing import Route
 from starlette.templating import Jinja2Templates
 from temporalio.client import Client
 
+from app import attachments as files
 from app import councils, front_door
 from app.render import record_markdown
-from council import numbers
-from council.limits import MAX_STOP_REASON_CHARS, QUESTION_MAX_CHARS
+from council import limits, numbers
+from council.attachments import PDF_TYPE, Attachment, count_problem
+from council.limits import MAX_STOP_REASON_CHARS
 from council.models import DeliberationRecord
 from council.steering import HumanCritique, rounds_problem
 from web import markdown, reading, views
@@ -50,14 +57,18 @@ from web.settings import Settings
 from workflows import client as deliberations
 
 HERE = Path(__file__).parent
+ATTACHMENT_LIMITS = (
+    "UTF-8 text (Markdown, code, CSV, JSON), PDF (its text) or PNG, JPEG, GIF, WebP images: "
+    f"at most {limits.MAX_ATTACHMENTS} files, "
+    f"{limits.size_text(limits.MAX_ATTACHMENT_TEXT_BYTES)} of text or "
+    f"{limits.size_text(limits.MAX_ATTACHMENT_IMAGE_BYTES)} of image each, "
+    f"{limits.size_text(limits.MAX_ATTACHMENTS_TOTAL_BYTES)} in all"
+)
 LIST_LIMIT = 50
 THREADS_SHOWN = 15
 DOWNLOADS = {"json": "application/json", "md": "text/markdown; charset=utf-8"}
 # A refused critique comes back as it was typed, up to this much (far above what is taken).
 KEPT_CRITIQUE_CHARS = 20_000
-# A form field as long as the longest question (UTF-8: at most 4 bytes a character), so
-# that a question over its limit is refused by the front door in words, not by the parser.
-MAX_FIELD_BYTES = 4 * QUESTION_MAX_CHARS + 1_024
 # What a redirect may ask the page to say: codes only, so that no link can put its own
 # words on the page. {max_rounds} is the record's.
 NOTICES = {
@@ -84,6 +95,8 @@ def templates() -> Jinja2Templates:
     found.env.filters["markdown"] = markdown.render
     found.env.globals["shown_status"] = views.shown_status
     found.env.globals["usage_tables"] = views.usage_tables
+    found.env.globals["attachment_limits"] = ATTACHMENT_LIMITS
+    found.env.globals["size_text"] = limits.size_text
     return found
 
 
@@ -119,6 +132,7 @@ class Pages:
                 )
             ),
             Route("/deliberations/{id}/record.{format:str}", self.download, methods=["GET"]),
+            Route("/deliberations/{id}/attachments/{sha256:str}", self.attachment, methods=["GET"]),
             Route("/login", self.login, methods=["GET", "POST"]),
         ]
 
@@ -147,7 +161,11 @@ class Pages:
                 self.guard.check_write(request)
             except Forbidden as refused:
                 return PlainTextResponse(str(refused), status_code=403)
-            return await handler(request, await request.form(max_part_size=MAX_FIELD_BYTES))
+            try:
+                form = await request.form(max_files=UPLOADS_READ, max_part_size=FIELD_BYTES)
+            except MultiPartException as error:
+                return PlainTextResponse(f"the form cannot be read: {error}", status_code=400)
+            return await handler(request, form)
 
         return checked
 
@@ -177,8 +195,17 @@ class Pages:
 
     async def start(self, request: Request, form: FormData) -> Response:
         fields = {k: v for k, v in form.items() if isinstance(v, str)}
+        uploads = [
+            f
+            for f in form.getlist(front_door.ATTACHMENTS)
+            if isinstance(f, UploadFile) and f.filename
+        ]
         wanted, state = views.request_from_form(
-            fields, self.settings.config, self.settings.variables
+            fields,
+            self.settings.config,
+            self.settings.variables,
+            files=await read_uploads(uploads),
+            chosen=[files.clean_name(f.filename, "file") for f in uploads],
         )
         if wanted is None:
             return await self.index(request, state, status=400)
@@ -344,6 +371,28 @@ class Pages:
             body, media_type=DOWNLOADS[kind], headers={"Content-Disposition": disposition}
         )
 
+    async def attachment(self, request: Request) -> Response:
+        """A file the user attached, as it was read: a download, its type never sniffed (a
+        PDF is served as the text the council read)."""
+        workflow, sha256 = request.path_params["id"], request.path_params["sha256"]
+        try:
+            found = await deliberations.find(self.client, workflow)
+        except deliberations.NoSuchDeliberation as missing:
+            return PlainTextResponse(str(missing), status_code=404)
+        attachment = await deliberations.attachment_of(found, sha256.lower())
+        if attachment is None:
+            return PlainTextResponse(f"{workflow} has no attachment {sha256[:64]}", 404)
+        body, media_type, name = served(attachment)
+        return Response(
+            body,
+            media_type=media_type,
+            headers={
+                "Content-Disposition": disposition(name),
+                "X-Content-Type-Options": "nosniff",
+                "Content-Security-Policy": "sandbox; default-src 'none'",
+            },
+        )
+
     # ---- the access token ---------------------------------------------------------------
 
     async def login(self, request: Request) -> Response:
@@ -375,6 +424,57 @@ class Pages:
             secure=request.url.scheme == "https",
         )
         return response
+
+
+# A start form's uploads: more than a run may carry are read (and refused in the form, in one
+# line); past this many, the form is not read at all.
+UPLOADS_READ = 100
+# Starlette's bound on each field of a form that is not a file: as long as the longest
+# question (UTF-8: at most 4 bytes a character), so that a question over its limit is
+# refused by the front door in words, not by the form's parser.
+FIELD_BYTES = 4 * limits.QUESTION_MAX_CHARS + 1_024
+
+
+async def read_uploads(uploads: list[UploadFile]) -> list[Attachment | files.AttachmentProblem]:
+    """The files of the start form, read (app.attachments); each too large one refused
+    before it is read."""
+    read: list[Attachment | files.AttachmentProblem] = []
+    too_many = count_problem(len(uploads))
+    if too_many:  # said before any file is read
+        return [files.AttachmentProblem(f": {too_many}")]
+    for upload in uploads:
+        name = files.clean_name(upload.filename, "file")
+        most = files.largest_file()
+        if upload.size is not None and upload.size > most:
+            read.append(
+                files.AttachmentProblem(
+                    f": {name} is too large: a file may have at most {limits.size_text(most)}"
+                )
+            )
+            continue
+        data = await upload.read(most + 1)
+        try:
+            read.append(files.from_bytes(name, data, upload.content_type))
+        except files.AttachmentProblem as problem:
+            read.append(problem)
+    return read
+
+
+def served(attachment: Attachment) -> tuple[bytes, str, str]:
+    """An attachment as a download: its bytes, type and file name. A text is served as
+    text/plain whatever it is (an HTML file is never a page of this site); a PDF as the
+    text the council read."""
+    if attachment.data_base64 is not None:
+        return base64.b64decode(attachment.data_base64), attachment.media_type, attachment.name
+    text = (attachment.text or "").encode("utf-8")
+    name = attachment.name + (".txt" if attachment.media_type == PDF_TYPE else "")
+    return text, "text/plain; charset=utf-8", name
+
+
+def disposition(name: str) -> str:
+    """Content-Disposition of a download: an ASCII fallback and the name itself (RFC 6266)."""
+    fallback = "".join(ch if (ch.isascii() and ch.isalnum()) or ch in "._-" else "_" for ch in name)
+    return f"attachment; filename=\"{fallback or 'attachment'}\"; filename*=UTF-8''{quote(name)}"
 
 
 def _settings_of(record: DeliberationRecord | None) -> dict[str, str]:

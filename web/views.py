@@ -12,8 +12,10 @@ from difflib import SequenceMatcher
 from typing import Any
 
 from app import front_door
+from app.attachments import AttachmentProblem
 from app.settings import Settings
 from council.agreement import Agreement, Dissent, verdict
+from council.attachments import Attachment
 from council.calls import Stage
 from council.config import Config
 from council.iteration import CritiqueItem, IterationRound, RefinementResult
@@ -39,10 +41,12 @@ FORM_LABELS = {
     "token_budget": "Token budget",
     "max_cost_usd": "Cost budget (USD)",
     "context_tokens": "Context (tokens of earlier turns)",
+    front_door.ATTACHMENTS: "Attachments",
 }
 FORM_FIELDS = tuple(FORM_LABELS)
-# The fields that are no option of the request: the question, and the council's name.
-_NOT_OPTIONS = ("question", front_door.COUNCIL)
+# The fields that are no option of the request: the question, the council's name and the
+# files (read apart: app.attachments).
+_NOT_OPTIONS = ("question", front_door.COUNCIL, front_door.ATTACHMENTS)
 # Where a problem that concerns no one field goes: above the form's button.
 FORM_WIDE = "form"
 
@@ -75,12 +79,15 @@ def request_from_form(
     config: Config,
     settings: Settings | None = None,
     council: str | None = None,
+    files: Sequence[Attachment | AttachmentProblem] = (),
+    chosen: Sequence[str] = (),
 ) -> tuple[DeliberationRequest | None, StartForm]:
     """The request the form describes, through the front door: its fields on top of the
-    council chosen (the form's `council` field, else `council`; else the default one), or
-    None and the form with every error beside the field it concerns, in the words of the
-    form's labels."""
+    council chosen (the form's `council` field, else `council`; else the default one), and
+    the files uploaded (read: `files`; their names as chosen: `chosen`), or None and the form
+    with every error beside the field it concerns, in the words of the form's labels."""
     values = {name: str(form.get(name, "")).strip() for name in FORM_FIELDS}
+    values[front_door.ATTACHMENTS] = ", ".join(chosen)
     given: dict[str, Any] = {
         name: values[name] for name in FORM_FIELDS if name not in _NOT_OPTIONS and values[name]
     }
@@ -93,6 +100,7 @@ def request_from_form(
             council=values["council"] or council,
             config=config,
             settings=settings,
+            attachments=files,
         )
     except front_door.Refused as refused:
         errors: dict[str, str] = {}
@@ -107,7 +115,7 @@ def request_from_form(
 def _label(loc: Loc) -> str | None:
     """A field as the page names it: "Max rounds"; "Models, line 2" for one of the models."""
     label = FORM_LABELS.get(str(loc[0])) if loc else None
-    if label and len(loc) > 1 and isinstance(loc[1], int):
+    if label and len(loc) > 1 and isinstance(loc[1], int) and loc[0] != front_door.ATTACHMENTS:
         label += f", line {loc[1] + 1}"
     return label
 

@@ -41,6 +41,7 @@ from temporalio.common import (
 from temporalio.exceptions import ApplicationError, WorkflowAlreadyStartedError
 from temporalio.service import RPCError, RPCStatusCode
 
+from council.attachments import Attachment
 from council.calls import CallProgress, Stage
 from council.ids import is_valid_id
 from council.limits import MAX_THREAD_TURNS
@@ -455,6 +456,19 @@ async def _question(execution: WorkflowExecution) -> str | None:
         return None
     question = memo.get(QUESTION_MEMO)
     return question if isinstance(question, str) else None
+
+
+async def attachment_of(found: Found, sha256: str) -> Attachment | None:
+    """The attachment of a deliberation with this SHA-256, from the run's input (the first
+    event of its history); None when it has none such."""
+    async for event in found.handle.fetch_history_events():
+        started = event.workflow_execution_started_event_attributes
+        payloads = list(started.input.payloads)
+        if not payloads:
+            return None
+        [request] = await found.client.data_converter.decode(payloads[:1], [DeliberationRequest])
+        return next((a for a in request.attachments if a.sha256 == sha256), None)
+    return None
 
 
 async def read_record(handle: WorkflowHandle[Any, Any]) -> DeliberationRecord:

@@ -84,6 +84,7 @@ class Deliberation:
             context=summarize_context(self.context, self.request.context_tokens)
             if self.request.history
             else None,
+            attachments=[attachment.entry() for attachment in self.request.attachments],
         )
         self.live = Live()
         self.calls = FanOut(
@@ -225,7 +226,7 @@ class Deliberation:
                 error=None if task.model in replies else missing.get(task.model, "stopped"),
                 ending=replies[task.model].ending if task.model in replies else None,
                 late=self.calls.was_cut(Stage.REFINE, n, task.model),
-                prompt=asked[task.model][0].content,
+                prompt=asked[task.model][0].text,
                 material=self.request.user_texts(),
             )
             for task in tasks

@@ -260,6 +260,10 @@ class FanOut:
             self.failed(stage, round_number, model, err)
             return None
         self.record.usage.record(model, stage, reply.usage, reply.provider)
+        for cut in reply.attachment_cuts:
+            for entry in self.record.attachments:
+                if entry.sha256 == cut.sha256 and entry.name == cut.name:
+                    entry.note_cut(model, stage.value, cut)
         if self.arriving == (stage, round_number):
             self.arrived[model] = reply
         self.emit(
@@ -275,6 +279,7 @@ class FanOut:
                 "finish_reason": reply.finish_reason,
                 "structured": reply.structured,
                 "provider": reply.provider,
+                "attachments_cut": len(reply.attachment_cuts),
             },
         )
         return reply

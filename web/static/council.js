@@ -27,6 +27,30 @@
     document.addEventListener("submit", settled);
   }
 
+  // Files dropped anywhere on the start form join the ones chosen in its file input.
+  const start = document.getElementById("start-form");
+  const picker = document.getElementById("attachments");
+  if (start && picker) {
+    const carriesFiles = (event) =>
+      event.dataTransfer && Array.from(event.dataTransfer.types).includes("Files");
+    start.addEventListener("dragover", (event) => {
+      if (!carriesFiles(event)) return;
+      event.preventDefault();
+      start.classList.add("dropping");
+    });
+    start.addEventListener("dragleave", () => start.classList.remove("dropping"));
+    start.addEventListener("drop", (event) => {
+      start.classList.remove("dropping");
+      if (!carriesFiles(event) || !event.dataTransfer.files.length) return;
+      event.preventDefault();
+      const all = new DataTransfer();
+      for (const file of picker.files) all.items.add(file);
+      for (const file of event.dataTransfer.files) all.items.add(file);
+      picker.files = all.files;
+      picker.dispatchEvent(new Event("change", { bubbles: true }));
+    });
+  }
+
   const live = document.getElementById("live");
   if (!live || live.hidden) return;
   const events = document.getElementById("events");
