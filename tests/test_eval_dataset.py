@@ -288,8 +288,8 @@ def test_every_setting_that_can_change_an_answer_changes_the_run_key(bundled) ->
     from council.validation import validate_request
     from evaluation.plan import KEY_SETTINGS, run_key
 
-    # Left out: the question (each problem sets its own), the call policy, and the thread
-    # fields (a dataset's problems are never follow-ups).
+    # Left out: the question (each problem sets its own), the call policy, the thread
+    # fields (a dataset's problems are never follow-ups) and attachments (they bring none).
     thread = {
         "follow_up_of",
         "thread_id",
@@ -298,7 +298,8 @@ def test_every_setting_that_can_change_an_answer_changes_the_run_key(bundled) ->
         "unnamed_dropped",
         "context_tokens",
     }
-    assert set(DeliberationRequest.model_fields) - {"question", "policy", *thread} == KEY_SETTINGS
+    left_out = {"question", "policy", "attachments", *thread}
+    assert set(DeliberationRequest.model_fields) - left_out == KEY_SETTINGS
     base = {"question": "q", "models": ["sim/atlas", "sim/borealis"]}
     keys = {
         run_key(bundled, validate_request({**base, **change}))
