@@ -156,6 +156,15 @@ def encryption_note(converter: DataConverter) -> str:
     return f"payloads encrypted (key id {key_id})" if key_id else "payloads not encrypted"
 
 
+def store_note(converter: DataConverter) -> str:
+    """For a log line: where payloads from which size are stored, or that none are."""
+    storage = converter.external_storage
+    if storage is None:
+        return "payload store off: every payload travels in the history"
+    where = ", ".join(repr(driver) for driver in storage.drivers)
+    return f"payloads from {storage.payload_size_threshold:,} bytes stored in {where}"
+
+
 def address() -> str:
     return connect_options()["target_host"]
 

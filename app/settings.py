@@ -321,12 +321,6 @@ class Settings(BaseSettings):
         """DATA: COUNCIL_DATA, or the checkout's data/."""
         return self.data_dir or CHECKOUT_DATA
 
-    def store_location(self) -> StoreLocation:
-        """The payload store's location, with the default directory made DATA/store."""
-        if self.store.kind == "file" and self.store.path is None:
-            return StoreLocation("file", path=self.data() / "store")
-        return self.store
-
     def secret(self, name: Literal["web_token", "codec_token"]) -> str | None:
         """A token's value, for the one place that compares it."""
         value: SecretStr | None = getattr(self, name)

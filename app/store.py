@@ -49,7 +49,7 @@ from temporalio.converter import (
 )
 
 from app import settings as app_settings
-from app.settings import Settings, StoreLocation
+from app.settings import CHECKOUT_DATA, Settings, StoreLocation
 
 STORE_VARIABLE = Settings.variables()["store"]
 THRESHOLD_VARIABLE = Settings.variables()["store_threshold"]
@@ -262,6 +262,13 @@ def _cause(error: BaseException) -> str:
     return " ".join(str(cause).split())[:300] or type(cause).__name__
 
 
+def location(settings: Settings) -> StoreLocation:
+    """The store's location: COUNCIL_STORE, the default directory made DATA/store."""
+    if settings.store.kind == "file" and settings.store.path is None:
+        return StoreLocation("file", path=(settings.data_dir or CHECKOUT_DATA) / "store")
+    return settings.store
+
+
 _drivers: dict[StoreLocation, StorageDriver] = {}
 
 
@@ -279,12 +286,10 @@ def driver(location: StoreLocation) -> StorageDriver:
 def external_storage(env: Settings | Mapping[str, str] | None = None) -> ExternalStorage | None:
     """The SDK's external storage of the settings; None with COUNCIL_STORE=off."""
     settings = app_settings.of(env)
-    location = settings.store_location()
-    if location.kind == "off":
+    where = location(settings)
+    if where.kind == "off":
         return None
-    return ExternalStorage(
-        drivers=[driver(location)], payload_size_threshold=settings.store_threshold
-    )
+    return ExternalStorage(drivers=[driver(where)], payload_size_threshold=settings.store_threshold)
 
 
 async def aclose() -> None:

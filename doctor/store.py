@@ -17,7 +17,7 @@ NAME = "payload store"
 
 async def store_check() -> Check:
     settings = app_settings.current()
-    location = settings.store_location()
+    location = store.location(settings)
     if location.kind == "off":
         return passed(
             NAME,

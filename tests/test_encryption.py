@@ -214,8 +214,11 @@ async def test_a_client_with_the_key_reads_the_record(encrypted: EncryptedRun) -
     assert (await handle.result()) == encrypted.record
     described = await handle.describe()
     assert await described.static_summary() == QUESTION  # the UI summary, decrypted
-    # Without the key, the result cannot be read.
-    plain = await Client.connect(encrypted.address, data_converter=pydantic_data_converter)
+    # Without the key, the result cannot be read, even by a client that reads the store.
+    plain = await Client.connect(
+        encrypted.address,
+        data_converter=connection.data_converter({"COUNCIL_STORE": encrypted.env["COUNCIL_STORE"]}),
+    )
     with pytest.raises(KeyError, match="Unknown payload encoding binary/encrypted"):
         await plain.get_workflow_handle(
             encrypted.workflow_id, result_type=DeliberationRecord

@@ -1,6 +1,7 @@
 """The payload store on its own: the directory store (content-addressed, sharded, atomic,
 checked when read), its settings (one line naming the variable), and the S3 store against
-an S3-compatible server (moto's) on 127.0.0.1, with the doctor's check of each."""
+an S3-compatible server (moto's) on 127.0.0.1: a round trip, encrypted blobs, a run
+through it and its prune, and the doctor's check of each."""
 
 from __future__ import annotations
 
@@ -15,10 +16,17 @@ from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
 
 import pytest
+from temporalio.api.common.v1 import Payload
+from temporalio.client import Client
+from temporalio.converter import StorageDriverStoreContext, StorageDriverWorkflowInfo
+from temporalio.testing import WorkflowEnvironment
 
 from app import connection, store
 from app.settings import Settings
+from council.models import DeliberationRecord
 from doctor.store import store_check
+from simulator import SimulatorServer
+from tests.temporal_fixtures import council_worker, temporal_address
 
 TEXT = "A long answer about queues. " * 200
 
@@ -74,16 +82,16 @@ async def test_a_missing_or_corrupt_blob_is_one_line_naming_store_and_hash(
 
 def test_the_store_settings(tmp_path: Path) -> None:
     default = Settings.read({"COUNCIL_DATA": str(tmp_path)})
-    assert default.store_location() == store.StoreLocation("file", path=tmp_path / "store")
+    assert store.location(default) == store.StoreLocation("file", path=tmp_path / "store")
     assert default.store_threshold == 32 * 1024
     assert connection.data_converter({"COUNCIL_STORE": "off"}).external_storage is None
-    s3 = Settings.read({"COUNCIL_STORE": "s3://council-payloads/prod/eu/"}).store_location()
+    s3 = store.location(Settings.read({"COUNCIL_STORE": "s3://council-payloads/prod/eu/"}))
     assert (s3.bucket, s3.prefix, str(s3)) == (
         "council-payloads",
         "prod/eu",
         "s3://council-payloads/prod/eu",
     )
-    assert Settings.read({"COUNCIL_STORE": f"file:{tmp_path}"}).store_location().path == tmp_path
+    assert store.location(Settings.read({"COUNCIL_STORE": f"file:{tmp_path}"})).path == tmp_path
 
 
 @pytest.mark.parametrize(
@@ -258,3 +266,33 @@ async def test_doctor_checks_an_s3_store(s3: str, monkeypatch: pytest.MonkeyPatc
         app_settings.load()
         await asyncio.sleep(0)
         assert os.environ["COUNCIL_STORE"] != "s3://no-such-bucket-here"
+
+
+async def test_s3_prune_keeps_what_runs_reference(
+    s3: str, temporal: WorkflowEnvironment, sim: SimulatorServer
+) -> None:
+    """A run through the S3 store reads back after prune; a blob no history references
+    (written for a run the namespace does not have) goes once past the grace period."""
+    from app import prune
+
+    env = {"COUNCIL_STORE": f"s3://{BUCKET}/pruned", "COUNCIL_STORE_THRESHOLD": "1024"}
+    address = temporal_address(temporal)
+    client = await Client.connect(address, data_converter=connection.data_converter(env))
+    async with council_worker(client, sim) as council:
+        record = await council.run("Which bucket layout suits a small team?", max_rounds=1)
+    driver = store.driver(store.location(Settings.read(env)))
+    stray = Payload(metadata={"encoding": b"json/plain"}, data=b'"' + b"x" * 2000 + b'"')
+    target = StorageDriverWorkflowInfo(namespace=client.namespace, id="never-ran", run_id="r")
+    [claim] = await driver.store(StorageDriverStoreContext(target=target), [stray])
+    before = await objects("pruned/")
+    assert f"pruned/{claim.claim_data['key']}" in before and len(before) > 5
+
+    within = await prune.prune(client, grace_seconds=3600)
+    assert within.deleted == 0 and within.kept_recent >= 1
+    swept = await prune.prune(client, grace_seconds=0)
+    assert claim.claim_data["hash_value"] in swept.deleted_ids
+    after = await objects("pruned/")
+    assert f"pruned/{claim.claim_data['key']}" not in after
+    reader = await Client.connect(address, data_converter=connection.data_converter(env))
+    again = await reader.get_workflow_handle(record.id, result_type=DeliberationRecord).result()
+    assert again == record
