@@ -199,9 +199,6 @@ class S3Client(S3StorageDriverClient):
         if opened is not None:
             await opened[0].__aexit__(None, None, None)
 
-    def describe(self) -> Mapping[str, str]:
-        return {}
-
     async def object_exists(self, *, bucket: str, key: str) -> bool:
         return False
 

@@ -177,6 +177,12 @@ async def starter(
     return process.returncode, out.decode(), err.decode()
 
 
+def store_env() -> dict[str, str]:
+    """The session's payload store (tests/conftest.py), for a process started with an
+    environment of its own (an MCP client passes only the variables it is given)."""
+    return {name: os.environ[name] for name in ("COUNCIL_STORE", "COUNCIL_STORE_THRESHOLD")}
+
+
 def worker_env(
     temporal: WorkflowEnvironment, sim: SimulatorServer, queue: str, **extra: str
 ) -> dict[str, str]:
@@ -186,6 +192,7 @@ def worker_env(
         "COUNCIL_TASK_QUEUE": queue,
         "COUNCIL_LLM_BASE_URL": sim.url,
         "COUNCIL_LLM_API_KEY": TEST_API_KEY,
+        **store_env(),
         **extra,
     }
 
@@ -197,6 +204,7 @@ def cli_env(council: Council, temporal: WorkflowEnvironment) -> dict[str, str]:
         "TEMPORAL_ADDRESS": temporal_address(temporal),
         "COUNCIL_TASK_QUEUE": council.task_queue,
         "COUNCIL_MODELS": ",".join(FOUR_MODELS),
+        **store_env(),
     }
 
 

@@ -19,6 +19,7 @@ from temporalio.api.workflowservice.v1 import DeleteWorkflowExecutionRequest
 from temporalio.client import Client, WorkflowHandle
 from temporalio.service import RPCError, RPCStatusCode
 from temporalio.testing import WorkflowEnvironment
+from temporalio.worker import Replayer
 
 from app import connection, store
 from app.settings import DEFAULT_STORE_THRESHOLD
@@ -241,3 +242,23 @@ async def test_prune_removes_the_blobs_of_a_deleted_run_only(
     reader = await Client.connect(address, data_converter=connection.data_converter(env))
     record = await reader.get_workflow_handle(kept.id, result_type=DeliberationRecord).result()
     assert record.stage3 is not None and record.query == "Which queue suits a small team?"
+
+
+async def test_a_recorded_history_holds_its_stored_payloads_and_replays_without_the_store(
+    council: Council,
+) -> None:
+    """What tests/record_histories.py commits: the payloads in place of the references."""
+    from tests.record_histories import standalone
+
+    handle = await council.start(max_rounds=1)
+    await handle.result()
+    history = await handle.fetch_history()
+    assert any(store.reference(p) for e in history.events for p in store.payloads_in(e))
+    whole = await standalone(council.client, history)
+    assert not any(store.reference(p) for e in whole.events for p in store.payloads_in(e))
+    replayer = Replayer(
+        workflows=[Deliberation],
+        data_converter=connection.data_converter({"COUNCIL_STORE": "off"}),
+    )
+    result = await replayer.replay_workflow(whole, raise_on_replay_failure=False)
+    assert result.replay_failure is None
