@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import os
 import uuid
 from collections.abc import AsyncIterator
 from pathlib import Path
@@ -262,3 +263,25 @@ async def test_a_recorded_history_holds_its_stored_payloads_and_replays_without_
     )
     result = await replayer.replay_workflow(whole, raise_on_replay_failure=False)
     assert result.replay_failure is None
+
+
+async def test_show_says_which_blob_is_missing(council: Council, cli_env: dict[str, str]) -> None:
+    """The record of a finished run is read from its history's result: with its blob
+    gone, `show` says so in one line (exit status 1)."""
+    handle = await council.start(max_rounds=1)
+    await handle.result()
+    events = list((await handle.fetch_history()).events)
+    [completed] = [
+        e for e in events if e.event_type == EventType.EVENT_TYPE_WORKFLOW_EXECUTION_COMPLETED
+    ]
+    [result] = completed.workflow_execution_completed_event_attributes.result.payloads
+    ref = store.reference(result)
+    assert ref is not None, "the record travels by reference"
+    digest = ref.claim_data["sha256"]
+    root = os.environ["COUNCIL_STORE"]
+    [blob] = await asyncio.to_thread(lambda: list(Path(root).rglob(digest)))
+    blob.unlink()
+    status, out, err = await starter("show", handle.id, env=cli_env)
+    assert status == 1 and out == ""
+    assert err.startswith(f"{handle.id}: completed: payload store ") and err.count("\n") == 1
+    assert f"blob sha256:{digest} is missing" in err
