@@ -177,7 +177,8 @@ def main(argv: list[str] | None = None) -> int:
     token = "required" if settings.codec_token else "not required"
     print(
         f"codec server on http://{args.host}:{args.port} (POST /decode, /encode; "
-        f"token {token}; CORS for {', '.join(cors_origins(settings))})",
+        f"token {token}; payload store {store.location(settings)}; "
+        f"CORS for {', '.join(cors_origins(settings))})",
         file=sys.stderr,
         flush=True,
     )

@@ -296,3 +296,27 @@ async def test_s3_prune_keeps_what_runs_reference(
     reader = await Client.connect(address, data_converter=connection.data_converter(env))
     again = await reader.get_workflow_handle(record.id, result_type=DeliberationRecord).result()
     assert again == record
+
+
+@pytest.mark.parametrize(
+    ("command", "name"),
+    [(["starter.py", "list"], "starter"), (["worker.py"], "worker"),
+     (["-m", "app.codec_server"], "codec server")],
+)  # fmt: skip
+def test_every_process_stops_on_a_bad_store_setting_with_one_line(
+    command: list[str], name: str
+) -> None:
+    env = {**os.environ, "COUNCIL_STORE": "gs://payloads", "TEMPORAL_ADDRESS": "127.0.0.1:1"}
+    done = subprocess.run(
+        [sys.executable, *command],
+        cwd=Path(__file__).parent.parent,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert done.returncode == 2
+    assert done.stderr == (
+        f"{name}: COUNCIL_STORE must be a directory, file:PATH, s3://BUCKET[/PREFIX] or off "
+        "(got 'gs://payloads')\n"
+    )
