@@ -228,6 +228,10 @@ async def test_prune_removes_the_blobs_of_a_deleted_run_only(
     assert status == 0, err
     within = json.loads(out)
     assert within["deleted"] == 0 and within["kept_recent"] >= len(gone_blobs)
+    print(
+        f"\nprune: {within['blobs']} blobs, {within['referenced']} referenced, runs read "
+        f"{within['runs']}; this run's {len(kept_blobs)} and the deleted run's {len(gone_blobs)}"
+    )
     status, out, err = await starter("store", "prune", "--grace", "0", "--dry-run", env=cli)
     assert status == 0, err
     assert "would delete" in out and all(blobs[d].exists() for d in kept_blobs | gone_blobs)
