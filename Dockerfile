@@ -22,7 +22,8 @@ RUN pip install -r requirements.txt
 # stay out).
 COPY . .
 
-RUN useradd --system --uid 10001 --no-create-home --home-dir /app council
+RUN useradd --system --uid 10001 --no-create-home --home-dir /app council \
+    && mkdir -p /app/data/store && chown council /app/data/store
 USER council
 
 # SIGTERM (docker stop) lets in-flight model calls finish for 5 s; Temporal retries

@@ -11,9 +11,11 @@
     python starter.py eval DATASET.jsonl [--concurrency N] [--limit N] [--out DIR] [--judge M]
     python starter.py mcp [--http HOST:PORT]
     python starter.py doctor [--json]
+    python starter.py store prune [--grace SECONDS] [--dry-run] [--json]
 
 Exit status: 0 done, 1 the deliberation (for eval: any problem's; for doctor: any check)
-failed, 2 bad input or the server is unreachable.
+failed or its texts cannot be read from the payload store, 2 bad input or the server is
+unreachable.
 """
 
 from __future__ import annotations
@@ -26,7 +28,7 @@ from typing import Any, NoReturn
 from rich.console import Console
 from temporalio.service import RPCError
 
-from app import commands, connection, flags, front_door
+from app import commands, connection, flags, front_door, store
 from app import settings as app_settings
 from app.render import event_line, record_markdown
 from council import numbers
@@ -296,6 +298,22 @@ async def cmd_mcp(args: argparse.Namespace) -> int:
     return 0
 
 
+async def cmd_store_prune(args: argparse.Namespace) -> int:
+    from app import prune
+
+    client = await connection.connect()
+    try:
+        pruned = await prune.prune(client, args.grace, dry_run=args.dry_run)
+    except prune.PruneError as error:
+        print(f"{command().removeprefix('python ')}: {error}", file=sys.stderr)
+        return 1
+    if args.json:
+        print(json.dumps(pruned.as_json(), indent=2))
+    else:
+        print(pruned.summary())
+    return 0
+
+
 def command() -> str:
     """How the user runs this CLI, as help and hints name it: `council` once installed."""
     return commands.invoked_as(commands.CLI, "python starter.py")
@@ -385,6 +403,24 @@ def parser() -> argparse.ArgumentParser:
     )
     check.add_argument("--json", action="store_true", help="the checks as a JSON list")
     check.set_defaults(run=cmd_doctor)
+
+    kept = commands.add_parser("store", help="the payload store, where large texts are kept")
+    actions = kept.add_subparsers(dest="action", required=True, parser_class=Parser)
+    prune = actions.add_parser(
+        "prune",
+        help="delete the blobs no run of the namespace references any more (those of "
+        "deleted runs), once older than the grace period",
+    )
+    prune.add_argument(
+        "--grace",
+        type=numbers.whole_argument,
+        default=3600,
+        metavar="SECONDS",
+        help="keep blobs younger than this, whatever references them (default 3600)",
+    )
+    prune.add_argument("--dry-run", action="store_true", help="count, delete nothing")
+    prune.add_argument("--json", action="store_true", help="the counts as JSON")
+    prune.set_defaults(run=cmd_store_prune)
     return top
 
 
@@ -408,6 +444,9 @@ def main(argv: list[str] | None = None) -> int:
     except RPCError as error:
         print(f"{name}: {connection.described(error)}", file=sys.stderr)
         return 2
+    except store.StoreError as error:
+        print(f"{name}: {error}", file=sys.stderr)
+        return 1
     except KeyboardInterrupt:
         return 130
 

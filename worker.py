@@ -44,6 +44,7 @@ from app.connection import (
     ServerUnreachable,
     connect,
     encryption_note,
+    store_note,
     task_queue,
 )
 from app.supervisor import ProcessCountError, Supervisor
@@ -166,6 +167,7 @@ async def run(
         else None
     )
     log.info("%s", encryption_note(client.data_converter))
+    log.info("%s", store_note(client.data_converter))
     if port:
         log.info("Prometheus metrics on http://0.0.0.0:%d/metrics", port)
     providers = ", ".join(

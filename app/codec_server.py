@@ -1,11 +1,13 @@
-"""The codec server: decrypts payloads for the Temporal Web UI and CLI of authorized users.
+"""The codec server: shows payloads to the Temporal Web UI and CLI of authorized users.
 
     python -m app.codec_server [--host 127.0.0.1] [--port 8081]
 
 Temporal's remote codec protocol: POST /decode and POST /encode (also under
-/{namespace}/...) take and return {"payloads": [...]} in protobuf JSON. It uses the same
-keys as the worker (COUNCIL_PAYLOAD_KEY, COUNCIL_PAYLOAD_KEY_ID, COUNCIL_PAYLOAD_OLD_KEYS),
-so it must run where those keys may live. Settings:
+/{namespace}/...) take and return {"payloads": [...]} in protobuf JSON. /decode replaces
+each reference to the payload store by the stored payload (COUNCIL_STORE, as the worker
+has it), then decrypts with the worker's keys (COUNCIL_PAYLOAD_KEY, COUNCIL_PAYLOAD_KEY_ID,
+COUNCIL_PAYLOAD_OLD_KEYS), so it must run where the store and those keys may be read.
+/encode only encrypts. Settings:
 
     COUNCIL_CODEC_CORS_ORIGINS  origins of the Web UI allowed to call it (comma-separated;
                                 default http://localhost:8233,http://127.0.0.1:8233,
@@ -34,9 +36,10 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, PlainTextResponse, Response
 from starlette.routing import Route
 from temporalio.api.common.v1 import Payloads
-from temporalio.converter import PayloadCodec
+from temporalio.converter import ExternalStorage, PayloadCodec
 
 from app import settings as app_settings
+from app import store
 from app.codec import CodecConfigError, CodecError, codec_from_env
 from app.settings import CODEC_ORIGINS, Settings, SettingsError
 from council import numbers
@@ -66,8 +69,9 @@ def cors_origins(env: Settings | Mapping[str, str] | None = None) -> list[str]:
 
 
 def create_app(
-    codec: PayloadCodec,
+    codec: PayloadCodec | None,
     *,
+    storage: ExternalStorage | None = None,
     origins: Sequence[str] = DEFAULT_ORIGINS,
     token: str | None = None,
 ) -> Starlette:
@@ -92,8 +96,12 @@ def create_app(
         except (json_format.ParseError, UnicodeDecodeError):
             return PlainTextResponse('expected a JSON body {"payloads": [...]}', status_code=400)
         try:
-            result = await (codec.encode if encode else codec.decode)(payloads.payloads)
-        except CodecError as err:
+            result = list(payloads.payloads)
+            if not encode:
+                result = await store.resolve(storage, result, codec)
+            if codec is not None:
+                result = await (codec.encode if encode else codec.decode)(result)
+        except (CodecError, store.StoreError) as err:
             return PlainTextResponse(str(err), status_code=400)
         return Response(
             json_format.MessageToJson(Payloads(payloads=result)),
@@ -134,13 +142,14 @@ def create_app(
 def app_from_env(env: Settings | Mapping[str, str] | None = None) -> Starlette:
     settings = _settings(env)
     codec = codec_from_env(settings)
-    if codec is None:
+    storage = store.external_storage(settings)
+    if codec is None and storage is None:
         raise CodecConfigError(
-            "COUNCIL_PAYLOAD_KEY is not set: the codec server needs the key the worker encrypts "
-            "with"
+            "COUNCIL_PAYLOAD_KEY is not set and COUNCIL_STORE is off: the codec server has "
+            "nothing to decode"
         )
     token = settings.secret("codec_token")
-    return create_app(codec, origins=cors_origins(settings), token=token)
+    return create_app(codec, storage=storage, origins=cors_origins(settings), token=token)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -168,7 +177,8 @@ def main(argv: list[str] | None = None) -> int:
     token = "required" if settings.codec_token else "not required"
     print(
         f"codec server on http://{args.host}:{args.port} (POST /decode, /encode; "
-        f"token {token}; CORS for {', '.join(cors_origins(settings))})",
+        f"token {token}; payload store {store.location(settings)}; "
+        f"CORS for {', '.join(cors_origins(settings))})",
         file=sys.stderr,
         flush=True,
     )

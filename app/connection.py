@@ -4,8 +4,9 @@ The client's connection comes from the Temporal SDK's environment configuration
 (temporalio.envconfig): TEMPORAL_ADDRESS, TEMPORAL_NAMESPACE, TEMPORAL_API_KEY,
 TEMPORAL_TLS*, TEMPORAL_GRPC_META_*, and the TOML profiles chosen by TEMPORAL_PROFILE and
 TEMPORAL_CONFIG_FILE; with none of them, localhost:7233 and the namespace `default`.
-The data converter (pydantic JSON, AES-GCM encrypted when COUNCIL_PAYLOAD_KEY is set)
-is built here, once, for the worker, the starter, the demo and the replay tests.
+The data converter (pydantic JSON, AES-GCM encrypted when COUNCIL_PAYLOAD_KEY is set,
+large payloads in the payload store of app.store) is built here, once, for the worker,
+the starter, the demo and the replay tests.
 """
 
 from __future__ import annotations
@@ -35,6 +36,7 @@ from temporalio.runtime import (
 from temporalio.service import RPCError, RPCStatusCode
 
 from app import settings as app_settings
+from app import store
 from app.codec import CodecConfigError, codec_from_env
 from app.settings import Settings
 
@@ -125,21 +127,25 @@ def connect_options(env: Mapping[str, str] | None = None) -> dict[str, Any]:
 
 
 def data_converter(env: Settings | Mapping[str, str] | None = None) -> DataConverter:
-    """Pydantic JSON payloads, encrypted with AES-GCM when COUNCIL_PAYLOAD_KEY is set
-    (`env`: the settings, or the variables to read them from; the process's by default).
+    """Pydantic JSON payloads, encrypted with AES-GCM when COUNCIL_PAYLOAD_KEY is set, the
+    large ones in the payload store (`env`: the settings, or the variables to read them
+    from; the process's by default).
 
     With encryption, failure messages and stack traces travel as encrypted payloads too.
     """
     try:
-        codec = codec_from_env(env)
-    except CodecConfigError as err:
+        settings = app_settings.of(env)
+        codec = codec_from_env(settings)
+    except (CodecConfigError, app_settings.SettingsError) as err:
         raise ConfigError(str(err)) from None
+    storage = store.external_storage(settings)
     if codec is None:
-        return pydantic_data_converter
+        return dataclasses.replace(pydantic_data_converter, external_storage=storage)
     return dataclasses.replace(
         pydantic_data_converter,
         payload_codec=codec,
         failure_converter_class=DefaultFailureConverterWithEncodedAttributes,
+        external_storage=storage,
     )
 
 
@@ -148,6 +154,15 @@ def encryption_note(converter: DataConverter) -> str:
     codec = converter.payload_codec
     key_id = getattr(codec, "key_id", None)
     return f"payloads encrypted (key id {key_id})" if key_id else "payloads not encrypted"
+
+
+def store_note(converter: DataConverter) -> str:
+    """For a log line: where payloads from which size are stored, or that none are."""
+    storage = converter.external_storage
+    if storage is None:
+        return "payload store off: every payload travels in the history"
+    where = ", ".join(repr(driver) for driver in storage.drivers)
+    return f"payloads from {storage.payload_size_threshold:,} bytes stored in {where}"
 
 
 def address() -> str:
@@ -198,8 +213,15 @@ def run(main: Coroutine[Any, Any, T]) -> T:
     reference cycles keep it alive. https://github.com/temporalio/sdk-python/issues/300
     """
     global _runtime
+
+    async def closing() -> T:
+        try:
+            return await main
+        finally:
+            await store.aclose()
+
     try:
-        return asyncio.run(main)
+        return asyncio.run(closing())
     finally:
         _runtime = None
         gc.collect()

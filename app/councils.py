@@ -37,7 +37,6 @@ DEFAULT_MODELS = (
 # The variable that moves DATA (read by the settings).
 DATA_VARIABLE = Settings.variables()["data_dir"]
 LOCAL_COUNCIL_FILE = "default-council.json"
-CHECKOUT_DATA = Path(__file__).resolve().parent.parent / "data"
 _LOOPBACK = {"localhost", "127.0.0.1", "[::1]", "::1"}
 
 
@@ -92,7 +91,7 @@ def council_options(config: Config, name: str | None = None, env: Env = None) ->
 
 def local_council_path(env: Env = None) -> Path:
     """Where a local stack's default council is written: DATA/default-council.json."""
-    return (app_settings.of(env).data_dir or CHECKOUT_DATA) / LOCAL_COUNCIL_FILE
+    return app_settings.of(env).data() / LOCAL_COUNCIL_FILE
 
 
 def _place(env: Env) -> tuple[str, str, str]:

@@ -22,7 +22,9 @@ the Host patterns and proxies (web.guard), the origins of the codec server
 from __future__ import annotations
 
 import os
+import re
 from collections.abc import Mapping
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Annotated, Any, Literal
 
@@ -37,6 +39,15 @@ DEFAULT_TASK_QUEUE = "council"
 DEFAULT_WEB_HOST = "127.0.0.1"
 DEFAULT_WEB_PORT = 8080
 DEFAULT_MAX_CONCURRENT_CALLS = 200
+# The checkout's data directory: DATA, unless COUNCIL_DATA moves it.
+CHECKOUT_DATA = Path(__file__).resolve().parent.parent / "data"
+# Payloads from this many bytes go to the payload store (app.store): 12 members' prompts
+# scheduled at once stay far below Temporal's 4 MiB message, and no payload above 256 KiB
+# stays in a history.
+DEFAULT_STORE_THRESHOLD = 32 * 1024
+MAX_STORE_THRESHOLD = 256 * 1024
+STORE_FORMS = "a directory, file:PATH, s3://BUCKET[/PREFIX] or off"
+_BUCKET = re.compile(r"[a-z0-9][a-z0-9.-]{1,61}[a-z0-9]")
 LOG_LEVELS = ("DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL")
 CODEC_ORIGINS = (
     "http://localhost:8233",
@@ -48,6 +59,46 @@ CODEC_ORIGINS = (
 
 class SettingsError(ValueError):
     """A variable that cannot be used: one line naming it, never a secret's value."""
+
+
+@dataclass(frozen=True)
+class StoreLocation:
+    """Where the payload store keeps its blobs: a directory (None: DATA/store), an S3
+    bucket and key prefix, or nowhere (off)."""
+
+    kind: Literal["file", "s3", "off"]
+    path: Path | None = None
+    bucket: str = ""
+    prefix: str = ""
+
+    def __str__(self) -> str:
+        if self.kind == "s3":
+            return f"s3://{self.bucket}/{self.prefix}".rstrip("/")
+        if self.kind == "off":
+            return "off"
+        return str(self.path) if self.path else "DATA/store"
+
+
+def parse_store(text: str) -> StoreLocation:
+    """COUNCIL_STORE's value as a location; ValueError with one line otherwise."""
+    value = text.strip()
+    if value.lower() == "off":
+        return StoreLocation("off")
+    if value.startswith("s3://"):
+        bucket, _, prefix = value.removeprefix("s3://").partition("/")
+        prefix = prefix.strip("/")
+        if not _BUCKET.fullmatch(bucket) or ".." in bucket:
+            raise ValueError(
+                f"must be {STORE_FORMS}: {bucket!r} is not an S3 bucket name (3 to 63 "
+                "lower-case letters, digits, dots and hyphens)"
+            )
+        if "//" in prefix or any(c in prefix for c in "\\\n\r\t"):
+            raise ValueError(f"must be {STORE_FORMS}: the prefix {prefix!r} cannot be used")
+        return StoreLocation("s3", bucket=bucket, prefix=prefix)
+    path = value.removeprefix("file:") if value.startswith("file:") else value
+    if not path or "://" in value:
+        raise ValueError(f"must be {STORE_FORMS} (got {text!r})")
+    return StoreLocation("file", path=Path(path).expanduser().resolve())
 
 
 # A comma-separated list ("a, b,c" is three items); read as text, never as JSON.
@@ -75,6 +126,13 @@ class Settings(BaseSettings):
     default_models: Listed = Field(default_factory=list, validation_alias="COUNCIL_MODELS")
     default_chairman: str | None = Field(None, validation_alias="COUNCIL_CHAIRMAN")
     data_dir: Path | None = Field(None, validation_alias="COUNCIL_DATA")
+    # The payload store (app.store): where texts from the threshold on travel by reference.
+    store: Annotated[StoreLocation, NoDecode] = Field(
+        StoreLocation("file"), validation_alias="COUNCIL_STORE"
+    )
+    store_threshold: int = Field(
+        DEFAULT_STORE_THRESHOLD, validation_alias="COUNCIL_STORE_THRESHOLD"
+    )
     # Set by whatever starts the worker against the bundled simulator: pages say so.
     simulated: bool = Field(False, validation_alias="COUNCIL_SIMULATED")
 
@@ -183,6 +241,22 @@ class Settings(BaseSettings):
             return False
         raise ValueError(f"must be one of 1/0, true/false, yes/no, on/off (got {value!r})")
 
+    @field_validator("store", mode="before")
+    @classmethod
+    def _store(cls, value: Any) -> Any:
+        return parse_store(value) if isinstance(value, str) else value
+
+    @field_validator("store_threshold", mode="before")
+    @classmethod
+    def _store_threshold(cls, value: Any) -> int:
+        size = _whole(value, 0, MAX_STORE_THRESHOLD)
+        if size is None:
+            raise ValueError(
+                f"must be a whole number of bytes from 0 to {MAX_STORE_THRESHOLD} (256 KiB) "
+                f"(got {value!r})"
+            )
+        return size
+
     @field_validator("web_port", mode="before")
     @classmethod
     def _web_port(cls, value: Any) -> int:
@@ -242,6 +316,10 @@ class Settings(BaseSettings):
             return cls(_build_sources=((source,), {}))
         except ValidationError as error:
             raise SettingsError(_one_line(error)) from None
+
+    def data(self) -> Path:
+        """DATA: COUNCIL_DATA, or the checkout's data/."""
+        return self.data_dir or CHECKOUT_DATA
 
     def secret(self, name: Literal["web_token", "codec_token"]) -> str | None:
         """A token's value, for the one place that compares it."""

@@ -61,6 +61,7 @@ def start_web(stack: Stack, worker: WorkerProcess, config: Path) -> tuple[Proces
         "TEMPORAL_ADDRESS": stack.address,
         "COUNCIL_TASK_QUEUE": worker.queue,
         "COUNCIL_CONFIG": str(config),
+        **stack.store_env,
     }
     process = processes.start_web(env, port=free_port(), log_path=OUT / "web.log", ready_timeout=60)
     return process, process.extra["url"]
@@ -92,6 +93,7 @@ class Ways:
             "TEMPORAL_ADDRESS": self.stack.address,
             "COUNCIL_TASK_QUEUE": self.worker.queue,
             "COUNCIL_CONFIG": str(self.config),
+            **self.stack.store_env,
         }
         started = time.monotonic()
         process = await asyncio.create_subprocess_exec(

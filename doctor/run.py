@@ -9,6 +9,7 @@ from collections.abc import Mapping
 
 from doctor.checks import Check, cleaned
 from doctor.providers import provider_checks
+from doctor.store import store_check
 from doctor.temporal import temporal_checks
 
 # Other secrets a process may hold: never in a check's text either.
@@ -19,6 +20,8 @@ async def diagnose(env: Mapping[str, str] | None = None) -> list[Check]:
     """The checks of this process's setup (its environment and council.toml). The Temporal
     checks read the process's TEMPORAL_* settings; `env` is for the providers' settings."""
     env = os.environ if env is None else env
-    temporal, (models, secrets) = await asyncio.gather(temporal_checks(), provider_checks(env))
+    temporal, kept, (models, secrets) = await asyncio.gather(
+        temporal_checks(), store_check(), provider_checks(env)
+    )
     secrets += [value for v in SECRET_VARIABLES if len(value := (env.get(v) or "").strip()) >= 4]
-    return [cleaned(check, secrets) for check in [*temporal, *models]]
+    return [cleaned(check, secrets) for check in [*temporal, kept, *models]]

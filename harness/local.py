@@ -44,16 +44,17 @@ def local_council(
 
     The embedded dev server unless one answers at TEMPORAL_ADDRESS (state in
     `data`/temporal.db), the simulator when no API key or base URL is set (saying so with
-    `simulated_note`), and a worker. Yields the environment for `starter.py` (with the
-    simulator: its members as COUNCIL_MODELS and COUNCIL_CHAIRMAN unless those are set, and
-    COUNCIL_SIMULATED=1). `started`, when given, receives each process as it starts.
+    `simulated_note`), and a worker. Yields the environment for `starter.py` (COUNCIL_DATA:
+    `data`, so that the payload store is `data`/store unless COUNCIL_STORE says otherwise;
+    with the simulator: its members as COUNCIL_MODELS and COUNCIL_CHAIRMAN unless those
+    are set, and COUNCIL_SIMULATED=1). `started`, when given, receives each process as it starts.
     """
     address = os.environ.get("TEMPORAL_ADDRESS", DEFAULT_ADDRESS)
     host, port = split_address(address)
     logs = data / "logs"
     started = [] if started is None else started
     mine = len(started)
-    env: dict[str, str] = {"TEMPORAL_ADDRESS": address}
+    env: dict[str, str] = {"TEMPORAL_ADDRESS": address, "COUNCIL_DATA": str(data)}
     try:
         if port_open(host, port):
             say(f"using the Temporal server already answering at {address}")

@@ -9,12 +9,14 @@ simulator as its own process, workers as subprocesses, and a client.
     stack.close()
 
 The chaos run and the benchmarks run on it; the client connects the way the starter
-does (app.connection), so the Temporal and encryption settings apply.
+does (app.connection), so the Temporal and encryption settings apply. Its payload store is
+a directory in the workdir, for its client and its workers alike.
 """
 
 from __future__ import annotations
 
 import asyncio
+import os
 import time
 import uuid
 from dataclasses import dataclass
@@ -24,7 +26,7 @@ from typing import Any
 from temporalio.client import Client, WorkflowHandle
 from temporalio.service import RPCError
 
-from app.connection import DEFAULT_NAMESPACE, connect
+from app.connection import DEFAULT_NAMESPACE, connect, data_converter
 from council.models import DeliberationRecord
 from harness.processes import Process, free_port, start_simulator, start_temporal, start_worker
 from harness.simulator_client import SimulatorClient
@@ -103,7 +105,11 @@ class Stack:
         deadline = time.monotonic() + timeout
         while True:
             try:
-                return await connect(target_host=self.address, **overrides)
+                return await connect(
+                    target_host=self.address,
+                    data_converter=data_converter({**os.environ, **self.store_env}),
+                    **overrides,
+                )
             except (RuntimeError, RPCError):
                 if time.monotonic() > deadline:
                     raise
@@ -117,6 +123,11 @@ class Stack:
         for process in (self.simulator, self.temporal):
             if process is not None:
                 process.stop()
+
+    @property
+    def store_env(self) -> dict[str, str]:
+        """The stack's payload store: a directory of its own, beside its server's files."""
+        return {"COUNCIL_STORE": str(self.workdir / "store")}
 
     @property
     def address(self) -> str:
@@ -141,6 +152,7 @@ class Stack:
             "COUNCIL_TASK_QUEUE": queue,
             "COUNCIL_LLM_BASE_URL": self.sim_url,
             "COUNCIL_LLM_API_KEY": SIMULATOR_API_KEY,
+            **self.store_env,
             **extra,
         }
 

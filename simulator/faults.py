@@ -68,6 +68,18 @@ class FaultSpec(BaseModel):
     pad_to_bytes: int | None = Field(
         default=None, ge=0, le=50_000_000, description="pad replies with filler to this many bytes"
     )
+    pad_with: str | None = Field(
+        default=None,
+        min_length=1,
+        max_length=100,
+        description="the filler text that pads a reply (default: a readable sentence); "
+        'control characters such as "\\u0001" make a reply that JSON escapes six-fold',
+    )
+    ignore_max_tokens: bool = Field(
+        default=False,
+        description="reply at full length whatever max_tokens asks, as a provider that "
+        "ignores it does",
+    )
     rating: int | None = Field(
         default=None,
         ge=1,
@@ -160,6 +172,8 @@ class Plan:
     status: int | None = None
     retry_after: float | str | None = None
     pad_to_bytes: int | None = None
+    pad_with: str | None = None
+    ignore_max_tokens: bool = False
     rating: int | None = None
     ratings_by_author: dict[str, int] = field(default_factory=dict)
     cost_per_million_tokens: float | None = 0.0
@@ -215,6 +229,8 @@ class FaultInjector:
             status=status,
             retry_after=spec.retry_after,
             pad_to_bytes=spec.pad_to_bytes,
+            pad_with=spec.pad_with,
+            ignore_max_tokens=spec.ignore_max_tokens,
             rating=spec.rating,
             ratings_by_author=dict(spec.ratings_by_author),
             cost_per_million_tokens=spec.cost_per_million_tokens,

@@ -245,8 +245,11 @@ class _Exchange:
         if self.plan.pad_to_bytes:
             need = self.plan.pad_to_bytes - len(text.encode("utf-8"))
             if need > 0:
-                text += (FILLER * (need // len(FILLER) + 1))[:need]
+                filler = self.plan.pad_with or FILLER
+                text += (filler * (need // len(filler) + 1))[:need]
         max_tokens = self.payload.get("max_tokens")
+        if self.plan.ignore_max_tokens:
+            max_tokens = None
         if isinstance(max_tokens, int) and max_tokens > 0 and wire.tokens(text) > max_tokens:
             return text[: max_tokens * 4], "length"
         return text, "stop"

@@ -9,12 +9,19 @@ marker is given here, not by hand: a test is in the tier unless it uses the `tem
 or `browser` fixture (or one built on them), or its module or one of its fixtures' modules
 starts processes (names `subprocess` or one of the process starters below). `make test`
 runs every test, these included.
+
+The suite runs through the payload store (app.store): a directory of the session's, in
+COUNCIL_STORE for every client, worker and process a test starts, with a threshold low
+enough that a run's reviews, refinements and record travel by reference.
 """
 
 from __future__ import annotations
 
 import inspect
+import os
 import re
+import shutil
+import tempfile
 from functools import cache
 from pathlib import Path
 
@@ -28,6 +35,25 @@ REAL_COMPONENTS = frozenset({"temporal", "browser"})
 STARTS_PROCESSES = re.compile(
     r"\bsubprocess\b|\b(?:spawn|start_temporal|start_worker|start_web|start_simulator|starter)\("
 )
+
+
+SUITE_STORE_THRESHOLD = "4096"
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    store = tempfile.mkdtemp(prefix="council-store-")
+    config.stash[_STORE] = store
+    os.environ["COUNCIL_STORE"] = store
+    os.environ["COUNCIL_STORE_THRESHOLD"] = SUITE_STORE_THRESHOLD
+
+
+def pytest_unconfigure(config: pytest.Config) -> None:
+    store = config.stash.get(_STORE, None)
+    if store is not None:
+        shutil.rmtree(store, ignore_errors=True)
+
+
+_STORE = pytest.StashKey[str]()
 
 
 @cache

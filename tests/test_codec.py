@@ -13,7 +13,7 @@ from google.protobuf import json_format
 from temporalio.api.common.v1 import Payload, Payloads
 from temporalio.converter import DefaultFailureConverterWithEncodedAttributes
 
-from app import connection
+from app import connection, store
 from app.codec import (
     ENCODING,
     KEY_ID_METADATA,
@@ -299,8 +299,8 @@ async def test_bad_bodies_and_unknown_keys_get_400(server: httpx.AsyncClient) ->
 
 
 async def test_server_settings_from_env() -> None:
-    with pytest.raises(CodecConfigError, match="COUNCIL_PAYLOAD_KEY is not set"):
-        app_from_env({})
+    with pytest.raises(CodecConfigError, match="COUNCIL_PAYLOAD_KEY is not set and COUNCIL_STORE"):
+        app_from_env({"COUNCIL_STORE": "off"})
     assert cors_origins({}) == [
         "http://localhost:8233",
         "http://127.0.0.1:8233",
@@ -322,3 +322,56 @@ async def test_server_settings_from_env() -> None:
     async with http(app_from_env({"COUNCIL_PAYLOAD_KEY": KEY})) as open_app:
         encoded = await open_app.post("/encode", content=as_json(plain_payload()))
     assert encoded.status_code == 200
+
+
+# ---- the codec server and the payload store ---------------------------------------------
+
+
+@pytest.mark.parametrize("encrypted", [False, True], ids=["plain", "encrypted"])
+async def test_decode_reads_stored_payloads_as_the_ui_asks(tmp_path, encrypted: bool) -> None:
+    """The Web UI posts a page of history payloads to /{namespace}/decode from its origin,
+    with the namespace header and the token: references come back as the texts."""
+    env = {
+        "COUNCIL_STORE": str(tmp_path / "store"),
+        "COUNCIL_STORE_THRESHOLD": "1024",
+        "COUNCIL_CODEC_TOKEN": "codec-token-123",
+        **({"COUNCIL_PAYLOAD_KEY": KEY} if encrypted else {}),
+    }
+    converter = connection.data_converter(env)
+    text = "A long answer. " * 400
+    stored, small = await converter.encode([text, "short"])
+    assert store.reference(stored) is not None and store.reference(small) is None
+    ui = {"Origin": "http://localhost:8233", "X-Namespace": "default"}
+    async with http(app_from_env(env)) as ui_client:
+        preflight = await ui_client.options(
+            "/default/decode",
+            headers={
+                **ui,
+                "Access-Control-Request-Method": "POST",
+                "Access-Control-Request-Headers": "authorization,content-type,x-namespace",
+            },
+        )
+        assert preflight.status_code == 200
+        decoded = await ui_client.post(
+            "/default/decode",
+            content=as_json(stored, small),
+            headers={**ui, "Authorization": "Bearer codec-token-123"},
+        )
+        assert decoded.status_code == 200, decoded.text
+        assert decoded.headers["access-control-allow-origin"] == "http://localhost:8233"
+        texts = [json.loads(p.data) for p in from_json(decoded.text)]
+        assert texts == [text, "short"]
+        refused = await ui_client.post("/default/decode", content=as_json(stored), headers=ui)
+        assert refused.status_code == 401
+
+        # A blob that is gone: one line naming the store and the hash.
+        [blob] = [p for p in (tmp_path / "store").rglob("*") if p.is_file()]
+        blob.unlink()
+        missing = await ui_client.post(
+            "/default/decode",
+            content=as_json(stored),
+            headers={**ui, "Authorization": "Bearer codec-token-123"},
+        )
+    assert missing.status_code == 400
+    assert f"blob sha256:{blob.name} is missing" in missing.text
+    assert str(tmp_path / "store") in missing.text and "\n" not in missing.text

@@ -313,6 +313,7 @@ async def test_worker_and_cli_in_a_namespace_by_variables_and_by_profile(
         "COUNCIL_TASK_QUEUE": queue,
         "COUNCIL_PAYLOAD_KEY": key,
         "COUNCIL_MODELS": ",".join(FOUR_MODELS),
+        "COUNCIL_STORE": str(tmp_path / "store"),
     }
     by_profile = clean_env(TEMPORAL_CONFIG_FILE=str(config), TEMPORAL_PROFILE="prod", **common)
     by_variables = clean_env(TEMPORAL_ADDRESS=address, TEMPORAL_NAMESPACE=NAMESPACE, **common)

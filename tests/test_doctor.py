@@ -33,6 +33,7 @@ NAMES = [
     "namespace",
     "search attributes",
     "worker",
+    "payload store",
     "council.toml",
     "provider default reachable",
     "provider default key",

@@ -1,5 +1,6 @@
 """Encrypted payloads end to end: a deliberation started by the CLI and run by a worker
-with COUNCIL_PAYLOAD_KEY leaves no question, answer or critique in Temporal's history;
+with COUNCIL_PAYLOAD_KEY leaves no question, answer or critique in Temporal's history or
+in the payload store's blobs;
 the temporal CLI decodes it through the codec server; the history replays with the
 codec; the key shows up nowhere."""
 
@@ -14,13 +15,15 @@ import sys
 import uuid
 from collections.abc import AsyncIterator, Iterable
 from dataclasses import dataclass
+from pathlib import Path
 
 import pytest
+from temporalio.api.common.v1 import Payload
 from temporalio.client import Client, WorkflowHistory
 from temporalio.contrib.pydantic import pydantic_data_converter
 from temporalio.worker import Replayer
 
-from app import connection
+from app import connection, store
 from app.codec import new_key
 from council.models import DeliberationRecord
 from harness import processes
@@ -92,9 +95,17 @@ async def starter(env: dict[str, str], *args: str) -> subprocess.CompletedProces
 
 
 @pytest.fixture(scope="module")
-async def encrypted(temporal, simulator: SimulatorServer) -> AsyncIterator[EncryptedRun]:
+async def encrypted(
+    temporal, simulator: SimulatorServer, tmp_path_factory: pytest.TempPathFactory
+) -> AsyncIterator[EncryptedRun]:
     simulator.set_faults(None)
-    env = {"COUNCIL_PAYLOAD_KEY": KEY, "COUNCIL_PAYLOAD_KEY_ID": KEY_ID}
+    env = {
+        "COUNCIL_PAYLOAD_KEY": KEY,
+        "COUNCIL_PAYLOAD_KEY_ID": KEY_ID,
+        # A store of this run's alone, with a low threshold: most payloads become blobs.
+        "COUNCIL_STORE": str(tmp_path_factory.mktemp("encrypted") / "store"),
+        "COUNCIL_STORE_THRESHOLD": "512",
+    }
     address = temporal_address(temporal)
     client = await Client.connect(address, data_converter=connection.data_converter(env))
     async with council_worker(client, simulator) as council:
@@ -132,8 +143,27 @@ async def test_history_at_rest_holds_no_plaintext(encrypted: EncryptedRun) -> No
     assert (
         encrypted.workflow_id.startswith("council-") and "lighthouse" not in encrypted.workflow_id
     )
-    # Every payload in the history is ciphertext under our key id.
+    # Every payload in the history is ciphertext under our key id, or a store reference.
     assert payload_encodings(encrypted.history) == {"binary/encrypted"}
+    references = [p for e in encrypted.history.events for p in store.payloads_in(e)]
+    assert any(store.reference(p) for p in references)
+
+
+async def test_stored_blobs_hold_no_plaintext(encrypted: EncryptedRun) -> None:
+    """The SDK encrypts before it stores: a blob is an encrypted payload."""
+    root = Path(encrypted.env["COUNCIL_STORE"])
+    contents = await asyncio.to_thread(
+        lambda: [p.read_bytes() for p in root.rglob("*") if p.is_file()]
+    )
+    assert len(contents) >= 10
+    assert [
+        probe for probe in probes(plaintexts(encrypted.record)) if any(probe in c for c in contents)
+    ] == []
+    for content in contents:
+        payload = Payload.FromString(content)
+        assert payload.metadata["encoding"] == b"binary/encrypted"
+        assert payload.metadata["encryption-key-id"] == KEY_ID.encode()
+    assert not any(KEY.encode() in c or base64.b64decode(KEY) in c for c in contents)
     raw = b"".join(e.SerializeToString() for e in encrypted.history.events)
     assert KEY.encode() not in raw and base64.b64decode(KEY) not in raw
     assert KEY not in encrypted.starter_output
@@ -150,6 +180,10 @@ def payload_encodings(history: WorkflowHistory) -> set[str]:
         if isinstance(node, dict):
             if node.get("markerName") == "core_patch":
                 return
+            if set(node) >= {"metadata", "data"} and b"ExternalStorageReference" in (
+                base64.b64decode(node["metadata"].get("messageType", ""))
+            ):
+                return  # a store reference: a hash, the blob is encrypted
             if set(node) >= {"metadata", "data"} and "encoding" in node["metadata"]:
                 found.add(base64.b64decode(node["metadata"]["encoding"]).decode())
             for key, value in node.items():
@@ -180,8 +214,11 @@ async def test_a_client_with_the_key_reads_the_record(encrypted: EncryptedRun) -
     assert (await handle.result()) == encrypted.record
     described = await handle.describe()
     assert await described.static_summary() == QUESTION  # the UI summary, decrypted
-    # Without the key, the result cannot be read.
-    plain = await Client.connect(encrypted.address, data_converter=pydantic_data_converter)
+    # Without the key, the result cannot be read, even by a client that reads the store.
+    plain = await Client.connect(
+        encrypted.address,
+        data_converter=connection.data_converter({"COUNCIL_STORE": encrypted.env["COUNCIL_STORE"]}),
+    )
     with pytest.raises(KeyError, match="Unknown payload encoding binary/encrypted"):
         await plain.get_workflow_handle(
             encrypted.workflow_id, result_type=DeliberationRecord
@@ -189,7 +226,7 @@ async def test_a_client_with_the_key_reads_the_record(encrypted: EncryptedRun) -
 
 
 @pytest.fixture(scope="module")
-def codec_server(tmp_path_factory) -> processes.Process:
+def codec_server(tmp_path_factory, encrypted: EncryptedRun) -> processes.Process:
     port = processes.free_port()
     log = tmp_path_factory.mktemp("codec") / "codec-server.log"
     process = processes.spawn(
@@ -200,6 +237,8 @@ def codec_server(tmp_path_factory) -> processes.Process:
             "COUNCIL_PAYLOAD_KEY": KEY,
             "COUNCIL_PAYLOAD_KEY_ID": KEY_ID,
             "COUNCIL_CODEC_TOKEN": CODEC_TOKEN,
+            # The run's store: /decode reads the blobs its history references.
+            "COUNCIL_STORE": encrypted.env["COUNCIL_STORE"],
         },
     )
     processes.wait_for(
@@ -295,6 +334,7 @@ async def test_encrypted_history_replays_with_the_codec(encrypted: EncryptedRun)
 
     # After a key rotation, the old key (in COUNCIL_PAYLOAD_OLD_KEYS) still replays it.
     rotated = {
+        "COUNCIL_STORE": encrypted.env["COUNCIL_STORE"],
         "COUNCIL_PAYLOAD_KEY": new_key(),
         "COUNCIL_PAYLOAD_KEY_ID": "test-2026",
         "COUNCIL_PAYLOAD_OLD_KEYS": f"{KEY_ID}:{KEY}",

@@ -6,7 +6,6 @@ and in view, the input kept, and the address still answers a reload."""
 
 from __future__ import annotations
 
-import json
 import re
 from typing import Any
 
@@ -49,8 +48,10 @@ async def test_a_thread_reads_as_one_conversation_and_the_box_asks_the_next_ques
     record = await handle.result()
     assert record.follow_up_of == first.id and record.context.turns == [first.id]
     started = await anext(aiter(handle.fetch_history_events()))
-    [payload] = started.workflow_execution_started_event_attributes.input.payloads
-    carried = json.loads(payload.data)["history"]
+    [started_with] = await council.client.data_converter.decode(
+        started.workflow_execution_started_event_attributes.input.payloads, [dict]
+    )
+    carried = started_with["history"]
     assert [(t["question"], t["answer"]) for t in carried] == [(first.query, first.stage3.response)]
 
     # One conversation, oldest first: each question, its final answer rendered, the

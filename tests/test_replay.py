@@ -10,9 +10,9 @@ from pathlib import Path
 
 import pytest
 from temporalio.client import WorkflowHistory
-from temporalio.contrib.pydantic import pydantic_data_converter
 from temporalio.worker import Replayer
 
+from app import connection
 from workflows.deliberation import Deliberation
 
 HISTORIES = sorted((Path(__file__).parent / "histories").glob("*.json"))
@@ -27,6 +27,6 @@ async def test_history_replays(path: Path) -> None:
     history = WorkflowHistory.from_json(
         f"replay-{path.stem}", await asyncio.to_thread(path.read_text)
     )
-    replayer = Replayer(workflows=[Deliberation], data_converter=pydantic_data_converter)
+    replayer = Replayer(workflows=[Deliberation], data_converter=connection.data_converter())
     result = await replayer.replay_workflow(history, raise_on_replay_failure=True)
     assert result.replay_failure is None

@@ -67,7 +67,8 @@ async def test_sdk_warnings_go_to_stderr_and_stdout_stays_json(temporal) -> None
         BIG_START,
         f"big-{uuid.uuid4().hex[:8]}",
         cwd=ROOT,
-        env={**os.environ, "TEMPORAL_ADDRESS": temporal_address(temporal)},
+        # Without the payload store, so that the input stays in the request and is large.
+        env={**os.environ, "TEMPORAL_ADDRESS": temporal_address(temporal), "COUNCIL_STORE": "off"},
         stdout=asyncio.subprocess.PIPE,
         stderr=asyncio.subprocess.PIPE,
     )

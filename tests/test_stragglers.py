@@ -7,9 +7,9 @@ is a fault, not slowness: its call timeout ends it and the retry answers."""
 from __future__ import annotations
 
 import pytest
-from temporalio.contrib.pydantic import pydantic_data_converter
 from temporalio.worker import Replayer
 
+from app import connection
 from council.calls import Stage
 from council.progress import EventKind
 from council.stragglers import StragglerPolicy, patience, quorum
@@ -77,7 +77,7 @@ async def test_a_cut_in_each_stage_kind_is_recorded_and_replays(council: Council
     assert sum(e.kind == EventKind.MODEL_LATE for e in progress.events) == len(record.late)
 
     history = await handle.fetch_history()
-    replayer = Replayer(workflows=[Deliberation], data_converter=pydantic_data_converter)
+    replayer = Replayer(workflows=[Deliberation], data_converter=connection.data_converter())
     await replayer.replay_workflow(history)
 
 

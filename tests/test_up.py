@@ -25,7 +25,9 @@ import httpx
 import pytest
 from mcp import Client as MCPClient
 from mcp import StdioServerParameters, stdio_client
+from temporalio.client import Client
 
+from app import connection
 from app.settings import Settings
 from council.models import DeliberationRecord
 from harness.processes import ROOT, free_port, port_open
@@ -45,6 +47,9 @@ UNSET = (
     "COUNCIL_WEB_TOKEN",
     "COUNCIL_WEB_HOST",
     "COUNCIL_DATA",
+    # A user's `make up` keeps its payload store in its data directory, as here.
+    "COUNCIL_STORE",
+    "COUNCIL_STORE_THRESHOLD",
     "COUNCIL_SIM_LATENCY",
     "SIM_LATENCY",
 )
@@ -371,7 +376,11 @@ async def test_the_cli_and_mcp_of_another_shell_start_the_pages_default_council(
                 )
         assert isinstance(started.structured_content, dict), started
         wid = started.structured_content["id"]
-        record = await deliberations.handle(temporal.client, wid).result()
+        # Read as that shell reads: its payload store is the one in `make up`'s data.
+        reader = await Client.connect(
+            address, data_converter=connection.data_converter({"COUNCIL_DATA": str(data)})
+        )
+        record = await deliberations.handle(reader, wid).result()
         assert (record.models, record.chairman) == (offered, offered[0])
         assert (data / "default-council.json").exists()
 
@@ -387,7 +396,7 @@ async def test_the_cli_and_mcp_of_another_shell_start_the_pages_default_council(
         assert events[-1] == "data: [DONE]", out.decode()[-2000:]
         last = json.loads(events[-2].removeprefix("data: "))
         wid = last["id"]
-        record = await deliberations.handle(temporal.client, wid).result()
+        record = await deliberations.handle(reader, wid).result()
         assert (record.models, record.chairman) == (offered, offered[0])
         assert up.stop(signal.SIGINT) == 0
     # Once it stops, its council is nobody's default any more.

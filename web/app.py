@@ -21,7 +21,7 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 from temporalio.client import Client
 from temporalio.service import RPCError
 
-from app import connection
+from app import connection, store
 from web.doctor import DoctorPage
 from web.guard import Guard
 from web.live import Live
@@ -57,6 +57,16 @@ def build_app(client: Client, settings: Settings) -> Starlette:
             request, "unavailable.html", {"message": message}, status_code=code
         )
 
+    async def store_error(request: Request, error: Exception) -> Response:
+        # A blob the payload store cannot give back: its one line names the store and hash.
+        message = f"{str(error)[:1].upper()}{str(error)[1:]}."
+        return pages.TemplateResponse(
+            request,
+            "unavailable.html",
+            {"message": message, "heading": "A text cannot be read"},
+            status_code=502,
+        )
+
     return Starlette(
         middleware=[
             Middleware(SecurityHeaders),
@@ -69,7 +79,7 @@ def build_app(client: Client, settings: Settings) -> Starlette:
             *OpenAIApi(client, settings, guard).routes(),
             Mount("/static", StaticFiles(directory=HERE / "static"), name="static"),
         ],
-        exception_handlers={RPCError: temporal_error},
+        exception_handlers={RPCError: temporal_error, store.StoreError: store_error},
     )
 
 

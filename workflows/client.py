@@ -507,15 +507,17 @@ async def partial_replies(handle: WorkflowHandle[Any, Any]) -> list[CallProgress
     """The replies the models are writing now, as far as they have arrived: the heartbeat
     details of the model calls in flight."""
     description = await handle.describe()
-    converter = description.data_converter.payload_converter
+    # The data converter: the details may be encrypted, or in the payload store.
+    converter = description.data_converter
     replies = []
     for pending in description.raw_description.pending_activities:
-        payloads = pending.heartbeat_details.payloads
+        payloads = list(pending.heartbeat_details.payloads)
         if payloads:
             try:
-                replies.append(converter.from_payload(payloads[-1], CallProgress))
+                [reply] = await converter.decode(payloads[-1:], [CallProgress])
             except Exception:  # details of another shape (an older worker): nothing to show
                 continue
+            replies.append(reply)
     return replies
 
 
@@ -541,16 +543,16 @@ async def calls_in_flight(handle: WorkflowHandle[Any, Any]) -> list[CallInFlight
     the heartbeat details, else by the last failure's message ("MODEL: why"); None when the
     call has done neither yet."""
     description = await handle.describe()
-    converter = description.data_converter.payload_converter
+    converter = description.data_converter
     calls = []
     for pending in description.raw_description.pending_activities:
         if pending.activity_type.name != MODEL_CALL:
             continue  # the straggler watch
         progress = None
-        payloads = pending.heartbeat_details.payloads
+        payloads = list(pending.heartbeat_details.payloads)
         if payloads:
             try:
-                progress = converter.from_payload(payloads[-1], CallProgress)
+                [progress] = await converter.decode(payloads[-1:], [CallProgress])
             except Exception:  # details of another shape (an older worker)
                 progress = None
         failure = pending.last_failure if pending.HasField("last_failure") else None
