@@ -143,11 +143,6 @@ def app_from_env(env: Settings | Mapping[str, str] | None = None) -> Starlette:
     settings = _settings(env)
     codec = codec_from_env(settings)
     storage = store.external_storage(settings)
-    if codec is None and storage is None:
-        raise CodecConfigError(
-            "COUNCIL_PAYLOAD_KEY is not set and COUNCIL_STORE is off: the codec server has "
-            "nothing to decode"
-        )
     token = settings.secret("codec_token")
     return create_app(codec, storage=storage, origins=cors_origins(settings), token=token)
 

@@ -157,10 +157,10 @@ def encryption_note(converter: DataConverter) -> str:
 
 
 def store_note(converter: DataConverter) -> str:
-    """For a log line: where payloads from which size are stored, or that none are."""
+    """For a log line: where payloads from which size are stored."""
     storage = converter.external_storage
     if storage is None:
-        return "payload store off: every payload travels in the history"
+        return "no payload store: every payload travels in the history"
     where = ", ".join(repr(driver) for driver in storage.drivers)
     return f"payloads from {storage.payload_size_threshold:,} bytes stored in {where}"
 

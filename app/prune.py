@@ -205,7 +205,7 @@ async def prune(
     dry_run, only count them) in the store of the client's data converter."""
     storage = client.data_converter.external_storage
     if storage is None:
-        raise PruneError(f"the payload store is off ({store.STORE_VARIABLE}=off): nothing to prune")
+        raise PruneError("this client has no payload store: nothing to prune")
     [driver] = storage.drivers
     where = str(getattr(driver, "root", None) or getattr(driver, "location", driver))
     pruned = Pruned(store=where, namespace=client.namespace, dry_run=dry_run)

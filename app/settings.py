@@ -46,7 +46,7 @@ CHECKOUT_DATA = Path(__file__).resolve().parent.parent / "data"
 # stays in a history.
 DEFAULT_STORE_THRESHOLD = 32 * 1024
 MAX_STORE_THRESHOLD = 256 * 1024
-STORE_FORMS = "a directory, file:PATH, s3://BUCKET[/PREFIX] or off"
+STORE_FORMS = "a directory, file:PATH or s3://BUCKET[/PREFIX]"
 _BUCKET = re.compile(r"[a-z0-9][a-z0-9.-]{1,61}[a-z0-9]")
 LOG_LEVELS = ("DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL")
 CODEC_ORIGINS = (
@@ -63,10 +63,11 @@ class SettingsError(ValueError):
 
 @dataclass(frozen=True)
 class StoreLocation:
-    """Where the payload store keeps its blobs: a directory (None: DATA/store), an S3
-    bucket and key prefix, or nowhere (off)."""
+    """Where the payload store keeps its blobs: a directory (None: DATA/store), or an S3
+    bucket and key prefix. There is always one: it is what keeps every Temporal message
+    within its limit."""
 
-    kind: Literal["file", "s3", "off"]
+    kind: Literal["file", "s3"]
     path: Path | None = None
     bucket: str = ""
     prefix: str = ""
@@ -74,16 +75,17 @@ class StoreLocation:
     def __str__(self) -> str:
         if self.kind == "s3":
             return f"s3://{self.bucket}/{self.prefix}".rstrip("/")
-        if self.kind == "off":
-            return "off"
         return str(self.path) if self.path else "DATA/store"
 
 
 def parse_store(text: str) -> StoreLocation:
     """COUNCIL_STORE's value as a location; ValueError with one line otherwise."""
     value = text.strip()
-    if value.lower() == "off":
-        return StoreLocation("off")
+    if value.lower() in ("off", "none", "false", "0"):
+        raise ValueError(
+            f"must be {STORE_FORMS}: the store cannot be turned off, it is what keeps every "
+            "Temporal message within its limit"
+        )
     if value.startswith("s3://"):
         bucket, _, prefix = value.removeprefix("s3://").partition("/")
         prefix = prefix.strip("/")

@@ -280,13 +280,12 @@ def driver(location: StoreLocation) -> StorageDriver:
     return _drivers[location]
 
 
-def external_storage(env: Settings | Mapping[str, str] | None = None) -> ExternalStorage | None:
-    """The SDK's external storage of the settings; None with COUNCIL_STORE=off."""
+def external_storage(env: Settings | Mapping[str, str] | None = None) -> ExternalStorage:
+    """The SDK's external storage of the settings."""
     settings = app_settings.of(env)
-    where = location(settings)
-    if where.kind == "off":
-        return None
-    return ExternalStorage(drivers=[driver(where)], payload_size_threshold=settings.store_threshold)
+    return ExternalStorage(
+        drivers=[driver(location(settings))], payload_size_threshold=settings.store_threshold
+    )
 
 
 async def aclose() -> None:

@@ -22,6 +22,7 @@ from temporalio.converter import StorageDriverStoreContext, StorageDriverWorkflo
 from temporalio.testing import WorkflowEnvironment
 
 from app import connection, store
+from app.connection import ConfigError
 from app.settings import Settings
 from council.models import DeliberationRecord
 from doctor.store import store_check
@@ -84,7 +85,9 @@ def test_the_store_settings(tmp_path: Path) -> None:
     default = Settings.read({"COUNCIL_DATA": str(tmp_path)})
     assert store.location(default) == store.StoreLocation("file", path=tmp_path / "store")
     assert default.store_threshold == 32 * 1024
-    assert connection.data_converter({"COUNCIL_STORE": "off"}).external_storage is None
+    # There is no turning it off: it is what keeps every message within Temporal's limits.
+    with pytest.raises(ConfigError, match="COUNCIL_STORE must be a directory"):
+        connection.data_converter({"COUNCIL_STORE": "off"})
     s3 = store.location(Settings.read({"COUNCIL_STORE": "s3://council-payloads/prod/eu/"}))
     assert (s3.bucket, s3.prefix, str(s3)) == (
         "council-payloads",
@@ -99,10 +102,11 @@ def test_the_store_settings(tmp_path: Path) -> None:
     [
         (
             {"COUNCIL_STORE": "gs://bucket"},
-            "COUNCIL_STORE must be a directory, file:PATH, s3://BUCKET[/PREFIX] or off "
+            "COUNCIL_STORE must be a directory, file:PATH or s3://BUCKET[/PREFIX] "
             "(got 'gs://bucket')",
         ),
-        ({"COUNCIL_STORE": "s3://A"}, "COUNCIL_STORE must be a directory, file:PATH, s3://"),
+        ({"COUNCIL_STORE": "s3://A"}, "COUNCIL_STORE must be a directory, file:PATH or s3://"),
+        ({"COUNCIL_STORE": "off"}, "COUNCIL_STORE must be a directory, file:PATH or s3://"),
         (
             {"COUNCIL_STORE_THRESHOLD": "32k"},
             "COUNCIL_STORE_THRESHOLD must be a whole number of bytes from 0 to 262144",
@@ -317,6 +321,6 @@ def test_every_process_stops_on_a_bad_store_setting_with_one_line(
     )
     assert done.returncode == 2
     assert done.stderr == (
-        f"{name}: COUNCIL_STORE must be a directory, file:PATH, s3://BUCKET[/PREFIX] or off "
+        f"{name}: COUNCIL_STORE must be a directory, file:PATH or s3://BUCKET[/PREFIX] "
         "(got 'gs://payloads')\n"
     )

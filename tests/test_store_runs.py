@@ -18,6 +18,7 @@ from temporalio.api.enums.v1 import EventType
 from temporalio.api.history.v1 import HistoryEvent
 from temporalio.api.workflowservice.v1 import DeleteWorkflowExecutionRequest
 from temporalio.client import Client, WorkflowHandle
+from temporalio.contrib.pydantic import pydantic_data_converter
 from temporalio.service import RPCError, RPCStatusCode
 from temporalio.testing import WorkflowEnvironment
 from temporalio.worker import Replayer
@@ -263,7 +264,7 @@ async def test_a_recorded_history_holds_its_stored_payloads_and_replays_without_
     assert not any(store.reference(p) for e in whole.events for p in store.payloads_in(e))
     replayer = Replayer(
         workflows=[Deliberation],
-        data_converter=connection.data_converter({"COUNCIL_STORE": "off"}),
+        data_converter=pydantic_data_converter,
     )
     result = await replayer.replay_workflow(whole, raise_on_replay_failure=False)
     assert result.replay_failure is None
