@@ -15,6 +15,9 @@ Rules:
   question, the user's instructions, the JSON the final answer must be, and the thread
   (a follow-up's, or the conversation a client brings). An option that names one of
   them is refused.
+- With attachments and no token budget set (by the user or the council), the default
+  budget is left to the deliberation and the files come on top, once per call the run
+  could make (council.attachments.budget_with).
 - The user's attachments come read already (app.attachments), each an Attachment or the
   AttachmentProblem that reading it met: a problem is the field `attachments`' (at its
   index), beside the rest.
@@ -38,7 +41,7 @@ from app import councils
 from app.attachments import AttachmentProblem
 from app.settings import Settings
 from council import numbers
-from council.attachments import Attachment
+from council.attachments import Attachment, budget_with
 from council.config import NOT_COUNCIL_OPTIONS, Config, with_overrides
 from council.models import DeliberationRequest
 from council.structured import StructuredReply
@@ -111,6 +114,11 @@ def compose(
         raise Refused(found) from None
     if found:
         raise Refused(found)
+    if request.attachments and "token_budget" not in base and "token_budget" not in given:
+        # The default budget is for the deliberation: the files every call carries come
+        # on top (a budget the user or the council sets is kept as it is).
+        budget = budget_with(request.attachments, len(request.models), request.token_budget)
+        request = request.model_copy(update={"token_budget": budget})
     return request
 
 

@@ -21,7 +21,16 @@ from datetime import UTC, datetime
 from pathlib import Path
 
 from app import connection
-from bench import crash, critical_path, growth, report, scale, stragglers, throughput
+from bench import (
+    crash,
+    critical_path,
+    growth,
+    payloads,
+    report,
+    scale,
+    stragglers,
+    throughput,
+)
 from bench.stack import BenchStack
 from harness.processes import ROOT
 
@@ -33,6 +42,7 @@ BENCHMARKS: dict[str, Benchmark] = {
     "crash": crash.run,
     "stragglers": stragglers.run,
     "scale": scale.run,
+    "payloads": payloads.run,
 }
 RESULTS = ROOT / "bench" / "RESULTS.md"
 OUT = ROOT / "bench" / "out"

@@ -18,6 +18,7 @@ from typing import Annotated
 from pydantic import BaseModel, ConfigDict, Field, StringConstraints, model_validator
 
 from council import limits
+from council.changes import estimate_tokens
 
 # The image types a member may be shown (what OpenAI-compatible providers take).
 IMAGE_TYPES = ("image/png", "image/jpeg", "image/gif", "image/webp")
@@ -122,6 +123,22 @@ class Attachment(BaseModel):
             sha256=self.sha256,
             chars=None if self.text is None else len(self.text),
         )
+
+
+# What an image is counted as in a token budget (a provider's own count varies by size).
+IMAGE_TOKENS = 1_000
+
+
+def budget_with(attachments: list[Attachment], members: int, budget: int) -> int:
+    """A token budget that still leaves `budget` to the deliberation itself: every call
+    of a run carries the files, so they are added once per call the run can make (each
+    member's answer, and its review and refinement in each round the run could be raised
+    to, then the synthesis), within the most a budget may be."""
+    tokens = sum(
+        IMAGE_TOKENS if a.is_image else estimate_tokens(a.text or "") for a in attachments
+    )
+    calls = members * (2 + 2 * limits.MAX_ROUNDS) + 1
+    return min(limits.MAX_TOKEN_BUDGET, budget + tokens * calls)
 
 
 def count_problem(count: int) -> str | None:

@@ -51,9 +51,10 @@ MAX_FEEDBACK_CHARS = 12_000
 # Temporal refuses a payload over 2 MiB; the record (the workflow's result, and the
 # `record` query's answer) travels by reference, so its own bound is what a reader should
 # load: one above this, measured as JSON, has its largest texts elided until it fits. The
-# limits above keep a record (its question of up to QUESTION_MAX_CHARS included) below it.
+# limits above keep a record below it, its question of up to QUESTION_MAX_CHARS included,
+# even when JSON escapes every character of it six-fold.
 PAYLOAD_LIMIT_BYTES = 2 * 1024 * 1024
-RECORD_LIMIT_BYTES = 4_000_000
+RECORD_LIMIT_BYTES = 16_000_000
 
 # Rough conversion used for length guidance in prompts only.
 BYTES_PER_WORD = 6

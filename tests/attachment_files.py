@@ -41,11 +41,11 @@ def encrypted_pdf(text: str) -> bytes:
     return out.getvalue()
 
 
-def notes(size: int) -> str:
-    """`size` characters of numbered lines."""
+def notes(size: int, seed: int = 0) -> str:
+    """`size` characters of numbered lines (a different text for each seed)."""
     lines, total, n = [], 0, 0
     while total < size:
-        line = f"row {n}: the council reads every line of this file, whole.\n"
+        line = f"row {n} of part {seed}: the council reads every line of this file, whole.\n"
         lines.append(line)
         total += len(line)
         n += 1

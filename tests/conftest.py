@@ -27,7 +27,12 @@ from pathlib import Path
 
 import pytest
 
-pytest_plugins = ["tests.sim_fixtures", "tests.temporal_fixtures", "tests.web_fixtures"]
+pytest_plugins = [
+    "tests.sim_fixtures",
+    "tests.temporal_fixtures",
+    "tests.web_fixtures",
+    "tests.history_bounds",
+]
 
 FAST = "fast"
 REAL_COMPONENTS = frozenset({"temporal", "browser"})

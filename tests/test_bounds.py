@@ -137,12 +137,12 @@ def test_a_record_within_the_limit_is_untouched() -> None:
 
 
 def test_an_oversized_record_elides_its_largest_texts_and_fits() -> None:
-    record = record_with(5_000_000)
+    record = record_with(20_000_000)
     fitted = fit_record(record)
     size = len(fitted.model_dump_json().encode())
     assert size <= limits.RECORD_LIMIT_BYTES
     assert fitted.elided == ["stage1[0].response"]
-    assert fitted.stage1[0].response == ELIDED.format(size=5_000_000)
+    assert fitted.stage1[0].response == ELIDED.format(size=20_000_000)
     assert fitted.stage1[1].response == "short"
     assert fitted.stage3 is not None and fitted.stage3.response == "The final answer."
     # It travels as a record: the JSON reads back.
@@ -153,7 +153,7 @@ def test_an_oversized_record_elides_its_largest_texts_and_fits() -> None:
 def test_many_small_texts_that_cannot_be_elided_go_as_whole_lists() -> None:
     record = record_with(100)
     record.errors = [
-        CallError(stage=Stage.ANSWER, round=0, model="a", message="e" * 400) for _ in range(12_000)
+        CallError(stage=Stage.ANSWER, round=0, model="a", message="e" * 400) for _ in range(40_000)
     ]
     fitted = fit_record(record)
     assert len(fitted.model_dump_json().encode()) <= limits.RECORD_LIMIT_BYTES

@@ -7,11 +7,15 @@ from __future__ import annotations
 
 import pytest
 
-from app import flags, front_door
+from app import attachments, flags, front_door
 from app.settings import Settings
+from council import limits
+from council.attachments import IMAGE_TOKENS
 from council.config import parse_config
+from council.iteration import DEFAULT_TOKEN_BUDGET
 from council.structured import StructuredReply
 from council.thread import Thread, Turn
+from tests.attachment_files import png
 from web.openai_body import read_body
 from web.views import request_from_form
 
@@ -63,6 +67,23 @@ def test_the_council_then_the_users_options_on_top() -> None:
     members = Settings.read({"COUNCIL_MODELS": "env/1, env/2"})
     request = front_door.compose("Why?", config=CONFIG, settings=members)
     assert request.models == ["env/1", "env/2"] and request.max_rounds == 3
+
+
+def test_files_come_on_top_of_the_default_token_budget_only() -> None:
+    notes = attachments.from_bytes("notes.txt", b"x" * 400_000)
+    image = attachments.from_bytes("chart.png", png())
+    request = compose(attachments=[notes, image])
+    # Three members, each a call per stage of up to MAX_ROUNDS rounds, then the chairman:
+    # every call carries the files (100,000 tokens of text and an image).
+    calls = 3 * (2 + 2 * limits.MAX_ROUNDS) + 1
+    tokens = 100_000 + IMAGE_TOKENS
+    assert request.token_budget == DEFAULT_TOKEN_BUDGET + calls * tokens
+    # A budget the user gives, or the council sets, is kept as it is.
+    assert compose(options={"token_budget": 9_000}, attachments=[notes]).token_budget == 9_000
+    assert compose().token_budget == DEFAULT_TOKEN_BUDGET
+    huge = [attachments.from_bytes(f"{n}.txt", b"y" * 800_000) for n in range(10)]
+    many = compose(options={"models": [f"lab/{n}" for n in range(12)]}, attachments=huge)
+    assert many.token_budget == limits.MAX_TOKEN_BUDGET
 
 
 def test_numbers_in_text_are_read_in_ascii_digits_only() -> None:

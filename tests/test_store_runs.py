@@ -9,25 +9,23 @@ import asyncio
 import json
 import os
 import uuid
-from collections.abc import AsyncIterator
 from pathlib import Path
 
-import pytest
 from temporalio.api.common.v1 import WorkflowExecution
 from temporalio.api.enums.v1 import EventType
 from temporalio.api.history.v1 import HistoryEvent
 from temporalio.api.workflowservice.v1 import DeleteWorkflowExecutionRequest
-from temporalio.client import Client, WorkflowHandle
+from temporalio.client import Client
 from temporalio.contrib.pydantic import pydantic_data_converter
 from temporalio.service import RPCError, RPCStatusCode
 from temporalio.testing import WorkflowEnvironment
 from temporalio.worker import Replayer
 
 from app import connection, store
-from app.settings import DEFAULT_STORE_THRESHOLD
 from council import limits
 from council.models import DeliberationRecord
 from simulator import SimulatorServer
+from tests.history_bounds import GRPC_LIMIT, TWELVE, check_run
 from tests.temporal_fixtures import (
     Council,
     council_worker,
@@ -36,84 +34,6 @@ from tests.temporal_fixtures import (
     temporal_address,
 )
 from workflows.deliberation import Deliberation
-
-TWELVE = [f"sim/member-{n:02d}" for n in range(12)]
-GRPC_LIMIT = 4 * 1024 * 1024
-PAYLOAD_CEILING = 256 * 1024
-# The events a workflow task's commands become (what its completion message carried).
-COMMAND_EVENTS = {
-    EventType.EVENT_TYPE_ACTIVITY_TASK_SCHEDULED,
-    EventType.EVENT_TYPE_ACTIVITY_TASK_CANCEL_REQUESTED,
-    EventType.EVENT_TYPE_TIMER_STARTED,
-    EventType.EVENT_TYPE_TIMER_CANCELED,
-    EventType.EVENT_TYPE_MARKER_RECORDED,
-    EventType.EVENT_TYPE_UPSERT_WORKFLOW_SEARCH_ATTRIBUTES,
-    EventType.EVENT_TYPE_WORKFLOW_PROPERTIES_MODIFIED,
-    EventType.EVENT_TYPE_WORKFLOW_EXECUTION_UPDATE_ACCEPTED,
-    EventType.EVENT_TYPE_WORKFLOW_EXECUTION_UPDATE_COMPLETED,
-    EventType.EVENT_TYPE_WORKFLOW_EXECUTION_COMPLETED,
-    EventType.EVENT_TYPE_WORKFLOW_EXECUTION_FAILED,
-}
-
-
-@pytest.fixture
-async def default_store(
-    temporal: WorkflowEnvironment, sim: SimulatorServer, tmp_path: Path
-) -> AsyncIterator[Council]:
-    """A client and worker with the settings a user has: a directory store, the default
-    threshold."""
-    client = await Client.connect(
-        temporal_address(temporal),
-        data_converter=connection.data_converter({"COUNCIL_STORE": str(tmp_path / "store")}),
-    )
-    assert client.data_converter.external_storage is not None
-    assert client.data_converter.external_storage.payload_size_threshold == (
-        DEFAULT_STORE_THRESHOLD
-    )
-    async with council_worker(client, sim) as council:
-        yield council
-
-
-def inline_size(event: HistoryEvent) -> int:
-    """The event's size had its stored payloads travelled in it."""
-    size = event.ByteSize()
-    for payload in store.payloads_in(event):
-        if store.reference(payload) is not None:
-            size += sum(p.size_bytes for p in payload.external_payloads) - payload.ByteSize()
-    return size
-
-
-def task_commands(events: list[HistoryEvent]) -> list[list[HistoryEvent]]:
-    """The events of each workflow task's commands, task by task."""
-    tasks: list[list[HistoryEvent]] = []
-    current: list[HistoryEvent] | None = None
-    for event in events:
-        if event.event_type == EventType.EVENT_TYPE_WORKFLOW_TASK_COMPLETED:
-            current = []
-            tasks.append(current)
-        elif current is not None and event.event_type in COMMAND_EVENTS:
-            current.append(event)
-        else:
-            current = None
-    return tasks
-
-
-async def check_run(handle: WorkflowHandle) -> tuple[int, int, int]:
-    """The run's bounds: (largest payload, largest task's commands, the same had nothing
-    been stored), after asserting the first two."""
-    history = await handle.fetch_history()
-    events = list(history.events)
-    failed = [e for e in events if e.event_type == EventType.EVENT_TYPE_WORKFLOW_TASK_FAILED]
-    assert failed == []
-    largest_payload = max(p.ByteSize() for e in events for p in store.payloads_in(e))
-    tasks = task_commands(events)
-    largest_task = max(sum(e.ByteSize() for e in task) for task in tasks)
-    inline_task = max(sum(inline_size(e) for e in task) for task in tasks)
-    stored = [p for e in events for p in store.payloads_in(e) if store.reference(p)]
-    assert stored, "nothing went to the store"
-    assert largest_payload < PAYLOAD_CEILING
-    assert largest_task < GRPC_LIMIT / 4
-    return largest_payload, largest_task, inline_task
 
 
 async def test_twelve_members_with_a_long_control_character_context_complete(
