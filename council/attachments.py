@@ -134,9 +134,7 @@ def budget_with(attachments: list[Attachment], members: int, budget: int) -> int
     of a run carries the files, so they are added once per call the run can make (each
     member's answer, and its review and refinement in each round the run could be raised
     to, then the synthesis), within the most a budget may be."""
-    tokens = sum(
-        IMAGE_TOKENS if a.is_image else estimate_tokens(a.text or "") for a in attachments
-    )
+    tokens = sum(IMAGE_TOKENS if a.is_image else estimate_tokens(a.text or "") for a in attachments)
     calls = members * (2 + 2 * limits.MAX_ROUNDS) + 1
     return min(limits.MAX_TOKEN_BUDGET, budget + tokens * calls)
 
