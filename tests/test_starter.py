@@ -43,14 +43,17 @@ async def test_unreachable_server_names_the_address() -> None:
     assert code == 2 and "127.0.0.1:1" in err
 
 
-# What the command line's connection does with a start input over the SDK's 512 KiB
-# warning size (the same client code as `start`, on a task queue no worker polls).
+# What the command line's connection does with the SDK core's own log lines, such as its
+# warning for a start input over 512 KiB (the same runtime as `start`, on a task queue no
+# worker polls; without the payload store, which would keep the input small).
 BIG_START = """
 import sys
+from temporalio.contrib.pydantic import pydantic_data_converter
 from app import connection
 
 async def main():
-    client = await connection.connect()
+    # Without the payload store, so that the input stays in the request and is large.
+    client = await connection.connect(data_converter=pydantic_data_converter)
     await client.start_workflow(
         "Nothing", "x" * 600_000, id=sys.argv[1], task_queue="nobody-polls-this"
     )
@@ -67,8 +70,7 @@ async def test_sdk_warnings_go_to_stderr_and_stdout_stays_json(temporal) -> None
         BIG_START,
         f"big-{uuid.uuid4().hex[:8]}",
         cwd=ROOT,
-        # Without the payload store, so that the input stays in the request and is large.
-        env={**os.environ, "TEMPORAL_ADDRESS": temporal_address(temporal), "COUNCIL_STORE": "off"},
+        env={**os.environ, "TEMPORAL_ADDRESS": temporal_address(temporal)},
         stdout=asyncio.subprocess.PIPE,
         stderr=asyncio.subprocess.PIPE,
     )
