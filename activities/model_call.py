@@ -31,7 +31,7 @@ from activities.llm_client import ChatClient, make_http_client
 from activities.metrics import CallMetrics
 from activities.settings import GatewaySettings
 from activities.slots import AnswerClock, Slots
-from council.attachments import AttachmentCut, frame_chars
+from council.attachments import Attachment, AttachmentCut, frame_chars
 from council.calls import ModelCall, ModelReply
 from council.config import DEFAULT_PROVIDER, ProviderConfig, route
 from council.prompts import with_attachments
@@ -277,7 +277,12 @@ class ModelGateway:
         return text
 
     @activity.defn
-    async def call_model(self, call: ModelCall) -> ModelReply:
+    async def call_model(
+        self, call: ModelCall, attachments: list[Attachment] | None = None
+    ) -> ModelReply:
+        """A call; its attachments come as their own argument (workflows.calls)."""
+        if attachments:
+            call = call.model_copy(update={"attachments": attachments})
         metrics = CallMetrics.of(call)
         started = time.monotonic()
         try:

@@ -121,10 +121,10 @@ async def run(stack: BenchStack, quick: bool = False) -> report.Section:
             "workflow task's commands come near gRPC's 4 MiB.",
             "'same task, nothing stored' adds back the stored payloads' sizes: what that "
             "workflow task would have sent before texts travelled by reference.",
-            "Each model call carries the attachments (the worker puts them in front of the "
-            "prompt, fitted to the member's context window), so the store holds them once "
-            "per call: what is written grows with calls x attachments until pruned "
-            "(`starter.py store prune`).",
+            "Each model call carries the attachments as its own argument, the same payload "
+            "for every call of a run: the content-addressed store keeps it once (without "
+            "COUNCIL_PAYLOAD_KEY; an encrypted payload differs each time it is sealed, and is "
+            "then stored once per call until pruned).",
         ],
     )
 

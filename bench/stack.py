@@ -31,6 +31,7 @@ from council.calls import ModelCall
 from harness.processes import cpu_seconds
 from harness.stack import SIMULATOR_API_KEY, Stack, WorkerProcess
 from simulator.personas import DEFAULT_MODELS
+from workflows.calls import scheduled_call
 
 QUESTION = "How should a small team choose between SQLite and PostgreSQL for a new web service?"
 BENCH_API_KEY = SIMULATOR_API_KEY
@@ -152,7 +153,7 @@ class BenchStack(Stack):
             if event.event_type != EventType.EVENT_TYPE_ACTIVITY_TASK_SCHEDULED:
                 continue
             payloads = event.activity_task_scheduled_event_attributes.input.payloads
-            [call] = await self.client.data_converter.decode(payloads, [ModelCall])
+            call = await scheduled_call(self.client.data_converter, payloads)
             if (call.stage, call.round) != place:
                 place = (call.stage, call.round)
                 stages.append([])

@@ -23,6 +23,7 @@ from collections.abc import Iterable
 from temporalio import activity
 
 from activities.errors import application_error, status_failure
+from council.attachments import Attachment
 from council.calls import ModelCall, ModelReply, Stage, TokenUsage
 from simulator import persona_for, wire
 from simulator.personas import Script, reply
@@ -68,7 +69,9 @@ class FakeModels:
         return sum(1 for attempted, _, _ in self.attempts if attempted == model)
 
     @activity.defn(name="call_model")
-    async def call_model(self, call: ModelCall) -> ModelReply:
+    async def call_model(
+        self, call: ModelCall, attachments: list[Attachment] | None = None
+    ) -> ModelReply:
         attempt = activity.info().attempt
         self.attempts.append((call.model, call.stage, attempt))
         if call.stage in self._held:

@@ -35,6 +35,7 @@ from harness.processes import MANY_DEPLOYMENTS, ROOT, temporal_binary
 from simulator import SimulatorServer
 from worker import serving
 from workflows import client as deliberations
+from workflows.calls import scheduled_call
 from workflows.client import QUESTION_MEMO
 from workflows.deliberation import Deliberation
 from workflows.search_attributes import ensure_search_attributes
@@ -103,8 +104,7 @@ async def model_calls(handle: WorkflowHandle) -> list[ModelCall]:
     async for event in handle.fetch_history_events():
         attrs = event.activity_task_scheduled_event_attributes
         if attrs.activity_type.name == ModelGateway.call_model.__name__:
-            [call] = await converter.decode(attrs.input.payloads, [ModelCall])
-            calls.append(call)
+            calls.append(await scheduled_call(converter, attrs.input.payloads))
     return calls
 
 
