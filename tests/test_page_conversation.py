@@ -38,6 +38,8 @@ async def test_a_thread_reads_as_one_conversation_and_the_box_asks_the_next_ques
     assert (await box(page, "#follow-up"))["y"] > (await box(page, "#final-answer"))["y"]
     await page.fill("#follow-up-question", "And Go?")
     await page.select_option("#follow-up-council", "")  # the same council
+    notes = {"name": "notes.md", "mimeType": "text/markdown", "buffer": b"# Go\nFast builds."}
+    await page.set_input_files("#follow-up-attachments", files=[notes])
     await page.click("#follow-up-button")
     await page.wait_for_url(re.compile(r"/deliberations/council-and-go"))
     second = page.url.rsplit("/", 1)[-1]
@@ -53,6 +55,10 @@ async def test_a_thread_reads_as_one_conversation_and_the_box_asks_the_next_ques
     )
     carried = started_with["history"]
     assert [(t["question"], t["answer"]) for t in carried] == [(first.query, first.stage3.response)]
+    # The follow-up's own file reached its record.
+    assert [(a.name, a.media_type, a.size) for a in record.attachments] == [
+        ("notes.md", "text/markdown", len(notes["buffer"]))
+    ]
 
     # One conversation, oldest first: each question, its final answer rendered, the
     # council's work folded under it (open while the turn ran; folded when read again).
@@ -151,3 +157,13 @@ async def test_a_refused_follow_up_keeps_the_question_and_says_why_beside_it(
     assert await page.input_value("#follow-up-question") == "And Go?"
     reloaded = await page.goto(page.url)
     assert reloaded is not None and reloaded.status == 200  # the deliberation's page again
+
+    # A file the council cannot read is refused beside the file input, its name kept.
+    await page.fill("#follow-up-question", "And Go?")
+    blob = {"name": "blob.bin", "mimeType": "application/octet-stream", "buffer": b"\x00\x01" * 64}
+    await page.set_input_files("#follow-up-attachments", files=[blob])
+    await page.click("#follow-up-button")
+    error = await page.text_content("#error-follow-up-attachments") or ""
+    assert "blob.bin is a binary file" in error, error
+    assert "blob.bin" in (await page.text_content("#follow-up-attachments-chosen") or "")
+    assert await page.input_value("#follow-up-question") == "And Go?"

@@ -331,6 +331,11 @@ class Pages:
         fields = {
             name: str(form.get(name) or "") for name in ("question", "council", "context_tokens")
         }
+        uploads = [
+            f
+            for f in form.getlist(front_door.ATTACHMENTS)
+            if isinstance(f, UploadFile) and f.filename
+        ]
         try:
             found = await deliberations.find(self.client, workflow)
         except deliberations.NoSuchDeliberation:
@@ -338,9 +343,13 @@ class Pages:
         record, _ = await reading.read_record(found.handle)
         same = _settings_of(record) if not fields["council"] else {}
         wanted, state = views.request_from_form(
-            {**fields, **same}, self.settings.config, self.settings.variables
+            {**fields, **same},
+            self.settings.config,
+            self.settings.variables,
+            files=await read_uploads(uploads),
+            chosen=[files.clean_name(f.filename, "file") for f in uploads],
         )
-        state.values = fields
+        state.values = {**fields, front_door.ATTACHMENTS: state.values[front_door.ATTACHMENTS]}
         if wanted is not None:
             try:
                 thread = await deliberations.thread_of(self.client, workflow, wanted.context_tokens)
