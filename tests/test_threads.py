@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import contextlib
 import json
+from pathlib import Path
 
 from app import front_door
 from council.calls import Stage
@@ -100,8 +101,10 @@ async def test_follow_ups_that_cannot_be_made_exit_2_with_one_line(
 
 
 async def test_the_cli_asks_a_follow_up_and_lists_the_thread(
-    council: Council, cli_env: dict[str, str]
+    council: Council, cli_env: dict[str, str], tmp_path: Path
 ) -> None:
+    menu = tmp_path / "menu.csv"
+    menu.write_text("drink,caffeine\ntea,low\ncoffee,high\n")
     code, out, err = await starter(
         "start", "Tea or coffee?", "--id", "drink-1", "--wait", env=cli_env
     )
@@ -115,6 +118,8 @@ async def test_the_cli_asks_a_follow_up_and_lists_the_thread(
         "drink-2",
         "--context-tokens",
         "3000",
+        "--attach",
+        str(menu),
         "--wait",
         "--json",
         env=cli_env,
@@ -122,6 +127,8 @@ async def test_the_cli_asks_a_follow_up_and_lists_the_thread(
     assert code == 0, err
     record = DeliberationRecord.model_validate_json(out)
     assert (record.follow_up_of, record.thread_id) == ("drink-1", "drink-1")
+    # A follow-up takes files of its own.
+    assert [(a.name, a.size) for a in record.attachments] == [("menu.csv", menu.stat().st_size)]
     assert record.context is not None and record.context.max_tokens == 3000
     code, out, _ = await starter("list", "--thread", "drink-1", "--json", env=cli_env)
     assert code == 0 and [row["id"] for row in json.loads(out)] == ["drink-1", "drink-2"]
