@@ -253,10 +253,10 @@ def _context(provider: Provider, listing: Listing) -> str | None:
 
 
 async def check_provider(provider: Provider) -> tuple[list[Check], Listing | None]:
-    """The provider's checks (reachable, key, models, context window, structured output)
-    and its model listing."""
+    """The provider's checks (reachable, key, models, context window, structured output,
+    images) and its model listing."""
     label = f"provider {provider.name}"
-    parts = ("key", "models", "context window", "structured output")
+    parts = ("key", "models", "context window", "structured output", "images")
     names = [f"{label} {part}" for part in parts]
     if provider.settings is None:
         fix = "correct the variable the message names"
@@ -302,7 +302,27 @@ async def check_provider(provider: Provider) -> tuple[list[Check], Listing | Non
         )
     )
     checks.append(_output_check(provider, settings, listing, probe, form, probed, names[3]))
+    checks.append(passed(names[4], _images(provider, settings)))
     return checks, listing
+
+
+def _images(provider: Provider, settings: GatewaySettings) -> str:
+    """Which of the provider's council members are shown attached images (council.toml's
+    `images`; COUNCIL_LLM_IMAGES for the default provider); the others are told of them."""
+    setting = (
+        "COUNCIL_LLM_IMAGES"
+        if provider.name == DEFAULT_PROVIDER
+        else f"images of [providers.{provider.name}]"
+    )
+    seeing = [m for m in provider.members if settings.sees_images(m)]
+    if not provider.members:
+        return f"no council member routes here ({setting} decides for those that would)"
+    if not seeing:
+        return (
+            f"attached images are named to its members, not shown: set {setting} if its "
+            "models take images"
+        )
+    return f"attached images are shown to {', '.join(seeing)}"
 
 
 def _key_check(

@@ -40,6 +40,7 @@ NAMES = [
     "provider default models",
     "provider default context window",
     "provider default structured output",
+    "provider default images",
     "default council",
 ]
 KEYED_KEY = "sk-keyed-provider-9b2e41c7d0"
@@ -103,6 +104,12 @@ async def test_a_working_setup_passes_every_check(env: dict[str, str]) -> None:
     assert said["default council"].startswith(
         "sim/atlas, sim/borealis, sim/cirrus, sim/drift; chairman sim/atlas (from COUNCIL_MODELS)"
     )
+    assert said["provider default images"] == (
+        "attached images are named to its members, not shown: set COUNCIL_LLM_IMAGES if its "
+        "models take images"
+    )
+    code, out, _ = await starter("doctor", env={**env, "COUNCIL_LLM_IMAGES": "true"})
+    assert "✓ provider default images: attached images are shown to sim/atlas, " in out
 
     # --json: the same checks, as a list of objects.
     code, out, err = await starter("doctor", "--json", env=env)
@@ -195,7 +202,7 @@ async def test_a_provider_at_a_closed_port_fails_and_skips_its_other_checks(
     assert reachable["status"] == "failed"
     assert reachable["detail"].startswith(f"{base} does not answer: cannot connect to 127.0.0.1")
     assert "COUNCIL_LLM_BASE_URL" in reachable["fix"]
-    for part in ("key", "models", "context window", "structured output"):
+    for part in ("key", "models", "context window", "structured output", "images"):
         check = checks[f"provider default {part}"]
         assert check["status"] == "skipped", check
         assert check["detail"] == "skipped: the provider does not answer"
