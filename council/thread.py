@@ -96,7 +96,8 @@ def fit_context(history: Sequence[Turn], max_tokens: int) -> ThreadContext:
 
 def cut_to_fit(turn: Turn, max_tokens: int) -> Turn:
     """The turn within max_tokens: its question keeps at least half the room (all of it
-    that the answer leaves), its answer the rest; a text that is cut ends with CUT_MARK."""
+    that the answer leaves), its answer the rest; a text that is cut ends with CUT_MARK
+    (room for the two markers is kept aside)."""
     room = max(0, max_tokens * CHARS_PER_TOKEN - 2 * len(CUT_MARK))
     asked = min(len(turn.question), max(room // 2, room - len(turn.answer)))
     answered = min(len(turn.answer), room - asked)
@@ -110,7 +111,11 @@ def cut_to_fit(turn: Turn, max_tokens: int) -> Turn:
 
 
 def _cut(text: str, keep: int) -> str:
-    return text if keep >= len(text) else text[:keep].rstrip() + CUT_MARK
+    """The text, or its first `keep` characters and the marker; nothing when no room is
+    left for any of it (the context then says the turn was cut)."""
+    if keep >= len(text):
+        return text
+    return text[:keep].rstrip() + CUT_MARK if keep > 0 else ""
 
 
 def named_dropped(dropped: Sequence[str], unnamed: int) -> tuple[list[str], int]:
