@@ -15,7 +15,7 @@ import uuid
 from temporalio.api.enums.v1 import VersioningBehavior
 from temporalio.api.workflowservice.v1 import SetWorkerDeploymentCurrentVersionRequest
 from temporalio.client import Client, WorkflowHandle
-from temporalio.service import RPCError
+from temporalio.service import RPCError, RPCStatusCode
 from temporalio.testing import WorkflowEnvironment
 
 from activities.model_call import ModelGateway
@@ -47,7 +47,8 @@ async def builds_that_ran(handle: WorkflowHandle) -> set[str]:
 
 async def make_current(client: Client, queue: str, build: str) -> None:
     """What an operator does (`temporal worker deployment set-current-version`): refused
-    until the new build's workers poll every task queue the current one serves."""
+    until the new build's workers poll every task queue the current one serves, and until
+    the deployment has heard of the build at all (its first poll registers it)."""
     request = SetWorkerDeploymentCurrentVersionRequest(
         namespace=client.namespace, deployment_name=queue, build_id=build
     )
@@ -56,7 +57,8 @@ async def make_current(client: Client, queue: str, build: str) -> None:
             await client.workflow_service.set_worker_deployment_current_version(request)
             return
         except RPCError as error:
-            if "missing active task queues" not in error.message:
+            registering = error.status == RPCStatusCode.NOT_FOUND and build in error.message
+            if "missing active task queues" not in error.message and not registering:
                 raise
             await asyncio.sleep(0.1)
     raise AssertionError(f"build {build} never became current")
