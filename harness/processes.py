@@ -185,8 +185,21 @@ def start_temporal(
     command += ["--ui-port", str(ui_port), "--ui-disable-news-fetch"] if ui_port else ["--headless"]
     process = spawn("temporal", command, log_path)
     wait_for(lambda: port_open("127.0.0.1", port), f"Temporal server on port {port}", process)
+    # The port opens before the frontend serves: a client that connects then is refused
+    # ("Frontend is not healthy yet").
+    wait_for(lambda: serving(port), f"Temporal server on port {port} to serve", process)
     process.extra["address"] = f"127.0.0.1:{port}"
     return process
+
+
+def serving(port: int) -> bool:
+    """Whether the Temporal server on `port` says it serves (its health check)."""
+    check = [temporal_binary(), "operator", "cluster", "health", "--address", f"127.0.0.1:{port}"]
+    try:
+        done = subprocess.run(check, capture_output=True, timeout=10)
+    except subprocess.TimeoutExpired:
+        return False
+    return done.returncode == 0 and b"SERVING" in done.stdout
 
 
 def answers(url: str) -> bool:
