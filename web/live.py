@@ -17,7 +17,10 @@ follows.
 from __future__ import annotations
 
 import json
+import time
 from collections.abc import AsyncIterator
+from contextlib import aclosing
+from dataclasses import dataclass, field
 from typing import Any
 
 from starlette.requests import Request
@@ -34,8 +37,12 @@ from web import reading, views
 from web.pages import LIST_LIMIT, THREADS_SHOWN, council_choices
 from web.settings import Settings
 from workflows import client as deliberations
+from workflows.shared import Shared
 
 MAX_SEQ = 10**9
+# A viewer hears from its stream at least this often (a comment when nothing changed), so
+# that a connection its reader left is noticed.
+KEEPALIVE_SECONDS = 2.0
 # The sections of the council's work, each rendered by the macro of its name.
 SECTIONS = ("answers", "reviews", "rounds", "usage", "steering", "errors")
 
@@ -52,6 +59,7 @@ class Live:
         self.client = client
         self.settings = settings
         self.templates = templates
+        self.moments: Shared[Moment] = Shared()
 
     def routes(self) -> list[Route]:
         return [Route("/deliberations/{id}/stream", self.stream, methods=["GET"])]
@@ -102,42 +110,71 @@ class Live:
     async def updates(
         self, request: Request, found: deliberations.Found, since: int
     ) -> AsyncIterator[str]:
-        """A message each time the run may have moved; the finished page and `end` once it
-        closed."""
+        """A message each time the run moved (a comment at least every KEEPALIVE_SECONDS
+        between); the finished page and `end` once it closed. Every viewer of a run in this
+        server reads the same moments (see watch): its own work is to send what changed
+        since its last message."""
         sent: dict[str, str] = {}
+        next_seq = since
+        shown: str | None = None
+        moments = self.moments.subscribe(found.id, lambda: self.watch(found))
+        async with aclosing(moments) as each:
+            async for moment in each:
+                if await request.is_disconnected():
+                    return
+                if moment.waiting:
+                    yield _sse({"waiting": True})
+                    continue
+                fresh = moment.events[next_seq : moment.count] if next_seq < moment.count else []
+                next_seq = max(next_seq, moment.count)
+                sections = dict(moment.sections)
+                if shown is not None and moment.state != shown and moment.sidebar is not None:
+                    sections["threads"] = moment.sidebar  # stopping, say
+                changed = _changed(sections, sent)
+                if moment.closed:
+                    yield _sse({"events": [], "state": moment.state, "sections": changed})
+                    yield "event: end\ndata: {}\n\n"
+                    return
+                if not fresh and not changed and moment.state == shown:
+                    yield ": nothing new\n\n"  # the connection is still checked
+                    continue
+                shown = moment.state
+                lines = [_line(e) for e in fresh]
+                yield _sse({"events": lines, "state": moment.state, "sections": changed}, next_seq)
+
+    async def watch(self, found: deliberations.Found) -> AsyncIterator[Moment]:
+        """The moments of a run's page, read and rendered once for every viewer of it in
+        this server: each time the run moved (its events, the record when they came, each
+        call's state and text so far), at least every KEEPALIVE_SECONDS; then the finished
+        page."""
         events: list[ProgressEvent] = []
         known: tuple[DeliberationRecord | None, str | None] | None = None
-        next_seq = since
         last: tuple[Any, ...] | None = None
-        shown = None
-        async for progress in deliberations.follow(found.handle, 0, self.settings.poll_seconds):
-            if await request.is_disconnected():
-                return
+        said = 0.0
+        first: str | None = None  # the state shown when the watch began
+        sidebar: tuple[str, str] | None = None  # (state, the recent conversations then)
+        async for progress in deliberations.follow(found.handle, 0):
             if progress is None:
-                yield _sse({"waiting": True})
+                last = None
+                yield Moment(waiting=True)
                 continue
             events += progress.events
             if progress.events or known is None:
                 known = await reading.read_record(found.handle)
             turn = await reading.read_turn(found, events, progress, known)
-            fresh = [e for e in progress.events if e.seq >= next_seq]
-            next_seq = max(next_seq, progress.next_seq)
-            moment = _moment(turn, len(events))
-            if moment == last and not fresh:
-                yield ": nothing new\n\n"  # the connection is still checked
+            now = _moment(turn, len(events))
+            if now == last and time.monotonic() - said < KEEPALIVE_SECONDS:
                 continue
-            last = moment
-            sections = self.sections(turn)
-            if shown is not None and turn.shown != shown:
-                sections["threads"] = await self.sidebar(turn)  # stopping, say
-            shown = turn.shown
-            yield _sse(
-                {
-                    "events": [_line(e) for e in fresh],
-                    "state": turn.shown,
-                    "sections": _changed(sections, sent),
-                },
-                next_seq,
+            last, said = now, time.monotonic()
+            first = turn.shown if first is None else first
+            if turn.shown != first and (sidebar is None or sidebar[0] != turn.shown):
+                sidebar = (turn.shown, await self.sidebar(turn))
+            yield Moment(
+                events=events,
+                count=len(events),
+                state=turn.shown,
+                sections=self.sections(turn),
+                sidebar=sidebar[1] if sidebar is not None and sidebar[0] == turn.shown else None,
             )
         try:
             closed = await deliberations.find(self.client, found.id)
@@ -145,8 +182,25 @@ class Live:
             return
         turn = await reading.read_turn(closed)
         sections = {**self.sections(turn, True), "threads": await self.sidebar(turn)}
-        yield _sse({"events": [], "state": turn.shown, "sections": _changed(sections, sent)})
-        yield "event: end\ndata: {}\n\n"
+        yield Moment(
+            events=events, count=len(events), state=turn.shown, sections=sections, closed=True
+        )
+
+
+@dataclass(frozen=True)
+class Moment:
+    """A running deliberation's page at one moment, as every viewer of it is sent it: its
+    events so far (the first `count` of an append-only list), the state shown, the sections
+    by id, the recent conversations once the state shown changed, whether the run closed;
+    or only that no worker answers."""
+
+    waiting: bool = False
+    events: list[ProgressEvent] = field(default_factory=list)
+    count: int = 0
+    state: str | None = None
+    sections: dict[str, str] = field(default_factory=dict)
+    sidebar: str | None = None
+    closed: bool = False
 
 
 def _moment(turn: views.Turn, events: int) -> tuple[Any, ...]:

@@ -613,7 +613,7 @@ class OpenAIApi:
     ) -> None:
         """Where the run is, and (with `partials`) the chairman's reply so far, each time it
         may have moved."""
-        async for progress in deliberations.follow(handle, 0, self.settings.poll_seconds):
+        async for progress in deliberations.follow(handle):
             partial = None
             writing = progress is not None and progress.stage is Stage.SYNTHESIS
             if partials and writing and not progress.finished:

@@ -14,7 +14,6 @@ from web.guard import LOOPBACK_HOSTS
 class Settings:
     task_queue: str
     token: str | None = None
-    poll_seconds: float | None = None  # how often a follower polls (None: the client's own)
     temporal_address: str = "localhost:7233"
     # The Host names the server answers to (web.guard.allowed_hosts).
     allowed_hosts: tuple[str, ...] = LOOPBACK_HOSTS

@@ -15,6 +15,7 @@ import asyncio
 import re
 import uuid
 from collections.abc import AsyncIterator, Callable
+from contextlib import aclosing
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from typing import Any
@@ -30,7 +31,9 @@ from temporalio.client import (
     WorkflowFailureError,
     WorkflowHandle,
     WorkflowUpdateFailedError,
+    WorkflowUpdateHandle,
     WorkflowUpdateRPCTimeoutOrCancelledError,
+    WorkflowUpdateStage,
 )
 from temporalio.common import (
     SearchAttributePair,
@@ -51,6 +54,7 @@ from council.steering import HumanCritique, RoundsChange, bounded_reason
 from council.thread import Thread, Turn
 from workflows import search_attributes
 from workflows.deliberation import Deliberation
+from workflows.shared import Shared
 
 QUERY_TIMEOUT = timedelta(seconds=5)
 # A steering update carries a deadline this far ahead: a worker that takes it later
@@ -579,46 +583,164 @@ async def calls_in_flight(handle: WorkflowHandle[Any, Any]) -> list[CallInFlight
     return calls
 
 
-# How often a follower asks a running deliberation where it is (twice that while no worker
-# answers). Tests shorten it.
+# How often a run's follower tells its readers that the run may have moved (they read then
+# what the models are writing), and the least time between two of its asks: the events of
+# that moment come in one answer. Tests shorten it.
 POLL_SECONDS = 0.5
+# While an ask has waited this long, the follower checks that a worker still answers.
+ALIVE_SECONDS = 5.0
 # What every surface says while no worker answers a deliberation's queries.
 WAITING = "waiting for a worker to pick the deliberation up…"
 
 
+@dataclass(frozen=True)
+class _Seen:
+    """What a run's follower has seen: its events from the first (the first `count` of an
+    append-only list), and where the run is (None while no worker answers)."""
+
+    events: list[ProgressEvent]
+    count: int
+    progress: Progress | None
+
+
+# One follower per run in this process, whoever reads it (workflows.shared).
+_followers: Shared[_Seen] = Shared()
+
+
 async def follow(
-    handle: WorkflowHandle[Any, Any], since: int = 0, poll_seconds: float | None = None
+    handle: WorkflowHandle[Any, Any], since: int = 0
 ) -> AsyncIterator[Progress | None]:
-    """The run's progress, each time it may have moved, until it closes: a Progress with
-    the events after the last one seen, or None while no worker answers the query (every
-    `poll_seconds`, POLL_SECONDS by default)."""
-    closed = False
+    """The run's progress until it closes: a Progress with the events after the last one
+    seen (from `since`), each time there are new ones and every POLL_SECONDS between (for
+    readers of what is being written); None while no worker answers. Every reader of a run
+    in this process shares one follower, which waits on the run (Deliberation.wait_progress)
+    rather than asking it on a clock."""
+    offset = since
+    key = (id(handle._client), handle._client.namespace, handle.id)
+    async with aclosing(_followers.subscribe(key, lambda: _follow_run(handle))) as seen_all:
+        async for seen in seen_all:
+            if seen.progress is None:
+                yield None
+                continue
+            fresh = seen.events[offset : seen.count] if offset < seen.count else []
+            offset = max(offset, seen.count)
+            yield seen.progress.model_copy(update={"events": fresh})
+
+
+async def _follow_run(handle: WorkflowHandle[Any, Any]) -> AsyncIterator[_Seen]:
+    """A run's one follower in this process: every event once, from the first. It reads
+    where the run is with the progress query (no history), then waits with the
+    wait_progress update for each next batch of events (a few history events each, the
+    same however many read it: an ask is named by its offset, so that the followers of
+    other processes share it too); with a build that has no such update, it asks the
+    query every POLL_SECONDS. The run closed: the rest by the query, and the end."""
+    events: list[ProgressEvent] = []
+    current: Progress | None = None
+
+    def seen(progress: Progress | None) -> _Seen:
+        nonlocal current
+        if progress is not None:
+            for event in progress.events:  # each once, in order (answers may overlap)
+                if event.seq == len(events):
+                    events.append(event)
+            progress = progress.model_copy(update={"events": []})
+        current = progress
+        return _Seen(events, len(events), progress)
+
+    waits = True  # the run's build answers wait_progress
+    progress = await _progress_query(handle, 0)
     while True:
-        pause = POLL_SECONDS if poll_seconds is None else poll_seconds
-        try:
-            progress = await handle.query(Deliberation.progress, since, rpc_timeout=QUERY_TIMEOUT)
-        except (RPCError, Exception):  # no worker yet, or the run just closed
-            if await status_of(handle) != "running":
+        if progress is not None:
+            yield seen(progress)
+            if progress.finished:
                 return
-            yield None
-            await asyncio.sleep(pause * 2)
+            await asyncio.sleep(POLL_SECONDS)  # the events of this moment come in one answer
+        else:
+            if not await _running(handle):
+                return
+            yield seen(None)
+            await asyncio.sleep(POLL_SECONDS * 2)
+            if current is None and not events:
+                progress = await _progress_query(handle, 0)
+                continue
+        since = len(events)
+        if not waits:
+            progress = await _progress_query(handle, since)
+            if progress is None and not await _running(handle):
+                return
             continue
-        since = progress.next_seq
-        yield progress
-        if progress.finished or closed:
-            return
-        closed = await status_of(handle) != "running"  # if so, one last read for the final events
-        await asyncio.sleep(pause)
+        try:
+            asked = await asyncio.wait_for(
+                handle.start_update(
+                    Deliberation.wait_progress,
+                    since,
+                    id=f"progress-{since}",
+                    wait_for_stage=WorkflowUpdateStage.ACCEPTED,
+                ),
+                QUERY_TIMEOUT.total_seconds(),
+            )
+        except WorkflowUpdateFailedError:  # refused: a build without it
+            waits = False
+            progress = await _progress_query(handle, since)
+            continue
+        except (TimeoutError, WorkflowUpdateRPCTimeoutOrCancelledError, RPCError):
+            # No worker took it in time, or the run closed.
+            if not await _running(handle):
+                last = await _progress_query(handle, since)
+                if last is not None:
+                    yield seen(last)
+                return
+            progress = None
+            continue
+        answer = asyncio.ensure_future(_answer(asked))
+        try:
+            waited = 0.0
+            while not (await asyncio.wait({answer}, timeout=POLL_SECONDS))[0]:
+                waited += POLL_SECONDS
+                if waited >= ALIVE_SECONDS:  # is a worker still there?
+                    waited = 0.0
+                    yield seen(await _progress_query(handle, len(events)))
+                else:
+                    yield _Seen(events, len(events), current)
+            progress = answer.result()
+        except (WorkflowUpdateFailedError, WorkflowUpdateRPCTimeoutOrCancelledError, RPCError):
+            if not await _running(handle):
+                last = await _progress_query(handle, len(events))
+                if last is not None:
+                    yield seen(last)
+                return
+            progress = current
+        finally:
+            if not answer.done():
+                answer.cancel()
 
 
-async def events(
-    handle: WorkflowHandle[Any, Any], poll_seconds: float | None = None
-) -> AsyncIterator[ProgressEvent | str]:
+async def _answer(asked: WorkflowUpdateHandle[Any]) -> Progress:
+    progress: Progress = await asked.result()
+    return progress
+
+
+async def _progress_query(handle: WorkflowHandle[Any, Any], since: int) -> Progress | None:
+    """The progress query's answer; None when no worker answers it (or the run just closed)."""
+    try:
+        progress: Progress = await handle.query(
+            Deliberation.progress, since, rpc_timeout=QUERY_TIMEOUT
+        )
+    except Exception:
+        return None
+    return progress
+
+
+async def _running(handle: WorkflowHandle[Any, Any]) -> bool:
+    return await status_of(handle) == "running"
+
+
+async def events(handle: WorkflowHandle[Any, Any]) -> AsyncIterator[ProgressEvent | str]:
     """The run's progress events until it closes, and WAITING once each time no worker
     answers (again after a worker answered): the follow loop of a surface that reports
     events one by one (the CLI, MCP's progress notifications)."""
     waiting = False
-    async for progress in follow(handle, 0, poll_seconds):
+    async for progress in follow(handle):
         if progress is None:
             if not waiting:
                 yield WAITING

@@ -111,7 +111,10 @@ class Deliberation:
         reason = await refine_until_done(self.state, self._refinement_round)
         self.live.event(EventKind.TERMINATED, message=reason)
         await self._stage3_synthesize()
-        return self._finish()
+        record = self._finish()
+        # Followers waiting in wait_progress get the last events before the run closes.
+        await workflow.wait_condition(workflow.all_handlers_finished)
+        return record
 
     async def _stage1_collect_answers(self) -> None:
         ask = prompts.answer_prompt(
@@ -432,6 +435,22 @@ class Deliberation:
     @workflow.query
     def progress(self, since: int = 0) -> Progress:
         return self.live.progress(since, self.state, self.record)
+
+    @workflow.update(unfinished_policy=workflow.HandlerUnfinishedPolicy.ABANDON)
+    async def wait_progress(self, since: int) -> Progress:
+        """The progress query's answer once there are events after `since`: a follower's
+        long poll (workflows.client.follow). Each accepted call costs history events, so a
+        follower asks once for every batch of events, not on a clock; a run that fails
+        abandons the calls still waiting (the follower reads the rest with the query)."""
+        await workflow.wait_condition(lambda: len(self.live.events) > since)
+        return self.live.progress(since, self.state, self.record)
+
+    @wait_progress.validator
+    def _check_since(self, since: int) -> None:
+        # Refused before it is accepted (no history): an offset no event has reached would
+        # hold one of the run's few in-flight updates until it ends.
+        if not 0 <= since <= len(self.live.events):
+            raise ValueError(f"no event {since} yet: the run has {len(self.live.events)}")
 
     @workflow.query(name="record")
     def current_record(self) -> DeliberationRecord:
