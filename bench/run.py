@@ -30,6 +30,7 @@ from bench import (
     scale,
     stragglers,
     throughput,
+    watchers,
 )
 from bench.stack import BenchStack
 from harness.processes import ROOT
@@ -43,6 +44,7 @@ BENCHMARKS: dict[str, Benchmark] = {
     "stragglers": stragglers.run,
     "scale": scale.run,
     "payloads": payloads.run,
+    "watchers": watchers.run,
 }
 RESULTS = ROOT / "bench" / "RESULTS.md"
 OUT = ROOT / "bench" / "out"
