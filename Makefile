@@ -91,6 +91,9 @@ server: $(STAMP)
 	@mkdir -p data
 	$(BIN)/temporal server start-dev --db-filename $(DB) --ui-disable-news-fetch --log-level warn \
 		--dynamic-config-value system.enableActivityEagerExecution=true \
+		--dynamic-config-value matching.enableFairness=true \
+		--dynamic-config-value matching.numTaskqueueReadPartitions=1 \
+		--dynamic-config-value matching.numTaskqueueWritePartitions=1 \
 		$(if $(COUNCIL_CODEC_ENDPOINT),--ui-codec-endpoint $(COUNCIL_CODEC_ENDPOINT))
 
 # Decrypts payloads for the Web UI and CLI (needs COUNCIL_PAYLOAD_KEY); with it, run

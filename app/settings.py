@@ -33,7 +33,7 @@ from pydantic_settings import BaseSettings, EnvSettingsSource, NoDecode, Setting
 from pydantic_settings.sources.utils import parse_env_vars
 
 from council import numbers
-from council.ids import id_problem
+from council.ids import id_problem, tenant_problem
 
 DEFAULT_TASK_QUEUE = "council"
 DEFAULT_WEB_HOST = "127.0.0.1"
@@ -135,6 +135,9 @@ class Settings(BaseSettings):
     store_threshold: int = Field(
         DEFAULT_STORE_THRESHOLD, validation_alias="COUNCIL_STORE_THRESHOLD"
     )
+    # Whose runs this client starts (workflows.priority): the fairness key of `start`,
+    # `eval` and the MCP server, unless --tenant names another.
+    tenant: str | None = Field(None, validation_alias="COUNCIL_TENANT")
     # Set by whatever starts the worker against the bundled simulator: pages say so.
     simulated: bool = Field(False, validation_alias="COUNCIL_SIMULATED")
 
@@ -179,11 +182,20 @@ class Settings(BaseSettings):
         "web_host",
         "payload_key_id",
         "build_id",
+        "tenant",
         mode="before",
     )
     @classmethod
     def _stripped(cls, value: Any) -> Any:
         return value.strip() or None if isinstance(value, str) else value
+
+    @field_validator("tenant", mode="after")
+    @classmethod
+    def _tenant(cls, value: str | None) -> str | None:
+        problem = tenant_problem(value) if value is not None else None
+        if problem:
+            raise ValueError(problem)
+        return value
 
     @field_validator("build_id", mode="after")
     @classmethod

@@ -26,6 +26,7 @@ from bench import (
     critical_path,
     growth,
     payloads,
+    priority,
     report,
     scale,
     stragglers,
@@ -45,6 +46,7 @@ BENCHMARKS: dict[str, Benchmark] = {
     "scale": scale.run,
     "payloads": payloads.run,
     "watchers": watchers.run,
+    "priority": priority.run,
 }
 RESULTS = ROOT / "bench" / "RESULTS.md"
 OUT = ROOT / "bench" / "out"

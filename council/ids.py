@@ -28,3 +28,21 @@ def id_problem(value: str) -> str | None:
 
 def is_valid_id(value: str) -> bool:
     return id_problem(value) is None
+
+
+# A tenant (workflows.priority): what Temporal allows in a fairness key (at most 64
+# bytes), kept to what a person would type.
+MAX_TENANT_CHARS = 64
+TENANT_RULE = (
+    f"1 to {MAX_TENANT_CHARS} characters: letters, digits and - _ . : @ + "
+    "(starting with a letter or a digit)"
+)
+_TENANT = re.compile(rf"[A-Za-z0-9][A-Za-z0-9_.:@+\-]{{0,{MAX_TENANT_CHARS - 1}}}")
+
+
+def tenant_problem(value: str) -> str | None:
+    """Why `value` cannot name a tenant (None: it can)."""
+    if _TENANT.fullmatch(value):
+        return None
+    shown = value if len(value) <= 60 else value[:57] + "..."
+    return f"{shown!r} is not a valid tenant: {TENANT_RULE}"

@@ -43,6 +43,10 @@ from grading.judge import JudgeRequest, JudgeResult
 from workflows.client import QUESTION_MEMO, QUESTION_MEMO_CHARS
 from workflows.deliberation import Deliberation
 from workflows.judge import JudgeAnswers
+from workflows.priority import Launch, Urgency
+
+# An evaluation's runs (and their judges) are batch work, under their own tenant.
+EVALUATION = Launch(Urgency.BATCH, "eval")
 
 
 def _failure(error: BaseException) -> str:
@@ -213,6 +217,8 @@ class Evaluation:
                     id_conflict_policy=WorkflowIDConflictPolicy.USE_EXISTING,
                     static_summary=summary,
                     memo=memo,
+                    # Batch work: a person's run goes ahead of it (workflows.priority).
+                    priority=EVALUATION.priority(),
                 )
             except WorkflowAlreadyStartedError:  # another harness completed it meanwhile
                 source = "reused"

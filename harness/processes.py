@@ -148,6 +148,17 @@ def wait_for(check, what: str, process: Process | None = None, timeout: float = 
 
 
 EAGER_ACTIVITIES = "system.enableActivityEagerExecution"
+# Task queues ordered by the runs' priority and fairness keys (workflows.priority); and
+# one partition per task queue, so that the rate limit a worker sets on a provider's queue
+# (worker.set_provider_rates) is one limiter, not one per partition, each with its burst.
+FAIRNESS = [
+    "--dynamic-config-value",
+    "matching.enableFairness=true",
+    "--dynamic-config-value",
+    "matching.numTaskqueueReadPartitions=1",
+    "--dynamic-config-value",
+    "matching.numTaskqueueWritePartitions=1",
+]
 # Each task queue's workers are a Worker Deployment of their own (app.deployment); the
 # tests and benchmarks give each their own queue, many more than the server's default
 # limit of 100 deployments in a namespace.
@@ -178,6 +189,7 @@ def start_temporal(
         # itself, without a poll round trip: about 20 ms less per stage.
         "--dynamic-config-value",
         f"{EAGER_ACTIVITIES}=true",
+        *FAIRNESS,
         *MANY_DEPLOYMENTS,
     ]
     for namespace in namespaces:

@@ -31,6 +31,7 @@ from council.models import DeliberationRecord
 from harness.processes import Process, free_port, start_simulator, start_temporal, start_worker
 from harness.simulator_client import SimulatorClient
 from workflows.deliberation import Deliberation
+from workflows.priority import BATCH, Launch
 
 # A key the simulator accepts and that is nobody's real key.
 SIMULATOR_API_KEY = "sk-council-simulated"
@@ -177,8 +178,14 @@ class Stack:
     # ---- deliberations ----
 
     async def start_council(
-        self, queue: str, request: dict[str, Any], prefix: str = "council", id: str | None = None
+        self,
+        queue: str,
+        request: dict[str, Any],
+        prefix: str = "council",
+        id: str | None = None,
+        launch: Launch = BATCH,
     ) -> WorkflowHandle:
+        """A run as a benchmark starts it: batch work unless `launch` says otherwise."""
         assert self.client is not None
         return await self.client.start_workflow(
             Deliberation.run,
@@ -186,6 +193,7 @@ class Stack:
             id=id or f"{prefix}-{uuid.uuid4().hex[:12]}",
             task_queue=queue,
             result_type=DeliberationRecord,
+            priority=launch.priority(),
         )
 
     async def run_council(

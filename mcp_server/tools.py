@@ -30,6 +30,7 @@ from council.validation import one_line
 from mcp_server import results
 from mcp_server.inputs import AttachmentInput, Problem, deliberation_request, stop_reason
 from workflows import client as deliberations
+from workflows.priority import Launch
 
 INSTRUCTIONS = (
     "A council of language models answers a question together: each model answers, the "
@@ -155,6 +156,11 @@ class Backend:
     def task_queue(self) -> str:
         return self.settings.task_queue
 
+    @property
+    def launch(self) -> Launch:
+        """A person's run (an assistant asks for its user), under COUNCIL_TENANT if set."""
+        return Launch(tenant=self.settings.tenant or "mcp")
+
 
 class Reporter:
     """Progress notifications for one tool call (sent only when the client asked for them
@@ -180,7 +186,9 @@ class Reporter:
 
 async def ask(backend: Backend, ctx: Context, **arguments: Any) -> CallToolResult:
     request = deliberation_request(backend.config, settings=backend.settings, **arguments)
-    handle = await deliberations.start(backend.client, request, backend.task_queue)
+    handle = await deliberations.start(
+        backend.client, request, backend.task_queue, launch=backend.launch
+    )
     reporter = Reporter(ctx)
     await reporter.send(f"deliberation {handle.id} started")
     await reporter.follow(handle)
@@ -198,7 +206,9 @@ async def outcome(handle: WorkflowHandle) -> DeliberationRecord:
 
 async def start(backend: Backend, **arguments: Any) -> CallToolResult:
     request = deliberation_request(backend.config, settings=backend.settings, **arguments)
-    handle = await deliberations.start(backend.client, request, backend.task_queue)
+    handle = await deliberations.start(
+        backend.client, request, backend.task_queue, launch=backend.launch
+    )
     return results.started(handle.id)
 
 

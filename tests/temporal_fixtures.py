@@ -31,7 +31,7 @@ from council.calls import ModelCall, Stage
 from council.models import DeliberationRecord
 from council.progress import EventKind, ProgressEvent
 from council.validation import validate_request
-from harness.processes import MANY_DEPLOYMENTS, ROOT, temporal_binary
+from harness.processes import FAIRNESS, MANY_DEPLOYMENTS, ROOT, temporal_binary
 from simulator import SimulatorServer
 from worker import serving
 from workflows import client as deliberations
@@ -60,7 +60,7 @@ async def temporal() -> AsyncIterator[WorkflowEnvironment]:
         dev_server_existing_path=temporal_binary(),
         data_converter=connection.data_converter(),
         dev_server_log_level="error",
-        dev_server_extra_args=MANY_DEPLOYMENTS,
+        dev_server_extra_args=[*MANY_DEPLOYMENTS, *FAIRNESS],
     )
     await ensure_search_attributes(env.client)
     yield env

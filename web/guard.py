@@ -32,6 +32,7 @@ from urllib.parse import urlsplit
 from starlette.requests import Request
 
 from council import numbers
+from workflows.priority import tenant_of
 
 LOOPBACK_HOSTS = ("localhost", "127.0.0.1", "[::1]")
 ANY_ADDRESS = ("0.0.0.0", "::", "")
@@ -174,6 +175,17 @@ class Guard:
             return True
         cookie = request.cookies.get(SESSION_COOKIE)
         return self.session_valid(cookie) if cookie else self.bearer_given(request)
+
+    def tenant(self, request: Request) -> str:
+        """Who is asking, as a fairness key (workflows.priority): the sign-in session, else
+        the bearer token, else the client's address; a digest of it, never the value."""
+        cookie = request.cookies.get(SESSION_COOKIE)
+        if cookie and self.session_valid(cookie):
+            return tenant_of("session", cookie)
+        scheme, _, given = request.headers.get("authorization", "").partition(" ")
+        if scheme.lower() == "bearer" and given.strip():
+            return tenant_of("bearer", given.strip())
+        return tenant_of("address", request.client.host if request.client else "?")
 
     # ---- sessions ---------------------------------------------------------------------
 

@@ -56,6 +56,7 @@ from web.openai_options import OptionError, check_fields
 from web.pages import deliberation_url
 from web.settings import Settings
 from workflows import client as deliberations
+from workflows.priority import Launch, Urgency, tenant_of
 
 MODEL_PREFIX = "council"
 SERVED = ("/v1/models", "/v1/chat/completions")
@@ -137,6 +138,15 @@ class Asked:
     @property
     def include_usage(self) -> bool:
         return self.body.stream_options is not None and self.body.stream_options.include_usage
+
+    def launch(self, caller: str) -> Launch:
+        """How urgent the run is and for whom: `flex` is batch work; the end user the body
+        names (`safety_identifier`, else `user`) is its tenant, else the caller."""
+        end_user = self.body.safety_identifier or self.body.user
+        return Launch(
+            Urgency.BATCH if self.body.service_tier == "flex" else Urgency.INTERACTIVE,
+            tenant_of("user", end_user) if end_user else caller,
+        )
 
     @property
     def answer_format(self) -> StructuredReply | None:
@@ -480,7 +490,12 @@ class OpenAIApi:
             raise ApiError(403, str(refused), "forbidden_origin", "permission_error") from None
         asked = read_asked(await read_json(request), self.known())
         wanted = self.deliberation_request(asked)
-        handle = await deliberations.start(self.client, wanted, self.settings.task_queue)
+        handle = await deliberations.start(
+            self.client,
+            wanted,
+            self.settings.task_queue,
+            launch=asked.launch(self.guard.tenant(request)),
+        )
         started = Started(
             handle=handle,
             asked=asked,

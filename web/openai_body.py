@@ -20,7 +20,7 @@ Rules:
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Literal
 
 from pydantic import (
     BaseModel,
@@ -43,6 +43,8 @@ from web.openai_options import OptionError, answer_format, check_stream_options
 # However a client splits its conversation: the body's size bounds it, and the request
 # keeps the newest turns that fit its context (council.thread).
 MAX_MESSAGES = 10_000
+# The most characters of a caller's end-user id.
+MAX_USER_CHARS = 256
 # An earlier answer as long as the longest a council can give.
 ANSWER_MAX_CHARS = limits.MAX_RESPONSE_BYTES
 TEXT_BOUNDS = {
@@ -199,6 +201,11 @@ class ChatBody(BaseModel):
     response_format: StructuredReply | None = None
     # Read with its neutral value only (web.openai_options.REFUSED): one answer.
     n: Any = None
+    # Who the run is for and how urgent (workflows.priority): the caller's end user (its
+    # fairness key, as a digest), and `flex` for batch work that may wait.
+    user: str | None = Field(None, strict=True, max_length=MAX_USER_CHARS)
+    safety_identifier: str | None = Field(None, strict=True, max_length=MAX_USER_CHARS)
+    service_tier: Literal["auto", "default", "flex", "scale", "priority"] | None = None
 
     @field_validator("stream_options", mode="before")
     @classmethod

@@ -5,7 +5,8 @@ Rules:
 - Every field is read, accepted and ignored, or refused with a 400 that names it. Read:
   the fields the body's model declares (web.openai_body.ChatBody). Ignored: the fields in
   IGNORED, on which nothing a council does depends (ids for the caller's own bookkeeping,
-  a best-effort seed, a service tier).
+  a best-effort seed). `user` (or `safety_identifier`) and `service_tier` say who the
+  run is for and how urgent it is (workflows.priority).
   Refused: the fields in REFUSED, which a council cannot honour; a refused field passes
   only with the value that asks for nothing (`n` 1, `logprobs` false, `top_p` 1...).
   Any other field is refused too, as OpenAI refuses an unrecognized argument, so that
@@ -42,14 +43,11 @@ NAME = re.compile(r"[A-Za-z0-9_-]{1,64}")
 ANY_OBJECT = {"type": "object"}
 IGNORED = frozenset(
     {
-        "user",
-        "safety_identifier",
         "prompt_cache_key",
         "prompt_cache_retention",
         "seed",
         "metadata",
         "store",
-        "service_tier",
     }
 )
 STREAM_OPTIONS_READ = ("include_usage",)

@@ -55,6 +55,7 @@ from web import markdown, reading, views
 from web.guard import SESSION_COOKIE, SESSION_SECONDS, Forbidden, Guard
 from web.settings import Settings
 from workflows import client as deliberations
+from workflows.priority import Launch
 
 HERE = Path(__file__).parent
 ATTACHMENT_LIMITS = (
@@ -209,7 +210,12 @@ class Pages:
         )
         if wanted is None:
             return await self.index(request, state, status=400)
-        handle = await deliberations.start(self.client, wanted, self.settings.task_queue)
+        handle = await deliberations.start(
+            self.client,
+            wanted,
+            self.settings.task_queue,
+            launch=Launch(tenant=self.guard.tenant(request)),
+        )
         return RedirectResponse(deliberation_url(handle.id), status_code=303)
 
     # ---- one deliberation -------------------------------------------------------------
@@ -359,7 +365,12 @@ class Pages:
                 wanted = None
         if wanted is None:
             return await self.deliberation_page(request, workflow, ask_form=state, code=409)
-        handle = await deliberations.start(self.client, wanted, self.settings.task_queue)
+        handle = await deliberations.start(
+            self.client,
+            wanted,
+            self.settings.task_queue,
+            launch=Launch(tenant=self.guard.tenant(request)),
+        )
         return RedirectResponse(deliberation_url(handle.id), status_code=303)
 
     async def download(self, request: Request) -> Response:

@@ -54,6 +54,7 @@ from council.steering import HumanCritique, RoundsChange, bounded_reason
 from council.thread import Thread, Turn
 from workflows import search_attributes
 from workflows.deliberation import Deliberation
+from workflows.priority import INTERACTIVE, Launch
 from workflows.shared import Shared
 
 QUERY_TIMEOUT = timedelta(seconds=5)
@@ -172,10 +173,16 @@ async def find(client: Client, workflow: str) -> Found:
 
 
 async def start(
-    client: Client, request: DeliberationRequest, task_queue: str, id: str | None = None
+    client: Client,
+    request: DeliberationRequest,
+    task_queue: str,
+    id: str | None = None,
+    launch: Launch = INTERACTIVE,
 ) -> WorkflowHandle[Deliberation, DeliberationRecord]:
     """Start a validated request; the id defaults to a readable one (see workflow_id). Its
     thread (the search attribute CouncilThread) is the thread it follows up, or its own id.
+    `launch` says how urgent it is and for whom (workflows.priority): a person's run by
+    default.
     An id that already names a workflow (running or finished) is refused with IdTaken: an
     id names one deliberation for good. The caller checks a given id with council.ids."""
     readable = client.data_converter.payload_codec is None
@@ -196,6 +203,7 @@ async def start(
                 search_attributes=thread,
                 id_reuse_policy=WorkflowIDReusePolicy.REJECT_DUPLICATE,
                 id_conflict_policy=WorkflowIDConflictPolicy.FAIL,
+                priority=launch.priority(),
             )
         except WorkflowAlreadyStartedError:
             raise IdTaken(await _taken(client, wid)) from None
@@ -540,6 +548,8 @@ class CallInFlight:
     failure: str | None
     failure_type: str | None
     retry_at: datetime | None
+    # Paused while its provider is down (activities.outage): `failure` says since when.
+    paused: bool = False
 
 
 async def calls_in_flight(handle: WorkflowHandle[Any, Any]) -> list[CallInFlight]:
@@ -578,6 +588,7 @@ async def calls_in_flight(handle: WorkflowHandle[Any, Any]) -> list[CallInFlight
                 failure=(failure.message or None) if failure is not None else None,
                 failure_type=kind,
                 retry_at=retry_at,
+                paused=pending.paused,
             )
         )
     return calls

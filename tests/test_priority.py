@@ -1,0 +1,173 @@
+"""Priority and fairness (workflows.priority): a person's run goes ahead of batch work on
+busy workers, and one tenant's backlog does not starve another's. Against the real dev
+server (started with matching.enableFairness, as `make up` starts it), a worker that makes
+one model call at a time, and the simulator answering each call after a short latency."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import AsyncIterator, Callable, Iterator
+from typing import Any
+
+import httpx
+import pytest
+from openai import AsyncOpenAI
+from temporalio.common import Priority
+from temporalio.testing import WorkflowEnvironment
+
+from app import settings as app_settings
+from council.validation import validate_request
+from simulator import SimulatorServer
+from tests.temporal_fixtures import Council, council_worker, request, starter
+from tests.web_fixtures import WebServer
+from workflows import client as deliberations
+from workflows.priority import BATCH_KEY, INTERACTIVE_KEY, Launch, Urgency, tenant_of
+
+
+@pytest.fixture
+def one_call_at_a_time(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
+    monkeypatch.setenv("COUNCIL_MAX_CONCURRENT_CALLS", "1")
+    app_settings.load()
+    yield
+    monkeypatch.undo()
+    app_settings.load()
+
+
+@pytest.fixture
+async def busy(
+    temporal: WorkflowEnvironment,
+    sim: SimulatorServer,
+    sim_faults: Callable[[dict[str, Any]], Any],
+    one_call_at_a_time: None,
+) -> AsyncIterator[Council]:
+    sim_faults({"*": {"latency": 0.03}})
+    async with council_worker(temporal.client, sim) as council:
+        yield council
+
+
+async def start(council: Council, launch: Launch, question: str) -> Any:
+    wanted = validate_request(request(question, models=["sim/atlas", "sim/borealis"], max_rounds=1))
+    return await deliberations.start(council.client, wanted, council.task_queue, launch=launch)
+
+
+async def finishing_order(handles: list[tuple[str, Any]]) -> list[str]:
+    """The names of the runs in the order they complete."""
+    order: list[str] = []
+
+    async def one(name: str, handle: Any) -> None:
+        await handle.result()
+        order.append(name)
+
+    await asyncio.gather(*(one(name, handle) for name, handle in handles))
+    return order
+
+
+def priority_of(description: Any) -> Priority:
+    raw = description.raw_description.workflow_execution_info.priority
+    return Priority(raw.priority_key, raw.fairness_key)
+
+
+async def test_a_persons_run_goes_ahead_of_a_batch_backlog(busy: Council) -> None:
+    """Eight batch runs are started, then one a person waits on: with one call at a time,
+        the batch calls queued ahead of its own, round after round, would hold it among them; it
+    finishes first."""
+    handles = [
+        (f"batch{i}", await start(busy, Launch(Urgency.BATCH), f"Batch {i}?")) for i in range(8)
+    ]
+    handles.append(("person", await start(busy, Launch(), "A person's question?")))
+    order = await finishing_order(handles)
+    assert order[0] == "person", order
+
+
+async def test_one_tenants_backlog_does_not_starve_another(busy: Council) -> None:
+    """Tenant a starts eight batch runs, then tenant b two: the server hands out the
+    backlog's calls to each tenant in turn, so b's finish while a's are still queued (in
+    arrival order both of b's would come last)."""
+    handles = [
+        (f"a{i}", await start(busy, Launch(Urgency.BATCH, "a"), f"A {i}?")) for i in range(8)
+    ]
+    handles += [
+        (f"b{i}", await start(busy, Launch(Urgency.BATCH, "b"), f"B {i}?")) for i in range(2)
+    ]
+    order = await finishing_order(handles)
+    last_b = max(order.index("b0"), order.index("b1"))
+    assert last_b < len(order) - 3, order
+
+
+async def test_the_cli_starts_a_persons_run_or_batch_work_for_its_tenant(
+    temporal: WorkflowEnvironment, sim: SimulatorServer
+) -> None:
+    async with council_worker(temporal.client, sim) as council:
+        env = {"COUNCIL_TASK_QUEUE": council.task_queue, "TEMPORAL_ADDRESS": address(temporal)}
+        code, out, err = await starter("start", "Tabs?", env=env | {"COUNCIL_TENANT": "team-a"})
+        assert code == 0, err
+        started = temporal.client.get_workflow_handle(out.strip())
+        assert priority_of(await started.describe()) == Priority(INTERACTIVE_KEY, "team-a")
+        code, out, err = await starter(
+            "start", "Spaces?", "--priority", "batch", "--tenant", "nightly", env=env
+        )
+        assert code == 0, err
+        batch = temporal.client.get_workflow_handle(out.strip())
+        assert priority_of(await batch.describe()) == Priority(BATCH_KEY, "nightly")
+        await started.result()
+        await batch.result()
+
+
+async def test_a_tenant_the_server_would_refuse_is_refused_before_anything_starts(
+    temporal: WorkflowEnvironment,
+) -> None:
+    env = {"TEMPORAL_ADDRESS": address(temporal)}
+    code, _, err = await starter("start", "Q?", "--tenant", "two words", env=env)
+    assert code == 2
+    assert "--tenant" in err and "not a valid tenant" in err and err.count("\n") == 1
+    code, _, err = await starter("start", "Q?", env=env | {"COUNCIL_TENANT": "x" * 65})
+    assert code == 2 and "COUNCIL_TENANT" in err and err.count("\n") == 1
+
+
+def test_a_tenant_from_a_secret_is_a_digest_of_it() -> None:
+    token = "sk-secret-bearer-token"
+    tenant = tenant_of("bearer", token)
+    assert token not in tenant and tenant.startswith("bearer:")
+    assert tenant == tenant_of("bearer", token) != tenant_of("bearer", token + "x")
+    assert Launch(tenant=tenant).priority() == Priority(INTERACTIVE_KEY, tenant)
+    with pytest.raises(ValueError, match="not a valid tenant"):
+        Launch(tenant="a b")
+
+
+async def test_v1_reads_who_the_run_is_for_and_flex_as_batch(
+    web: WebServer, council: Council
+) -> None:
+    """The API's `user` is the run's tenant (as a digest: the id is the client's), and
+    `service_tier: flex` is batch work; a tier that is none of OpenAI's is refused. A run
+    that names no user is its caller's (here: by its bearer token)."""
+    async with AsyncOpenAI(base_url=f"{web.url}/v1", api_key="unused", max_retries=0) as api:
+        flex = await api.chat.completions.create(
+            model="council",
+            messages=[{"role": "user", "content": "Tabs or spaces?"}],
+            user="alice@example.com",
+            service_tier="flex",
+            extra_body={"council": {"max_rounds": 1}},
+        )
+        plain = await api.chat.completions.create(
+            model="council",
+            messages=[{"role": "user", "content": "Tabs or spaces?"}],
+            extra_body={"council": {"max_rounds": 1}},
+        )
+    described = await council.client.get_workflow_handle(flex.id).describe()
+    assert priority_of(described) == Priority(BATCH_KEY, tenant_of("user", "alice@example.com"))
+    described = await council.client.get_workflow_handle(plain.id).describe()
+    assert priority_of(described) == Priority(INTERACTIVE_KEY, tenant_of("bearer", "unused"))
+    async with httpx.AsyncClient(base_url=f"{web.url}/v1") as http:
+        refused = await http.post(
+            "/chat/completions",
+            json={
+                "model": "council",
+                "messages": [{"role": "user", "content": "Q?"}],
+                "service_tier": "fast",
+            },
+        )
+    assert refused.status_code == 400 and "service_tier" in refused.text
+
+
+def address(temporal: WorkflowEnvironment) -> str:
+    return temporal.client.service_client.config.target_host
