@@ -34,12 +34,13 @@ from app.render import event_line, record_markdown
 from council import numbers
 from council.agreement import verdict
 from council.config import ConfigProblem
-from council.ids import id_problem
+from council.ids import id_problem, tenant_problem
 from council.models import DeliberationRecord, DeliberationRequest
 from council.progress import shown_status
 from council.steering import HumanCritique, reason_problem, rounds_problem, text_problem
 from evaluation import cli as evaluation
 from workflows import client as deliberations
+from workflows.priority import Launch, Urgency
 
 MAX_LIST_LIMIT = 1_000
 
@@ -68,6 +69,37 @@ def build_request(args: argparse.Namespace) -> DeliberationRequest:
         raise UsageError(str(error)) from None
     except front_door.Refused as refused:
         raise UsageError(refused.line(flags.flag_of)) from None
+
+
+def add_launch_flags(parser: argparse.ArgumentParser, batch_only: bool = False) -> None:
+    """--priority and --tenant: how urgent a run is and whose (workflows.priority)."""
+    if not batch_only:
+        parser.add_argument(
+            "--priority",
+            choices=[u.value for u in Urgency],
+            default=Urgency.INTERACTIVE.value,
+            help="interactive (the default: a person waits) goes ahead of batch work when "
+            "workers are busy",
+        )
+    parser.add_argument(
+        "--tenant",
+        metavar="NAME",
+        type=tenant_argument,
+        help="whose run: runs of different tenants share busy workers fairly (default: "
+        "COUNCIL_TENANT, else none)",
+    )
+
+
+def tenant_argument(value: str) -> str:
+    problem = tenant_problem(value)
+    if problem:
+        raise argparse.ArgumentTypeError(problem)
+    return value
+
+
+def launch_of(args: argparse.Namespace) -> Launch:
+    urgency = Urgency(getattr(args, "priority", Urgency.BATCH.value))
+    return Launch(urgency, args.tenant or app_settings.current().tenant)
 
 
 def question_of(args: argparse.Namespace) -> str:
@@ -128,7 +160,9 @@ async def cmd_start(args: argparse.Namespace) -> int:
         except front_door.Refused as refused:
             raise UsageError(f"--follow-up: {refused}") from None
     try:
-        handle = await deliberations.start(client, request, connection.task_queue(), args.id)
+        handle = await deliberations.start(
+            client, request, connection.task_queue(), args.id, launch_of(args)
+        )
     except deliberations.IdTaken as taken:
         raise UsageError(f"--id: {taken}") from None
     wid = handle.id
@@ -314,6 +348,45 @@ async def cmd_store_prune(args: argparse.Namespace) -> int:
     return 0
 
 
+async def cmd_providers(args: argparse.Namespace) -> int:
+    """The model calls paused while their provider is down; `resume` unpauses them."""
+    from activities import outage
+
+    client = await connection.connect()
+    paused = await outage.paused_calls(client, args.provider)
+    if args.action == "resume":
+        resumed = await outage.resume(client, paused)
+        print(f"resumed {resumed} paused call(s)")
+        return 0
+    if args.json:
+        print(
+            json.dumps(
+                [
+                    {
+                        "provider": call.provider,
+                        "workflow_id": call.workflow_id,
+                        "activity_id": call.activity_id,
+                        "paused_since": call.since.isoformat() if call.since else None,
+                    }
+                    for call in paused
+                ],
+                indent=2,
+            )
+        )
+        return 0
+    if not paused:
+        print("no call is paused: every provider answers (or none has failed enough)")
+        return 0
+    for provider in sorted({call.provider for call in paused}):
+        mine = [call for call in paused if call.provider == provider]
+        since = min((c.since for c in mine if c.since), default=None)
+        when = f" since {since:%Y-%m-%d %H:%M:%S} UTC" if since else ""
+        runs = sorted({call.workflow_id for call in mine})
+        print(f"{provider}: {len(mine)} call(s) paused{when}, in {', '.join(runs)}")
+    print(f"resume by hand: {command()} providers resume [PROVIDER]")
+    return 0
+
+
 def command() -> str:
     """How the user runs this CLI, as help and hints name it: `council` once installed."""
     return commands.invoked_as(commands.CLI, "python starter.py")
@@ -336,6 +409,7 @@ def parser() -> argparse.ArgumentParser:
     )
     for flag in flags.FOLLOW_UP_FLAGS:
         flags.add_flag(start, flag)
+    add_launch_flags(start)
     start.add_argument("--wait", action="store_true", help="follow progress and print the answer")
     start.add_argument("--json", action="store_true", help="with --wait: print the record as JSON")
     start.set_defaults(run=cmd_start)
@@ -403,6 +477,17 @@ def parser() -> argparse.ArgumentParser:
     )
     check.add_argument("--json", action="store_true", help="the checks as a JSON list")
     check.set_defaults(run=cmd_doctor)
+
+    providers = commands.add_parser(
+        "providers",
+        help="the model calls paused while their provider is down; resume them by hand",
+    )
+    providers.add_argument(
+        "action", nargs="?", choices=["list", "resume"], default="list", help="(default: list)"
+    )
+    providers.add_argument("provider", nargs="?", help="only this provider's calls")
+    providers.add_argument("--json", action="store_true", help="the paused calls as JSON")
+    providers.set_defaults(run=cmd_providers)
 
     kept = commands.add_parser("store", help="the payload store, where large texts are kept")
     actions = kept.add_subparsers(dest="action", required=True, parser_class=Parser)

@@ -28,6 +28,9 @@ from datetime import timedelta
 from pathlib import Path
 from typing import Any, NoReturn
 
+from temporalio.api.enums.v1 import TaskQueueType
+from temporalio.api.taskqueue.v1 import RateLimit
+from temporalio.api.workflowservice.v1 import UpdateTaskQueueConfigRequest
 from temporalio.client import Client
 from temporalio.service import RPCError
 from temporalio.worker import Worker
@@ -51,6 +54,7 @@ from app.supervisor import ProcessCountError, Supervisor
 from council import numbers
 from council.config import ConfigProblem
 from workflows import search_attributes
+from workflows.calls import provider_queue
 from workflows.deliberation import Deliberation
 from workflows.judge import JudgeAnswers
 from workflows.search_attributes import ensure_search_attributes
@@ -85,7 +89,12 @@ def build_worker(
         task_queue=queue,
         workflows=list(workflows),
         deployment_config=deployment.deployment_config(queue, build or deployment.build_id()),
-        activities=[gateway.call_model, CallClocks(client).await_late_calls, *activities],
+        activities=[
+            gateway.call_model,
+            gateway.limited_providers,
+            CallClocks(client).await_late_calls,
+            *activities,
+        ],
         max_concurrent_activities=concurrent_calls,
         # A provider quota, enforced by the server across every worker of the queue.
         max_task_queue_activities_per_second=calls_per_second,
@@ -103,6 +112,61 @@ def build_worker(
     )
 
 
+def provider_workers(
+    client: Client, gateway: ModelGateway, queue: str, build: str, **options: Any
+) -> list[Worker]:
+    """A worker for each provider with a request rate limit, on the provider's own task
+    queue (workflows.calls.provider_queue), in the same deployment version as the main
+    worker: the calls of a run pinned to this build come here."""
+    concurrent_calls, _ = call_limits()
+    return [
+        Worker(
+            client,
+            task_queue=provider_queue(queue, name),
+            activities=[gateway.call_model],
+            deployment_config=deployment.deployment_config(queue, build),
+            max_concurrent_activities=concurrent_calls,
+            graceful_shutdown_timeout=timedelta(seconds=5),
+            max_heartbeat_throttle_interval=timedelta(seconds=PARTIAL_TEXT_SECONDS),
+            default_heartbeat_throttle_interval=timedelta(seconds=PARTIAL_TEXT_SECONDS),
+            **options,
+        )
+        for name in gateway.limited()
+    ]
+
+
+async def set_provider_rates(client: Client, queue: str, rates: dict[str, float]) -> None:
+    """Each limited provider's rate, set on its task queue: the Temporal server hands out
+    no more of its calls per second, whichever worker polls. A server that refuses says
+    why in the log, and the provider is then not limited."""
+    for name, rate in rates.items():
+        try:
+            await client.workflow_service.update_task_queue_config(
+                UpdateTaskQueueConfigRequest(
+                    namespace=client.namespace,
+                    identity=client.identity,
+                    task_queue=provider_queue(queue, name),
+                    task_queue_type=TaskQueueType.TASK_QUEUE_TYPE_ACTIVITY,
+                    update_queue_rate_limit=UpdateTaskQueueConfigRequest.RateLimitUpdate(
+                        rate_limit=RateLimit(requests_per_second=rate),
+                        reason=f"council.toml: the provider {name}'s max_requests_per_second",
+                    ),
+                )
+            )
+        except RPCError as error:
+            log.warning(
+                "could not set the rate limit of the provider %s (%g per second) on its task "
+                "queue: %s; its calls are not limited",
+                name,
+                rate,
+                error.message,
+            )
+        else:
+            log.info(
+                "provider %s: at most %g requests per second, all workers together", name, rate
+            )
+
+
 @contextlib.asynccontextmanager
 async def serving(
     client: Client,
@@ -116,7 +180,14 @@ async def serving(
     (app.deployment.adopt). Yields the line that says which build new runs go to."""
     queue = queue or task_queue()
     build = options.pop("build", None) or deployment.build_id()
-    async with build_worker(client, gateway, queue, build=build, **options):
+    await set_provider_rates(client, queue, gateway.limited())
+    gateway.watch_outages(client)
+    async with contextlib.AsyncExitStack() as workers:
+        for each in provider_workers(client, gateway, queue, build):
+            await workers.enter_async_context(each)
+        await workers.enter_async_context(
+            build_worker(client, gateway, queue, build=build, **options)
+        )
         yield await deployment.adopt(client, deployment.version(queue, build), take_over)
 
 

@@ -42,6 +42,8 @@ class ErrorType(StrEnum):
     UNEXPECTED_STATUS = "UnexpectedStatus"
     BAD_CONFIGURATION = "BadConfiguration"
     CONTEXT_TOO_LONG = "ContextTooLong"
+    # The provider is down and the call paused itself until it answers (activities.outage).
+    PROVIDER_DOWN = "ProviderDown"
 
 
 NON_RETRYABLE = frozenset(

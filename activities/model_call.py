@@ -23,12 +23,15 @@ from typing import Self
 
 import httpx
 from temporalio import activity
+from temporalio.client import Client
 from temporalio.exceptions import ApplicationError, ApplicationErrorCategory
+from temporalio.service import RPCError
 
 from activities.completion import Completion, token_usage
 from activities.errors import CallFailure, ErrorType, application_error, one_line
 from activities.llm_client import ChatClient, make_http_client
 from activities.metrics import CallMetrics
+from activities.outage import Outages
 from activities.settings import GatewaySettings
 from activities.slots import AnswerClock, Slots
 from council.attachments import Attachment, AttachmentCut, frame_chars
@@ -217,6 +220,18 @@ class Provider:
 
         return sum(await asyncio.gather(*(one() for _ in range(connections))))
 
+    async def answers(self) -> bool:
+        """Whether the provider answers at all (its model list, any status below 500):
+        the outage probe (activities.outage)."""
+        url = self.settings.base_url.rstrip("/") + "/models"
+        try:
+            response = await self.http.get(
+                url, headers=self.settings.headers(stream=False), timeout=WARM_UP_SECONDS
+            )
+        except httpx.HTTPError:
+            return False
+        return response.status_code < 500
+
 
 class ModelGateway:
     """The worker's access to models: the default provider (COUNCIL_LLM_*) and those of
@@ -242,6 +257,15 @@ class ModelGateway:
         }
         self._secrets = [s for p in self.providers.values() for s in p.settings.secrets()]
         _REDACTION.secrets.update(self._secrets)
+        # Set by the worker (watch_outages): without it, calls retry as their policy says.
+        self.outages: Outages | None = None
+
+    def watch_outages(self, client: Client) -> None:
+        """Pause a provider's calls while it is down (activities.outage)."""
+        if self.outages is None:
+            self.outages = Outages(
+                client, {name: provider.answers for name, provider in self.providers.items()}
+            )
 
     @classmethod
     def from_env(
@@ -255,6 +279,8 @@ class ModelGateway:
         return self.providers[route(model, self.routes)]
 
     async def aclose(self) -> None:
+        if self.outages is not None:
+            await self.outages.aclose()
         for provider in self.providers.values():
             await provider.http.aclose()
 
@@ -276,6 +302,22 @@ class ModelGateway:
             text = text.replace(secret, REDACTED)
         return text
 
+    def limited(self) -> dict[str, float]:
+        """The providers with a request rate limit: name -> requests per second."""
+        return {
+            name: provider.settings.max_requests_per_second
+            for name, provider in self.providers.items()
+            if provider.settings.max_requests_per_second is not None
+        }
+
+    @activity.defn
+    async def limited_providers(self, models: list[str]) -> dict[str, str]:
+        """Of these models, those whose provider has a request rate limit, and its name:
+        their calls go to the provider's own task queue (workflows.calls.Routes). A local
+        activity: this worker's configuration, kept in the run's history."""
+        limited = self.limited()
+        return {model: name for model in models if (name := route(model, self.routes)) in limited}
+
     @activity.defn
     async def call_model(
         self, call: ModelCall, attachments: list[Attachment] | None = None
@@ -285,9 +327,14 @@ class ModelGateway:
             call = call.model_copy(update={"attachments": attachments})
         metrics = CallMetrics.of(call)
         started = time.monotonic()
+        provider = self.provider_of(call.model).name
+        if self.outages is not None and self.outages.down(provider):
+            raise await self._wait_for(provider, call.model, None)
         try:
             reply = await self._call(call)
         except ApplicationError as error:
+            if self.outages is not None and self.outages.health[provider].failed(error.type):
+                raise await self._wait_for(provider, call.model, error) from None
             info = activity.info()
             retried = not error.non_retryable and not _last_attempt(info)
             metrics.failed(error.type or "error", retried, time.monotonic() - started)
@@ -305,7 +352,32 @@ class ModelGateway:
             metrics.cancelled(time.monotonic() - started)
             raise
         metrics.succeeded(reply)
+        if self.outages is not None:
+            self.outages.health[provider].succeeded()
         return reply
+
+    async def _wait_for(
+        self, provider: str, model: str, error: ApplicationError | None
+    ) -> ApplicationError:
+        """The call pauses itself while its provider is down: the error its attempt ends
+        with (the attempt's own error when the pause cannot be made)."""
+        assert self.outages is not None
+        try:
+            line = await self.outages.pause_this_call(provider)
+        except RPCError as refused:
+            log.warning(
+                "could not pause a call of the down provider %s: %s", provider, refused.message
+            )
+            if error is not None:
+                return error
+            line = f"provider {provider} is down"
+        log.warning("%s: %s (paused)", model, line)
+        return ApplicationError(
+            f"{model}: {line}",
+            provider,
+            type=ErrorType.PROVIDER_DOWN.value,
+            category=ApplicationErrorCategory.BENIGN,
+        )
 
     async def _call(self, call: ModelCall) -> ModelReply:
         info = activity.info()

@@ -25,6 +25,8 @@ _TRUE = {"1", "true", "yes", "on"}
 # schema, as llama.cpp's server takes it), then json_object alone, then nothing, keeping
 # for each model the first form the provider accepts; the others send that form or nothing.
 STRUCTURED_OUTPUTS = ("auto", "json_schema", "json_object", "off")
+# The most requests per second a provider may be given (council.config takes the same).
+MAX_REQUESTS_PER_SECOND = 10_000
 
 
 class SettingsError(ValueError):
@@ -51,6 +53,9 @@ class GatewaySettings:
     # Requests sent to the provider at once by this worker process (None: decided by
     # activities.slots: one for a server of our own unless it reports more, else no limit).
     max_concurrent_requests: int | None = None
+    # Requests started per second by all workers together (None: no limit): the
+    # provider's calls then have a task queue of their own (workflows.routes).
+    max_requests_per_second: float | None = None
     # Whether the models take images: all (True), none (False), or those these patterns
     # match.
     images: bool | tuple[str, ...] = False
@@ -76,6 +81,7 @@ class GatewaySettings:
             structured_output=_choice(env, "COUNCIL_LLM_STRUCTURED_OUTPUT", STRUCTURED_OUTPUTS),
             context_window=_tokens(env, "COUNCIL_LLM_CONTEXT_WINDOW"),
             max_concurrent_requests=_count(env, "COUNCIL_LLM_MAX_CONCURRENT_REQUESTS", 1024),
+            max_requests_per_second=_rate(env, "COUNCIL_LLM_MAX_REQUESTS_PER_SECOND"),
             images=_flag(env, "COUNCIL_LLM_IMAGES", default=False),
         )
 
@@ -96,6 +102,7 @@ class GatewaySettings:
             structured_output=provider.structured_output,
             context_window=provider.context_window,
             max_concurrent_requests=provider.max_concurrent_requests,
+            max_requests_per_second=provider.max_requests_per_second,
             images=provider.images if isinstance(provider.images, bool) else tuple(provider.images),
         )
 
@@ -175,6 +182,19 @@ def _count(env: Mapping[str, str], name: str, most: int) -> int | None:
     if count is None or not 1 <= count <= most:
         raise SettingsError(f"{name} must be a whole number, 1 to {most} (got {value!r})")
     return count
+
+
+def _rate(env: Mapping[str, str], name: str) -> float | None:
+    value = (env.get(name) or "").strip()
+    if not value:
+        return None
+    rate = numbers.decimal(value)
+    if rate is None or not 0 < rate <= MAX_REQUESTS_PER_SECOND:
+        raise SettingsError(
+            f"{name} must be a number of requests per second, above 0, at most "
+            f"{MAX_REQUESTS_PER_SECOND:,} (got {value[:40]!r})"
+        )
+    return rate
 
 
 def _seconds(env: Mapping[str, str], name: str, default: float) -> float:

@@ -92,8 +92,12 @@ class ProviderConfig(BaseModel):
     # Whether its models take images (OpenAI's image_url parts): true for all of them, or
     # the patterns of those that do. The others are told of an image they could not see.
     images: bool | list[str] = False
-    # Requests this provider is sent at once by each worker process (activities.slots).
+    # Requests this provider is sent at once, by all worker processes together: each takes
+    # its share (activities.slots).
     max_concurrent_requests: int | None = Field(default=None, ge=1, le=1024)
+    # Requests started per second, by all workers together: the provider's calls go to a
+    # task queue of their own whose rate the Temporal server enforces (workflows.routes).
+    max_requests_per_second: float | None = Field(default=None, gt=0, le=10_000)
 
     @field_validator("api_key_env")
     @classmethod

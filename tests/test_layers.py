@@ -42,7 +42,7 @@ BELOW = {
         "worker",
     },
     "worker": {"council", "activities", "workflows", "app"},
-    "starter": {"council", "workflows", "app", "evaluation", "mcp_server", "doctor"},
+    "starter": {"council", "activities", "workflows", "app", "evaluation", "mcp_server", "doctor"},
     "web": {"council", "workflows", "app", "doctor"},
     "mcp_server": {"council", "workflows", "app", "web"},
     "demo": {"harness"},

@@ -366,6 +366,9 @@ class Call:
             wait = f" (next in {self.retry_in:.0f} s)" if self.retry_in else ""
             failed = f"the last one failed: {self.failure}"
             return f"retrying: attempt {self.attempt}{limit}{wait} · {failed}"
+        if self.state == "paused" and self.failure:
+            # "MODEL: waiting for provider NAME since TIME": the call waits, paused.
+            return self.failure.partition(": ")[2] or self.failure
         if self.state == "writing" and self.content_bytes:
             return f"writing · {self.content_bytes:,} bytes so far"
         return STATE_WORDS.get(self.state, self.state)
@@ -379,6 +382,7 @@ STATE_WORDS = {
     "late": "cut: too late (the straggler rule)",
     "idle": "not in this stage",
     "waiting": "waiting",
+    "paused": "waiting for its provider",
 }
 
 
@@ -401,7 +405,10 @@ def stage_calls(
         flying = _in_flight_for(model, in_flight)
         if flying is not None and call.state == "writing":
             call.text, call.content_bytes = flying.text, flying.content_bytes
-            if flying.failure and flying.attempt > 1:
+            if getattr(flying, "paused", False):
+                call.state = "paused"
+                call.failure = flying.failure
+            elif flying.failure and flying.attempt > 1:
                 call.state = "retrying"
                 call.attempt, call.max_attempts = flying.attempt, flying.max_attempts
                 call.failure = flying.failure

@@ -31,7 +31,7 @@ with workflow.unsafe.imports_passed_through():
     from council.progress import EventKind
     from council.stragglers import LateCall, LateCalls, StragglerPolicy, patience, quorum
     from council.structured import StructuredReply
-    from workflows.calls import call_model
+    from workflows.calls import Routes, call_model
 
 # The straggler watch polls Temporal; its own worker dying is noticed within this.
 WATCH_HEARTBEAT = timedelta(seconds=5)
@@ -62,6 +62,7 @@ class FanOut:
         self.stopping = stopping
         self.begin = begin
         self.stragglers = stragglers
+        self.routes = Routes([*request.models, record.chairman])
         # The calls the straggler rule cut: (stage, round, model).
         self.cutting: set[tuple[Stage, int, str]] = set()
         # The replies of the stage under way as they arrive (the record query shows them
@@ -248,7 +249,7 @@ class FanOut:
             stage, round_number, model, messages, max_tokens, response_format
         )
         try:
-            reply = await call_model(call, self.request.policy)
+            reply = await call_model(call, self.request.policy, self.routes)
         except (ActivityError, asyncio.CancelledError) as err:
             if self.was_cut(stage, round_number, model) and is_cancelled_exception(err):
                 return None  # the straggler rule cut it: _cut recorded it

@@ -16,7 +16,7 @@ from temporalio.exceptions import ActivityError
 with workflow.unsafe.imports_passed_through():
     from council.calls import ModelCall, ModelReply
     from grading.judge import JudgeRequest, JudgeResult, judge_prompt, parse_verdict
-    from workflows.calls import call_model
+    from workflows.calls import Routes, call_model
 
 MAX_RESPONSE_BYTES = 16_000
 
@@ -25,8 +25,12 @@ MAX_RESPONSE_BYTES = 16_000
 class JudgeAnswers:
     @workflow.run
     async def run(self, request: JudgeRequest) -> JudgeResult:
+        routes = Routes([request.model])
         replies = await asyncio.gather(
-            *(self._grade(request, i, candidate) for i, candidate in enumerate(request.candidates))
+            *(
+                self._grade(request, routes, i, candidate)
+                for i, candidate in enumerate(request.candidates)
+            )
         )
         result = JudgeResult(model=request.model, verdicts=[], replies=[])
         for i, (reply, error) in enumerate(replies):
@@ -41,7 +45,7 @@ class JudgeAnswers:
         return result
 
     async def _grade(
-        self, request: JudgeRequest, index: int, candidate: str
+        self, request: JudgeRequest, routes: Routes, index: int, candidate: str
     ) -> tuple[ModelReply | None, str]:
         call = ModelCall(
             model=request.model,
@@ -52,7 +56,7 @@ class JudgeAnswers:
             f"evaluation judge · {request.model} · reply {index + 1} of {len(request.candidates)}"
         )
         try:
-            reply = await call_model(call, request.policy, summary)
+            reply = await call_model(call, request.policy, routes, summary)
         except ActivityError as err:
             return None, str(err.cause if err.cause is not None else err)
         return reply, ""

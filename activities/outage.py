@@ -1,0 +1,224 @@
+"""A provider's outage: its calls paused instead of burning their retries, and resumed
+when it answers again.
+
+In each worker process, each provider's calls are counted as they end: OUTAGE_FAILURES in
+a row that failed because the provider is not there (no connection, or a 5xx: the failures
+of ErrorType.PROVIDER_UNAVAILABLE and CONNECTION_FAILED) mean it is down. From then on a
+call of that provider, when it fails or as it starts, pauses itself (Temporal's activity
+pause: the server schedules no further attempt until it is unpaused) and ends its attempt
+with "waiting for provider NAME since TIME". While paused a call spends no attempt, and the
+straggler rule's clock stands still (it counts only attempts that run), so an outage of
+any length costs no member its place.
+
+A probe asks the provider for its model list every PROBE_SECONDS; once it answers (any
+status below 500), the provider is up, and every paused call of it is unpaused, with its
+attempts counted afresh: the ones this process paused, and any other process's that the
+namespace's running deliberations show (paused_calls). `starter.py providers` lists the
+paused calls and resumes them by hand.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Awaitable, Callable, Iterable
+from dataclasses import dataclass
+from datetime import UTC, datetime
+
+from temporalio import activity
+from temporalio.api.common.v1 import WorkflowExecution
+from temporalio.api.workflowservice.v1 import PauseActivityRequest, UnpauseActivityRequest
+from temporalio.client import Client
+from temporalio.service import RPCError
+
+from activities.errors import ErrorType
+
+log = logging.getLogger("council.outage")
+
+OUTAGE_FAILURES = 3
+PROBE_SECONDS = 5.0
+OUTAGE_ERRORS = frozenset({ErrorType.PROVIDER_UNAVAILABLE.value, ErrorType.CONNECTION_FAILED.value})
+# The words that start a paused call's last failure: what surfaces show and list.
+WAITING_FOR = "waiting for provider"
+
+
+def waiting_line(provider: str, since: datetime) -> str:
+    return f"{WAITING_FOR} {provider} since {since.strftime('%Y-%m-%d %H:%M:%S')} UTC"
+
+
+@dataclass(frozen=True)
+class PausedCall:
+    """A model call paused while its provider is down."""
+
+    workflow_id: str
+    run_id: str
+    activity_id: str
+    provider: str
+    since: datetime | None = None
+
+
+class ProviderDown(Exception):
+    """The call's provider is down: the call paused itself (its attempt ends with this)."""
+
+
+class Health:
+    """One provider's health in this process, and its probe while it is down."""
+
+    def __init__(self, name: str, probe: Callable[[], Awaitable[bool]]) -> None:
+        self.name = name
+        self.probe = probe
+        self.failures_in_row = 0
+        self.down_since: datetime | None = None
+        self.paused: set[PausedCall] = set()
+        self._probing: asyncio.Task[None] | None = None
+
+    def succeeded(self) -> None:
+        self.failures_in_row = 0
+
+    def failed(self, error_type: str | None) -> bool:
+        """Count a failed call; whether the provider is (now) down."""
+        if error_type in OUTAGE_ERRORS:
+            self.failures_in_row += 1
+        else:
+            self.failures_in_row = 0
+        if self.down_since is None and self.failures_in_row >= OUTAGE_FAILURES:
+            self.down_since = datetime.now(UTC)
+            log.warning(
+                "provider %s is down (%d calls in a row failed): its calls wait, paused, "
+                "until it answers again",
+                self.name,
+                self.failures_in_row,
+            )
+        return self.down_since is not None
+
+
+class Outages:
+    """Every provider's Health in this worker process; pauses and resumes calls."""
+
+    def __init__(self, client: Client, probes: dict[str, Callable[[], Awaitable[bool]]]) -> None:
+        self.client = client
+        self.health = {name: Health(name, probe) for name, probe in probes.items()}
+        self._closed = False
+
+    def down(self, provider: str) -> datetime | None:
+        return self.health[provider].down_since
+
+    async def pause_this_call(self, provider: str) -> str:
+        """Pause the calling activity (its next attempt waits until it is unpaused); the
+        line its attempt ends with."""
+        health = self.health[provider]
+        since = health.down_since or datetime.now(UTC)
+        info = activity.info()
+        assert info.workflow_id is not None and info.workflow_run_id is not None
+        call = PausedCall(info.workflow_id, info.workflow_run_id, info.activity_id, provider)
+        line = waiting_line(provider, since)
+        await pause(self.client, call, line)
+        health.paused.add(call)
+        self._probe(health)
+        return line
+
+    def _probe(self, health: Health) -> None:
+        if health._probing is None or health._probing.done():
+            health._probing = asyncio.get_running_loop().create_task(self._until_up(health))
+
+    async def _until_up(self, health: Health) -> None:
+        while not self._closed:
+            await asyncio.sleep(PROBE_SECONDS)
+            if await health.probe():
+                break
+        else:
+            return
+        was = health.down_since
+        health.down_since, health.failures_in_row = None, 0
+        mine, health.paused = health.paused, set()
+        others = await paused_calls(self.client, health.name)
+        resumed = await resume(self.client, {*mine, *others})
+        log.warning(
+            "provider %s answers again (down since %s): %d paused call(s) resumed",
+            health.name,
+            was,
+            resumed,
+        )
+
+    async def aclose(self) -> None:
+        self._closed = True
+        for health in self.health.values():
+            if health._probing is not None:
+                health._probing.cancel()
+
+
+async def pause(client: Client, call: PausedCall, reason: str) -> None:
+    await client.workflow_service.pause_activity(
+        PauseActivityRequest(
+            namespace=client.namespace,
+            execution=WorkflowExecution(workflow_id=call.workflow_id, run_id=call.run_id),
+            identity=client.identity,
+            id=call.activity_id,
+            reason=reason,
+        )
+    )
+
+
+async def resume(client: Client, calls: Iterable[PausedCall]) -> int:
+    """Unpause these calls, their attempts counted afresh; how many were unpaused (one
+    another process unpaused already, or whose run ended, is passed over)."""
+    done = 0
+    for call in {(c.workflow_id, c.run_id, c.activity_id): c for c in calls}.values():
+        try:
+            await client.workflow_service.unpause_activity(
+                UnpauseActivityRequest(
+                    namespace=client.namespace,
+                    execution=WorkflowExecution(workflow_id=call.workflow_id, run_id=call.run_id),
+                    identity=client.identity,
+                    id=call.activity_id,
+                    reset_attempts=True,
+                )
+            )
+        except RPCError as error:
+            log.info(
+                "call %s/%s not unpaused: %s", call.workflow_id, call.activity_id, error.message
+            )
+            continue
+        done += 1
+    return done
+
+
+MODEL_CALL = "call_model"
+RUNNING = 'ExecutionStatus="Running" AND WorkflowType IN ("Deliberation", "JudgeAnswers")'
+
+
+async def paused_calls(client: Client, provider: str | None = None) -> list[PausedCall]:
+    """The model calls paused in the namespace's running deliberations (and judges), of
+    one provider or of all: from each run's pending activities, the provider named by the
+    line their last attempt ended with."""
+    found = []
+    async for execution in client.list_workflows(RUNNING):
+        try:
+            described = await client.get_workflow_handle(
+                execution.id, run_id=execution.run_id
+            ).describe()
+        except RPCError:
+            continue  # closed meanwhile
+        for pending in described.raw_description.pending_activities:
+            if pending.activity_type.name != MODEL_CALL or not pending.paused:
+                continue
+            message = pending.last_failure.message if pending.HasField("last_failure") else ""
+            named = _provider_in(message)
+            if named is None or (provider is not None and named != provider):
+                continue
+            since = (
+                pending.pause_info.pause_time.ToDatetime(UTC)
+                if pending.pause_info.HasField("pause_time")
+                else None
+            )
+            found.append(
+                PausedCall(execution.id, execution.run_id, pending.activity_id, named, since)
+            )
+    return found
+
+
+def _provider_in(message: str) -> str | None:
+    """The provider a paused call's last failure names ("MODEL: waiting for provider NAME
+    since ...")."""
+    _, found, rest = message.partition(f"{WAITING_FOR} ")
+    return rest.split(" ", 1)[0] or None if found else None
