@@ -23,17 +23,22 @@ import logging
 import os
 import signal
 import sys
+import time
 from collections.abc import AsyncIterator, Callable, Sequence
 from datetime import timedelta
 from pathlib import Path
 from typing import Any, NoReturn
 
 from temporalio.api.enums.v1 import TaskQueueType
-from temporalio.api.taskqueue.v1 import RateLimit
-from temporalio.api.workflowservice.v1 import UpdateTaskQueueConfigRequest
+from temporalio.api.taskqueue.v1 import RateLimit, TaskQueue
+from temporalio.api.workflowservice.v1 import (
+    DescribeTaskQueueRequest,
+    UpdateTaskQueueConfigRequest,
+)
 from temporalio.client import Client
 from temporalio.service import RPCError
 from temporalio.worker import Worker
+from temporalio.worker.workflow_sandbox import SandboxedWorkflowRunner, SandboxRestrictions
 
 from activities.call_clocks import CallClocks
 from activities.metrics import HISTOGRAM_BUCKETS
@@ -102,6 +107,11 @@ def build_worker(
         # the server's rate limit: only without a limit.
         disable_eager_activity_execution=calls_per_second is not None,
         graceful_shutdown_timeout=timedelta(seconds=5),
+        # Every run in the sandbox, its calls checked (no clock, no randomness), but no
+        # module imported again for each run: ours define classes and functions only.
+        workflow_runner=SandboxedWorkflowRunner(
+            restrictions=SandboxRestrictions.default.with_passthrough_all_modules()
+        ),
         # Heartbeats carry a streaming reply's text so far: send them on within a second.
         max_heartbeat_throttle_interval=timedelta(seconds=PARTIAL_TEXT_SECONDS),
         default_heartbeat_throttle_interval=timedelta(seconds=PARTIAL_TEXT_SECONDS),
@@ -167,6 +177,36 @@ async def set_provider_rates(client: Client, queue: str, rates: dict[str, float]
             )
 
 
+# How often a worker counts the processes that share the providers' concurrency limits.
+SHARE_SECONDS = 10.0
+
+
+async def share_slots(client: Client, gateway: ModelGateway, queue: str) -> None:
+    """Keep each limited provider's slots split between the worker processes of the task
+    queue (activities.slots): the processes polling its activities, as the server sees
+    them (those seen in the last minutes: a process that died still counts a while, so
+    the shares err low)."""
+    limited = [p.slots for p in gateway.providers.values() if p.slots.limit is not None]
+    began = time.monotonic()
+    while limited:
+        try:
+            described = await client.workflow_service.describe_task_queue(
+                DescribeTaskQueueRequest(
+                    namespace=client.namespace,
+                    task_queue=TaskQueue(name=queue),
+                    task_queue_type=TaskQueueType.TASK_QUEUE_TYPE_ACTIVITY,
+                )
+            )
+        except RPCError as error:
+            log.info("could not count the worker processes: %s", error.message)
+        else:
+            count = len({poller.identity for poller in described.pollers})
+            for slots in limited:
+                await slots.set_workers(count)
+        # Often while the other processes start, then every SHARE_SECONDS.
+        await asyncio.sleep(1.0 if time.monotonic() - began < 3 * SHARE_SECONDS else SHARE_SECONDS)
+
+
 @contextlib.asynccontextmanager
 async def serving(
     client: Client,
@@ -175,9 +215,13 @@ async def serving(
     take_over: bool = False,
     **options: Any,
 ) -> AsyncIterator[str]:
-    """Run build_worker's worker until the block ends; once it polls, its version is made
-    current if its deployment has none, or whatever is current with `take_over`
-    (app.deployment.adopt). Yields the line that says which build new runs go to."""
+    """Run build_worker's worker (and a worker for each provider with a request rate
+    limit, whose rate is set on its task queue) until the block ends; once it polls, its
+    version is made current if its deployment has none, or whatever is current with
+    `take_over` (app.deployment.adopt). Yields the line that says which build new runs go
+    to. Meanwhile the providers' concurrency limits are split between the worker
+    processes (share_slots), and a provider's calls pause while it is down
+    (activities.outage)."""
     queue = queue or task_queue()
     build = options.pop("build", None) or deployment.build_id()
     await set_provider_rates(client, queue, gateway.limited())
@@ -188,7 +232,11 @@ async def serving(
         await workers.enter_async_context(
             build_worker(client, gateway, queue, build=build, **options)
         )
-        yield await deployment.adopt(client, deployment.version(queue, build), take_over)
+        sharing = asyncio.create_task(share_slots(client, gateway, queue))
+        try:
+            yield await deployment.adopt(client, deployment.version(queue, build), take_over)
+        finally:
+            sharing.cancel()
 
 
 def metrics_port() -> int | None:

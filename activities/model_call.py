@@ -333,7 +333,9 @@ class ModelGateway:
         try:
             reply = await self._call(call)
         except ApplicationError as error:
-            if self.outages is not None and self.outages.health[provider].failed(error.type):
+            if self.outages is not None and self.outages.health[provider].failed(
+                error.type, call.model
+            ):
                 raise await self._wait_for(provider, call.model, error) from None
             info = activity.info()
             retried = not error.non_retryable and not _last_attempt(info)

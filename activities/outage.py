@@ -3,7 +3,9 @@ when it answers again.
 
 In each worker process, each provider's calls are counted as they end: OUTAGE_FAILURES in
 a row that failed because the provider is not there (no connection, or a 5xx: the failures
-of ErrorType.PROVIDER_UNAVAILABLE and CONNECTION_FAILED) mean it is down. From then on a
+of ErrorType.PROVIDER_UNAVAILABLE and CONNECTION_FAILED), of at least two models, mean it
+is down (one model that keeps failing is that model's trouble: its calls retry as their
+policy says, and fail when their attempts are spent). From then on a
 call of that provider, when it fails or as it starts, pauses itself (Temporal's activity
 pause: the server schedules no further attempt until it is unpaused) and ends its attempt
 with "waiting for provider NAME since TIME". While paused a call spends no attempt, and the
@@ -11,9 +13,11 @@ straggler rule's clock stands still (it counts only attempts that run), so an ou
 any length costs no member its place.
 
 A probe asks the provider for its model list every PROBE_SECONDS; once it answers (any
-status below 500), the provider is up, and every paused call of it is unpaused, with its
-attempts counted afresh: the ones this process paused, and any other process's that the
-namespace's running deliberations show (paused_calls). `starter.py providers` lists the
+status below 500), the provider is up, and every paused call of it is unpaused: the ones
+this process paused, and any other process's that the
+namespace's running deliberations show (paused_calls). A resumed call goes on from the
+attempt it was on: a provider that answers its model list but keeps failing calls costs
+each call an attempt per pause, so no call waits forever. `starter.py providers` lists the
 paused calls and resumes them by hand.
 """
 
@@ -68,20 +72,27 @@ class Health:
         self.name = name
         self.probe = probe
         self.failures_in_row = 0
+        self.failing_models: set[str] = set()  # the models of those failures
         self.down_since: datetime | None = None
         self.paused: set[PausedCall] = set()
         self._probing: asyncio.Task[None] | None = None
 
     def succeeded(self) -> None:
         self.failures_in_row = 0
+        self.failing_models.clear()
 
-    def failed(self, error_type: str | None) -> bool:
-        """Count a failed call; whether the provider is (now) down."""
+    def failed(self, error_type: str | None, model: str) -> bool:
+        """Count a failed call of `model`; whether the provider is (now) down."""
         if error_type in OUTAGE_ERRORS:
             self.failures_in_row += 1
+            self.failing_models.add(model)
         else:
-            self.failures_in_row = 0
-        if self.down_since is None and self.failures_in_row >= OUTAGE_FAILURES:
+            self.succeeded()
+        if (
+            self.down_since is None
+            and self.failures_in_row >= OUTAGE_FAILURES
+            and len(self.failing_models) >= 2
+        ):
             self.down_since = datetime.now(UTC)
             log.warning(
                 "provider %s is down (%d calls in a row failed): its calls wait, paused, "
@@ -129,7 +140,8 @@ class Outages:
         else:
             return
         was = health.down_since
-        health.down_since, health.failures_in_row = None, 0
+        health.down_since = None
+        health.succeeded()
         mine, health.paused = health.paused, set()
         others = await paused_calls(self.client, health.name)
         resumed = await resume(self.client, {*mine, *others})
@@ -160,7 +172,7 @@ async def pause(client: Client, call: PausedCall, reason: str) -> None:
 
 
 async def resume(client: Client, calls: Iterable[PausedCall]) -> int:
-    """Unpause these calls, their attempts counted afresh; how many were unpaused (one
+    """Unpause these calls (each goes on from its attempt); how many were unpaused (one
     another process unpaused already, or whose run ended, is passed over)."""
     done = 0
     for call in {(c.workflow_id, c.run_id, c.activity_id): c for c in calls}.values():
@@ -171,7 +183,6 @@ async def resume(client: Client, calls: Iterable[PausedCall]) -> int:
                     execution=WorkflowExecution(workflow_id=call.workflow_id, run_id=call.run_id),
                     identity=client.identity,
                     id=call.activity_id,
-                    reset_attempts=True,
                 )
             )
         except RPCError as error:

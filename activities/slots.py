@@ -8,11 +8,13 @@ time (the straggler rule's, council.stragglers) starts only when its provider be
 answer (AnswerClock).
 
 How many slots: the provider's `max_concurrent_requests` (council.toml; the default
-provider's COUNCIL_LLM_MAX_CONCURRENT_REQUESTS) when it is set. Otherwise a provider on
-this machine or a private network address gets the number of slots the server reports
-(llama.cpp's server and the simulator say it as `total_slots` under /props) or, when it
-reports none, one; any other provider gets no limit. A wait for a slot counts toward the
-call's timeout (--call-timeout).
+provider's COUNCIL_LLM_MAX_CONCURRENT_REQUESTS) when it is set, for all the worker
+processes of the task queue together: each process takes an equal share (at least one),
+from the number of processes the server sees polling the queue (worker.share_slots).
+Otherwise a provider on this machine or a private network address gets the number of
+slots the server reports (llama.cpp's server and the simulator say it as `total_slots`
+under /props) or, when it reports none, one; any other provider gets no limit. A wait for
+a slot counts toward the call's timeout (--call-timeout).
 """
 
 from __future__ import annotations
@@ -64,14 +66,31 @@ async def reported_slots(http: httpx.AsyncClient, base_url: str) -> int | None:
 
 
 class Slots:
-    """The provider's slots in this process. `limit` None: decided on first use (above)."""
+    """The provider's slots in this process: its share of the limit, which is for all the
+    worker processes of the task queue together (set_workers). `limit` None: decided on
+    first use (above)."""
 
     def __init__(self, limit: int | None, base_url: str) -> None:
         self.base_url = base_url
         self.limit = limit
+        self.workers = 1
         self._decided = limit is not None or not self_hosted(base_url)
         self._deciding = asyncio.Lock()
-        self._free: asyncio.Semaphore | None = asyncio.Semaphore(limit) if limit else None
+        self._busy = 0
+        self._changed = asyncio.Condition()
+
+    @property
+    def share(self) -> int | None:
+        """The slots of this process: the limit split between the workers (at least one
+        each); None: no limit."""
+        return None if self.limit is None else max(1, self.limit // self.workers)
+
+    async def set_workers(self, count: int) -> None:
+        """How many worker processes share the limit now (their pollers, as the server
+        sees them)."""
+        async with self._changed:
+            self.workers = max(1, count)
+            self._changed.notify_all()
 
     async def decide(self, http: httpx.AsyncClient) -> int | None:
         """The limit, asking the server once if it is ours and none was set."""
@@ -80,7 +99,6 @@ class Slots:
         async with self._deciding:
             if not self._decided:
                 self.limit = await reported_slots(http, self.base_url) or 1
-                self._free = asyncio.Semaphore(self.limit)
                 self._decided = True
         return self.limit
 
@@ -88,11 +106,18 @@ class Slots:
     async def turn(self, http: httpx.AsyncClient) -> AsyncIterator[None]:
         """Wait for a free slot (if the provider has a limit), then hold it."""
         await self.decide(http)
-        if self._free is None:
+        if self.limit is None:
             yield
             return
-        async with self._free:
+        async with self._changed:
+            await self._changed.wait_for(lambda: self._busy < (self.share or 0))
+            self._busy += 1
+        try:
             yield
+        finally:
+            async with self._changed:
+                self._busy -= 1
+                self._changed.notify()
 
 
 class AnswerClock:

@@ -53,7 +53,7 @@ class BareGraph:
         for width in plan:
             if models:
                 stage = [
-                    call_model(_model_call(models[i % len(models)], question), CallPolicy())
+                    call_model(_model_call(models[i % len(models)], question), CallPolicy(), None)
                     for i in range(width)
                 ]
             else:
@@ -73,6 +73,8 @@ class SameCalls:
     async def run(self, stages: list[list[ModelCall]]) -> int:
         calls = 0
         for stage in stages:
-            replies = await asyncio.gather(*(call_model(call, CallPolicy()) for call in stage))
+            replies = await asyncio.gather(
+                *(call_model(call, CallPolicy(), None) for call in stage)
+            )
             calls += len(replies)
         return calls

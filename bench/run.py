@@ -13,6 +13,7 @@ profiles) go to bench/out/.
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import shutil
 import sys
 import time
@@ -27,6 +28,7 @@ from bench import (
     growth,
     payloads,
     priority,
+    providers,
     report,
     scale,
     stragglers,
@@ -47,6 +49,7 @@ BENCHMARKS: dict[str, Benchmark] = {
     "payloads": payloads.run,
     "watchers": watchers.run,
     "priority": priority.run,
+    "providers": providers.run,
 }
 RESULTS = ROOT / "bench" / "RESULTS.md"
 OUT = ROOT / "bench" / "out"
@@ -83,6 +86,13 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         help="throughput: profile the council worker with py-spy (pip install py-spy)",
     )
     parser.add_argument(
+        "--window",
+        type=float,
+        metavar="SECONDS",
+        help="throughput and scale: the measured window of the closed loop (default "
+        f"{throughput.FULL.window:.0f} s; with 200 runs in flight)",
+    )
+    parser.add_argument(
         "--sqlite-file",
         action="store_true",
         help="keep the dev server's state in a SQLite file (as `make demo` does), not in memory",
@@ -93,6 +103,11 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         help="write the results here (default: bench/RESULTS.md for a full run, nothing otherwise)",
     )
     args = parser.parse_args(argv)
+    if args.window is not None:
+        if not 5 <= args.window <= 3600:
+            parser.error(f"--window must be 5 to 3600 seconds (got {args.window:g})")
+        sizes = dataclasses.replace(throughput.FULL, window=args.window)
+        throughput.FULL = scale.FULL = sizes
     try:
         args.only = _names(args.only)
     except argparse.ArgumentTypeError as err:

@@ -10,6 +10,7 @@ turns it into a grammar) make even a small model's review readable.
 
 from __future__ import annotations
 
+import functools
 import json
 import re
 from collections.abc import Iterator, Sequence
@@ -115,10 +116,22 @@ def _inline(schema: dict[str, Any]) -> dict[str, Any]:
     return inlined
 
 
+@functools.cache
+def _schema_text(model: type[BaseModel]) -> str:
+    """A reply model's schema, inlined, as JSON: made once (pydantic's schema generation
+    is costly), read afresh for each use so that no caller shares a dict."""
+    return json.dumps(_inline(model.model_json_schema()))
+
+
+def _schema_of(model: type[BaseModel]) -> dict[str, Any]:
+    schema: dict[str, Any] = json.loads(_schema_text(model))
+    return schema
+
+
 def review_schema(labels: Sequence[str]) -> StructuredReply:
     """The review a reviewer shown `labels` gives: each label's AnswerReview, and the
     ranking of those labels, best first."""
-    answer = _inline(AnswerReview.model_json_schema())
+    answer = _schema_of(AnswerReview)
     properties: dict[str, Any] = {label: answer for label in labels}
     properties["ranking"] = {
         "type": "array",
@@ -137,15 +150,11 @@ def review_schema(labels: Sequence[str]) -> StructuredReply:
 
 
 def refinement_schema() -> StructuredReply:
-    return StructuredReply(
-        name="refinement", json_schema=_inline(RefinementReply.model_json_schema())
-    )
+    return StructuredReply(name="refinement", json_schema=_schema_of(RefinementReply))
 
 
 def synthesis_schema() -> StructuredReply:
-    return StructuredReply(
-        name="synthesis", json_schema=_inline(SynthesisReply.model_json_schema())
-    )
+    return StructuredReply(name="synthesis", json_schema=_schema_of(SynthesisReply))
 
 
 def read_synthesis(text: str) -> tuple[str, list[Disagreement]]:

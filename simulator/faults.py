@@ -10,8 +10,10 @@ request gets a fresh draw.
 
 from __future__ import annotations
 
+import collections
 import random
 import threading
+import time
 from dataclasses import dataclass, field
 from typing import Annotated, Literal
 
@@ -36,6 +38,12 @@ class FaultSpec(BaseModel):
     )
     retry_after: float | str | None = Field(
         default=None, description="Retry-After of 429 and 503 replies: seconds, or an HTTP date"
+    )
+    requests_per_second: float | None = Field(
+        default=None,
+        gt=0,
+        description="a quota: a request that comes when this many (of every model under "
+        "this spec) came in the second before it is refused with 429",
     )
     hang: Probability = Field(
         default=0.0, description="accept the request and send nothing, not even headers"
@@ -191,6 +199,8 @@ class FaultInjector:
         self._lock = threading.Lock()
         self._seen: dict[tuple[str, str], int] = {}
         self._injected: dict[str, int] = {}
+        # When each request under a quota came (time.monotonic), the last second's.
+        self._arrivals: collections.deque[float] = collections.deque()
 
     @property
     def config(self) -> FaultConfig:
@@ -217,7 +227,9 @@ class FaultInjector:
             fault, status = None, None
             allowed = spec.stages is None or stage in spec.stages
             budget = spec.max_faults is None or self._injected.get(model, 0) < spec.max_faults
-            if allowed and budget:
+            if spec.requests_per_second is not None and self._over_quota(spec.requests_per_second):
+                fault, status = "error", 429
+            elif allowed and budget:
                 fault, status = _pick(spec, draw)
                 if fault is not None:
                     self._injected[model] = self._injected.get(model, 0) + 1
@@ -238,6 +250,16 @@ class FaultInjector:
             structured=spec.structured,
             refuse_formats=dict(spec.refuse_formats),
         )
+
+    def _over_quota(self, per_second: float) -> bool:
+        """Whether a request now goes over the quota (refused requests do not count)."""
+        now = time.monotonic()
+        while self._arrivals and now - self._arrivals[0] >= 1.0:
+            self._arrivals.popleft()
+        if len(self._arrivals) >= per_second:
+            return True
+        self._arrivals.append(now)
+        return False
 
 
 def _latency(spec: FaultSpec, rng: random.Random) -> float:

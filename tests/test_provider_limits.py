@@ -8,7 +8,9 @@ from __future__ import annotations
 import asyncio
 import uuid
 from collections import Counter
+from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import pytest
 from temporalio.api.enums.v1 import EventType
@@ -106,6 +108,42 @@ async def test_two_workers_send_a_limited_provider_at_most_its_rate(
         pool.stop()
     assert await activity_queues(handle) == {free}
     assert max(per_second(sim).values()) > 3
+
+
+def most_at_once(sim: SimulatorServer) -> int:
+    """The most requests the simulator was answering at the same moment."""
+    moments = []
+    for entry in sim.log()["entries"]:
+        moments += [(entry["started"], 1), (entry["finished"], -1)]
+    busy = most = 0
+    for _, step in sorted(moments, key=lambda m: (m[0], m[1])):
+        busy += step
+        most = max(most, busy)
+    return most
+
+
+async def test_two_workers_share_a_providers_concurrency_limit(
+    temporal: WorkflowEnvironment,
+    sim: SimulatorServer,
+    sim_faults: Callable[[dict[str, Any]], Any],
+    tmp_path: Path,
+) -> None:
+    """`max_concurrent_requests = 2` and two worker processes: each takes one slot, so the
+    provider never answers more than two at once (four members ask at once)."""
+    sim_faults({"*": {"latency": 0.5}})
+    queue = f"slots-{uuid.uuid4().hex[:8]}"
+    config = tmp_path / "council.toml"
+    config.write_text(council_toml(sim.url, None) + "max_concurrent_requests = 2\n")
+    env = worker_env(temporal, sim, queue, COUNCIL_CONFIG=str(config))
+    pool = await asyncio.to_thread(start_worker, env, tmp_path / "workers.log", 90, None, 2)
+    try:
+        await asyncio.sleep(2)  # each has counted the other
+        handle = await deliberation(temporal, queue)
+        record = await asyncio.wait_for(handle.result(), 120)
+    finally:
+        pool.stop()
+    assert not record.errors and record.stage3 is not None
+    assert most_at_once(sim) <= 2
 
 
 def test_a_rate_is_a_positive_number_of_requests_per_second() -> None:

@@ -81,15 +81,17 @@ class Routes:
 
 
 async def call_model(
-    call: ModelCall, policy: CallPolicy, routes: Routes, summary: str | None = None
+    call: ModelCall, policy: CallPolicy, routes: Routes | None, summary: str | None = None
 ) -> ModelReply:
-    """One model call as one activity; failures surface as ActivityError once Temporal's
-    retries are spent. The summary names the call in the Temporal UI."""
-    await routes.read()
+    """One model call as one activity, on its provider's queue (`routes`; None: the run's
+    own queue); failures surface as ActivityError once Temporal's retries are spent. The
+    summary names the call in the Temporal UI."""
+    if routes is not None:
+        await routes.read()
     return await workflow.execute_activity_method(
         ModelGateway.call_model,
         args=[call.model_copy(update={"attachments": []}), call.attachments],
-        task_queue=routes.queue_of(call.model),
+        task_queue=routes.queue_of(call.model) if routes is not None else None,
         summary=summary or call.summary,
         start_to_close_timeout=timedelta(seconds=policy.call_timeout_seconds),
         heartbeat_timeout=timedelta(seconds=policy.heartbeat_timeout_seconds),

@@ -442,7 +442,11 @@ class Deliberation:
         long poll (workflows.client.follow). Each accepted call costs history events, so a
         follower asks once for every batch of events, not on a clock; a run that fails
         abandons the calls still waiting (the follower reads the rest with the query)."""
-        await workflow.wait_condition(lambda: len(self.live.events) > since)
+        # A run that has finished has no event to wait for: an ask at its end is answered
+        # at once (else the run, which waits for its handlers, would never close).
+        await workflow.wait_condition(
+            lambda: len(self.live.events) > since or self.live.is_finished
+        )
         return self.live.progress(since, self.state, self.record)
 
     @wait_progress.validator

@@ -14,9 +14,11 @@ them (with_arrivals), on a copy.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from datetime import datetime, timedelta
 from typing import Any
 
 from temporalio import workflow
+from temporalio.common import SearchAttributeUpdate
 
 with workflow.unsafe.imports_passed_through():
     from council.agreement import Agreement, compare_rounds, verdict
@@ -30,6 +32,13 @@ with workflow.unsafe.imports_passed_through():
     from council.stages import Stage1Result, Stage2Result
     from workflows import search_attributes
     from workflows.details import current_details
+
+
+# The least workflow time between two updates of the stage and round search attributes:
+# each is a history event and a write to the server's visibility store, and a stage shorter
+# than this is over before anyone could read it. A place not shown yet is shown with the
+# next event after the interval, and the last one with the run's end.
+PLACE_EVERY = timedelta(seconds=5)
 
 
 @dataclass
@@ -48,6 +57,16 @@ class Live:
         # each refinement's task.
         self.orders: dict[str, list[str]] = {}
         self.tasks: dict[str, RefinementTask] = {}
+        # The stage and round the search attributes show, the ones to show, and when they
+        # were last set.
+        self._place: tuple[str, int] | None = None
+        self._shown: tuple[str, int] | None = None
+        self._shown_at: datetime | None = None
+
+    @property
+    def is_finished(self) -> bool:
+        """The run has said its last event."""
+        return bool(self.events) and self.events[-1].kind == EventKind.FINISHED
 
     # ---- events ---------------------------------------------------------------------
 
@@ -55,6 +74,22 @@ class Live:
         self.events.append(
             ProgressEvent(seq=len(self.events), at=workflow.now(), kind=kind, **fields)
         )
+        now = workflow.now()
+        if self._shown_at is None or now - self._shown_at >= PLACE_EVERY:
+            self._upsert([])
+
+    def _upsert(self, others: list[SearchAttributeUpdate[Any]]) -> None:
+        """Set these search attributes, and the place where it changed: in one update."""
+        updates = list(others)
+        if self._place is not None and self._place != self._shown:
+            stage, round_number = self._place
+            updates += [
+                search_attributes.STAGE.value_set(stage),
+                search_attributes.ROUND.value_set(round_number),
+            ]
+            self._shown, self._shown_at = self._place, workflow.now()
+        if updates:
+            workflow.upsert_search_attributes(updates)
 
     def stage_started(
         self,
@@ -67,18 +102,13 @@ class Live:
     ) -> None:
         """A stage starts: its event, the UI's search attributes and details."""
         self.stage = stage
+        self._place = (stage.value, round_number)
         self.event(
             EventKind.STAGE_START,
             stage=stage,
             round=round_number,
             message=f"{stage.heading}: {len(models)} model(s)",
             data={"models": models},
-        )
-        workflow.upsert_search_attributes(
-            [
-                search_attributes.STAGE.value_set(stage.value),
-                search_attributes.ROUND.value_set(round_number),
-            ]
         )
         self.details(state, record, agreement)
 
@@ -134,24 +164,26 @@ class Live:
 
     def finished(self, state: IterationState, record: DeliberationRecord) -> None:
         """The run's end as the UI and the metrics see it: its termination reason and
-        agreement as search attributes, the counter and histogram, the last event."""
+        agreement as search attributes (one update, with the last stage and round if they
+        are not shown yet), the counter and histogram, the last event."""
         reason = str(state.termination_reason)
-        workflow.upsert_search_attributes([search_attributes.TERMINATION_REASON.value_set(reason)])
+        ending: list[SearchAttributeUpdate[Any]] = [
+            search_attributes.TERMINATION_REASON.value_set(reason)
+        ]
         meter = workflow.metric_meter()
         meter.create_counter(
             "council_deliberations_finished", "Deliberations finished, by termination reason"
         ).add(1, {"reason": reason})
         agreement = record.agreement
         if agreement is not None and agreement.level is not None:
-            workflow.upsert_search_attributes(
-                [search_attributes.AGREEMENT.value_set(agreement.level)]
-            )
+            ending.append(search_attributes.AGREEMENT.value_set(agreement.level))
             meter.create_histogram_float(
                 "council_agreement",
                 "Krippendorff's alpha of the final review (1 when every rating was equal)",
             ).record(
                 1.0 if agreement.alpha is None else agreement.alpha, {"level": agreement.level}
             )
+        self._upsert(ending)  # with the last place, if it is not shown yet
         self.event(EventKind.FINISHED, message=reason)
         self.details(state, record, agreement, finished=True)
 
@@ -177,7 +209,7 @@ class Live:
             round=state.current_round if state else 0,
             max_rounds=state.max_rounds if state else 0,
             min_rounds=state.min_rounds if state else 0,
-            finished=bool(self.events) and self.events[-1].kind == EventKind.FINISHED,
+            finished=self.is_finished,
             terminated_reason=state.termination_reason if state and state.terminated else None,
             scores=dict(state.latest_scores) if state else {},
             lowest_ratings=dict(state.lowest_ratings) if state else {},
