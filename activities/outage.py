@@ -5,7 +5,9 @@ In each worker process, each provider's calls are counted as they end: OUTAGE_FA
 a row that failed because the provider is not there (no connection, or a 5xx: the failures
 of ErrorType.PROVIDER_UNAVAILABLE and CONNECTION_FAILED), of at least two models, mean it
 is down (one model that keeps failing is that model's trouble: its calls retry as their
-policy says, and fail when their attempts are spent). From then on a
+policy says, and fail when their attempts are spent). Only a provider that has answered a
+call of this process can be down: one never reached is a setup to fix (a wrong address or
+key), and its calls fail as they always did, so that the page and `doctor` say so. From then on a
 call of that provider, when it fails or as it starts, pauses itself (Temporal's activity
 pause: the server schedules no further attempt until it is unpaused) and ends its attempt
 with "waiting for provider NAME since TIME". While paused a call spends no attempt, and the
@@ -73,11 +75,16 @@ class Health:
         self.probe = probe
         self.failures_in_row = 0
         self.failing_models: set[str] = set()  # the models of those failures
+        self.answered = False  # a call of this process has had its reply
         self.down_since: datetime | None = None
         self.paused: set[PausedCall] = set()
         self._probing: asyncio.Task[None] | None = None
 
     def succeeded(self) -> None:
+        self.answered = True
+        self._reset()
+
+    def _reset(self) -> None:
         self.failures_in_row = 0
         self.failing_models.clear()
 
@@ -87,9 +94,10 @@ class Health:
             self.failures_in_row += 1
             self.failing_models.add(model)
         else:
-            self.succeeded()
+            self._reset()
         if (
-            self.down_since is None
+            self.answered
+            and self.down_since is None
             and self.failures_in_row >= OUTAGE_FAILURES
             and len(self.failing_models) >= 2
         ):

@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Iterable
+from typing import Any
 
 from temporalio import activity
 
@@ -67,6 +68,22 @@ class FakeModels:
 
     def tried(self, model: str) -> int:
         return sum(1 for attempted, _, _ in self.attempts if attempted == model)
+
+    # What worker.serving asks of a gateway besides its calls: no provider has a limit,
+    # and none is watched for outages.
+    @property
+    def providers(self) -> dict[str, Any]:
+        return {}
+
+    def limited(self) -> dict[str, float]:
+        return {}
+
+    def watch_outages(self, client: Any) -> None:
+        pass
+
+    @activity.defn(name="limited_providers")
+    async def limited_providers(self, models: list[str]) -> dict[str, str]:
+        return {}
 
     @activity.defn(name="call_model")
     async def call_model(

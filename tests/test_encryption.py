@@ -173,12 +173,16 @@ def payload_encodings(history: WorkflowHistory) -> set[str]:
     """The encoding of every payload in the history, search attributes aside (they are
     indexed by the server, so they stay readable: stage, round, termination reason), and
     so are the SDK's own patch markers, should a history hold any (they hold only a patch
-    id)."""
+    id), and the SDK's bookkeeping of a local activity (its sequence number, attempt, type
+    and time; its result is encrypted like any other)."""
     found: set[str] = set()
 
     def walk(node) -> None:
         if isinstance(node, dict):
             if node.get("markerName") == "core_patch":
+                return
+            if node.get("markerName") == "core_local_activity":
+                walk(node.get("details", {}).get("result"))
                 return
             if set(node) >= {"metadata", "data"} and b"ExternalStorageReference" in (
                 base64.b64decode(node["metadata"].get("messageType", ""))
