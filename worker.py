@@ -57,7 +57,7 @@ from app.connection import (
 )
 from app.supervisor import ProcessCountError, Supervisor
 from council import numbers
-from council.config import ConfigProblem
+from council.config import DEFAULT_PROVIDER, ConfigProblem
 from workflows import search_attributes
 from workflows.calls import provider_queue
 from workflows.deliberation import Deliberation
@@ -226,6 +226,10 @@ async def serving(
     build = options.pop("build", None) or deployment.build_id()
     await set_provider_rates(client, queue, gateway.limited())
     gateway.watch_outages(client)
+    outages = getattr(gateway, "outages", None)  # (a test's fake gateway has none)
+    if outages is not None:
+        # Calls a process that died left paused: watched here, resumed when they can be.
+        await outages.adopt(DEFAULT_PROVIDER)
     async with contextlib.AsyncExitStack() as workers:
         for each in provider_workers(client, gateway, queue, build):
             await workers.enter_async_context(each)

@@ -17,7 +17,9 @@ any length costs no member its place.
 A probe asks the provider for its model list every PROBE_SECONDS; once it answers (any
 status below 500), the provider is up, and every paused call of it is unpaused: the ones
 this process paused, and any other process's that the
-namespace's running deliberations show (paused_calls). A resumed call goes on from the
+namespace's running deliberations show (paused_calls). A process that died leaves its
+paused calls behind: every worker, when it starts, takes over the calls it finds paused
+(adopt), probes their provider and resumes them once it answers. A resumed call goes on from the
 attempt it was on: a provider that answers its model list but keeps failing calls costs
 each call an attempt per pause, so no call waits forever. `starter.py providers` lists the
 paused calls and resumes them by hand.
@@ -122,6 +124,24 @@ class Outages:
     def down(self, provider: str) -> datetime | None:
         return self.health[provider].down_since
 
+    async def adopt(self, default: str) -> int:
+        """The calls paused in the namespace when this process starts (their process may
+        have died): each is watched as if this process had paused it, under the provider
+        its last failure names (else `default`), and resumed once that answers. How many."""
+        try:
+            found = await paused_calls(self.client, any_provider=True)
+        except RPCError as error:
+            log.warning("could not look for paused calls: %s", error.message)
+            return 0
+        for call in found:
+            health = self.health.get(call.provider) or self.health[default]
+            health.down_since = health.down_since or call.since or datetime.now(UTC)
+            health.paused.add(call)
+            self._probe(health)
+        if found:
+            log.warning("%d call(s) found paused: resumed once their provider answers", len(found))
+        return len(found)
+
     async def pause_this_call(self, provider: str) -> str:
         """Pause the calling activity (its next attempt waits until it is unpaused); the
         line its attempt ends with."""
@@ -203,13 +223,18 @@ async def resume(client: Client, calls: Iterable[PausedCall]) -> int:
 
 
 MODEL_CALL = "call_model"
+UNKNOWN = "?"
 RUNNING = 'ExecutionStatus="Running" AND WorkflowType IN ("Deliberation", "JudgeAnswers")'
 
 
-async def paused_calls(client: Client, provider: str | None = None) -> list[PausedCall]:
+async def paused_calls(
+    client: Client, provider: str | None = None, any_provider: bool = False
+) -> list[PausedCall]:
     """The model calls paused in the namespace's running deliberations (and judges), of
     one provider or of all: from each run's pending activities, the provider named by the
-    line their last attempt ended with."""
+    line their last attempt ended with. With `any_provider`, also those whose last attempt
+    names none (a process that paused its call and died before it ended the attempt),
+    under the provider "?"."""
     found = []
     async for execution in client.list_workflows(RUNNING):
         try:
@@ -223,6 +248,8 @@ async def paused_calls(client: Client, provider: str | None = None) -> list[Paus
                 continue
             message = pending.last_failure.message if pending.HasField("last_failure") else ""
             named = _provider_in(message)
+            if named is None and any_provider:
+                named = UNKNOWN
             if named is None or (provider is not None and named != provider):
                 continue
             since = (
