@@ -18,12 +18,17 @@ ID_RULE = (
 _ID = re.compile(rf"[A-Za-z0-9][A-Za-z0-9_.:\-]{{0,{MAX_ID_CHARS - 1}}}")
 
 
-def id_problem(value: str) -> str | None:
-    """Why `value` cannot be a deliberation's id (None: it can)."""
-    if _ID.fullmatch(value):
+def _problem(value: str, pattern: re.Pattern[str], what: str, rule: str) -> str | None:
+    """Why `value` is not a valid `what` (None: `pattern` takes it), in one line."""
+    if pattern.fullmatch(value):
         return None
     shown = value if len(value) <= 60 else value[:57] + "..."
-    return f"{shown!r} is not a valid id: {ID_RULE}"
+    return f"{shown!r} is not a valid {what}: {rule}"
+
+
+def id_problem(value: str) -> str | None:
+    """Why `value` cannot be a deliberation's id (None: it can)."""
+    return _problem(value, _ID, "id", ID_RULE)
 
 
 def is_valid_id(value: str) -> bool:
@@ -42,7 +47,4 @@ _TENANT = re.compile(rf"[A-Za-z0-9][A-Za-z0-9_.:@+\-]{{0,{MAX_TENANT_CHARS - 1}}
 
 def tenant_problem(value: str) -> str | None:
     """Why `value` cannot name a tenant (None: it can)."""
-    if _TENANT.fullmatch(value):
-        return None
-    shown = value if len(value) <= 60 else value[:57] + "..."
-    return f"{shown!r} is not a valid tenant: {TENANT_RULE}"
+    return _problem(value, _TENANT, "tenant", TENANT_RULE)
