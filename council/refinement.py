@@ -31,7 +31,7 @@ from council.iteration import (
 )
 from council.models import EvaluationCriteria
 from council.prompts import build_refinement_prompt
-from council.stages import Ending
+from council.stages import Ending, Stage1Result
 
 # Only the keys our prompt asks for: a reply whose JSON has an "answer" key is not ours.
 ANSWER_KEYS = ("final_answer", "refined_response")
@@ -311,6 +311,25 @@ def record_refinements(
         else:
             round_data.models_unchanged.append(model)
     return new_answers
+
+
+ENDING_FIELDS = set(Ending.model_fields)
+
+
+def answer_ending(
+    model: str, answer: str, stage1: Sequence[Stage1Result], rounds: Sequence[IterationRound]
+) -> Ending:
+    """How `model`'s current answer ended when it was written: its last refinement that
+    gave `answer`, else its first answer (an answer copied elsewhere keeps its ending)."""
+    refined = (
+        r
+        for n in reversed(rounds)
+        for r in n.refinements
+        if r.model == model and r.error is None and r.refined_response == answer
+    )
+    first = (r for r in stage1 if r.model == model)
+    written = next(refined, None) or next(first, None)
+    return Ending() if written is None else Ending(**written.model_dump(include=ENDING_FIELDS))
 
 
 # Model -> chat messages in; model -> {"content": reply text}, or None, out (a model whose

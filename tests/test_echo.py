@@ -116,3 +116,5 @@ async def test_when_no_model_writes_the_synthesis_the_best_rated_answer_stands(
         best, next(r.response for r in record.stage1 if r.model == best)
     )
     assert {(e.stage, e.model) for e in record.errors} == {(Stage.SYNTHESIS, m) for m in models}
+    # The answer that stands keeps how it ended when it was written.
+    assert record.stage3.finish_reason == "stop" and record.stage3.provider is not None

@@ -9,17 +9,25 @@ from datetime import UTC, datetime
 import pytest
 
 from activities import direct
-from council.iteration import CritiqueItem, IterationState, start_new_round
+from council.iteration import (
+    CritiqueItem,
+    IterationRound,
+    IterationState,
+    RefinementResult,
+    start_new_round,
+)
 from council.models import Criterion, EvaluationCriteria
 from council.prompts import build_refinement_prompt, refinement_prompt
 from council.refinement import (
     RefinementTask,
+    answer_ending,
     parse_refinement,
     plan_refinements,
     record_refinements,
     refinement_result,
     stage2_5_refine_responses,
 )
+from council.stages import Stage1Result
 
 NOW = datetime(2026, 1, 2, 12, 0, tzinfo=UTC)
 
@@ -190,6 +198,32 @@ def test_a_model_without_an_answer_does_not_refine():
     }
     tasks = plan_refinements({"m2": "a2"}, critiques, label_to_model)  # m1 failed in stage 1
     assert [t.model for t in tasks] == ["m2"]
+
+
+def test_an_answer_keeps_the_ending_of_the_reply_that_wrote_it():
+    stage1 = [
+        Stage1Result(model="m1", response="a1", finish_reason="stop", provider="default"),
+        Stage1Result(model="m2", response="a2", finish_reason="length", truncated=True),
+    ]
+    refined = RefinementResult(
+        model="m1", original_response="a1", refined_response="b1", finish_reason="length"
+    )
+    failed = RefinementResult(
+        model="m1", original_response="b1", refined_response="b1", error="timed out"
+    )
+    rounds = [
+        IterationRound(round_number=1, started_at=NOW, refinements=[refined]),
+        IterationRound(round_number=2, started_at=NOW, refinements=[failed]),
+    ]
+    # Its refinement wrote it, and a later failed call kept it.
+    assert answer_ending("m1", "b1", stage1, rounds).finish_reason == "length"
+    # Never refined: its first answer's ending.
+    m2 = answer_ending("m2", "a2", stage1, rounds)
+    assert (m2.finish_reason, m2.truncated) == ("length", True)
+    # The first answer, when no refinement gave this text.
+    m1 = answer_ending("m1", "a1", stage1, rounds)
+    assert (m1.finish_reason, m1.provider) == ("stop", "default")
+    assert answer_ending("m9", "x", stage1, rounds).finish_reason is None
 
 
 # --- reading the reply ----------------------------------------------------------------------

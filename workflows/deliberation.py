@@ -38,7 +38,12 @@ with workflow.unsafe.imports_passed_through():
     from council.models import DeliberationRecord, DeliberationRequest
     from council.progress import EventKind, Progress
     from council.record import fit_record
-    from council.refinement import plan_refinements, record_refinements, refinement_result
+    from council.refinement import (
+        answer_ending,
+        plan_refinements,
+        record_refinements,
+        refinement_result,
+    )
     from council.stages import Stage3Result
     from council.steering import (
         HumanCritique,
@@ -336,6 +341,9 @@ class Deliberation:
             model=best,
             response=self.answers[best],
             fallback=why,
+            **answer_ending(
+                best, self.answers[best], self.record.stage1, self.record.rounds
+            ).model_dump(),
             format_problem="no model wrote the final answer in the requested format"
             if wanted is not None
             else None,
