@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 
 import pytest
@@ -307,3 +308,26 @@ def test_every_setting_that_can_change_an_answer_changes_the_run_key(bundled) ->
     }
     assert len(keys) == 4
     assert run_key(bundled, validate_request({**base, "policy": {"max_attempts": 2}})) in keys
+
+
+# ---- the GSM8K subset -------------------------------------------------------------------
+
+GSM8K = BUNDLED.parent / "gsm8k_test_subset.jsonl"
+
+
+def test_the_gsm8k_subset_is_valid_and_licensed() -> None:
+    dataset = load_dataset(GSM8K)
+    ids = [p.id for p in dataset.problems]
+    assert len(dataset) >= 200
+    assert len(set(ids)) == len(ids)
+    assert all(re.fullmatch(r"gsm8k-test-\d{4}", i) for i in ids), ids
+    assert ids == sorted(ids)  # drawn, then sorted by the index in GSM8K's test.jsonl
+    for problem in dataset.problems:
+        assert problem.kind == "number", problem.id
+        assert "," not in problem.answer, problem.id
+        assert problem.is_correct(problem.expected), problem.id
+        assert problem.is_correct(problem.read(f"Working.\n\nFinal answer: {problem.answer}")), (
+            problem.id
+        )
+    licence = (GSM8K.parent / "LICENSE-gsm8k").read_text(encoding="utf-8")
+    assert licence.startswith("MIT License") and "OpenAI" in licence
