@@ -104,6 +104,8 @@ def request_body(
     }
     if call.temperature is not None:
         body["temperature"] = call.temperature
+    if call.seed is not None:
+        body["seed"] = call.seed
     if call.max_tokens is not None:
         body["max_tokens"] = call.max_tokens
     format_ = response_format(call, form)

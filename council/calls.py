@@ -94,6 +94,9 @@ class ModelCall(BaseModel):
     stage: Stage | None = None  # None: a call outside the protocol (the evaluation's judge)
     round: int = 0
     temperature: float | None = None
+    # The provider's sampling seed, where it takes one: independent samples of one prompt
+    # (self-consistency) each ask with their own.
+    seed: int | None = None
     max_tokens: int | None = None
     # Content longer than this (UTF-8 bytes) is cut and flagged, so that a reply never
     # pushes a Temporal payload or the record past its size limit.

@@ -8,7 +8,9 @@ by its question text, and plays the four standard personas as solvers of known s
 
 - stage 1: a persona answers wrong on a fixed share of the problems (chosen by a hash of
   persona and problem), with one of a few plausible mistakes that personas often share,
-  and ends its reply in its own format (marked, bold, terse or boxed);
+  and ends its reply in its own format (marked, bold, terse or boxed); a request with a
+  sampling seed is an independent sample, whose slips still fall mostly on the problems
+  hard for the persona (stage1_value);
 - stage 2: a reviewer checks each answer against the expected one: 5/5 (4/5 without
   working) when it checks out, 1/5 when the final answer is wrong; it misjudges a fixed
   share of the answers it sees (by a hash of reviewer, problem and answer);
@@ -46,6 +48,8 @@ from simulator.reading import Critique, Prompt
 DATASETS = Path(__file__).resolve().parents[1] / "datasets"
 DATASETS_ENV = "COUNCIL_SIM_DATASETS"
 SYNTHESIS_LABEL = "(Simulated council synthesis)"
+# A seeded sample's chance of slipping on a problem that is hard for the persona.
+HARD_SLIP = 0.7
 WORKING_WORDS = 20  # an answer this long shows its working and earns 5/5 when right
 _FLAGGED = re.compile(r"\b(?:is wrong|incorrect|does not fit)\b", re.IGNORECASE)
 
@@ -231,11 +235,23 @@ def solution(problem: Problem, value: str, style: str) -> str:
     return f"{SIMULATED_MARK} {_WORKING[style]}{ending(problem, value, style)}"
 
 
-def stage1_value(persona: str, skill: Skill, problem: Problem) -> str:
-    if chance("slip", persona, problem.id) >= skill.slip:
+def stage1_value(persona: str, skill: Skill, problem: Problem, seed: int | None = None) -> str:
+    """The answer a persona gives. Unseeded, it slips on a fixed share of problems (the
+    ones hard for it). A seeded request is an independent sample: it slips on a problem
+    hard for the persona most of the time (HARD_SLIP) and on the others rarely, so that
+    the persona slips as often overall, and its mistakes stay correlated by problem, as a
+    model's do: sampling more fixes its careless slips, not what it cannot do."""
+    hard = chance("slip", persona, problem.id) < skill.slip
+    if seed is None:
+        slips, draw = hard, chance("mistake", persona, problem.id)
+    else:
+        easy_slip = (1 - HARD_SLIP) * skill.slip / (1 - skill.slip)
+        slips = chance("sample", persona, problem.id, seed) < (HARD_SLIP if hard else easy_slip)
+        draw = chance("sample mistake", persona, problem.id, seed)
+    if not slips:
         return problem.expected.shown if problem.kind != "text" else problem.answer
     wrong = mistakes(problem)
-    return wrong[int(chance("mistake", persona, problem.id) * min(2, len(wrong)))]
+    return wrong[int(draw * min(2, len(wrong)))]
 
 
 # ---- reading an answer as a careful reader would --------------------------------------
@@ -451,4 +467,4 @@ def reply(persona: PersonaLike, prompt: Prompt) -> str | None:
         return refine(persona, skill, problem, prompt)
     if prompt.stage is Stage.SYNTHESIS:
         return synthesis(persona, problem, prompt)
-    return solution(problem, stage1_value(persona.name, skill, problem), skill.style)
+    return solution(problem, stage1_value(persona.name, skill, problem, prompt.seed), skill.style)

@@ -85,6 +85,7 @@ class Prompt:
     original: str = ""  # refinement: the answer to refine
     critiques: list[Critique] = field(default_factory=list)  # refinement
     council: list[ChairmanAnswer] = field(default_factory=list)  # synthesis
+    seed: int | None = None  # the request's sampling seed: an independent sample asks with one
 
 
 def prompt_text(messages: list[dict]) -> str:

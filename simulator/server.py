@@ -228,6 +228,9 @@ class _Exchange:
             return wire.echo(prompt_text(self.messages)), "stop"
         persona = persona_for(self.model)
         prompt = read_prompt(prompt_text(self.messages))
+        seed = self.payload.get("seed")
+        if isinstance(seed, int) and not isinstance(seed, bool):
+            prompt.seed = seed
         text = reply(persona, prompt, Script(self.scripted_ratings(prompt), self.plan.critiques))
         if prompt.stage is Stage.ANSWER:
             self.sim.authors.note(text, self.model)
