@@ -9,6 +9,7 @@
     python starter.py show ID [--json | --markdown]
     python starter.py list [--filter TEXT | --thread ID]
     python starter.py eval DATASET.jsonl [--concurrency N] [--limit N] [--out DIR] [--judge M]
+                                         [--arms {council,all}] [--max-samples N]
     python starter.py mcp [--http HOST:PORT]
     python starter.py doctor [--json]
     python starter.py store prune [--grace SECONDS] [--dry-run] [--json]

@@ -62,6 +62,7 @@ from workflows import search_attributes
 from workflows.calls import provider_queue
 from workflows.deliberation import Deliberation
 from workflows.judge import JudgeAnswers
+from workflows.sampling import SelfConsistency
 from workflows.search_attributes import ensure_search_attributes
 
 log = logging.getLogger("council.worker")
@@ -78,7 +79,7 @@ def build_worker(
     client: Client,
     gateway: ModelGateway,
     queue: str | None = None,
-    workflows: Sequence[type] = (Deliberation, JudgeAnswers),
+    workflows: Sequence[type] = (Deliberation, JudgeAnswers, SelfConsistency),
     activities: Sequence[Callable[..., Any]] = (),
     build: str | None = None,
     **options: Any,

@@ -224,7 +224,10 @@ async def resume(client: Client, calls: Iterable[PausedCall]) -> int:
 
 MODEL_CALL = "call_model"
 UNKNOWN = "?"
-RUNNING = 'ExecutionStatus="Running" AND WorkflowType IN ("Deliberation", "JudgeAnswers")'
+RUNNING = (
+    'ExecutionStatus="Running" AND '
+    'WorkflowType IN ("Deliberation", "JudgeAnswers", "SelfConsistency")'
+)
 
 
 async def paused_calls(

@@ -24,6 +24,7 @@ from evaluation.report import print_report
 from evaluation.runner import Evaluation
 from evaluation.scoring import SOURCES, ProblemScore
 from grading.dataset import DatasetError, load_dataset
+from grading.sampling import MAX_SAMPLES, MAX_SAMPLES_LIMIT
 
 TEMPLATE_QUESTION = "(evaluation: every problem sets its own question)"
 
@@ -59,6 +60,20 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--json", action="store_true", help="print report.json on stdout instead of tables"
     )
+    parser.add_argument(
+        "--arms",
+        choices=["council", "all"],
+        default="council",
+        help="council (default): the arms the council's own runs give (each member alone, "
+        "the votes, the chairman); all: also self-consistency, the strongest member sampled "
+        "to the council's tokens (calls of its own)",
+    )
+    parser.add_argument(
+        "--max-samples",
+        type=_positive,
+        default=MAX_SAMPLES,
+        help=f"self-consistency: at most this many samples a problem (default {MAX_SAMPLES})",
+    )
 
 
 def prepare(args: argparse.Namespace, template: DeliberationRequest, task_queue: str) -> EvalPlan:
@@ -69,6 +84,10 @@ def prepare(args: argparse.Namespace, template: DeliberationRequest, task_queue:
         raise BadInput(str(error)) from None
     if args.judge is not None and not MODEL_ID.match(args.judge.strip()):
         raise BadInput(f"--judge: {args.judge!r} is not a model id")
+    if args.max_samples > MAX_SAMPLES_LIMIT:
+        raise BadInput(
+            f"--max-samples: 1 to {MAX_SAMPLES_LIMIT} samples a problem (got {args.max_samples})"
+        )
     if args.tag is not None and not (0 < len(args.tag) <= MAX_TAG_CHARS):
         raise BadInput(f"--tag: 1 to {MAX_TAG_CHARS} characters (got {len(args.tag)})")
     out = Path(args.out) if args.out else Path("data") / "eval" / dataset.name
@@ -80,6 +99,8 @@ def prepare(args: argparse.Namespace, template: DeliberationRequest, task_queue:
         limit=args.limit,
         judge=args.judge.strip() if args.judge else None,
         tag=args.tag,
+        arms=args.arms,
+        max_samples=args.max_samples,
     )
     return plan(dataset, settings)
 
@@ -105,6 +126,20 @@ def _progress_line(score: ProblemScore, done: int, total: int, last_stage: str) 
     )
 
 
+def _sampled_line(score: ProblemScore, done: int, total: int) -> str:
+    head = f"[{done:>{len(str(total))}}/{total}] {score.id}: self-consistency"
+    sampled = score.self_consistency
+    if sampled is None or not sampled.answered:
+        why = sampled.errors[0] if sampled and sampled.errors else "no sample answered"
+        return f"{head}: FAILED: {why}"
+    vote = sampled.vote
+    return (
+        f"{head} {sampled.model} {'✓' if vote.correct else '✗'} {vote.answer or '-'} "
+        f"({vote.votes} of {sampled.answered} samples agree; k {sampled.samples} for "
+        f"{score.usage.total_tokens:,} council tokens) · {sampled.usage.total_tokens:,} tokens"
+    )
+
+
 async def execute(client: Client, eval_plan: EvalPlan, as_json: bool, err: Console) -> int:
     settings = eval_plan.settings
     dataset = eval_plan.dataset
@@ -117,6 +152,12 @@ async def execute(client: Client, eval_plan: EvalPlan, as_json: bool, err: Conso
         f"{settings.concurrency} at a time",
         markup=False,
     )
+    if settings.arms == "all":
+        err.print(
+            "eval: --arms all: then the strongest member at stage 1 is sampled on every "
+            "problem, as many times as spends the council's tokens on it (self-consistency)",
+            markup=False,
+        )
     err.print(
         f"eval: workflow ids {eval_plan.id_pattern}: a rerun of this command resumes "
         f"(completed problems are not deliberated again)",
@@ -127,8 +168,11 @@ async def execute(client: Client, eval_plan: EvalPlan, as_json: bool, err: Conso
     def progress(score: ProblemScore, done: int, total: int) -> None:
         err.print(_progress_line(score, done, total, last_stage), markup=False, highlight=False)
 
+    def sampled(score: ProblemScore, done: int, total: int) -> None:
+        err.print(_sampled_line(score, done, total), markup=False, highlight=False)
+
     try:
-        report = await Evaluation(client, eval_plan, progress).run()
+        report = await Evaluation(client, eval_plan, progress, sampled).run()
     except (asyncio.CancelledError, KeyboardInterrupt):
         err.print(
             "eval: interrupted; deliberations in flight go on in Temporal, and the same command "

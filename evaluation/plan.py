@@ -15,10 +15,18 @@ import json
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Literal
 
+from council import prompts
+from council.calls import Stage
 from council.models import DeliberationRequest
 from council.validation import validate_request
 from grading.dataset import INSTRUCTION, Dataset, Problem
+from grading.sampling import DEFAULT_TEMPERATURE, MAX_SAMPLES, SamplingRequest
+
+# Which arms an evaluation runs: the council's own ("council": every arm its runs give),
+# or "all": also self-consistency, which makes its own calls.
+Arms = Literal["council", "all"]
 
 # What a run key depends on: the answers could differ if any of these did.
 KEY_SETTINGS = {
@@ -48,6 +56,8 @@ class EvalSettings:
     limit: int | None = None
     judge: str | None = None
     tag: str | None = None
+    arms: Arms = "council"
+    max_samples: int = MAX_SAMPLES
 
 
 @dataclass
@@ -93,3 +103,31 @@ def plan(dataset: Dataset, settings: EvalSettings) -> EvalPlan:
 
 def problem_request(template: DeliberationRequest, problem: Problem) -> DeliberationRequest:
     return validate_request({**template.model_dump(mode="json"), "question": problem.prompt()})
+
+
+def sampling_request(
+    template: DeliberationRequest,
+    problem: Problem,
+    model: str,
+    token_target: int,
+    max_samples: int = MAX_SAMPLES,
+) -> SamplingRequest:
+    """Self-consistency on one problem: `model`'s stage-1 call as the council makes it,
+    at the council's temperature (DEFAULT_TEMPERATURE when it sets none: samples must vary)."""
+    request = problem_request(template, problem)
+    ask = prompts.answer_prompt(
+        request.question, request.response_byte_cap, None, request.instructions
+    )
+    call = request.model_call(
+        Stage.ANSWER, 0, model, ask, request.reply_tokens(Stage.ANSWER)
+    ).model_copy(update={"temperature": sampling_temperature(template)})
+    return SamplingRequest(
+        call=call,
+        token_target=max(1, token_target),
+        max_samples=max_samples,
+        policy=request.policy,
+    )
+
+
+def sampling_temperature(template: DeliberationRequest) -> float:
+    return template.temperature or DEFAULT_TEMPERATURE

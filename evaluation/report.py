@@ -21,12 +21,22 @@ from rich.table import Table
 
 from council.agreement import LEVELS
 from council.models import UsageTotals
+from evaluation.arms import (
+    Arm,
+    Conformity,
+    PairedTest,
+    SelfConsistencySummary,
+    arms_and_tests,
+    conformity,
+)
+from evaluation.plan import sampling_temperature
 from evaluation.scoring import SOURCES, ProblemScore, stage_names
 from grading.dataset import INSTRUCTION
 
 if TYPE_CHECKING:
     from evaluation.plan import EvalPlan
 
+SKIPPED = "not run: self-consistency makes calls of its own; eval --arms all runs it"
 CHAIRMAN = "chairman"
 MAJORITY = "majority vote"
 NOT_MEASURED = "not measured"
@@ -120,6 +130,9 @@ class RunInfo(BaseModel):
     started_at: datetime
     duration_seconds: float
     simulated: bool = Field(description="the answers came from the simulator, not real models")
+    arms: str = Field(
+        default="council", description="council: the council's own arms; all: also self-consistency"
+    )
 
 
 class EvalReport(BaseModel):
@@ -137,6 +150,18 @@ class EvalReport(BaseModel):
     failed: int
     sources: dict[str, int] = Field(description="how each problem's deliberation was obtained")
     usage: UsageSummary
+    arms: list[Arm] = Field(
+        default_factory=list,
+        description="every way of answering, on the completed problems: accuracy with its "
+        "95 % interval, tokens and cost per problem and per correct answer",
+    )
+    paired: list[PairedTest] = Field(
+        default_factory=list, description="the chairman against each arm: exact McNemar tests"
+    )
+    self_consistency: SelfConsistencySummary = Field(
+        default_factory=lambda: SelfConsistencySummary(run=False, note=SKIPPED)
+    )
+    conformity: Conformity = Field(default_factory=Conformity)
     problems: list[ProblemScore]
 
 
@@ -173,6 +198,7 @@ def build_report(
     sources: dict[str, int] = {}
     for score in scores:
         sources[score.source] = sources.get(score.source, 0) + 1
+    arms, paired = arms_and_tests(done, stages, template.models)
     return EvalReport(
         dataset=DatasetInfo(
             name=plan.dataset.name,
@@ -198,6 +224,7 @@ def build_report(
             started_at=started_at,
             duration_seconds=round(duration_seconds, 2),
             simulated=any(s.simulated for s in done),
+            arms=plan.settings.arms,
         ),
         stages=stages,
         accuracy=Accuracy(models=models, majority_vote=majority, chairman=chairman),
@@ -207,7 +234,37 @@ def build_report(
         failed=len(scores) - len(done),
         sources=sources,
         usage=usage,
+        arms=arms,
+        paired=paired,
+        self_consistency=sampling_summary(plan, done),
+        conformity=conformity(done, stages[-1]),
         problems=scores,
+    )
+
+
+def sampling_summary(plan: EvalPlan, done: list[ProblemScore]) -> SelfConsistencySummary:
+    settings = plan.settings
+    if settings.arms != "all":
+        return SelfConsistencySummary(run=False, note=SKIPPED)
+    sampled = [s.self_consistency for s in done if s.self_consistency is not None]
+    model = sampled[0].model if sampled else None
+    temperature = sampling_temperature(settings.template)
+    return SelfConsistencySummary(
+        run=True,
+        note=(
+            f"{model or 'the strongest member'} (the most right at stage 1) sampled at "
+            f"temperature {temperature:g}, k per problem chosen to spend about the council's "
+            f"tokens on it (at most {settings.max_samples}), the samples' majority vote"
+        ),
+        model=model,
+        temperature=temperature,
+        max_samples=settings.max_samples,
+        problems=sum(1 for v in sampled if v.answered),
+        samples_per_problem=round(sum(v.samples for v in sampled) / len(sampled), 2)
+        if sampled
+        else None,
+        capped=sum(v.capped for v in sampled),
+        failed_samples=sum(len(v.errors) for v in sampled),
     )
 
 
@@ -317,11 +374,86 @@ def problems_table(report: EvalReport) -> Table:
     return table
 
 
+def _interval(arm: Arm) -> str:
+    if arm.accuracy is None or arm.ci95 is None:
+        return "-"
+    low, high = arm.ci95
+    return f"{arm.accuracy:.0%} ({arm.correct}/{arm.total}) [{low:.0%}, {high:.0%}]"
+
+
+def _number(value: float | None) -> str:
+    return "-" if value is None else f"{value:,.0f}"
+
+
+def arms_table(report: EvalReport) -> Table:
+    """Every arm: accuracy with its 95 % interval, what it spent, and the chairman's paired
+    test against it."""
+    simulated = " · SIMULATED models" if report.run.simulated else ""
+    table = Table(
+        title=f"Arms: is the council worth its tokens? ({report.completed} problems{simulated})",
+        title_justify="left",
+        caption=f"self-consistency: {report.self_consistency.note}",
+        caption_justify="left",
+    )
+    for name, justify in (
+        ("arm", "left"),
+        ("accuracy [95 % interval]", "right"),
+        ("tokens / problem", "right"),
+        ("cost / problem", "right"),
+        ("tokens / correct", "right"),
+        ("right only: chairman / arm", "right"),
+        ("McNemar p", "right"),
+    ):
+        table.add_column(name, justify=justify)
+    tests = {t.arm: t for t in report.paired}
+    for arm in report.arms:
+        test = tests.get(arm.name)
+        table.add_row(
+            arm.name,
+            _interval(arm),
+            _number(arm.tokens_per_problem),
+            _cost(arm.cost_per_problem_usd),
+            _number(arm.tokens_per_correct),
+            f"{test.only_council} / {test.only_arm}" if test else "",
+            f"{test.mcnemar:.3g}" if test else "",
+        )
+    return table
+
+
+def conformity_table(report: EvalReport) -> Table:
+    """Did deliberation help or herd: each member's answers from stage 1 to the end."""
+    flow = report.conformity
+    last = report.stages[-1]
+    table = Table(
+        title=f"Conformity: stage 1 to {last}",
+        title_justify="left",
+        caption=(
+            f"the chairman overruled a right majority on {flow.chairman_overruled_majority} "
+            f"problem(s); a right minority at stage 1 was lost on {flow.correct_minority_lost}"
+        ),
+        caption_justify="left",
+    )
+    for name in ("member", "right → wrong", "wrong → right", "stayed right", "stayed wrong"):
+        table.add_column(name, justify="left" if name == "member" else "right")
+    for model, row in flow.members.items():
+        table.add_row(
+            model,
+            str(row.correct_to_wrong),
+            str(row.wrong_to_correct),
+            str(row.stayed_right),
+            str(row.stayed_wrong),
+        )
+    return table
+
+
 def print_report(report: EvalReport, out: Console, per_problem: bool = True) -> None:
     if per_problem:
         out.print(problems_table(report))
     out.print(accuracy_table(report))
     out.print(agreement_table(report))
+    if report.arms:
+        out.print(arms_table(report))
+        out.print(conformity_table(report))
     usage = report.usage
     ties = ", ".join(f"{stage} {n}" for stage, n in report.majority_ties.items() if n) or "none"
     out.print(

@@ -6,7 +6,9 @@ a saved record with that workflow id in the raw outputs is read back; otherwise 
 asked: a completed run's result is fetched (no model is called again), a running one is
 awaited, a failed, terminated, cancelled or timed-out one is started again as a new run of
 the same id (id reuse policy ALLOW_DUPLICATE_FAILED_ONLY), and a problem never seen is
-started. Interrupting the harness leaves the deliberations running in Temporal; the next
+started. With every arm asked for (`--arms all`), the strongest member is then sampled on
+each completed problem (the SelfConsistency workflow, found again the same way).
+Interrupting the harness leaves the deliberations running in Temporal; the next
 run picks them up.
 """
 
@@ -26,24 +28,29 @@ from temporalio.exceptions import WorkflowAlreadyStartedError
 from temporalio.service import RPCError, RPCStatusCode
 
 from council.models import DeliberationRecord
+from evaluation.arms import strongest_member
 from evaluation.outputs import Outputs, write_atomically
-from evaluation.plan import EvalPlan, problem_request
+from evaluation.plan import EvalPlan, problem_request, sampling_request
 from evaluation.plot import plot_accuracy, plot_agreement
 from evaluation.report import EvalReport, build_report
 from evaluation.scoring import (
     JudgeSummary,
     ProblemScore,
+    SampledVote,
     Source,
     failed_problem,
     judge_candidates,
     score_problem,
+    score_samples,
 )
 from grading.dataset import Problem
 from grading.judge import JudgeRequest, JudgeResult
+from grading.sampling import SamplingResult
 from workflows.client import QUESTION_MEMO, QUESTION_MEMO_CHARS
 from workflows.deliberation import Deliberation
 from workflows.judge import JudgeAnswers
 from workflows.priority import Launch, Urgency
+from workflows.sampling import SelfConsistency
 
 # An evaluation's runs (and their judges) are batch work, under their own tenant.
 EVALUATION = Launch(Urgency.BATCH, "eval")
@@ -61,12 +68,14 @@ class Evaluation:
         client: Client,
         eval_plan: EvalPlan,
         on_problem: Callable[[ProblemScore, int, int], None] | None = None,
+        on_sampled: Callable[[ProblemScore, int, int], None] | None = None,
     ) -> None:
         self.client = client
         self.plan = eval_plan
         self.settings = eval_plan.settings
         self.outputs = Outputs(self.settings.out_dir)
         self.on_problem = on_problem
+        self.on_sampled = on_sampled
         self._done = 0
 
     async def run(self) -> EvalReport:
@@ -83,6 +92,8 @@ class Evaluation:
             return score
 
         scores = await asyncio.gather(*(one(problem) for problem in self.plan.problems))
+        if self.settings.arms == "all":
+            await self.sample(list(scores), slots)
         report = build_report(
             self.plan,
             list(scores),
@@ -175,6 +186,55 @@ class Evaluation:
             usage=result.usage.totals(),
         )
         return verdicts, summary
+
+    # ---- the self-consistency arm ---------------------------------------------------------
+
+    async def sample(self, scores: list[ProblemScore], slots: asyncio.Semaphore) -> None:
+        """The strongest member sampled on every completed problem (grading.sampling)."""
+        model = strongest_member(scores, self.settings.template.models)
+        if model is None:
+            return
+        problems = {p.id: p for p in self.plan.problems}
+        completed = [s for s in scores if s.status == "completed"]
+        done = 0
+
+        async def one(score: ProblemScore) -> None:
+            nonlocal done
+            async with slots:
+                score.self_consistency = await self._sample(problems[score.id], score, model)
+            done += 1
+            if self.on_sampled:
+                self.on_sampled(score, done, len(completed))
+
+        await asyncio.gather(*(one(s) for s in completed))
+
+    async def _sample(self, problem: Problem, score: ProblemScore, model: str) -> SampledVote:
+        request = sampling_request(
+            self.settings.template,
+            problem,
+            model,
+            score.usage.total_tokens,
+            self.settings.max_samples,
+        )
+        blob = request.model_dump_json(include={"call", "token_target", "max_samples"})
+        digest = hashlib.sha256(blob.encode("utf-8")).hexdigest()[:8]
+        try:
+            result, _ = await self._run_workflow(
+                SelfConsistency.run,
+                request,
+                f"{score.workflow_id}-sc-{digest}",
+                SamplingResult,
+                summary=f"self-consistency {model} · eval {self.plan.dataset.name} · {problem.id}",
+                memo={
+                    "dataset": self.plan.dataset.name,
+                    "problem": problem.id,
+                    "run_key": self.plan.key,
+                },
+            )
+        except (_Failed, RPCError) as failed:
+            why = failed.message if isinstance(failed, _Failed) else f"Temporal: {failed.message}"
+            result = SamplingResult(model=model, samples=0, replies=[], errors=[why])
+        return score_samples(problem, result)
 
     # ---- starting, finding and awaiting workflows -------------------------------------
 

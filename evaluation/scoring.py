@@ -26,6 +26,7 @@ from council.agreement import Level
 from council.models import DeliberationRecord, UsageTotals
 from grading.answers import ABS_TOL, REL_TOL, Answer, matches
 from grading.dataset import Problem
+from grading.sampling import SamplingResult
 
 STAGE1 = "stage 1"
 Source = Literal["started", "awaited", "restarted", "reused", "saved"]
@@ -66,6 +67,18 @@ class JudgeSummary(BaseModel):
     usage: UsageTotals
 
 
+class SampledVote(BaseModel):
+    """The self-consistency arm on one problem: one model's k samples, put to a vote."""
+
+    model: str
+    samples: int
+    answered: int = Field(description="samples whose call succeeded")
+    vote: Vote
+    capped: bool = False
+    usage: UsageTotals = Field(default_factory=UsageTotals)
+    errors: list[str] = Field(default_factory=list)
+
+
 class ProblemScore(BaseModel):
     id: str
     kind: str
@@ -92,6 +105,11 @@ class ProblemScore(BaseModel):
     )
     agreement_alpha: float | None = None
     dissents: int = 0
+    # What each part of the run spent: the protocol's stages (stage1, stage2, stage2_5,
+    # stage3) and each refinement round (its refinements and the review after them).
+    usage_by_stage: dict[str, UsageTotals] = Field(default_factory=dict)
+    round_tokens: list[int] = Field(default_factory=list)
+    self_consistency: SampledVote | None = None
 
 
 def replies_by_stage(
@@ -188,6 +206,8 @@ def score_problem(
         terminated_reason=record.iteration.terminated_reason,
         rounds_completed=len(record.rounds),
         usage=record.usage.totals(),
+        usage_by_stage=record.usage.by_stage,
+        round_tokens=[r.tokens_used for r in record.rounds],
         call_errors=len(record.errors),
         judge=judge,
         simulated=is_simulated(record),
@@ -209,6 +229,20 @@ def score_problem(
     else:
         score.chairman = Reading(answer=None, correct=False)
     return score
+
+
+def score_samples(problem: Problem, result: SamplingResult) -> SampledVote:
+    """The samples' majority vote (exact matching: the judge reads no sample)."""
+    answers = [problem.read(reply) for reply in result.replies if reply is not None]
+    return SampledVote(
+        model=result.model,
+        samples=result.samples,
+        answered=sum(reply is not None for reply in result.replies),
+        vote=majority_vote(problem, answers),
+        capped=result.capped,
+        usage=result.usage,
+        errors=result.errors,
+    )
 
 
 def failed_problem(problem: Problem, workflow_id: str, source: Source, error: str) -> ProblemScore:

@@ -5,6 +5,8 @@ reading a dataset file.
     grading.answers   reading a final answer out of a reply, and matching it
     grading.judge     the judge model's prompt and verdict, and the JudgeAnswers
                       workflow's input and output
+    grading.sampling  self-consistency: how many samples, and the SelfConsistency
+                      workflow's input and output
 
 The evaluation harness scores with these, the JudgeAnswers workflow grades with them,
 and the simulator plays solvers of known skill with them. Like council/, this package

@@ -23,6 +23,7 @@ from council.validation import validate_request
 from evaluation.cli import TEMPLATE_QUESTION
 from evaluation.plan import EvalSettings, plan, problem_request
 from evaluation.runner import Evaluation
+from evaluation.statistics import mcnemar_exact
 from grading.dataset import Dataset, Problem, load_dataset
 from harness.processes import ROOT
 from tests.sim_fixtures import wait_until
@@ -219,6 +220,99 @@ async def test_eval_end_to_end_on_a_subset(council: Council, cli_env, tmp_path: 
     again = json.loads((out / "report.json").read_text())
     assert again["sources"] == {"saved": 6} and again["accuracy"] == report["accuracy"]
     assert again["by_agreement"] == report["by_agreement"]
+
+
+async def test_every_arm_with_paired_tests_and_conformity(
+    council: Council, cli_env, tmp_path: Path
+) -> None:
+    """`eval --arms all`: each member alone, the votes, the rounds, the chairman and the
+    strongest member's self-consistency to the council's tokens; McNemar against each;
+    conformity. Without it, no sample is drawn and the report says so."""
+    dataset = load_dataset(subset(tmp_path))
+    out, tag = tmp_path / "out", fresh_tag()
+    code, stdout, stderr = await eval_cli(
+        str(dataset.path), "--out", str(out), "--tag", tag, "--json", env=cli_env
+    )
+    assert code == 0, stderr
+    council_only = json.loads(stdout)
+    assert council_only["self_consistency"]["run"] is False
+    assert "--arms all" in council_only["self_consistency"]["note"]
+    assert not any(a["kind"] == "self-consistency" for a in council_only["arms"])
+    assert stage1_calls(council) == 4 * 6  # no sample drawn
+
+    council.sim.reset()
+    code, stdout, stderr = await eval_cli(
+        str(dataset.path), "--out", str(out), "--tag", tag, "--json", "--arms", "all", env=cli_env
+    )
+    assert code == 0, stderr
+    report = json.loads(stdout)
+    problems = report["problems"]
+    assert stderr.count(": self-consistency sim/") == 6 and "[6/6]" in stderr
+    # The strongest member at stage 1 (a tie: the first in the council's order) is sampled.
+    right = {m: sum(p["answers"]["stage 1"][m]["correct"] for p in problems) for m in FOUR_MODELS}
+    strongest = max(FOUR_MODELS, key=lambda m: right[m])
+    names = [a["name"] for a in report["arms"]]
+    assert names == [
+        *(f"{m} alone" for m in FOUR_MODELS),
+        "stage-1 vote",
+        "council after round 1",
+        "council after round 2",
+        "chairman",
+        f"self-consistency ({strongest})",
+    ]
+    summary = report["self_consistency"]
+    assert summary["run"] and summary["model"] == strongest and summary["problems"] == 6
+    for problem in problems:
+        sampled = problem["self_consistency"]
+        assert sampled["model"] == strongest and sampled["answered"] == sampled["samples"] > 1
+        # k samples spend about the council's tokens on the same problem.
+        spent, target = sampled["usage"]["total_tokens"], problem["usage"]["total_tokens"]
+        one = spent / sampled["samples"]
+        assert abs(spent - target) <= one, (spent, target, one)
+    # Only the samples were new calls: each with its own seed, the council's runs reused.
+    assert stage1_calls(council) == sum(p["self_consistency"]["samples"] for p in problems)
+
+    # Each arm's accuracy, its interval, and the chairman's paired test, from the problems.
+    outcome = {
+        "stage-1 vote": [p["majority"]["stage 1"]["correct"] for p in problems],
+        "council after round 2": [p["majority"]["round 2"]["correct"] for p in problems],
+        f"{strongest} alone": [p["answers"]["stage 1"][strongest]["correct"] for p in problems],
+        f"self-consistency ({strongest})": [
+            p["self_consistency"]["vote"]["correct"] for p in problems
+        ],
+    }
+    chairman = [p["chairman"]["correct"] for p in problems]
+    arms = {a["name"]: a for a in report["arms"]}
+    tests = {t["arm"]: t for t in report["paired"]}
+    assert "chairman" not in tests and len(tests) == len(arms) - 1
+    for name, results in outcome.items():
+        assert arms[name]["correct"] == sum(results) and arms[name]["total"] == 6
+        low, high = arms[name]["ci95"]
+        assert low <= arms[name]["accuracy"] <= high
+        b = sum(c and not r for c, r in zip(chairman, results, strict=True))
+        c = sum(r and not c for c, r in zip(chairman, results, strict=True))
+        assert (tests[name]["only_council"], tests[name]["only_arm"]) == (b, c)
+        assert tests[name]["mcnemar"] == pytest.approx(mcnemar_exact(b, c), abs=1e-6)
+    assert arms["chairman"]["tokens_per_problem"] == pytest.approx(
+        sum(p["usage"]["total_tokens"] for p in problems) / 6, abs=0.1
+    )
+
+    # Conformity: each member's answers from stage 1 to the last round.
+    flow = report["conformity"]
+    for model in FOUR_MODELS:
+        pairs = [
+            (p["answers"]["stage 1"][model]["correct"], p["answers"]["round 2"][model]["correct"])
+            for p in problems
+        ]
+        assert flow["members"][model]["correct_to_wrong"] == pairs.count((True, False))
+        assert flow["members"][model]["wrong_to_correct"] == pairs.count((False, True))
+    assert flow["wrong_to_correct"] > 0  # the simulated refinements fix some slips
+    overruled = [
+        p["id"]
+        for p in problems
+        if p["majority"]["round 2"]["correct"] and not p["chairman"]["correct"]
+    ]
+    assert flow["chairman_overruled_majority"] == len(overruled)
 
 
 async def test_an_interrupted_eval_resumes_without_deliberating_again(
