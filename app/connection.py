@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
+import functools
 import gc
 import logging
 import os
@@ -21,10 +22,17 @@ from collections.abc import Coroutine, Mapping, Sequence
 from pathlib import Path
 from typing import Any, TypeVar
 
+from pydantic import TypeAdapter
 from temporalio.api.workflowservice.v1 import DescribeNamespaceRequest
 from temporalio.client import Client
-from temporalio.contrib.pydantic import pydantic_data_converter
-from temporalio.converter import DataConverter, DefaultFailureConverterWithEncodedAttributes
+from temporalio.contrib.pydantic import PydanticJSONPlainPayloadConverter
+from temporalio.converter import (
+    CompositePayloadConverter,
+    DataConverter,
+    DefaultFailureConverterWithEncodedAttributes,
+    DefaultPayloadConverter,
+    JSONPlainPayloadConverter,
+)
 from temporalio.envconfig import ClientConfigProfile
 from temporalio.runtime import (
     LogForwardingConfig,
@@ -126,6 +134,38 @@ def connect_options(env: Mapping[str, str] | None = None) -> dict[str, Any]:
     return options
 
 
+@functools.lru_cache(maxsize=1024)
+def _type_adapter(hint: Any) -> TypeAdapter[Any]:
+    return TypeAdapter(hint)
+
+
+class _SharedAdapters(PydanticJSONPlainPayloadConverter):
+    """Pydantic JSON whose type adapters one cache keeps for the whole process. The SDK
+    makes a new payload converter for every serialization and store context, and each new
+    one would build its adapters again (a few per cent of a busy worker's CPU)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self._type_adapter = _type_adapter
+
+
+class PayloadConverter(CompositePayloadConverter):
+    """The SDK's pydantic payload converter (temporalio.contrib.pydantic), with shared
+    type adapters."""
+
+    def __init__(self) -> None:
+        json = _SharedAdapters()
+        super().__init__(
+            *(
+                json if isinstance(c, JSONPlainPayloadConverter) else c
+                for c in DefaultPayloadConverter.default_encoding_payload_converters
+            )
+        )
+
+
+PYDANTIC = DataConverter(payload_converter_class=PayloadConverter)
+
+
 def data_converter(env: Settings | Mapping[str, str] | None = None) -> DataConverter:
     """Pydantic JSON payloads, encrypted with AES-GCM when COUNCIL_PAYLOAD_KEY is set, the
     large ones in the payload store (`env`: the settings, or the variables to read them
@@ -140,9 +180,9 @@ def data_converter(env: Settings | Mapping[str, str] | None = None) -> DataConve
         raise ConfigError(str(err)) from None
     storage = store.external_storage(settings)
     if codec is None:
-        return dataclasses.replace(pydantic_data_converter, external_storage=storage)
+        return dataclasses.replace(PYDANTIC, external_storage=storage)
     return dataclasses.replace(
-        pydantic_data_converter,
+        PYDANTIC,
         payload_codec=codec,
         failure_converter_class=DefaultFailureConverterWithEncodedAttributes,
         external_storage=storage,

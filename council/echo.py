@@ -41,6 +41,9 @@ def repeats_prompt(reply: str, prompt: str, material: Iterable[str] = ()) -> boo
     if not said or len(said) > MAX_ECHO_WORDS:
         return False
     asked = _words(prompt)
+    need = max(MIN_RUN_WORDS, SHARE_OF_REPLY * len(said))
+    if _longest_shared_streak(said, asked) < need:
+        return False
     match = SequenceMatcher(None, said, asked, autojunk=False).find_longest_match(
         0, len(said), 0, len(asked)
     )
@@ -48,6 +51,20 @@ def repeats_prompt(reply: str, prompt: str, material: Iterable[str] = ()) -> boo
         return False
     run = " " + " ".join(said[match.a : match.a + match.size]) + " "
     return not any(run in " " + " ".join(_words(text)) + " " for text in material)
+
+
+def _longest_shared_streak(said: list[str], asked: list[str]) -> int:
+    """An upper bound on the longest run of `said` that `asked` holds, cheap to find:
+    the longest streak of consecutive words of `said` each starting a MIN_RUN_WORDS-word
+    sequence that `asked` holds somewhere, plus the sequence's other words (0 without one).
+    A run of n >= MIN_RUN_WORDS shared words gives such a streak of n - MIN_RUN_WORDS + 1."""
+    n = MIN_RUN_WORDS
+    held = {tuple(asked[i : i + n]) for i in range(len(asked) - n + 1)}
+    longest = streak = 0
+    for i in range(len(said) - n + 1):
+        streak = streak + 1 if tuple(said[i : i + n]) in held else 0
+        longest = max(longest, streak)
+    return longest + n - 1 if longest else 0
 
 
 def echoes(reply: str, messages: Sequence[ChatMessage], material: Iterable[str]) -> bool:

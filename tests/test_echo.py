@@ -10,9 +10,14 @@ and the record says why.
 
 from __future__ import annotations
 
+from difflib import SequenceMatcher
+
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
 from council import prompts
 from council.calls import Stage
-from council.echo import ECHO, ECHO_PROBLEM, repeats_prompt
+from council.echo import ECHO, ECHO_PROBLEM, MIN_RUN_WORDS, _longest_shared_streak, repeats_prompt
 from council.iteration import CritiqueItem
 from council.refinement import RefinementTask, refinement_result
 from tests.temporal_fixtures import Council
@@ -40,6 +45,27 @@ def test_the_prompts_own_words_are_an_echo() -> None:
         "disagreements and corrects the errors the reviews found"
     )
     assert repeats_prompt(instruction, synthesis(), [QUESTION, ANSWER])
+
+
+def longest_shared_run(said: list[str], asked: list[str]) -> int:
+    return (
+        SequenceMatcher(None, said, asked, autojunk=False)
+        .find_longest_match(0, len(said), 0, len(asked))
+        .size
+    )
+
+
+WORDS = st.lists(st.sampled_from(["a", "b", "c"]), max_size=60)
+
+
+@settings(max_examples=400, deadline=None)
+@given(said=WORDS, asked=WORDS)
+def test_the_quick_check_never_misses_a_run_long_enough_to_echo(said, asked) -> None:
+    """The cheap bound before the exact search: never below the longest shared run when
+    that run could count (MIN_RUN_WORDS words or more)."""
+    run = longest_shared_run(said, asked)
+    if run >= MIN_RUN_WORDS:
+        assert _longest_shared_streak(said, asked) >= run
 
 
 def test_an_answer_from_the_material_or_with_a_quotation_is_no_echo() -> None:
