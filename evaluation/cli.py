@@ -191,7 +191,7 @@ async def execute(client: Client, eval_plan: EvalPlan, as_json: bool, err: Conso
         )
     err.print(
         f"eval: report {outputs.report_path} · plots {outputs.plot_path}, "
-        f"{outputs.agreement_plot_path} · raw outputs {outputs.raw}/",
+        f"{outputs.agreement_plot_path}, {outputs.arms_plot_path} · raw outputs {outputs.raw}/",
         markup=False,
     )
     if report.failed:

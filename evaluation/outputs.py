@@ -3,6 +3,7 @@
     report.json                               the whole report (evaluation.report.EvalReport)
     accuracy.png                              accuracy by stage and round
     agreement.png                             accuracy by agreement level
+    arms.png                                  each arm's accuracy against its tokens
     raw_outputs/<id>_record.json              the deliberation record, as `show --json` prints it
     raw_outputs/<id>_stage3_refined.json      a debate pipeline's refined solutions, per problem
     raw_outputs/<id>_judge.json               the judge's verdicts (only with --judge)
@@ -30,6 +31,7 @@ RAW = "raw_outputs"
 REPORT = "report.json"
 PLOT = "accuracy.png"
 AGREEMENT_PLOT = "agreement.png"
+ARMS_PLOT = "arms.png"
 
 
 def write_atomically(path: Path, text: str) -> None:
@@ -56,6 +58,10 @@ class Outputs:
     @property
     def agreement_plot_path(self) -> Path:
         return self.folder / AGREEMENT_PLOT
+
+    @property
+    def arms_plot_path(self) -> Path:
+        return self.folder / ARMS_PLOT
 
     def record_path(self, problem_id: str) -> Path:
         return self.raw / f"{problem_id}_record.json"

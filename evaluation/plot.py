@@ -1,8 +1,9 @@
 """accuracy.png: each model's accuracy at stage 1 and after each refinement round, the
 majority vote, and the chairman's final answer. agreement.png: the chairman's and the
 majority vote's accuracy for each agreement level of the final review, with the number of
-problems at that level. Drawn with matplotlib's Agg backend (no display needed);
-matplotlib is imported only when a plot is drawn.
+problems at that level. arms.png: each arm's accuracy, with its 95 % interval, against its
+tokens per problem (a log scale): what each way of answering costs. Drawn with matplotlib's
+Agg backend (no display needed); matplotlib is imported only when a plot is drawn.
 """
 
 from __future__ import annotations
@@ -124,4 +125,48 @@ def plot_agreement(report: EvalReport, path: Path) -> Path:
         f"({report.completed} problems{simulated})"
     )
     axes.legend(loc="upper center", ncols=2, fontsize=8)
+    return _save(figure, path)
+
+
+ARM_MARKERS = {"member": "o", "vote": "s", "round": "D", "chairman": "*", "self-consistency": "^"}
+
+
+def plot_arms(report: EvalReport, path: Path) -> Path | None:
+    """Accuracy against tokens per problem, one point per arm with its interval (named in
+    the legend); None (nothing drawn) when no problem completed."""
+    arms = [a for a in report.arms if a.accuracy is not None and a.tokens_per_problem]
+    if not arms:
+        return None
+    figure = _figure(9, 5)
+    axes = figure.subplots()
+    colors = [f"C{i % 10}" for i in range(len(arms))]
+    lowest = 100.0
+    for arm, color in zip(arms, colors, strict=True):
+        accuracy = (arm.accuracy or 0) * 100
+        low, high = (x * 100 for x in (arm.ci95 or (arm.accuracy or 0, arm.accuracy or 0)))
+        lowest = min(lowest, low)
+        axes.errorbar(
+            [arm.tokens_per_problem],
+            [accuracy],
+            yerr=[[accuracy - low], [high - accuracy]],
+            fmt=ARM_MARKERS[arm.kind],
+            color="crimson" if arm.kind == "chairman" else color,
+            markersize=15 if arm.kind == "chairman" else 8,
+            capsize=3,
+            alpha=0.85,
+            zorder=3,
+            label=f"{arm.name}: {accuracy:.0f}%",
+        )
+    axes.set_xscale("log")
+    axes.set_xlabel("tokens per problem (log scale)")
+    axes.set_ylim(max(0, lowest // 10 * 10 - 5), 102)
+    axes.set_ylabel("accuracy (%), with its 95 % interval")
+    axes.grid(alpha=0.3, which="both")
+    simulated = " · simulated models" if report.run.simulated else ""
+    axes.set_title(
+        f"{report.dataset.name}: accuracy and tokens of each arm ({report.completed} problems"
+        f"{simulated})",
+        fontsize=10,
+    )
+    axes.legend(loc="center left", bbox_to_anchor=(1.01, 0.5), fontsize=7, frameon=False)
     return _save(figure, path)

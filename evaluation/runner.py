@@ -31,7 +31,7 @@ from council.models import DeliberationRecord
 from evaluation.arms import strongest_member
 from evaluation.outputs import Outputs, write_atomically
 from evaluation.plan import EvalPlan, problem_request, sampling_request
-from evaluation.plot import plot_accuracy, plot_agreement
+from evaluation.plot import plot_accuracy, plot_agreement, plot_arms
 from evaluation.report import EvalReport, build_report
 from evaluation.scoring import (
     JudgeSummary,
@@ -103,6 +103,7 @@ class Evaluation:
         write_atomically(self.outputs.report_path, report.model_dump_json(indent=2))
         plot_accuracy(report, self.outputs.plot_path)
         plot_agreement(report, self.outputs.agreement_plot_path)
+        plot_arms(report, self.outputs.arms_plot_path)
         return report
 
     # ---- one problem ------------------------------------------------------------------

@@ -313,6 +313,8 @@ async def test_every_arm_with_paired_tests_and_conformity(
         if p["majority"]["round 2"]["correct"] and not p["chairman"]["correct"]
     ]
     assert flow["chairman_overruled_majority"] == len(overruled)
+    width, height = png_size(out / "arms.png")
+    assert width > 600 and height > 300
 
 
 async def test_an_interrupted_eval_resumes_without_deliberating_again(
