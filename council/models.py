@@ -258,7 +258,11 @@ class DeliberationRequest(BaseModel):
     @field_validator("answer_format")
     @classmethod
     def _usable_format(cls, fmt: StructuredReply | None) -> StructuredReply | None:
-        problem = schema_problem(fmt.json_schema) if fmt is not None else None
+        if fmt is None:
+            return None
+        if fmt.own is not None:
+            raise ValueError("own: the council's own schemas are not an answer format")
+        problem = schema_problem(fmt.json_schema)
         if problem:
             raise ValueError(problem)
         return fmt

@@ -18,7 +18,14 @@ from typing import Any, Literal
 
 from jsonschema import exceptions as schema_errors
 from jsonschema import validators
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    SerializerFunctionWrapHandler,
+    model_serializer,
+    model_validator,
+)
 from referencing import Registry
 from referencing.exceptions import Unresolvable
 from referencing.jsonschema import specification_with
@@ -35,12 +42,38 @@ READS = (JSON_SCHEMA, JSON_OBJECT, TEXT)
 _FENCED = re.compile(r"^\s*```(?:json|JSON)?[ \t]*\n(.*?)\n?```\s*$", re.DOTALL)
 
 
+Own = Literal["review", "refinement", "synthesis"]
+
+
 class StructuredReply(BaseModel):
     """What the workflow asks of a call's reply: a named JSON schema. The worker decides,
-    per provider, whether and how to send it (json_schema, json_object, or not at all)."""
+    per provider, whether and how to send it (json_schema, json_object, or not at all).
+
+    The council's own schemas (`own`: a review, given the labels the reviewer was shown; a
+    refinement; a synthesis) travel by name: serialized without `json_schema`, they are
+    made again where they are read, so that a run's history does not carry the same
+    schema in every call. A client's schema (an answer format) travels whole."""
 
     name: str
-    json_schema: dict[str, Any]
+    json_schema: dict[str, Any] = Field(default_factory=dict)
+    own: Own | None = None
+    labels: list[str] = Field(default_factory=list)
+
+    @model_validator(mode="after")
+    def _made_again(self) -> StructuredReply:
+        if self.own is not None and not self.json_schema:
+            self.json_schema = _own_schema(self.own, self.labels)
+        return self
+
+    @model_serializer(mode="wrap")
+    def _by_name(self, handler: SerializerFunctionWrapHandler) -> dict[str, Any]:
+        data: dict[str, Any] = handler(self)
+        if self.own is None:
+            data.pop("own", None)
+            data.pop("labels", None)
+        else:
+            data.pop("json_schema", None)
+        return data
 
 
 class AnswerReview(BaseModel):
@@ -128,9 +161,19 @@ def _schema_of(model: type[BaseModel]) -> dict[str, Any]:
     return schema
 
 
+def _own_schema(own: Own, labels: Sequence[str]) -> dict[str, Any]:
+    if own == "review":
+        return _review_schema(labels)
+    return _schema_of(RefinementReply if own == "refinement" else SynthesisReply)
+
+
 def review_schema(labels: Sequence[str]) -> StructuredReply:
     """The review a reviewer shown `labels` gives: each label's AnswerReview, and the
     ranking of those labels, best first."""
+    return StructuredReply(name="review", own="review", labels=list(labels))
+
+
+def _review_schema(labels: Sequence[str]) -> dict[str, Any]:
     answer = _schema_of(AnswerReview)
     properties: dict[str, Any] = {label: answer for label in labels}
     properties["ranking"] = {
@@ -138,23 +181,20 @@ def review_schema(labels: Sequence[str]) -> StructuredReply:
         "description": "the labels, best answer first",
         "items": {"type": "string", "enum": list(labels)},
     }
-    return StructuredReply(
-        name="review",
-        json_schema={
-            "type": "object",
-            "properties": properties,
-            "required": [*labels, "ranking"],
-            "additionalProperties": False,
-        },
-    )
+    return {
+        "type": "object",
+        "properties": properties,
+        "required": [*labels, "ranking"],
+        "additionalProperties": False,
+    }
 
 
 def refinement_schema() -> StructuredReply:
-    return StructuredReply(name="refinement", json_schema=_schema_of(RefinementReply))
+    return StructuredReply(name="refinement", own="refinement")
 
 
 def synthesis_schema() -> StructuredReply:
-    return StructuredReply(name="synthesis", json_schema=_schema_of(SynthesisReply))
+    return StructuredReply(name="synthesis", own="synthesis")
 
 
 def read_synthesis(text: str) -> tuple[str, list[Disagreement]]:

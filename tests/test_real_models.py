@@ -23,9 +23,12 @@ from council.structured import (
     JSON_OBJECT,
     JSON_SCHEMA,
     RefinementReply,
+    StructuredReply,
     refinement_schema,
     review_schema,
+    synthesis_schema,
 )
+from council.validation import InvalidRequest, validate_request
 from tests.temporal_fixtures import Council, model_calls
 from tests.test_gateway_sse import CALL, chunk, fails, replying, run, sse
 from workflows.deliberation import Deliberation
@@ -122,6 +125,30 @@ async def test_a_prompt_over_the_known_window_is_refused_before_any_call() -> No
 
 
 # ---- structured reviews ----------------------------------------------------------------
+
+
+def test_the_councils_own_schemas_travel_by_name_and_a_clients_whole() -> None:
+    """A call's payload names the council's schema (and the labels a review was shown); the
+    worker reading it has the same schema again. A client's answer format keeps its own."""
+    for own in (review_schema(["Response B", "Response C"]), synthesis_schema()):
+        call = ModelCall(model="m", messages=[ChatMessage(role="user", content="q")])
+        sent = call.model_copy(update={"response_format": own}).model_dump_json()
+        assert "json_schema" not in sent and f'"own":"{own.own}"' in sent
+        read = ModelCall.model_validate_json(sent).response_format
+        assert read is not None and read.json_schema == own.json_schema and read.json_schema
+    client = StructuredReply(name="review", json_schema={"type": "object"})
+    assert json.loads(client.model_dump_json()) == {
+        "name": "review",
+        "json_schema": {"type": "object"},
+    }
+    with pytest.raises(InvalidRequest, match="own: the council's own schemas"):
+        validate_request(
+            {
+                "question": "q",
+                "models": ["a/b", "c/d"],
+                "answer_format": {"name": "x", "own": "review"},
+            }
+        )
 
 
 def test_the_review_schema_asks_each_shown_label_a_critique_and_a_rating() -> None:
