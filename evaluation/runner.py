@@ -166,11 +166,7 @@ class Evaluation:
                     judge_id,
                     JudgeResult,
                     summary=f"judge {model} · eval {self.plan.dataset.name} · {problem.id}",
-                    memo={
-                        "dataset": self.plan.dataset.name,
-                        "problem": problem.id,
-                        "run_key": self.plan.key,
-                    },
+                    memo=self._memo(problem),
                 )
             except _Failed:
                 result = JudgeResult(
@@ -187,6 +183,10 @@ class Evaluation:
             usage=result.usage.totals(),
         )
         return verdicts, summary
+
+    def _memo(self, problem: Problem) -> dict[str, Any]:
+        """The memo of a problem's judge and samples: which evaluation they belong to."""
+        return {"dataset": self.plan.dataset.name, "problem": problem.id, "run_key": self.plan.key}
 
     # ---- the self-consistency arm ---------------------------------------------------------
 
@@ -226,11 +226,7 @@ class Evaluation:
                 f"{score.workflow_id}-sc-{digest}",
                 SamplingResult,
                 summary=f"self-consistency {model} · eval {self.plan.dataset.name} · {problem.id}",
-                memo={
-                    "dataset": self.plan.dataset.name,
-                    "problem": problem.id,
-                    "run_key": self.plan.key,
-                },
+                memo=self._memo(problem),
             )
         except (_Failed, RPCError) as failed:
             why = failed.message if isinstance(failed, _Failed) else f"Temporal: {failed.message}"
