@@ -127,6 +127,7 @@ class Conformity(BaseModel):
 
 
 class Outcome(BaseModel):
+    kind: ArmKind
     correct: bool
     tokens: int
     cost_usd: float | None
@@ -151,18 +152,25 @@ def outcomes(score: ProblemScore, stages: Sequence[str]) -> dict[str, Outcome]:
     for model, reading in score.answers[STAGE1].items():
         cost = first.cost_usd / answered if first.cost_usd is not None else None
         found[member_arm(model)] = Outcome(
-            correct=reading.correct, tokens=first.total_tokens // answered, cost_usd=cost
+            kind="member",
+            correct=reading.correct,
+            tokens=first.total_tokens // answered,
+            cost_usd=cost,
         )
     found[VOTE_ARM] = Outcome(
-        correct=score.majority[STAGE1].correct, tokens=first.total_tokens, cost_usd=first.cost_usd
+        kind="vote",
+        correct=score.majority[STAGE1].correct,
+        tokens=first.total_tokens,
+        cost_usd=first.cost_usd,
     )
     before_chairman = score.usage.total_tokens - _stage(score, Stage.SYNTHESIS).total_tokens
     for number, stage in enumerate(stages[1:], start=1):
         tokens, cost = _share(score.usage, before_chairman - sum(score.round_tokens[number:]))
         found[round_arm(number)] = Outcome(
-            correct=score.majority[stage].correct, tokens=tokens, cost_usd=cost
+            kind="round", correct=score.majority[stage].correct, tokens=tokens, cost_usd=cost
         )
     found[CHAIRMAN_ARM] = Outcome(
+        kind="chairman",
         correct=bool(score.chairman and score.chairman.correct),
         tokens=score.usage.total_tokens,
         cost_usd=score.usage.cost_usd,
@@ -170,6 +178,7 @@ def outcomes(score: ProblemScore, stages: Sequence[str]) -> dict[str, Outcome]:
     sampled = score.self_consistency
     if sampled is not None and sampled.answered:
         found[sampling_arm(sampled.model)] = Outcome(
+            kind="self-consistency",
             correct=sampled.vote.correct,
             tokens=sampled.usage.total_tokens,
             cost_usd=sampled.usage.cost_usd,
@@ -180,7 +189,7 @@ def outcomes(score: ProblemScore, stages: Sequence[str]) -> dict[str, Outcome]:
 # ---- the report's sections -------------------------------------------------------------
 
 
-def _arm(name: str, kind: ArmKind, results: Sequence[Outcome]) -> Arm:
+def _arm(name: str, results: Sequence[Outcome]) -> Arm:
     correct = sum(o.correct for o in results)
     tokens = sum(o.tokens for o in results)
     costs = [o.cost_usd for o in results if o.cost_usd is not None]
@@ -188,7 +197,7 @@ def _arm(name: str, kind: ArmKind, results: Sequence[Outcome]) -> Arm:
     n = len(results)
     return Arm(
         name=name,
-        kind=kind,
+        kind=results[0].kind,
         correct=correct,
         total=n,
         accuracy=round(correct / n, 4) if n else None,
@@ -204,30 +213,15 @@ def _rounded(interval: tuple[float, float] | None) -> tuple[float, float] | None
     return None if interval is None else (round(interval[0], 4), round(interval[1], 4))
 
 
-def _kind(name: str, models: Sequence[str]) -> ArmKind:
-    if name == CHAIRMAN_ARM:
-        return "chairman"
-    if name == VOTE_ARM:
-        return "vote"
-    if name.startswith("self-consistency"):
-        return "self-consistency"
-    if any(name == member_arm(m) for m in models):
-        return "member"
-    return "round"
-
-
 def arms_and_tests(
-    scores: Sequence[ProblemScore], stages: Sequence[str], models: Sequence[str]
+    scores: Sequence[ProblemScore], stages: Sequence[str]
 ) -> tuple[list[Arm], list[PairedTest]]:
     """Every arm over the completed problems, and the chairman's paired test against each."""
     per_problem = [outcomes(s, stages) for s in scores if s.status == "completed"]
     names: list[str] = []
     for found in per_problem:
         names += [name for name in found if name not in names]
-    arms = [
-        _arm(name, _kind(name, models), [f[name] for f in per_problem if name in f])
-        for name in names
-    ]
+    arms = [_arm(name, [f[name] for f in per_problem if name in f]) for name in names]
     tests = []
     for name in names:
         if name == CHAIRMAN_ARM:
@@ -305,7 +299,6 @@ def strongest_member(scores: Sequence[ProblemScore], models: Sequence[str]) -> s
     if not done or not models:
         return None
     right = {
-        m: sum(bool(s.answers[STAGE1].get(m) and s.answers[STAGE1][m].correct) for s in done)
-        for m in models
+        m: sum(s.answers[STAGE1][m].correct for s in done if m in s.answers[STAGE1]) for m in models
     }
     return max(models, key=lambda m: right[m])

@@ -198,7 +198,7 @@ def build_report(
     sources: dict[str, int] = {}
     for score in scores:
         sources[score.source] = sources.get(score.source, 0) + 1
-    arms, paired = arms_and_tests(done, stages, template.models)
+    arms, paired = arms_and_tests(done, stages)
     return EvalReport(
         dataset=DatasetInfo(
             name=plan.dataset.name,

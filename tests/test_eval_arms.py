@@ -117,7 +117,7 @@ def test_arms_with_intervals_per_correct_answer_and_paired_tests() -> None:
     scores.append(
         problem("p6", [False] * 3, [False] * 3, False).model_copy(update={"status": "failed"})
     )
-    arms, tests = arms_and_tests(scores, STAGES, MODELS)
+    arms, tests = arms_and_tests(scores, STAGES)
     by_name = {arm.name: arm for arm in arms}
     vote = by_name[VOTE_ARM]
     assert (vote.correct, vote.total, vote.accuracy) == (2, 5, 0.4)

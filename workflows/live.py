@@ -71,10 +71,8 @@ class Live:
     # ---- events ---------------------------------------------------------------------
 
     def event(self, kind: EventKind, **fields: Any) -> None:
-        self.events.append(
-            ProgressEvent(seq=len(self.events), at=workflow.now(), kind=kind, **fields)
-        )
         now = workflow.now()
+        self.events.append(ProgressEvent(seq=len(self.events), at=now, kind=kind, **fields))
         if self._shown_at is None or now - self._shown_at >= PLACE_EVERY:
             self._upsert([])
 
