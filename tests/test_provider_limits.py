@@ -70,8 +70,8 @@ async def test_two_workers_send_a_limited_provider_at_most_its_rate(
     temporal: WorkflowEnvironment, sim: SimulatorServer, tmp_path: Path
 ) -> None:
     """With 2 requests per second for the provider and two worker processes: after the
-    first second (the server's limiter starts with a full bucket: a burst of about one
-    second's worth), no second sees more than 3 of its calls, and no span of k seconds
+    opening burst (the server's limiter starts with a full bucket: about one second's
+    worth, which may straddle two clock seconds), no second sees more than 3 of its calls, and no span of k seconds
     more than 2k + 2; the same run without the limit sends many more in its busiest
     second."""
     queue = f"limits-{uuid.uuid4().hex[:8]}"
@@ -90,7 +90,7 @@ async def test_two_workers_send_a_limited_provider_at_most_its_rate(
     assert sum(seconds.values()) == record.usage.calls
     first, last = min(seconds), max(seconds)
     assert last - first >= record.usage.calls / 2 - 2, sorted(seconds.items())
-    assert max(seconds[s] for s in range(first + 1, last + 1)) <= 3, sorted(seconds.items())
+    assert max(seconds[s] for s in range(first + 2, last + 1)) <= 3, sorted(seconds.items())
     for start in range(first, last + 1):
         for span in range(1, last - start + 2):
             sent = sum(seconds[s] for s in range(start, start + span))
