@@ -71,9 +71,9 @@ async def test_two_workers_send_a_limited_provider_at_most_its_rate(
 ) -> None:
     """With 2 requests per second for the provider and two worker processes: after the
     opening burst (the server's limiter starts with a full bucket: about one second's
-    worth, which may straddle two clock seconds), no second sees more than 3 of its calls, and no span of k seconds
-    more than 2k + 2; the same run without the limit sends many more in its busiest
-    second."""
+    worth, which may straddle two clock seconds), no second sees more than 3 of its
+    calls, and no span of k seconds more than 2k + 2; the same run without the limit
+    sends many more in its busiest second."""
     queue = f"limits-{uuid.uuid4().hex[:8]}"
     config = tmp_path / "council.toml"
     config.write_text(council_toml(sim.url, 2))
