@@ -10,8 +10,11 @@ more unstreamed, and once more if the connection it came on had closed).
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import json
 import re
+from collections.abc import AsyncIterator
 from typing import Any
 from urllib.parse import quote
 
@@ -32,6 +35,9 @@ from council.calls import ModelCall
 from council.structured import JSON_OBJECT, JSON_SCHEMA
 
 ERROR_BODY_LIMIT = 64_000
+# After a stream's [DONE]: how much more is read to reuse its connection (_read_to_the_end).
+DRAIN_LINES = 16
+DRAIN_SECONDS = 1.0
 KEEPALIVE_SECONDS = 60.0
 
 
@@ -48,7 +54,10 @@ def make_http_client(
         ),
         limits=httpx.Limits(
             max_connections=settings.max_connections,
-            max_keepalive_connections=min(64, settings.max_connections),
+            # Every connection may stay open: with more calls at once than open connections
+            # kept, each busy moment closed the surplus and the next opened it again (a new
+            # TCP connection, and TLS with a provider, per call).
+            max_keepalive_connections=settings.max_connections,
             # Idle connections stay open between deliberations (httpx's default is 5 s);
             # one the provider has closed meanwhile is noticed and replaced before use.
             keepalive_expiry=KEEPALIVE_SECONDS,
@@ -324,9 +333,12 @@ class ChatClient:
     async def _read_stream(self, response: httpx.Response, completion: Completion) -> None:
         completion.streaming = True
         decoder = SSEDecoder()
-        async for line in response.aiter_lines():
+        lines = response.aiter_lines()
+        async for line in lines:
             completion.received_bytes += len(line) + 1
             if _take_line(decoder, line, completion):
+                if not completion.truncated:
+                    await _read_to_the_end(lines)
                 return
             if completion.received_bytes > self.settings.max_body_bytes:
                 if completion.content_bytes:
@@ -346,6 +358,19 @@ class ChatClient:
             if _take_line(decoder, line, completion):
                 return
         _end_of_stream(decoder, completion)
+
+
+async def _read_to_the_end(lines: AsyncIterator[str]) -> None:
+    """What a stream sends after its reply is whole (usually nothing but the end of the
+    chunked body), read so that its connection goes back to the pool: a response left
+    unread closes it, and every call would open a new one. A server that goes on sending
+    (more than DRAIN_LINES lines) or keeps the stream open (DRAIN_SECONDS) gets the
+    connection closed, as before."""
+    with contextlib.suppress(TimeoutError, httpx.HTTPError):
+        async with asyncio.timeout(DRAIN_SECONDS):
+            for _ in range(DRAIN_LINES):
+                if await anext(lines, None) is None:
+                    return
 
 
 def _take_line(decoder: SSEDecoder, line: str, completion: Completion) -> bool:

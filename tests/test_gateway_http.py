@@ -378,6 +378,21 @@ async def test_warm_up_opens_the_connections_the_first_calls_use(sim) -> None:
     assert sim.log()["total"] == 4  # the warm-up itself called no model
 
 
+@pytest.mark.parametrize("stream", [True, False])
+async def test_one_connection_serves_one_call_after_another(sim, stream: bool) -> None:
+    """A reply read to its end hands its connection back to the pool: a streamed reply too,
+    whose [DONE] comes before the end of its body."""
+    async with (
+        ConnectionCounter(sim.url) as relay,
+        ModelGateway(GatewaySettings(base_url=relay.url, stream=stream)) as gw,
+    ):
+        for model in ["sim/atlas", "sim/borealis", "sim/cirrus", "sim/drift", "sim/atlas"]:
+            reply = await call(gw, make_call(model))
+            assert reply.finish_reason == "stop"
+        assert relay.accepted == 1
+    assert sim.log()["total"] == 5
+
+
 async def test_warm_up_with_the_provider_down_opens_none_and_raises_nothing() -> None:
     with socket.socket() as probe:
         probe.bind(("127.0.0.1", 0))

@@ -4,9 +4,10 @@ error dialects and Retry-After."""
 
 from __future__ import annotations
 
+import asyncio
 import dataclasses
 import json
-from collections.abc import Callable
+from collections.abc import AsyncIterator, Callable
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
@@ -489,3 +490,26 @@ def test_heartbeat_interval_follows_the_heartbeat_timeout() -> None:
         heartbeat_interval(dataclasses.replace(info, heartbeat_timeout=timedelta(milliseconds=30)))
         == 0.1
     )
+
+
+@pytest.mark.parametrize("after", ["silence", "chatter"])
+async def test_what_a_stream_sends_after_done_cannot_hold_the_call(after: str) -> None:
+    """The rest of a stream is read after [DONE] so that its connection can serve the next
+    call, but only briefly: a server that keeps the stream open, or goes on sending, does
+    not keep the call from ending (without that bound it would wait for the read
+    timeout, or forever)."""
+    never = asyncio.Event()
+
+    async def body() -> AsyncIterator[bytes]:
+        yield sse(chunk("Tides follow the moon."), chunk(finish="stop"))
+        if after == "silence":
+            await never.wait()
+        while True:
+            yield b": still here\n\n"
+            await asyncio.sleep(0)
+
+    def handle(request: httpx.Request) -> httpx.Response:
+        return httpx.Response(200, content=body(), headers={"content-type": "text/event-stream"})
+
+    reply = await asyncio.wait_for(run(handle, read_timeout=600), timeout=60)
+    assert reply.content == "Tides follow the moon." and reply.finish_reason == "stop"
