@@ -23,7 +23,11 @@ from datetime import UTC, datetime
 from typing import Any
 
 from temporalio.client import Client, WorkflowFailureError
-from temporalio.common import WorkflowIDConflictPolicy, WorkflowIDReusePolicy
+from temporalio.common import (
+    TypedSearchAttributes,
+    WorkflowIDConflictPolicy,
+    WorkflowIDReusePolicy,
+)
 from temporalio.exceptions import WorkflowAlreadyStartedError
 from temporalio.service import RPCError, RPCStatusCode
 
@@ -46,6 +50,7 @@ from evaluation.scoring import (
 from grading.dataset import Problem
 from grading.judge import JudgeRequest, JudgeResult
 from grading.sampling import SamplingResult
+from workflows import search_attributes
 from workflows.client import QUESTION_MEMO, QUESTION_MEMO_CHARS
 from workflows.deliberation import Deliberation
 from workflows.judge import JudgeAnswers
@@ -129,6 +134,7 @@ class Evaluation:
                         "run_key": self.plan.key,
                         QUESTION_MEMO: problem.question[:QUESTION_MEMO_CHARS],
                     },
+                    search=search_attributes.at_start(wid),
                 )
             except _Failed as failed:
                 return failed_problem(problem, wid, failed.source, failed.message)
@@ -252,6 +258,7 @@ class Evaluation:
         result_type: type,
         summary: str,
         memo: dict[str, Any],
+        search: TypedSearchAttributes = TypedSearchAttributes.empty,
     ) -> tuple[Any, Source]:
         status = await self._status(wid)
         source: Source
@@ -274,6 +281,7 @@ class Evaluation:
                     id_conflict_policy=WorkflowIDConflictPolicy.USE_EXISTING,
                     static_summary=summary,
                     memo=memo,
+                    search_attributes=search,
                     # Batch work: a person's run goes ahead of it (workflows.priority).
                     priority=EVALUATION.priority(),
                 )

@@ -30,6 +30,7 @@ from app.connection import DEFAULT_NAMESPACE, connect, data_converter
 from council.models import DeliberationRecord
 from harness.processes import Process, free_port, start_simulator, start_temporal, start_worker
 from harness.simulator_client import SimulatorClient
+from workflows import search_attributes
 from workflows.deliberation import Deliberation
 from workflows.priority import BATCH, Launch
 
@@ -187,13 +188,15 @@ class Stack:
     ) -> WorkflowHandle:
         """A run as a benchmark starts it: batch work unless `launch` says otherwise."""
         assert self.client is not None
+        wid = id or f"{prefix}-{uuid.uuid4().hex[:12]}"
         return await self.client.start_workflow(
             Deliberation.run,
             request,
-            id=id or f"{prefix}-{uuid.uuid4().hex[:12]}",
+            id=wid,
             task_queue=queue,
             result_type=DeliberationRecord,
             priority=launch.priority(),
+            search_attributes=search_attributes.at_start(request.get("thread_id") or wid),
         )
 
     async def run_council(

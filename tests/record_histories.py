@@ -24,6 +24,7 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 from temporalio.client import Client, WorkflowHistory
+from temporalio.common import TypedSearchAttributes
 
 from app import connection, store
 from app.attachments import from_bytes
@@ -33,6 +34,7 @@ from council.steering import HumanCritique, RoundsChange
 from harness.processes import free_port, start_temporal
 from simulator import SimulatorConfig, SimulatorServer
 from tests.temporal_fixtures import council_worker, request
+from workflows import search_attributes
 from workflows.deliberation import Deliberation
 from workflows.search_attributes import ensure_search_attributes
 
@@ -166,16 +168,26 @@ SCENARIOS = {
 }
 
 
+# Started as a client other than the front door starts a run: no search attributes.
+STARTED_ELSEWHERE = {"quality_threshold_met"}
+
+
 async def record(client: Client, sim: SimulatorServer, names: list[str]) -> None:
     async with council_worker(client, sim) as council:
         for name in names:
             fields, faults = SCENARIOS[name]
             sim.set_faults(faults)
+            wid = f"history-{name}-{uuid.uuid4().hex[:6]}"
             handle = await client.start_workflow(
                 Deliberation.run,
                 request(**fields),
-                id=f"history-{name}-{uuid.uuid4().hex[:6]}",
+                id=wid,
                 task_queue=council.task_queue,
+                # As the front door starts a run (its first place with it); one started
+                # by any other client sets it itself.
+                search_attributes=TypedSearchAttributes.empty
+                if name in STARTED_ELSEWHERE
+                else search_attributes.at_start(wid),
             )
             if name == "stopped_mid_refinement":
                 await _until_stage(handle, Stage.REFINE)

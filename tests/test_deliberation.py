@@ -7,7 +7,9 @@ import asyncio
 
 import pytest
 from temporalio.api.enums.v1 import EventType
+from temporalio.api.history.v1 import HistoryEvent
 from temporalio.client import WorkflowFailureError
+from temporalio.converter import decode_typed_search_attributes
 from temporalio.exceptions import ApplicationError
 
 from council import limits
@@ -15,9 +17,11 @@ from council.aggregate import aggregate_rankings, lowest_ratings
 from council.calls import Stage
 from council.labels import labels_shown_to
 from council.progress import EventKind, Progress
+from council.validation import validate_request
 from tests.sim_fixtures import wait_until
 from tests.temporal_fixtures import FOUR_MODELS, Council, request
 from workflows import search_attributes
+from workflows.client import start as client_start
 from workflows.deliberation import Deliberation
 
 
@@ -108,6 +112,41 @@ async def test_ui_metadata(council: Council) -> None:
     assert any(s.startswith("stage 2.5 refinement · round 1 · ") for s in summaries)
     assert "stage 2 review after round 1 · sim/drift" in summaries
     assert "stage 3 synthesis · round 1 · sim/atlas" in summaries
+
+
+def places_set(events: list[HistoryEvent]) -> list[tuple[str | None, int | None]]:
+    """The stage and round each search-attribute update set, in order."""
+    places = []
+    for event in events:
+        if event.event_type == EventType.EVENT_TYPE_UPSERT_WORKFLOW_SEARCH_ATTRIBUTES:
+            attrs = decode_typed_search_attributes(
+                event.upsert_workflow_search_attributes_event_attributes.search_attributes
+            )
+            places.append((attrs.get(search_attributes.STAGE), attrs.get(search_attributes.ROUND)))
+    return places
+
+
+async def test_a_run_starts_showing_its_first_place(council: Council) -> None:
+    """Started through the front door, a run's first stage and round come with its start:
+    no update of its own sets them. Started by any other client, it sets them itself."""
+    fields = {"max_rounds": 1, "quality_threshold": 5, "stop_on_convergence": False}
+    handle = await client_start(
+        council.client, validate_request(request(**fields)), council.task_queue
+    )
+    record = await handle.result()
+    events = (await handle.fetch_history()).events
+    started = decode_typed_search_attributes(
+        events[0].workflow_execution_started_event_attributes.search_attributes
+    )
+    assert search_attributes.place_of(started) == (Stage.ANSWER.value, 0)
+    assert started.get(search_attributes.THREAD) == handle.id
+    places = places_set(events)
+    assert (Stage.ANSWER.value, 0) not in places
+    assert places[-1] == (Stage.SYNTHESIS.value, len(record.rounds))
+
+    other = await council.start(**fields)
+    await other.result()
+    assert places_set((await other.fetch_history()).events)[0] == (Stage.ANSWER.value, 0)
 
 
 async def test_max_rounds_reached(council: Council) -> None:

@@ -36,8 +36,6 @@ from temporalio.client import (
     WorkflowUpdateStage,
 )
 from temporalio.common import (
-    SearchAttributePair,
-    TypedSearchAttributes,
     WorkflowIDConflictPolicy,
     WorkflowIDReusePolicy,
 )
@@ -187,9 +185,6 @@ async def start(
     id names one deliberation for good. The caller checks a given id with council.ids."""
     readable = client.data_converter.payload_codec is None
     wid = id or workflow_id(request.question, readable)
-    thread = TypedSearchAttributes(
-        [SearchAttributePair(search_attributes.THREAD, request.thread_id or wid)]
-    )
     for first in (True, False):
         try:
             return await client.start_workflow(
@@ -200,7 +195,7 @@ async def start(
                 static_summary=request.question[:200],
                 static_details=details(request),
                 memo={QUESTION_MEMO: request.question[:QUESTION_MEMO_CHARS]},
-                search_attributes=thread,
+                search_attributes=search_attributes.at_start(request.thread_id or wid),
                 id_reuse_policy=WorkflowIDReusePolicy.REJECT_DUPLICATE,
                 id_conflict_policy=WorkflowIDConflictPolicy.FAIL,
                 priority=launch.priority(),

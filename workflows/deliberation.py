@@ -63,6 +63,7 @@ with workflow.unsafe.imports_passed_through():
     )
     from council.thread import summarize_context
     from council.validation import InvalidRequest, validate_request
+    from workflows import search_attributes
     from workflows.fan_out import FanOut
     from workflows.final_answer import conform
     from workflows.live import Live, ReviewRound, answer
@@ -91,7 +92,7 @@ class Deliberation:
             else None,
             attachments=[attachment.entry() for attachment in self.request.attachments],
         )
-        self.live = Live()
+        self.live = Live(search_attributes.place_of(workflow.info().typed_search_attributes))
         self.calls = FanOut(
             self.request,
             self.record,

@@ -50,7 +50,8 @@ class ReviewRound:
 
 
 class Live:
-    def __init__(self) -> None:
+    def __init__(self, shown: tuple[str, int] | None = None) -> None:
+        """`shown`: the stage and round the run's search attributes showed at its start."""
         self.events: list[ProgressEvent] = []
         self.stage: Stage | None = None
         # What reading the replies of the stage under way needs: each reviewer's order,
@@ -60,8 +61,8 @@ class Live:
         # The stage and round the search attributes show, the ones to show, and when they
         # were last set.
         self._place: tuple[str, int] | None = None
-        self._shown: tuple[str, int] | None = None
-        self._shown_at: datetime | None = None
+        self._shown = shown
+        self._shown_at: datetime | None = workflow.now() if shown is not None else None
 
     @property
     def is_finished(self) -> bool:

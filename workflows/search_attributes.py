@@ -9,7 +9,14 @@ from temporalio.api.operatorservice.v1 import (
     ListSearchAttributesRequest,
 )
 from temporalio.client import Client
-from temporalio.common import SearchAttributeIndexedValueType, SearchAttributeKey
+from temporalio.common import (
+    SearchAttributeIndexedValueType,
+    SearchAttributeKey,
+    SearchAttributePair,
+    TypedSearchAttributes,
+)
+
+from council.calls import Stage
 
 STAGE = SearchAttributeKey.for_keyword("CouncilStage")
 ROUND = SearchAttributeKey.for_int("CouncilRound")
@@ -20,6 +27,28 @@ THREAD = SearchAttributeKey.for_keyword("CouncilThread")
 AGREEMENT = SearchAttributeKey.for_keyword("CouncilAgreement")
 
 ALL = (STAGE, ROUND, TERMINATION_REASON, THREAD, AGREEMENT)
+
+# Where every deliberation starts: set with the run's start, so that it costs no update.
+FIRST_PLACE = (Stage.ANSWER.value, 0)
+
+
+def at_start(thread: str) -> TypedSearchAttributes:
+    """The search attributes a deliberation starts with: its thread and its first place."""
+    stage, round_number = FIRST_PLACE
+    return TypedSearchAttributes(
+        [
+            SearchAttributePair(THREAD, thread),
+            SearchAttributePair(STAGE, stage),
+            SearchAttributePair(ROUND, round_number),
+        ]
+    )
+
+
+def place_of(attributes: TypedSearchAttributes) -> tuple[str, int] | None:
+    """The stage and round these attributes show, if they show both."""
+    stage, round_number = attributes.get(STAGE), attributes.get(ROUND)
+    return None if stage is None or round_number is None else (stage, round_number)
+
 
 _INDEXED_TYPES = {
     SearchAttributeIndexedValueType.KEYWORD: IndexedValueType.INDEXED_VALUE_TYPE_KEYWORD,
