@@ -94,6 +94,13 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         "with --quick's 50)",
     )
     parser.add_argument(
+        "--repeat",
+        type=int,
+        metavar="N",
+        help="throughput: measure each row N times, in turn, and report the medians "
+        "(default 1; 1 to 20)",
+    )
+    parser.add_argument(
         "--sqlite-file",
         action="store_true",
         help="keep the dev server's state in a SQLite file (as `make demo` does), not in memory",
@@ -111,6 +118,10 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         throughput.FULL = scale.FULL = dataclasses.replace(throughput.FULL, window=args.window)
         throughput.QUICK = dataclasses.replace(throughput.QUICK, window=args.window)
         scale.QUICK = dataclasses.replace(scale.QUICK, window=args.window)
+    if args.repeat is not None:
+        if not 1 <= args.repeat <= 20:
+            parser.error(f"--repeat must be 1 to 20 (got {args.repeat})")
+        throughput.REPEAT = args.repeat
     try:
         args.only = _names(args.only)
     except argparse.ArgumentTypeError as err:
@@ -174,6 +185,8 @@ async def run(args: argparse.Namespace) -> str:
     command = "python -m bench" + (" --quick" if args.quick else "")
     command += "".join(f" --only {name}" for name in args.only)
     command += " --sqlite-file" if args.sqlite_file else ""
+    command += f" --window {args.window:g}" if args.window is not None else ""
+    command += f" --repeat {args.repeat}" if args.repeat is not None else ""
     storage = "in a file" if args.sqlite_file else "in memory"
     return render(sections, machine, load, command, time.monotonic() - started, args.quick, storage)
 

@@ -18,6 +18,7 @@ from __future__ import annotations
 import asyncio
 import time
 import uuid
+from collections import Counter
 from collections.abc import Awaitable
 from dataclasses import dataclass
 from datetime import datetime
@@ -26,6 +27,7 @@ from typing import Any
 from temporalio.api.enums.v1 import EventType
 from temporalio.client import WorkflowHandle
 
+from app import store
 from bench.bare_workflow import BareGraph, SameCalls
 from council.calls import ModelCall
 from harness.processes import cpu_seconds
@@ -131,16 +133,17 @@ class BenchStack(Stack):
     ) -> tuple[WorkflowHandle, float]:
         return await _to_the_end(self.start_bare(queue, plan, latency))
 
+    async def start_same_calls(self, queue: str, stages: list[list[ModelCall]]) -> WorkflowHandle:
+        """The calls of a deliberation (council_calls), made again on bare Temporal."""
+        assert self.client is not None
+        return await self.client.start_workflow(
+            SameCalls.run, stages, id=f"same-{uuid.uuid4().hex[:12]}", task_queue=queue
+        )
+
     async def run_same_calls(
         self, queue: str, stages: list[list[ModelCall]]
     ) -> tuple[WorkflowHandle, float]:
-        """The calls of a deliberation (council_calls), made again on bare Temporal."""
-        assert self.client is not None
-        return await _to_the_end(
-            self.client.start_workflow(
-                SameCalls.run, stages, id=f"same-{uuid.uuid4().hex[:12]}", task_queue=queue
-            )
-        )
+        return await _to_the_end(self.start_same_calls(queue, stages))
 
     async def council_calls(self, workflow_id: str) -> list[list[ModelCall]]:
         """The model calls a finished deliberation made, stage by stage, read from the inputs
@@ -197,6 +200,36 @@ async def history_size(handle: WorkflowHandle) -> tuple[int, int]:
     """Events and their total size in bytes (the sum of the serialized events)."""
     history = await handle.fetch_history()
     return len(history.events), sum(event.ByteSize() for event in history.events)
+
+
+@dataclass
+class HistoryCounts:
+    """What one finished run wrote to its history: the events by kind and the payload
+    bytes they carry (inputs, results, search attributes, markers)."""
+
+    events: int
+    workflow_tasks: int
+    activities: int
+    timers: int
+    search_attribute_updates: int
+    markers: int
+    payload_bytes: int
+    history_bytes: int
+
+
+async def history_counts(handle: WorkflowHandle) -> HistoryCounts:
+    events = (await handle.fetch_history()).events
+    kinds = Counter(event.event_type for event in events)
+    return HistoryCounts(
+        events=len(events),
+        workflow_tasks=kinds[EventType.EVENT_TYPE_WORKFLOW_TASK_COMPLETED],
+        activities=kinds[EventType.EVENT_TYPE_ACTIVITY_TASK_SCHEDULED],
+        timers=kinds[EventType.EVENT_TYPE_TIMER_STARTED],
+        search_attribute_updates=kinds[EventType.EVENT_TYPE_UPSERT_WORKFLOW_SEARCH_ATTRIBUTES],
+        markers=kinds[EventType.EVENT_TYPE_MARKER_RECORDED],
+        payload_bytes=sum(p.ByteSize() for event in events for p in store.payloads_in(event)),
+        history_bytes=sum(event.ByteSize() for event in events),
+    )
 
 
 def council_plan(model_count: int, rounds: int) -> list[int]:

@@ -3,10 +3,13 @@
 Zero-latency models, one worker process, the embedded dev server. A closed loop keeps
 200 runs in flight (each finished run is replaced at once); after a ramp-up, the figure
 is the runs completed inside a measured window, per minute. Beside it, run the same way
-for the same duration, two bare-Temporal baselines with the same graph
-(bench.bare_workflow): the worker's own model-call activity sent the question alone (the
-goal's reference: what calling models over HTTP costs without the deliberation workflow
-around it), and no-op activities. Each of the three runs on a dev server restarted empty.
+for the same duration, three bare-Temporal baselines with the same graph
+(bench.bare_workflow): the very calls of a deliberation made again (its prompts, with the
+answers and critiques in them: what the protocol's texts cost without the deliberation
+workflow around them), the worker's own model-call activity sent the question alone (what
+calling models over HTTP costs), and no-op activities. Each runs on a dev server restarted
+empty. One more run of each kind, alone after the window, is counted from its history:
+what a deliberation writes there over the bare runs.
 
 The CPU time each process spent inside the window is reported too, because all of them
 share the machine: the simulator's work of serving every call counts against the runs
@@ -19,6 +22,7 @@ import asyncio
 import contextlib
 import functools
 import shutil
+import statistics
 import subprocess
 import time
 from collections.abc import Awaitable, Callable
@@ -28,12 +32,22 @@ from pathlib import Path
 from temporalio.client import WorkflowHandle
 
 from bench import profiling, report
-from bench.stack import BenchStack, CpuMeter, WorkerProcess, council_plan, council_request
+from bench.stack import (
+    BenchStack,
+    CpuMeter,
+    HistoryCounts,
+    WorkerProcess,
+    council_plan,
+    council_request,
+    history_counts,
+)
+from council.calls import ModelCall
 
 MODELS = 4
 ROUNDS = 2
 IN_FLIGHT = 200
 GOAL = 0.95  # of bare Temporal running the same graph with the model-call activity
+GOAL_SAME = 0.85  # of bare Temporal making the very calls of a deliberation
 
 
 @dataclass
@@ -59,6 +73,7 @@ class LoopResult:
     latencies: list[float] = field(default_factory=list)  # of the runs completed in the window
     cpu: dict[str, float | None] = field(default_factory=dict)
     peak_rss_mb: float | None = None
+    counts: HistoryCounts | None = None  # of one run of the kind, alone after the window
 
     @property
     def per_minute(self) -> float:
@@ -183,6 +198,9 @@ async def _measure(
 
     try:
         result = await closed_loop(start, sizes, meter, on_window)
+        alone = await start()
+        await alone.result()
+        result.counts = await history_counts(alone)
     finally:
         result_peak = await asyncio.to_thread(worker.stop)
         if spy[0] is not None:
@@ -192,63 +210,166 @@ async def _measure(
     return result
 
 
+async def _recorded_calls(stack: BenchStack, request: dict) -> list[list[ModelCall]]:
+    """The calls of one deliberation, stage by stage, for the same-calls baseline."""
+    await stack.fresh_server()
+    worker = await asyncio.to_thread(stack.start_council_worker)
+    try:
+        handle = await stack.start_council(worker.queue, request, prefix="recorded")
+        await handle.result()
+        return await stack.council_calls(handle.id)
+    finally:
+        await asyncio.to_thread(worker.stop)
+
+
+# How many times each row is measured (`python -m bench --repeat N`): the tables show each
+# row's median run, and the headlines the median of the ratios within each repetition.
+REPEAT = 1
+
+
+def _median(runs: list[LoopResult]) -> LoopResult:
+    """The run with the median throughput (of an even number, the lower of the middle two)."""
+    ordered = sorted(runs, key=lambda result: result.per_minute)
+    return ordered[(len(ordered) - 1) // 2]
+
+
+def _median_ratio(turns: dict[str, list[LoopResult]], kind: str, baseline: str) -> float | None:
+    """The median over the repetitions of kind / baseline, each measured in the same one."""
+    ratios = sorted(
+        a.per_minute / b.per_minute
+        for a, b in zip(turns[kind], turns[baseline], strict=True)
+        if b.per_minute
+    )
+    return statistics.median(ratios) if ratios else None
+
+
+KINDS = ("bare", "calls", "same", "council")
+NAMES = {
+    "council": "Council on Temporal (worker.py: the deliberation workflow)",
+    "same": "bare Temporal, the very calls of a deliberation made again (its prompts)",
+    "calls": "bare Temporal, same graph, each activity the model-call activity "
+    "(the question alone)",
+    "bare": "bare Temporal, same graph of no-op activities",
+}
+SHORT = {
+    "council": "Council",
+    "same": "bare + the same calls",
+    "calls": "bare + model calls",
+    "bare": "bare (no-op)",
+}
+
+
+def _counts_table(results: dict[str, LoopResult]) -> report.Table:
+    table = report.Table(
+        [
+            "one run's history",
+            "events",
+            "workflow tasks",
+            "activities",
+            "timers",
+            "search-attribute updates",
+            "markers",
+            "payload bytes",
+            "history bytes",
+        ]
+    )
+    for kind in KINDS[::-1]:
+        counts = results[kind].counts
+        if counts is None:
+            continue
+        table.add(
+            SHORT[kind],
+            counts.events,
+            counts.workflow_tasks,
+            counts.activities,
+            counts.timers,
+            counts.search_attribute_updates,
+            counts.markers,
+            f"{counts.payload_bytes:,}",
+            f"{counts.history_bytes:,}",
+        )
+    return table
+
+
+def _turns_table(turns: dict[str, list[LoopResult]]) -> report.Table:
+    table = report.Table(
+        [
+            "repetition",
+            *(f"{SHORT[kind]} per minute" for kind in KINDS[::-1]),
+            "Council / bare + the same calls",
+            "Council / bare + model calls",
+        ]
+    )
+    for turn in range(REPEAT):
+        rate = {kind: turns[kind][turn].per_minute for kind in KINDS}
+        table.add(
+            turn + 1,
+            *(f"{rate[kind]:,.0f}" for kind in KINDS[::-1]),
+            report.ratio(rate["council"] / rate["same"] if rate["same"] else None),
+            report.ratio(rate["council"] / rate["calls"] if rate["calls"] else None),
+        )
+    return table
+
+
 async def run(stack: BenchStack, quick: bool = False, profile: bool = False) -> report.Section:
     sizes = QUICK if quick else FULL
     request = council_request(MODELS, ROUNDS)
     plan = council_plan(MODELS, ROUNDS)
     stack.sim.set_latency(0)
+    recorded = await _recorded_calls(stack, request)
 
     stamp = time.strftime("%Y%m%d-%H%M%S")
-    kinds = ("bare", "calls", "council")
     profiles = {
         kind: stack.workdir.parent / f"profile-{kind}-worker-{stamp}.txt" if profile else None
-        for kind in kinds
+        for kind in KINDS
     }
-    results: dict[str, LoopResult] = {}
-    for kind in kinds:
-        # Each row on an empty server: the runs before it would otherwise have filled the
-        # server's database, and the row measured last would pay for it.
-        await stack.fresh_server()
-        if kind == "council":
-            worker = await asyncio.to_thread(stack.start_council_worker)
-            start = functools.partial(stack.start_council, worker.queue, request, prefix="tput")
-        else:
-            worker = await asyncio.to_thread(stack.start_bare_worker)
-            members = request["models"] if kind == "calls" else None
-            start = functools.partial(stack.start_bare, worker.queue, plan, 0.0, members)
-        results[kind] = await _measure(stack, worker, start, sizes, profiles[kind])
-    council, calls, bare = results["council"], results["calls"], results["bare"]
+    turns: dict[str, list[LoopResult]] = {kind: [] for kind in KINDS}
+    for turn in range(REPEAT):
+        # Each repetition starts one row later, so no row is always measured first or last.
+        for kind in KINDS[turn % len(KINDS) :] + KINDS[: turn % len(KINDS)]:
+            # Each row on an empty server: the runs before it would otherwise have filled
+            # the server's database, and the row measured last would pay for it.
+            await stack.fresh_server()
+            if kind == "council":
+                worker = await asyncio.to_thread(stack.start_council_worker)
+                start = functools.partial(stack.start_council, worker.queue, request, prefix="tput")
+            elif kind == "same":
+                worker = await asyncio.to_thread(stack.start_bare_worker)
+                start = functools.partial(stack.start_same_calls, worker.queue, recorded)
+            else:
+                worker = await asyncio.to_thread(stack.start_bare_worker)
+                members = request["models"] if kind == "calls" else None
+                start = functools.partial(stack.start_bare, worker.queue, plan, 0.0, members)
+            spy = profiles[kind] if turn == 0 else None
+            turns[kind].append(await _measure(stack, worker, start, sizes, spy))
+    results = {kind: _median(runs) for kind, runs in turns.items()}
+    council, same, calls, bare = (results[kind] for kind in ("council", "same", "calls", "bare"))
 
     def per(result: LoopResult, baseline: LoopResult) -> float | None:
         return result.per_minute / baseline.per_minute if baseline.per_minute else None
 
-    names = {
-        "council": "Council on Temporal (worker.py: the deliberation workflow)",
-        "calls": "bare Temporal, same graph, each activity the model-call activity "
-        "(the question alone)",
-        "bare": "bare Temporal, same graph of no-op activities",
-    }
-    short = {"council": "Council", "calls": "bare + model calls", "bare": "bare (no-op)"}
     table = report.Table(
         [
             "implementation",
             "completed per minute",
             "ratio to bare",
             "ratio to bare + model calls",
+            "ratio to bare + the same calls",
             "completed in window",
             "mean run latency",
             "failed",
             "worker peak RSS",
         ]
     )
-    for kind in kinds[::-1]:
+    for kind in KINDS[::-1]:
         result = results[kind]
         mean_latency = sum(result.latencies) / len(result.latencies) if result.latencies else None
         table.add(
-            names[kind],
+            NAMES[kind],
             f"{result.per_minute:,.0f}",
             report.ratio(per(result, bare)),
-            report.ratio(per(result, calls)) if kind != "bare" else "-",
+            report.ratio(per(result, calls)) if kind in ("council", "same") else "-",
+            report.ratio(per(result, same)) if kind == "council" else "-",
             f"{result.completed} in {result.window:.0f} s",
             report.seconds(mean_latency, 1),
             result.failed,
@@ -256,17 +377,17 @@ async def run(stack: BenchStack, quick: bool = False, profile: bool = False) -> 
         )
     processes = list(council.cpu)
     cpu = report.Table(["CPU time per completed run", *processes, "all"])
-    for kind in kinds[::-1]:
+    for kind in KINDS[::-1]:
         result = results[kind]
         values = [result.cpu.get(name) for name in processes]
         known = [v for v in values if v is not None]
         done = result.completed
         cpu.add(
-            short[kind],
+            SHORT[kind],
             *["n/a" if v is None or not done else f"{v / done * 1000:.0f} ms" for v in values],
             f"{sum(known) / done * 1000:.0f} ms" if done else "n/a",
         )
-    ramps = ", ".join(f"{kind} {results[kind].ramp_up:.0f} s" for kind in kinds)
+    ramps = ", ".join(f"{kind} {results[kind].ramp_up:.0f} s" for kind in KINDS)
     notes = [
         f"{sizes.in_flight} runs in flight ({MODELS} models, {ROUNDS} rounds, "
         f"{sum(plan)} calls per run, zero model latency), closed loop: a ramp-up (a tenth "
@@ -277,12 +398,15 @@ async def run(stack: BenchStack, quick: bool = False, profile: bool = False) -> 
         "(no-op baseline first), each on a dev server restarted empty, so that no row "
         "pays for the workflows of the rows before it.",
         "Included in each figure: everything on the machine it took, since all processes "
-        "share its cores. Council and the middle row pay for the simulator serving every "
-        "call over HTTP (its CPU time is in the second table) and for the worker's HTTP "
-        "client; the middle row has the same activities and graph as Council without the "
-        "deliberation workflow (its prompts, parsing, state, progress and search attributes), "
-        "so the gap between the two is the protocol's own cost, the larger prompts and "
-        "replies that carry the answers and critiques included.",
+        "share its cores. Council and the bare rows with model calls pay for the simulator "
+        "serving every call over HTTP (its CPU time is in the second table) and for the "
+        "worker's HTTP client. The same-calls row makes a recorded deliberation's calls "
+        "again, stage by stage, with its prompts (the answers and critiques in them): "
+        "Council's gap to it is the deliberation workflow's own cost (prompts built, "
+        "reviews parsed, rules, state, progress, search attributes, the straggler rule's "
+        "timers). The question-alone row's gap to it is what the protocol's longer texts "
+        "cost the worker, the server and the simulator.",
+        "The history table: one more run of each kind, alone after the window.",
     ]
     if profile:
         notes.append(
@@ -292,10 +416,19 @@ async def run(stack: BenchStack, quick: bool = False, profile: bool = False) -> 
                 f"{kind}: {profiling.summary_note(path)}" for kind, path in profiles.items() if path
             )
         )
-    ratio = per(council, calls)
+    ratio = _median_ratio(turns, "council", "calls")
+    own = _median_ratio(turns, "council", "same")
+    tables = [table, cpu, _counts_table(results)]
+    if REPEAT > 1:
+        tables.append(_turns_table(turns))
+        notes.append(
+            f"Each row measured {REPEAT} times, the rows in turn (each repetition starting "
+            "one row later); the first two tables show each row's median run, the headlines "
+            "the median of the ratios within each repetition (the last table)."
+        )
     return report.Section(
         f"2. Throughput: {sizes.in_flight} runs in flight, zero-latency models, one worker",
-        [table, cpu],
+        tables,
         notes,
         [
             report.Headline(
@@ -307,6 +440,14 @@ async def run(stack: BenchStack, quick: bool = False, profile: bool = False) -> 
                 f"(bare with no-op activities {bare.per_minute:,.0f}: Council is "
                 f"{report.ratio(per(council, bare))} of it); "
                 f"worker peak RSS {report.megabytes(council.peak_rss_mb)}",
-            )
+            ),
+            report.Headline(
+                "throughput: Council / bare Temporal making the same calls",
+                own,
+                f">= {GOAL_SAME}",
+                None if own is None else own >= GOAL_SAME,
+                f"{council.per_minute:,.0f} vs {same.per_minute:,.0f} per minute: the "
+                "deliberation workflow's own cost at scale",
+            ),
         ],
     )

@@ -7,11 +7,22 @@ from __future__ import annotations
 import asyncio
 from pathlib import Path
 
+import pytest
+
+from bench import throughput
 from bench.plain_asyncio import PlainCouncil
 from bench.profiling import read_profile
+from bench.run import parse_args
 from bench.scale import limit
-from bench.stack import CpuMeter, council_plan, council_request, history_timing, stages_of
-from bench.throughput import Sizes, closed_loop
+from bench.stack import (
+    CpuMeter,
+    council_plan,
+    council_request,
+    history_counts,
+    history_timing,
+    stages_of,
+)
+from bench.throughput import LoopResult, Sizes, _median, _median_ratio, closed_loop
 from simulator import SimulatorServer
 from tests.temporal_fixtures import Council
 
@@ -49,6 +60,43 @@ async def test_history_timing_reads_every_workflow_task_of_a_run(council: Counci
     assert len(timing.task_ms) == len(completed) >= len(council_plan(len(record.models), 1))
     assert all(0 < ms < 5000 for ms in timing.task_ms)
     assert 0 < timing.span <= (record.completed_at - record.started_at).total_seconds() + 1
+
+
+async def test_history_counts_read_what_a_run_wrote(council: Council) -> None:
+    handle = await council.start(max_rounds=1, quality_threshold=5, stop_on_convergence=False)
+    record = await handle.result()
+    counts = await history_counts(handle)
+    events = (await handle.fetch_history()).events
+    assert counts.events == len(events)
+    assert counts.activities == record.usage.calls == 4 + 4 + 4 + 4 + 1
+    assert counts.workflow_tasks == len((await history_timing(handle)).task_ms)
+    # Started without its first place: the run sets it, and its end, itself.
+    assert counts.search_attribute_updates >= 2
+    assert counts.markers >= 1  # which providers have a rate limit: asked once per run
+    assert 0 < counts.payload_bytes < counts.history_bytes == sum(e.ByteSize() for e in events)
+
+
+def _loop(per_minute: float) -> LoopResult:
+    return LoopResult(completed=int(per_minute), window=60, ramp_up=1, started=0, failed=0)
+
+
+def test_repetitions_report_medians_and_ratios_within_each_repetition() -> None:
+    turns = {
+        "council": [_loop(90), _loop(200), _loop(80)],
+        "same": [_loop(100), _loop(400), _loop(100)],
+    }
+    assert _median(turns["council"]).completed == 90
+    assert _median([_loop(1), _loop(3), _loop(2), _loop(4)]).completed == 2
+    # 0.9, 0.5 and 0.8 within the repetitions: not 90 / 100 of the medians.
+    assert _median_ratio(turns, "council", "same") == 0.8
+
+
+def test_repeat_takes_1_to_20(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(throughput, "REPEAT", throughput.REPEAT)  # put back after the test
+    with pytest.raises(SystemExit):
+        parse_args(["--repeat", "0"])
+    assert parse_args(["--repeat", "3", "--only", "throughput"]).repeat == 3
+    assert throughput.REPEAT == 3
 
 
 class _Run:
