@@ -3,8 +3,10 @@
 The workflow cannot see its activities run; Temporal can. Once a stage's late calls have
 outlived the patience by the workflow's clock, this activity reads the run's pending
 activities (their attempt, state and last heartbeat, whose details each call fills in:
-council.calls.CallProgress) every half second, and returns the calls whose current
-attempt has been answered for the patience (council.stragglers.due). It heartbeats, so the
+council.calls.CallProgress), and returns the calls whose current attempt has been
+answered for the patience (council.stragglers.due). It reads them again when the first
+could be due (council.stragglers.earliest_due: a call still queued, as under load, has
+the whole patience to go), at most every half second. It heartbeats, so the
 workflow cancels it at once when the calls finish or the run stops, and Temporal retries
 it on another worker when its own worker dies.
 """
@@ -19,9 +21,10 @@ from temporalio.api.enums.v1 import PendingActivityState
 from temporalio.client import Client
 
 from council.calls import CallProgress
-from council.stragglers import CallClock, LateCalls, due
+from council.stragglers import CallClock, LateCalls, due, earliest_due
 
-POLL_SECONDS = 0.5
+POLL_SECONDS = 0.5  # the least time between two reads of the run's pending activities
+BEAT_SECONDS = 1.0  # heartbeats while it waits (the workflow's heartbeat timeout is 5 s)
 
 
 class CallClocks:
@@ -35,11 +38,15 @@ class CallClocks:
         assert info.workflow_id is not None  # (a standalone activity has none; ours never)
         handle = self.client.get_workflow_handle(info.workflow_id, run_id=info.workflow_run_id)
         while True:
-            cut = due(late.patience_seconds, await self.clocks(handle, late))
+            clocks = await self.clocks(handle, late)
+            cut = due(late.patience_seconds, clocks)
             if cut:
                 return cut
-            activity.heartbeat()
-            await asyncio.sleep(POLL_SECONDS)
+            wait = max(POLL_SECONDS, earliest_due(late.patience_seconds, late.models, clocks))
+            while wait > 0:
+                activity.heartbeat()
+                await asyncio.sleep(min(wait, BEAT_SECONDS))
+                wait -= BEAT_SECONDS
 
     async def clocks(self, handle, late: LateCalls) -> dict[str, CallClock]:  # type: ignore[no-untyped-def]
         """Each late call's clock, from the run's pending activities."""

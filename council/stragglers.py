@@ -165,6 +165,23 @@ def due(patience_seconds: float, clocks: dict[str, CallClock]) -> list[str]:
     return [model for model, clock in clocks.items() if clock.own_seconds() >= patience_seconds]
 
 
+def earliest_due(patience_seconds: float, models: list[str], clocks: dict[str, CallClock]) -> float:
+    """The least time, in seconds, before any of these late calls can be due. A call's own
+    time grows no faster than the clock: one answered for x seconds needs the patience
+    less x more, one Temporal has not heard of (queued, waiting for its provider) the
+    whole patience. A stale beat bounds nothing (the next fresh one may count time nobody
+    heard of): 0."""
+    waits = []
+    for model in models:
+        clock = clocks.get(model)
+        if clock is not None and clock.running and clock.since_beat > FRESH_BEAT_SECONDS:
+            waits.append(0.0)
+        else:
+            own = clock.own_seconds() if clock is not None else 0.0
+            waits.append(max(0.0, patience_seconds - own))
+    return min(waits, default=0.0)
+
+
 class LateCalls(BaseModel):
     """What the straggler watch waits on: a stage's late calls (by model) and the patience
     their own time is held to."""

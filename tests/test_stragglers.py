@@ -12,7 +12,14 @@ from temporalio.worker import Replayer
 from app import connection
 from council.calls import Stage
 from council.progress import EventKind
-from council.stragglers import StragglerPolicy, patience, quorum
+from council.stragglers import (
+    CallClock,
+    StragglerPolicy,
+    due,
+    earliest_due,
+    patience,
+    quorum,
+)
 from tests.temporal_fixtures import Council, starter, until
 from workflows.deliberation import Deliberation
 
@@ -28,6 +35,35 @@ def test_quorum_and_patience() -> None:
     assert patience(policy, [3, 4, 30]) == 8  # twice the median, not the mean
     with pytest.raises(ValueError, match="factor"):
         StragglerPolicy(factor=0.5)
+
+
+def test_the_watch_looks_again_when_the_first_late_call_can_be_due() -> None:
+    def answering(seconds: float, beat: float, running: bool = True) -> CallClock:
+        return CallClock(
+            attempt=1,
+            running=running,
+            beat_attempt=1,
+            answering=True,
+            answer_seconds=seconds,
+            since_beat=beat,
+        )
+
+    queued = CallClock(attempt=1, running=False)
+    waiting = CallClock(attempt=1, running=True, beat_attempt=1, since_beat=0.5)
+    late = ["a", "b"]
+    # Not heard of, queued or waiting for its provider: the whole patience to go.
+    assert earliest_due(4, late, {}) == 4
+    assert earliest_due(4, late, {"a": queued, "b": waiting}) == 4
+    # Answered for 1.5 s at a beat 0.5 s ago: 2 s more at the soonest.
+    assert earliest_due(4, late, {"a": answering(1.5, 0.5), "b": queued}) == 2
+    # A stale beat bounds nothing; one past the patience is due now.
+    assert earliest_due(4, late, {"a": answering(1.0, 3.0), "b": queued}) == 0
+    assert earliest_due(4, late, {"a": answering(3.8, 0.5)}) == 0
+    # However its clock moves on, no call is due before that time.
+    for clock in (answering(1.5, 0.5), waiting, queued):
+        wait = earliest_due(4, ["a"], {"a": clock})
+        later = answering(clock.own_seconds() + wait - 0.01, 0.0)
+        assert not due(4, {"a": later})
 
 
 async def test_a_cut_in_each_stage_kind_is_recorded_and_replays(council: Council) -> None:
