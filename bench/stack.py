@@ -196,12 +196,6 @@ async def history_timing(handle: WorkflowHandle) -> Timing:
     return Timing(span.total_seconds(), task_ms)
 
 
-async def history_size(handle: WorkflowHandle) -> tuple[int, int]:
-    """Events and their total size in bytes (the sum of the serialized events)."""
-    history = await handle.fetch_history()
-    return len(history.events), sum(event.ByteSize() for event in history.events)
-
-
 @dataclass
 class HistoryCounts:
     """What one finished run wrote to its history: the events by kind and the payload
@@ -230,6 +224,12 @@ async def history_counts(handle: WorkflowHandle) -> HistoryCounts:
         payload_bytes=sum(p.ByteSize() for event in events for p in store.payloads_in(event)),
         history_bytes=sum(event.ByteSize() for event in events),
     )
+
+
+async def history_size(handle: WorkflowHandle) -> tuple[int, int]:
+    """Events and their total size in bytes (the sum of the serialized events)."""
+    counts = await history_counts(handle)
+    return counts.events, counts.history_bytes
 
 
 def council_plan(model_count: int, rounds: int) -> list[int]:

@@ -235,11 +235,11 @@ def _median(runs: list[LoopResult]) -> LoopResult:
 
 def _median_ratio(turns: dict[str, list[LoopResult]], kind: str, baseline: str) -> float | None:
     """The median over the repetitions of kind / baseline, each measured in the same one."""
-    ratios = sorted(
+    ratios = [
         a.per_minute / b.per_minute
         for a, b in zip(turns[kind], turns[baseline], strict=True)
         if b.per_minute
-    )
+    ]
     return statistics.median(ratios) if ratios else None
 
 

@@ -148,6 +148,11 @@ class CallClock(BaseModel):
     answer_seconds: float = 0.0
     since_beat: float = 0.0
 
+    @property
+    def stale(self) -> bool:
+        """Its last beat is too old to extrapolate from."""
+        return self.since_beat > FRESH_BEAT_SECONDS
+
     def own_seconds(self) -> float:
         """How long the current request has been answered: nothing while it waits (to be
         retried, for its first heartbeat, for its provider to begin), the last beat's
@@ -155,7 +160,7 @@ class CallClock(BaseModel):
         fresh."""
         if not self.running or self.beat_attempt != self.attempt or not self.answering:
             return 0.0
-        if self.since_beat > FRESH_BEAT_SECONDS:
+        if self.stale:
             return self.answer_seconds
         return self.answer_seconds + max(0.0, self.since_beat)
 
@@ -171,15 +176,15 @@ def earliest_due(patience_seconds: float, models: list[str], clocks: dict[str, C
     less x more, one Temporal has not heard of (queued, waiting for its provider) the
     whole patience. A stale beat bounds nothing (the next fresh one may count time nobody
     heard of): 0."""
-    waits = []
-    for model in models:
-        clock = clocks.get(model)
-        if clock is not None and clock.running and clock.since_beat > FRESH_BEAT_SECONDS:
-            waits.append(0.0)
-        else:
-            own = clock.own_seconds() if clock is not None else 0.0
-            waits.append(max(0.0, patience_seconds - own))
-    return min(waits, default=0.0)
+
+    def wait(clock: CallClock | None) -> float:
+        if clock is None:
+            return patience_seconds
+        if clock.running and clock.stale:
+            return 0.0
+        return max(0.0, patience_seconds - clock.own_seconds())
+
+    return min((wait(clocks.get(model)) for model in models), default=0.0)
 
 
 class LateCalls(BaseModel):
