@@ -58,6 +58,7 @@ from app.connection import (
 from app.supervisor import ProcessCountError, Supervisor
 from council import numbers
 from council.config import DEFAULT_PROVIDER, ConfigProblem
+from council.limits import MAX_MODELS
 from workflows import search_attributes
 from workflows.calls import provider_queue
 from workflows.deliberation import Deliberation
@@ -66,6 +67,11 @@ from workflows.sampling import SelfConsistency
 from workflows.search_attributes import ensure_search_attributes
 
 log = logging.getLogger("council.worker")
+
+
+# The most calls a workflow task may start in this worker at once: a stage's, the largest
+# council's.
+EAGER_CALLS = MAX_MODELS
 
 
 def call_limits() -> tuple[int, float | None]:
@@ -107,6 +113,10 @@ def build_worker(
         # Eager activities (where the server allows them) skip the task queue, and with it
         # the server's rate limit: only without a limit.
         disable_eager_activity_execution=calls_per_second is not None,
+        # Every call of a stage starts with the workflow task that schedules it (the SDK's
+        # default is 3): a fourth member's call no longer waits behind the queue's backlog
+        # while the others run, to be taken for a straggler under load.
+        max_eager_activity_reservations_per_workflow_task=EAGER_CALLS,
         graceful_shutdown_timeout=timedelta(seconds=5),
         # Every run in the sandbox, its calls checked (no clock, no randomness), but no
         # module imported again for each run: ours define classes and functions only.
