@@ -1,14 +1,14 @@
-"""The straggler watch: how long a stage's late calls have really been answered.
+"""The straggler watch: how long a stage's late calls have really been with their providers.
 
 The workflow cannot see its activities run; Temporal can. Once a stage's late calls have
 outlived the patience by the workflow's clock, this activity reads the run's pending
 activities (their attempt, state and last heartbeat, whose details each call fills in:
-council.calls.CallProgress), and returns the calls whose current attempt has been
-answered for the patience (council.stragglers.due). It reads them again when the first
-could be due (council.stragglers.earliest_due: a call still queued, as under load, has
-the whole patience to go), at most every half second. It heartbeats, so the
-workflow cancels it at once when the calls finish or the run stops, and Temporal retries
-it on another worker when its own worker dies.
+council.calls.CallProgress), and returns the calls whose current request has been with
+its provider for the patience (council.stragglers.due). It reads them again when the
+first could be due (council.stragglers.earliest_due: a call still queued, under load or
+for a slot, has the whole patience to go), at most every half second. It heartbeats, so
+the workflow cancels it at once when the calls finish or the run stops, and Temporal
+retries it on another worker when its own worker dies.
 """
 
 from __future__ import annotations

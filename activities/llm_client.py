@@ -173,7 +173,7 @@ class ChatClient:
         either way). If that fails too, Temporal retries the call. `call_id` (workflow id
         / activity id) goes out as X-Council-Call, so a provider's or the simulator's logs
         can tell a retry of a call from a new call. `clock` hears when each request is sent
-        and when its reply begins (activities.slots.AnswerClock).
+        (activities.slots.AnswerClock).
         """
         clock = clock or AnswerClock()
         forms = self.forms(call)
@@ -233,7 +233,7 @@ class ChatClient:
             # never a raw id in a header.
             headers[CALL_ID_HEADER] = quote(call_id, safe="/:._-~")
         headers_received = False
-        clock.sent(stream)
+        clock.sent()
         try:
             async with self.http.stream(
                 "POST",
@@ -242,7 +242,6 @@ class ChatClient:
                 headers=headers,
             ) as response:
                 headers_received = True
-                clock.began()
                 await self._read(response, completion)
         except httpx.TimeoutException as err:
             if isinstance(err, httpx.ConnectTimeout):

@@ -1,11 +1,13 @@
-"""How many requests one provider is sent at once by this worker process.
+"""How many requests one provider is sent at once by this worker process, and when a
+call's own time starts.
 
-A server of our own (llama.cpp's, Ollama, LM Studio, vLLM on this machine or this network)
-often answers one request at a time and queues the rest: a call that waits in its queue is
-not slow, but it looks slow to anyone who counts from the moment it was sent. So the
-worker keeps that queue itself: a provider's calls wait here for a free slot, and a call's
-time (the straggler rule's, council.stragglers) starts only when its provider begins to
-answer (AnswerClock).
+A call's own time (the straggler rule's, council.stragglers) starts when its request is
+sent (AnswerClock): a provider that is silent before its first bytes is as slow to the
+council as one that writes slowly, and is cut like it. A server of our own (llama.cpp's,
+Ollama, LM Studio, vLLM on this machine or this network) often answers one request at a
+time and queues the rest, and a call in its queue is not slow: so the worker keeps that
+queue itself. A provider's calls wait here for a free slot, sent only once one is theirs,
+and the wait counts for nothing.
 
 How many slots: the provider's `max_concurrent_requests` (council.toml; the default
 provider's COUNCIL_LLM_MAX_CONCURRENT_REQUESTS) when it is set, for all the worker
@@ -13,8 +15,13 @@ processes of the task queue together: each process takes an equal share (at leas
 from the number of processes the server sees polling the queue (worker.share_slots).
 Otherwise a provider on this machine or a private network address gets the number of
 slots the server reports (llama.cpp's server and the simulator say it as `total_slots`
-under /props) or, when it reports none, one; any other provider gets no limit. A wait for
-a slot counts toward the call's timeout (--call-timeout).
+under /props) or, when it reports none, one; any other provider gets no limit. A server
+that answers one request at a time at an address that is not ours (a tunnel, a rented
+GPU) needs `max_concurrent_requests = 1`: sent everything at once, it queues the calls
+itself, and their time in its queue is theirs (the last in it may be cut). More worker
+processes than the limit are the same case: each still sends one request at a time, and
+the server queues the rest. A wait for a slot counts toward the call's timeout
+(--call-timeout).
 """
 
 from __future__ import annotations
@@ -121,25 +128,22 @@ class Slots:
 
 
 class AnswerClock:
-    """How long the provider has been answering this attempt's request: from the first
-    bytes of a streamed reply (before them, the request waits: for a slot here, in the
-    provider's queue, or on a connection that hangs, and none of that is the member's
-    slowness), or from the sending of a request that is not streamed (its first bytes are
-    its whole reply). Each new request of the attempt (asked again unstreamed after a cut
+    """How long the provider has had this attempt's current request: from the moment it
+    was sent (after any wait for a slot here, in Slots) to its reply's last bytes. Its
+    silence before the first bytes counts: a provider slow to begin, overloaded or queueing
+    requests behind others' looks exactly so from here, and a member is cut for it like
+    for a slow reply. Each new request of the attempt (asked again unstreamed after a cut
     stream, or in another reply form) starts the clock again."""
 
     def __init__(self) -> None:
         self._since: float | None = None
 
-    def sent(self, streamed: bool) -> None:
-        self._since = None if streamed else time.monotonic()
-
-    def began(self) -> None:
-        if self._since is None:
-            self._since = time.monotonic()
+    def sent(self) -> None:
+        self._since = time.monotonic()
 
     @property
     def answering(self) -> bool:
+        """Whether the request is with the provider (False while it waits for a slot)."""
         return self._since is not None
 
     def seconds(self) -> float:

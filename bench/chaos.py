@@ -47,10 +47,13 @@ POLICY = {
     "initial_retry_seconds": 0.5,
     "max_retry_seconds": 3,
 }
-# The fault weather, one phase after another, each for a few seconds. Hangs and cut
-# streams never share a phase: a cut stream is asked again unstreamed, and an unstreamed
-# request that hangs cannot be told from a slow member (its reply's first bytes are its
-# whole reply), so the straggler rule would rightly count that wait as the member's.
+# A request that hangs cannot be told from a slow member (a provider silent before its
+# first byte), so the straggler rule rightly counts it as the member's time until the call
+# timeout ends it; the chaos runs give the rule a floor above that timeout, so that a hang
+# is retried rather than cut and every record can be whole. (The rule still watches the
+# calls that a kill or the server's restart keeps longer than that.)
+STRAGGLERS = {"grace_seconds": POLICY["call_timeout_seconds"] + 2}
+# The fault weather, one phase after another, each for a few seconds.
 WEATHER = [
     ("calm", {}),
     ("429 storm", {"errors": {"429": 0.45}, "retry_after": 1}),
@@ -82,6 +85,7 @@ def request(i: int) -> dict:
         "stop_on_convergence": False,
         "token_budget": 10_000_000,
         "policy": POLICY,
+        "stragglers": STRAGGLERS,
     }
 
 

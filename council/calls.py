@@ -136,10 +136,10 @@ class CallProgress(BaseModel):
     chunks: int = 0
     content_bytes: int = 0
     text: str = ""
-    # The attempt this heartbeat comes from; whether its provider has begun to answer its
-    # request (not while it waits for a free slot, in the provider's queue, or on a
-    # connection that hangs), and for how long. The straggler rule reads these
-    # (council.stragglers.CallClock).
+    # The attempt this heartbeat comes from; whether its request is with the provider
+    # (sent: not while it waits for a free slot in the worker's own queue), and for how
+    # long, its provider's silence before the first bytes included. The straggler rule
+    # reads these (council.stragglers.CallClock).
     attempt: int = 0
     answering: bool = False
     answer_seconds: float = 0.0
@@ -154,7 +154,7 @@ class ModelReply(BaseModel):
     # From the moment the request was sent (after any wait for a slot at the provider) to
     # the end of the reply, in the attempt that answered.
     latency_ms: int = 0
-    # Of that, the time the provider spent answering (from its first bytes; see
+    # Of that, the time the provider had the request that answered (from its sending; see
     # activities.slots.AnswerClock): what the straggler rule's patience is made of.
     answer_ms: int = 0
     truncated: bool = False

@@ -19,15 +19,18 @@ What a cut does: a member cut in stage 1 has no answer in this deliberation (and
 member whose answer failed, reviews nothing: the reviewers are the members with answers);
 a cut review gives no critiques; a cut refinement keeps the previous answer.
 
-A member is judged by its own replies, never by time lost to a fault. The durations that
-set the patience are the replies' own (from the provider's first bytes to the last, in
-the request that answered), and a late call's time is that of its current request while
-its provider answers it: a call that waits for a slot at a provider that serves one
-request at a time or in the provider's own queue, a request that hangs with no reply at
-all (its call timeout ends it), a stream cut and asked again, an attempt that Temporal
-retries after a 429, a 5xx or a lost worker, and the minutes a worker or the server was
-down count for nothing. What a call has been doing, the workflow learns from its
-attempt's own heartbeats (CallClock), read from Temporal when a call outlives the patience.
+A member is judged by its own replies, never by time lost to a fault or to waiting its
+turn. A call's own time runs from the moment its request is sent to the provider until
+its reply's last bytes, in the request that answered (these durations set the patience);
+a late call's is that of its current request. A provider that is silent before its
+first bytes (overloaded, slow to begin, a hung connection) is spending the member's time:
+that is what a slow hosted provider looks like. What counts for nothing: the wait for a
+slot in the worker's own queue (activities.slots: a server of our own that answers one
+request at a time is sent one request at a time, so its members wait here, in turn, and
+none is cut for it), a stream cut and asked again, an attempt that Temporal retries after
+a 429, a 5xx or a lost worker, and the minutes a worker or the server was down. What a
+call has been doing, the workflow learns from its attempt's own heartbeats (CallClock),
+read from Temporal when a call outlives the patience.
 """
 
 from __future__ import annotations
@@ -138,8 +141,8 @@ FRESH_BEAT_SECONDS = 2.5
 
 class CallClock(BaseModel):
     """A late call as Temporal last heard of it: the attempt it is on, whether that attempt
-    runs, and its last heartbeat (which attempt beat, whether its provider was answering,
-    for how long, how long ago that was)."""
+    runs, and its last heartbeat (which attempt beat, whether its request was with its
+    provider, for how long, how long ago that was)."""
 
     attempt: int
     running: bool
@@ -154,10 +157,10 @@ class CallClock(BaseModel):
         return self.since_beat > FRESH_BEAT_SECONDS
 
     def own_seconds(self) -> float:
-        """How long the current request has been answered: nothing while it waits (to be
-        retried, for its first heartbeat, for its provider to begin), the last beat's
-        figure when that beat is too old to trust, and the time since the beat when it is
-        fresh."""
+        """How long the provider has had the current request: nothing while it waits (to be
+        retried, for its first heartbeat, for a slot in the worker's queue), the last
+        beat's figure when that beat is too old to trust, and the time since the beat when
+        it is fresh."""
         if not self.running or self.beat_attempt != self.attempt or not self.answering:
             return 0.0
         if self.stale:
@@ -172,10 +175,10 @@ def due(patience_seconds: float, clocks: dict[str, CallClock]) -> list[str]:
 
 def earliest_due(patience_seconds: float, models: list[str], clocks: dict[str, CallClock]) -> float:
     """The least time, in seconds, before any of these late calls can be due. A call's own
-    time grows no faster than the clock: one answered for x seconds needs the patience
-    less x more, one Temporal has not heard of (queued, waiting for its provider) the
-    whole patience. A stale beat bounds nothing (the next fresh one may count time nobody
-    heard of): 0."""
+    time grows no faster than the clock: one sent x seconds ago needs the patience less x
+    more, one Temporal has not heard of (not started yet, or waiting for a slot) the whole
+    patience. A stale beat bounds nothing (the next fresh one may count time nobody heard
+    of): 0."""
 
     def wait(clock: CallClock | None) -> float:
         if clock is None:

@@ -33,6 +33,13 @@ class FaultSpec(BaseModel):
         default=None,
         description="seconds the call takes (a stream is paced over them): fixed, or [min, max]",
     )
+    first_byte_seconds: float = Field(
+        default=0.0,
+        ge=0,
+        le=3600,
+        description="seconds before the reply's first byte (its status and headers too), as "
+        "a busy or overloaded provider is silent; the latency runs after them",
+    )
     errors: dict[int, Probability] = Field(
         default_factory=dict, description="HTTP status -> probability, e.g. {500: 0.2, 429: 0.1}"
     )
@@ -176,6 +183,7 @@ class Plan:
     """What the simulator does with one request."""
 
     latency: float = 0.0
+    first_byte_seconds: float = 0.0
     fault: FaultKind | None = None
     status: int | None = None
     retry_after: float | str | None = None
@@ -237,6 +245,7 @@ class FaultInjector:
                     latency = spec.slow_seconds
         return Plan(
             latency=latency,
+            first_byte_seconds=spec.first_byte_seconds,
             fault=fault,
             status=status,
             retry_after=spec.retry_after,

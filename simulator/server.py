@@ -164,8 +164,10 @@ class _Exchange:
         arrived: float,
     ) -> None:
         self.sim = sim
-        # The latency counts from the request's arrival, the simulator's own work included.
-        self.ends_at = arrived + plan.latency
+        # Nothing is sent before the first byte is due; the latency counts from then, the
+        # simulator's own work included.
+        self.first_byte_at = arrived + plan.first_byte_seconds
+        self.ends_at = self.first_byte_at + plan.latency
         self.send = send
         self.client = client
         self.entry = entry
@@ -197,6 +199,10 @@ class _Exchange:
         if plan.fault == "hang":
             await self.wait(self.sim.config.hang_seconds)
             self.finish("disconnected" if self.client.gone.is_set() else "hang")
+            return
+        silent = self.first_byte_at - asyncio.get_running_loop().time()
+        if silent > 0 and await self.wait(silent):
+            self.finish("disconnected")
             return
         # A streamed reply waits inside the stream, with keep-alives; the rest wait here.
         waits_here = not self.stream or plan.fault == "error"
@@ -456,7 +462,9 @@ class ChatCompletions:
         plan = self.sim.faults.plan(model, Stage(prompt.stage), digest)
         key = self.sim.config.api_key
         if key and not hmac.compare_digest(bearer.encode(), key.encode()):
-            plan = dataclasses.replace(plan, fault="error", status=401, latency=0.0)
+            plan = dataclasses.replace(
+                plan, fault="error", status=401, latency=0.0, first_byte_seconds=0.0
+            )
         entry.fault = plan.fault if plan.fault != "error" else f"error {plan.status}"
         client = _ClientWatch(receive)
         try:

@@ -1,14 +1,17 @@
-"""Faults are not slowness: the straggler rule judges a member by its own replies.
+"""Faults and turns are not slowness: the straggler rule judges a member by its own
+replies, timed from the moment each request is sent.
 
-On the dev server and the simulator: a call retried after a 429 is not cut, however long
-the retry took by the stage's clock; a council served one request at a time by a server
-of its own (the simulator with one slot, as llama-cpp-python's server answers) is sent
-one request at a time and loses no member, and the calls waiting for their turn say so
-in their heartbeats; sent everything at once, the server's own queue costs no member
-either (a call's time starts with its reply's first bytes). And the
-pieces, as pure functions: a call's own time, which calls are due, which providers are
-our own and how many requests they take at once. (A killed worker and a restarted
-server are tested under `make chaos`'s short run: tests/test_chaos.py.)
+On the dev server and the simulator: a member whose provider is silent for ten times the
+others before its first byte is cut, with the default settings; a call retried after a
+429 is not cut, however long the retry took by the stage's clock; a council served one
+request at a time by a server of its own (the simulator with one slot, as llama-cpp-python's
+server answers) is sent one request at a time and loses no member, whether the worker
+recognises the server or is told so (`max_concurrent_requests = 1`), and the calls waiting
+for their turn say so in their heartbeats; sent everything at once, the server's own
+queue is the members' own time, and the last in it are cut. And the pieces, as pure
+functions: a call's own time, which calls are due, which providers are our own and how
+many requests they take at once. (A killed worker and a restarted server are tested under
+`make chaos`'s short run: tests/test_chaos.py.)
 """
 
 from __future__ import annotations
@@ -21,14 +24,16 @@ import httpx
 import pytest
 from temporalio.testing import WorkflowEnvironment
 
+from activities.model_call import ModelGateway
 from activities.settings import GatewaySettings
 from activities.slots import Slots, props_url, reported_slots, self_hosted
 from council.calls import Stage
+from council.config import parse_config
 from council.stragglers import FRESH_BEAT_SECONDS, CallClock, due
 from simulator import SimulatorServer
 from simulator.config import SimulatorConfig
 from simulator.faults import FaultConfig
-from tests.temporal_fixtures import TEST_API_KEY, Council, council_worker
+from tests.temporal_fixtures import FOUR_MODELS, TEST_API_KEY, Council, council_worker
 from workflows.client import partial_replies
 
 FIVE = ["sim/atlas", "sim/borealis", "sim/cirrus", "sim/drift", "sim/mule"]
@@ -91,7 +96,40 @@ async def test_how_many_requests_a_server_of_our_own_is_sent_at_once(
         assert await Slots(None, "https://provider.invalid/v1").decide(http) is None
 
 
+async def test_a_one_at_a_time_server_elsewhere_is_one_setting_away() -> None:
+    """A server at an address that is not ours gets no limit unless it is told one:
+    `max_concurrent_requests = 1` in council.toml, or COUNCIL_LLM_MAX_CONCURRENT_REQUESTS=1
+    for the default provider (the worker sends its calls one at a time then, as it does to
+    a server of its own)."""
+    url = "https://gpu.invalid/v1"
+    toml = parse_config(
+        f'[providers.gpu]\nbase_url = "{url}"\nmodels = ["gpu/*"]\nmax_concurrent_requests = 1\n'
+    )
+    told = {"COUNCIL_LLM_BASE_URL": url, "COUNCIL_LLM_MAX_CONCURRENT_REQUESTS": "1"}
+    async with ModelGateway.from_env(told, toml.providers) as gateway:
+        limits = {name: await p.slots.decide(p.http) for name, p in gateway.providers.items()}
+        assert limits == {"default": 1, "gpu": 1}
+    async with ModelGateway.from_env({"COUNCIL_LLM_BASE_URL": url}) as gateway:
+        default = gateway.providers["default"]
+        assert await default.slots.decide(default.http) is None
+
+
 # ---- on the dev server --------------------------------------------------------------
+
+
+async def test_a_provider_silent_before_its_first_byte_is_cut(council: Council) -> None:
+    """What a slow or overloaded hosted provider looks like: nothing at all, not even
+    headers, for ten times what the others take. Its call's own time runs from the
+    sending of its request, so the default rule (max(2 s, 2 x the median)) cuts it."""
+    council.sim.set_faults(
+        {"*": {"latency": 0.5}, "sim/drift": {"first_byte_seconds": 5.0, "latency": 0.5}}
+    )
+    record = await council.run(models=FOUR_MODELS, max_rounds=1, min_rounds=0, quality_threshold=1)
+    assert [(c.stage, c.model) for c in record.late] == [(Stage.ANSWER, "sim/drift")]
+    assert [r.model for r in record.stage1] == FOUR_MODELS[:3]
+    assert record.errors == [] and record.stage3 is not None
+    [cut] = [e for e in council.sim.log()["entries"] if e["model"] == "sim/drift"]
+    assert cut["outcome"] == "disconnected"  # cut before its first byte
 
 
 async def test_a_call_retried_after_a_429_is_not_cut_as_late(council: Council) -> None:
@@ -149,28 +187,48 @@ async def test_a_council_on_a_server_that_answers_one_at_a_time_loses_no_member(
     assert all(later - earlier >= 0.25 for earlier, later in itertools.pairwise(sent))
 
 
-async def test_the_servers_own_queue_is_not_slowness_either(
-    temporal: WorkflowEnvironment, serial_sim: SimulatorServer
+@pytest.mark.parametrize("told", [None, 1], ids=["recognised", "told"])
+async def test_three_members_on_a_server_that_answers_one_at_a_time_all_answer(
+    temporal: WorkflowEnvironment, serial_sim: SimulatorServer, told: int | None
 ) -> None:
-    """Told the server takes many requests at once, the worker sends every call together
-    and the server queues them: the last in its queue reply long after the others by the
-    stage's clock (the rule of old cut them), but a call's own time starts with its
-    reply's first bytes, so nobody is cut."""
+    """With the default settings: the worker recognises a server on this machine (it
+    reports no slots: one), or is told so by `max_concurrent_requests = 1` (what a server
+    it cannot recognise needs), and the members take their turns in its queue."""
     settings = GatewaySettings(
-        base_url=serial_sim.url, api_key=TEST_API_KEY, max_concurrent_requests=64
+        base_url=serial_sim.url, api_key=TEST_API_KEY, max_concurrent_requests=told
     )
     serial_sim.set_faults({"*": {"latency": 0.5}})
     async with council_worker(temporal.client, serial_sim, settings=settings) as council:
-        # The third reply comes at 1.5 s, the fourth at 2 s and the fifth at 2.5 s: by the
-        # stage's clock, past the patience (the median, 1 s) of the first three.
+        record = await council.run(models=FIVE[:3], max_rounds=1, min_rounds=0, quality_threshold=1)
+    assert record.late == [] and record.errors == []
+    assert [r.model for r in record.stage1] == FIVE[:3] and len(record.stage2) == 3
+    sent = sorted(e["started"] for e in serial_sim.log()["entries"] if e["stage"] == "stage1")
+    assert all(later - earlier >= 0.45 for earlier, later in itertools.pairwise(sent))
+
+
+async def test_a_servers_own_queue_is_its_members_time(
+    temporal: WorkflowEnvironment, serial_sim: SimulatorServer
+) -> None:
+    """Told the server takes many requests at once (as a server at an address the worker
+    cannot recognise as one of ours gets no limit), the worker sends every call together
+    and the server queues them. A call's time starts when it is sent, so the last in the
+    server's queue is cut like a slow member: what `max_concurrent_requests = 1` is for."""
+    settings = GatewaySettings(
+        base_url=serial_sim.url, api_key=TEST_API_KEY, max_concurrent_requests=64
+    )
+    serial_sim.set_faults({"*": {"latency": 1.0}})
+    async with council_worker(temporal.client, serial_sim, settings=settings) as council:
+        # Replies at 1 s and 2 s: the patience is their median, 1.5 s; the third, sent
+        # with them, has been out 2 s by then (it would reply at 3 s).
         record = await council.run(
-            models=FIVE,
+            models=FIVE[:3],
             stragglers={"grace_seconds": 0.5, "factor": 1.0},
             max_rounds=1,
             min_rounds=0,
             quality_threshold=1,
         )
-    assert record.late == []
-    assert [r.model for r in record.stage1] == FIVE
-    sent = sorted(e["started"] for e in serial_sim.log()["entries"] if e["stage"] == "stage1")
-    assert sent[-1] - sent[0] < 0.25  # all sent at once: the queue was the server's
+    answers = [e for e in serial_sim.log()["entries"] if e["stage"] == "stage1"]
+    assert max(e["started"] for e in answers) - min(e["started"] for e in answers) < 0.25
+    last = max(answers, key=lambda e: e["seq"])["model"]  # the server answers in turn
+    assert [(c.stage, c.model) for c in record.late] == [(Stage.ANSWER, last)]
+    assert record.errors == [] and len(record.stage1) == 2

@@ -68,8 +68,8 @@ def ask(question: str, **fields: object) -> dict[str, object]:
         "max_rounds": 1,
         "max_tokens": TOKENS,
         # The straggler rule on: the server answers one request at a time, the worker
-        # sends them so (a server on this machine), and a call's time starts when its
-        # reply does, so no member is cut for waiting its turn. Its patience is three
+        # sends them so (a server on this machine), and a call's time starts when it is
+        # sent, after its turn, so no member is cut for waiting its turn. Its patience is three
         # times the others' median, not two: on a shared 2-core machine a 135M model may
         # take twice the median to write a 500-token review (a run saw 17 s), and that
         # is its own time, not waiting; a member that waited behind the other three

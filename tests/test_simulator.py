@@ -380,6 +380,28 @@ def test_a_model_entry_overrides_the_default_field_by_field(sim, sim_faults) -> 
     assert post(sim, "sim/atlas", prompts.answer_prompt(QUESTION, CAP)).status_code == 500
 
 
+def test_a_reply_can_be_held_back_before_its_first_byte(sim, sim_faults) -> None:
+    """A provider that is silent before it begins (busy, or overloaded): no status, no
+    headers, no keep-alive until the first byte is due; then the latency runs."""
+    sim_faults({"sim/atlas": {"first_byte_seconds": 0.6, "latency": 0.2}})
+    body = {
+        "model": "sim/atlas",
+        "messages": [m.model_dump() for m in prompts.answer_prompt(QUESTION, CAP)],
+    }
+    for stream in (True, False):
+        started = time.monotonic()
+        with http().stream(
+            "POST", f"{sim.url}/chat/completions", json={**body, "stream": stream}
+        ) as reply:
+            first_byte = time.monotonic() - started
+            assert reply.status_code == 200
+            reply.read()
+        whole = time.monotonic() - started
+        assert first_byte >= 0.6 and whole >= 0.8, (stream, first_byte, whole)
+    [entry, _] = sim.log()["entries"]
+    assert entry["outcome"] == "ok" and entry["fault"] is None
+
+
 def test_faults_can_target_stages_and_stop_after_a_count(sim, sim_faults) -> None:
     sim_faults({"sim/atlas": {"errors": {"503": 1.0}, "stages": ["stage2"], "max_faults": 1}})
     question = prompts.answer_prompt(QUESTION, CAP)

@@ -2,7 +2,8 @@
 in stage 1, in a review and in a refinement; the record's `late` entries say what each
 cut did; `--wait-for-all` waits for everyone; a stop while a straggler is awaited; a run
 with cuts replays; the chairman is never cut; a request that hangs with no reply at all
-is a fault, not slowness: its call timeout ends it and the retry answers."""
+is the member's time only until its call timeout ends it: the retry's clock starts at
+zero."""
 
 from __future__ import annotations
 
@@ -162,18 +163,27 @@ async def test_bad_straggler_flags_are_one_line_before_anything_starts(
     assert code == 2 and err.strip() == f"starter: {message}"
 
 
-async def test_a_request_that_hangs_is_retried_not_cut(council: Council) -> None:
-    """No byte of a reply in 3 s (the call timeout) is a fault: the attempt is retried and
-    the member keeps its place, where a slow member (a reply begun and slow) is cut."""
+async def test_a_request_that_hangs_is_retried_and_its_retry_timed_from_zero(
+    council: Council,
+) -> None:
+    """No byte of a reply in 1.5 s (the call timeout): the attempt ends and is retried.
+    The hung request was the member's own time (it was sent), but only until its timeout,
+    within the patience (2.2 s); the retry's own time starts at zero, so the member keeps
+    its place although, by the stage's clock, it replies after the patience (1.5 s, a
+    backoff, 0.9 s)."""
     council.sim.set_faults(
-        {"*": {"latency": 0.2}, "sim/mule": {"hang": 1.0, "max_faults": 1, "stages": ["stage1"]}}
+        {
+            "*": {"latency": 0.2},
+            "sim/mule": {"latency": 0.9, "hang": 1.0, "max_faults": 1, "stages": ["stage1"]},
+        }
     )
     record = await council.run(
         models=MODELS,
         max_rounds=1,
-        min_rounds=1,
-        stragglers=QUICK,
-        policy={"call_timeout_seconds": 3},
+        min_rounds=0,
+        quality_threshold=1,
+        stragglers={"grace_seconds": 2.2, "factor": 2.0},
+        policy={"call_timeout_seconds": 1.5},
     )
     assert record.late == [] and record.errors == []
     assert [r.model for r in record.stage1] == MODELS
