@@ -5,7 +5,6 @@ PYTHON ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
-DB := data/temporal.db
 
 .PHONY: install browser demo up test test-fast test-real lint format server worker simulator codec-server web chaos eval bench clean
 
@@ -17,13 +16,16 @@ $(STAMP): requirements.txt requirements-dev.txt
 	touch $(STAMP)
 
 # One deliberation with live progress; starts (and afterwards stops) whatever is missing.
+# `make demo`, `make up` and `make server` start the same way: the dev server at
+# TEMPORAL_ADDRESS, its UI 1000 above, the codec server on COUNCIL_CODEC_PORT.
 demo: $(STAMP)
 	$(BIN)/python demo.py
 
-# The web page with what it needs (dev server, simulator without a key, a worker), in the
-# foreground; Ctrl-C stops what it started. Prints the page's, the Temporal UI's and the
-# simulator's address. Each simulated call takes 2 to 5 s, to watch a run: SIM_LATENCY=0
-# answers at once, SIM_LATENCY=1.5 or SIM_LATENCY=1-3 sets the pace.
+# The web page with what it needs (dev server and the codec server its UI reads stored
+# texts through, simulator without a key, a worker), in the foreground; Ctrl-C stops what it
+# started. Prints the page's, the Temporal UI's, the codec server's and the simulator's
+# address. Each simulated call takes 2 to 5 s, to watch a run: SIM_LATENCY=0 answers at
+# once, SIM_LATENCY=1.5 or SIM_LATENCY=1-3 sets the pace.
 up: $(STAMP)
 	SIM_LATENCY="$(SIM_LATENCY)" $(BIN)/python up.py
 
@@ -86,20 +88,17 @@ DATASET ?= datasets/arithmetic_logic.jsonl
 eval: $(STAMP)
 	$(BIN)/python -m evaluation.local $(DATASET) $(EVAL_ARGS)
 
-# Keep the Temporal server and Web UI (http://localhost:8233) up to browse past runs.
+# The Temporal dev server and its Web UI, to browse past runs, with the codec server that
+# shows the UI the texts kept in the payload store; in the foreground until Ctrl-C. Where
+# `make up` would put them: TEMPORAL_ADDRESS (default localhost:7233; the UI 1000 above,
+# http://localhost:8233), COUNCIL_CODEC_PORT (8081), state in COUNCIL_DATA (data/).
 server: $(STAMP)
-	@mkdir -p data
-	$(BIN)/temporal server start-dev --db-filename $(DB) --ui-disable-news-fetch --log-level warn \
-		--dynamic-config-value system.enableActivityEagerExecution=true \
-		--dynamic-config-value matching.enableFairness=true \
-		--dynamic-config-value matching.numTaskqueueReadPartitions=1 \
-		--dynamic-config-value matching.numTaskqueueWritePartitions=1 \
-		$(if $(COUNCIL_CODEC_ENDPOINT),--ui-codec-endpoint $(COUNCIL_CODEC_ENDPOINT))
+	$(BIN)/python -m harness.serve server
 
-# Decrypts payloads for the Web UI and CLI (needs COUNCIL_PAYLOAD_KEY); with it, run
-# `make server COUNCIL_CODEC_ENDPOINT=http://127.0.0.1:8081`. See docs/deployment.md.
+# The codec server alone (COUNCIL_CODEC_PORT, default 8081), for the UI of TEMPORAL_ADDRESS;
+# it reads the payload store and COUNCIL_PAYLOAD_KEY as the worker does (docs/deployment.md).
 codec-server: $(STAMP)
-	$(BIN)/python -m app.codec_server --port 8081
+	$(BIN)/python -m harness.serve codec-server
 
 worker: $(STAMP)
 	$(BIN)/python worker.py
@@ -108,8 +107,10 @@ worker: $(STAMP)
 web: $(STAMP)
 	$(BIN)/python -m web
 
+# Simulated models on COUNCIL_SIM_PORT (default 8800); it prints the worker's
+# COUNCIL_LLM_BASE_URL.
 simulator: $(STAMP)
-	$(BIN)/python -m simulator --port 8800
+	$(BIN)/python -m harness.serve simulator
 
 # 30 deliberations under worker kills, a server restart and fault storms (a few minutes).
 chaos: $(STAMP)

@@ -1,10 +1,10 @@
 """`make demo`: one deliberation end to end, starting whatever is not running yet.
 
-Starts the embedded Temporal dev server unless one answers at TEMPORAL_ADDRESS, the
-simulator when no API key is set, and a worker; runs one deliberation with live
-progress; prints the final answer and the run's address in the Web UI; then stops
-the processes it started (the server's SQLite file in data/ keeps the run) and names
-`make up`, which serves the web page.
+Starts the embedded Temporal dev server unless one answers at TEMPORAL_ADDRESS (with the
+codec server its Web UI reads stored texts through), the simulator when no API key is
+set, and a worker; runs one deliberation with live progress; prints the final answer and
+the run's address in the Web UI; then stops the processes it started (the server's SQLite
+file in data/ keeps the run) and names `make up`, which serves the web page.
 """
 
 from __future__ import annotations
@@ -24,18 +24,22 @@ def say(message: str) -> None:
 
 
 def main() -> int:
-    with local_council(
-        say,
-        "using the built-in SIMULATOR; every answer below is simulated, not written by a real "
-        "model",
-    ) as env:
-        question = os.environ.get("QUESTION") or QUESTION
-        say(f"asking the council: {question}")
-        result = subprocess.run(
-            [sys.executable, "starter.py", "start", question, "--wait"],
-            cwd=ROOT,
-            env={**os.environ, **env},
-        )
+    try:
+        with local_council(
+            say,
+            "using the built-in SIMULATOR; every answer below is simulated, not written by a "
+            "real model",
+        ) as env:
+            question = os.environ.get("QUESTION") or QUESTION
+            say(f"asking the council: {question}")
+            result = subprocess.run(
+                [sys.executable, "starter.py", "start", question, "--wait"],
+                cwd=ROOT,
+                env={**os.environ, **env},
+            )
+    except (RuntimeError, ValueError) as error:
+        say(f"could not start: {error}")
+        return 1
     if result.returncode == 0:
         say(
             "to see this run and the ones before it on the web page, run `make up` (it starts "

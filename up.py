@@ -4,12 +4,14 @@
 
 Starts what is not running yet: the embedded Temporal dev server unless one answers at
 TEMPORAL_ADDRESS (state in DIR/temporal.db, default COUNCIL_DATA, else data/; its Web UI
-on the gRPC port + 1000, :8233), the simulator when no API key is set (saying so: the
+on the gRPC port + 1000, :8233) with the codec server its UI reads stored texts through
+(COUNCIL_CODEC_PORT, default 8081), the simulator when no API key is set (saying so: the
 answers will be simulated; each call takes SIM_LATENCY seconds, default 2 to 5, so that
 a run can be watched), a worker, and the web page (`python -m web` on COUNCIL_WEB_HOST
 and COUNCIL_WEB_PORT, default 127.0.0.1:8080). Prints the page's address, the Temporal
-UI's and the simulator's, then waits. Ctrl-C (SIGINT) or SIGTERM stops exactly what it
-started; a server it found running stays up. Logs go to DIR/logs/.
+UI's, the codec server's and the simulator's, then waits. Ctrl-C (SIGINT) or SIGTERM
+stops exactly what it started; a server it found running stays up (with one line on how
+its UI can show stored texts, when it cannot). Logs go to DIR/logs/.
 
 With the simulator, the page's default council (the simulator's members) is written to
 DIR/default-council.json while it runs: the CLI and the MCP server of another shell, on
@@ -20,17 +22,15 @@ from __future__ import annotations
 
 import argparse
 import os
-import signal
 import sys
-import time
 from collections.abc import Mapping
 from pathlib import Path
-from types import FrameType
 from urllib.parse import urlsplit
 
 from app import councils
 from app.settings import Settings
-from harness.local import SIMULATED, local_council, shown, ui_address
+from harness.foreground import Stopped, shown, stop_on_signals, watch
+from harness.local import SIMULATED, LocalServer, local_council, ui_address
 from harness.processes import DATA, Process, port_open, reachable_host, start_web
 from simulator.config import LATENCY_VARIABLE, Latency, describe_latency, parse_latency
 
@@ -39,11 +39,6 @@ SIMULATED_NOTE = "the answers will be simulated (the built-in SIMULATOR plays ev
 # watch answers stream, reviews fill in and Stop or One more round apply.
 SIM_LATENCY = "SIM_LATENCY"
 DEFAULT_SIM_LATENCY = "2-5"
-
-
-class Stopped(BaseException):
-    """SIGINT or SIGTERM arrived: stop what was started (BaseException, like
-    KeyboardInterrupt, so that no `except Exception` on the way swallows it)."""
 
 
 def say(message: str) -> None:
@@ -74,27 +69,6 @@ def answers(url: str) -> bool:
     return port_open(parts.hostname, parts.port or (443 if parts.scheme == "https" else 80))
 
 
-def _stop(signum: int, frame: FrameType | None) -> None:
-    # A second Ctrl-C must not cut the stopping short.
-    signal.signal(signal.SIGINT, signal.SIG_IGN)
-    signal.signal(signal.SIGTERM, signal.SIG_IGN)
-    raise Stopped(signal.Signals(signum).name)
-
-
-def watch(started: list[Process]) -> int:
-    """Wait for a signal; a process that exits on its own ends the wait (status 1)."""
-    while True:
-        for process in started:
-            if not process.alive():
-                log = f", log in {shown(process.log_path)}" if process.log_path else ""
-                say(
-                    f"the {process.name} exited (status {process.popen.returncode}{log}); "
-                    "stopping the rest"
-                )
-                return 1
-        time.sleep(0.5)
-
-
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python up.py", description=__doc__.splitlines()[0])
     parser.add_argument(
@@ -107,6 +81,7 @@ def main(argv: list[str] | None = None) -> int:
     try:
         host, port = web_address(os.environ)
         latency_text, latency = sim_latency(os.environ)
+        server = LocalServer.of(args.data)
     except ValueError as error:
         say(str(error))
         return 2
@@ -116,8 +91,11 @@ def main(argv: list[str] | None = None) -> int:
             f"there or pick another port (COUNCIL_WEB_PORT={port + 1} make up)"
         )
         return 2
-    signal.signal(signal.SIGINT, _stop)
-    signal.signal(signal.SIGTERM, _stop)
+    taken = server.codec_port_taken() if not server.answers() else None
+    if taken:
+        say(taken)
+        return 2
+    stop_on_signals()
     started: list[Process] = []
     default_council = args.data / councils.LOCAL_COUNCIL_FILE
     pace = {LATENCY_VARIABLE: latency_text}
@@ -137,18 +115,21 @@ def main(argv: list[str] | None = None) -> int:
             reused = not any(process.name == "temporal" for process in started)
             unreachable = " (nothing answers there: set COUNCIL_UI_URL)" if not answers(ui) else ""
             say("the council is up; Ctrl-C stops what this started")
-            say(f"  the page:        {started[-1].extra['url']}")
-            say(f"  the Temporal UI: {ui}{unreachable if reused else ''}")
+            say(f"  the page:         {started[-1].extra['url']}")
+            say(f"  the Temporal UI:  {ui}{unreachable if reused else ''}")
             hint = f"; make up {SIM_LATENCY}=0 for instant replies" if latency else ""
             for process in started:
+                if process.name == "codec server":
+                    url = process.extra["url"]
+                    say(f"  the codec server: {url} (the Temporal UI reads stored texts there)")
                 if process.name == "simulator":
                     url = process.extra["url"]
-                    say(f"  the simulator:   {url} ({describe_latency(latency)}{hint})")
+                    say(f"  the simulator:    {url} ({describe_latency(latency)}{hint})")
             if Settings.read(os.environ).web_token:
                 say(
                     "  starting and stopping on the page need COUNCIL_WEB_TOKEN (sign in at /login)"
                 )
-            return watch(started)
+            return watch(started, say)
     except Stopped:
         return 0
     except RuntimeError as error:

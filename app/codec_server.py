@@ -2,23 +2,33 @@
 
     python -m app.codec_server [--host 127.0.0.1] [--port 8081]
 
-Temporal's remote codec protocol: POST /decode and POST /encode (also under
-/{namespace}/...) take and return {"payloads": [...]} in protobuf JSON. /decode replaces
-each reference to the payload store by the stored payload (COUNCIL_STORE, as the worker
-has it), then decrypts with the worker's keys (COUNCIL_PAYLOAD_KEY, COUNCIL_PAYLOAD_KEY_ID,
-COUNCIL_PAYLOAD_OLD_KEYS), so it must run where the store and those keys may be read.
-/encode only encrypts. Settings:
+Temporal's remote codec protocol: POST /decode, /encode and /download (also under
+/{namespace}/...) take and return {"payloads": [...]} in protobuf JSON. It must run where
+the worker's payload store (COUNCIL_STORE; unset: COUNCIL_DATA/store) and its keys
+(COUNCIL_PAYLOAD_KEY, COUNCIL_PAYLOAD_KEY_ID, COUNCIL_PAYLOAD_OLD_KEYS) may be read.
 
+- /decode replaces each reference to the payload store by the stored payload, then
+  decrypts. The Web UI asks with ?preserveStorageRefs=true: then a stored payload larger
+  than a history could hold inline (SHOWN_INLINE_BYTES, Temporal's own 2 MiB limit) stays
+  a reference, which the UI shows with its size and a download button. Any other caller
+  (the `temporal` CLI) gets every text.
+- /download is the UI's download button: the payload in full, whatever its size.
+- /encode only encrypts.
+
+Settings:
+
+    COUNCIL_CODEC_PORT          the port unless --port says otherwise (default 8081)
     COUNCIL_CODEC_CORS_ORIGINS  origins of the Web UI allowed to call it (comma-separated;
                                 default http://localhost:8233,http://127.0.0.1:8233,
                                 http://localhost:8080,http://127.0.0.1:8080)
-    COUNCIL_CODEC_TOKEN         when set, /encode and /decode require
+    COUNCIL_CODEC_TOKEN         when set, every call but /health requires
                                 "Authorization: Bearer <token>"
 
 Point the CLI at it with `temporal workflow show --codec-endpoint http://127.0.0.1:8081
 --codec-auth "Bearer <token>"` (or TEMPORAL_CODEC_ENDPOINT / TEMPORAL_CODEC_AUTH), the dev
-server's UI with `temporal server start-dev --ui-codec-endpoint http://127.0.0.1:8081`,
-and the UI container with TEMPORAL_CODEC_ENDPOINT.
+server's UI with `temporal server start-dev --ui-codec-endpoint http://127.0.0.1:8081`
+(`make up`, `make demo` and `make server` start both), and the UI container with
+TEMPORAL_CODEC_ENDPOINT.
 """
 
 from __future__ import annotations
@@ -27,6 +37,7 @@ import argparse
 import hmac
 import sys
 from collections.abc import Mapping, Sequence
+from typing import Literal
 
 from google.protobuf import json_format
 from starlette.applications import Starlette
@@ -44,10 +55,15 @@ from app.codec import CodecConfigError, CodecError, codec_from_env
 from app.settings import CODEC_ORIGINS, Settings, SettingsError
 from council import numbers
 
-DEFAULT_PORT = 8081
+DEFAULT_PORT = app_settings.DEFAULT_CODEC_PORT
 DEFAULT_ORIGINS = CODEC_ORIGINS
 MAX_BODY_BYTES = 64 * 1024 * 1024  # a page of history events, each payload at most 2 MB
-ALLOWED_HEADERS = ("Authorization", "Content-Type", "X-Namespace")
+# The Web UI sends Authorization-Extras beside the user's own access token (SSO).
+ALLOWED_HEADERS = ("Authorization", "Authorization-Extras", "Content-Type", "X-Namespace")
+# The largest stored payload /decode gives the Web UI in full: what a history could have
+# held inline (the server's blob size limit). Larger ones stay references for /download.
+SHOWN_INLINE_BYTES = 2 * 1024 * 1024
+Action = Literal["decode", "encode", "download"]
 
 
 def _settings(env: Settings | Mapping[str, str] | None) -> Settings:
@@ -83,7 +99,7 @@ def create_app(
         given = request.headers.get("authorization", "").encode()
         return hmac.compare_digest(given, expected)
 
-    async def transform(request: Request, encode: bool) -> Response:
+    async def transform(request: Request, action: Action) -> Response:
         if not authorized(request):
             return PlainTextResponse(
                 "unauthorized", status_code=401, headers={"WWW-Authenticate": "Bearer"}
@@ -95,12 +111,14 @@ def create_app(
             payloads = json_format.Parse(body, Payloads(), ignore_unknown_fields=True)
         except (json_format.ParseError, UnicodeDecodeError):
             return PlainTextResponse('expected a JSON body {"payloads": [...]}', status_code=400)
+        preserve = request.query_params.get("preserveStorageRefs", "").lower() == "true"
+        keep_over = SHOWN_INLINE_BYTES if action == "decode" and preserve else None
         try:
             result = list(payloads.payloads)
-            if not encode:
-                result = await store.resolve(storage, result, codec)
+            if action != "encode":
+                result = await store.resolve(storage, result, codec, keep_over=keep_over)
             if codec is not None:
-                result = await (codec.encode if encode else codec.decode)(result)
+                result = await (codec.encode if action == "encode" else codec.decode)(result)
         except (CodecError, store.StoreError) as err:
             return PlainTextResponse(str(err), status_code=400)
         return Response(
@@ -109,10 +127,13 @@ def create_app(
         )
 
     async def decode(request: Request) -> Response:
-        return await transform(request, encode=False)
+        return await transform(request, "decode")
 
     async def encode(request: Request) -> Response:
-        return await transform(request, encode=True)
+        return await transform(request, "encode")
+
+    async def download(request: Request) -> Response:
+        return await transform(request, "download")
 
     async def health(request: Request) -> Response:
         return JSONResponse({"status": "ok"})
@@ -122,6 +143,8 @@ def create_app(
         Route("/encode", encode, methods=["POST"]),
         Route("/{namespace}/decode", decode, methods=["POST"]),
         Route("/{namespace}/encode", encode, methods=["POST"]),
+        Route("/download", download, methods=["POST"]),
+        Route("/{namespace}/download", download, methods=["POST"]),
         Route("/health", health, methods=["GET"]),
     ]
     # CORS wraps everything, so a browser's preflight (OPTIONS, no credentials) passes
@@ -157,8 +180,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--port",
         type=numbers.whole_argument,
-        default=DEFAULT_PORT,
-        help=f"port (default {DEFAULT_PORT})",
+        help=f"port (default COUNCIL_CODEC_PORT, else {DEFAULT_PORT})",
     )
     args = parser.parse_args(argv)
     try:
@@ -169,15 +191,16 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     import uvicorn
 
+    port = args.port if args.port is not None else settings.codec_port
     token = "required" if settings.codec_token else "not required"
     print(
-        f"codec server on http://{args.host}:{args.port} (POST /decode, /encode; "
+        f"codec server on http://{args.host}:{port} (POST /decode, /encode, /download; "
         f"token {token}; payload store {store.location(settings)}; "
         f"CORS for {', '.join(cors_origins(settings))})",
         file=sys.stderr,
         flush=True,
     )
-    uvicorn.run(app, host=args.host, port=args.port, log_level="warning")
+    uvicorn.run(app, host=args.host, port=port, log_level="warning")
     return 0
 
 

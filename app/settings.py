@@ -38,6 +38,10 @@ from council.ids import id_problem, tenant_problem
 DEFAULT_TASK_QUEUE = "council"
 DEFAULT_WEB_HOST = "127.0.0.1"
 DEFAULT_WEB_PORT = 8080
+# The local stack's other fixed ports (harness.serve: `make codec-server`, `make simulator`;
+# `make up`, `make demo` and `make server` start the codec server on its port too).
+DEFAULT_CODEC_PORT = 8081
+DEFAULT_SIM_PORT = 8800
 DEFAULT_MAX_CONCURRENT_CALLS = 200
 # The checkout's data directory: DATA, unless COUNCIL_DATA moves it.
 CHECKOUT_DATA = Path(__file__).resolve().parent.parent / "data"
@@ -160,6 +164,11 @@ class Settings(BaseSettings):
         default_factory=lambda: list(CODEC_ORIGINS), validation_alias="COUNCIL_CODEC_CORS_ORIGINS"
     )
     codec_token: SecretStr | None = Field(None, validation_alias="COUNCIL_CODEC_TOKEN")
+    # Where the codec server listens unless --port says otherwise.
+    codec_port: int = Field(DEFAULT_CODEC_PORT, validation_alias="COUNCIL_CODEC_PORT")
+
+    # -- the simulator as `make simulator` starts it (harness.serve)
+    sim_port: int = Field(DEFAULT_SIM_PORT, validation_alias="COUNCIL_SIM_PORT")
 
     # -- the worker
     max_concurrent_calls: int = Field(
@@ -271,9 +280,9 @@ class Settings(BaseSettings):
             )
         return size
 
-    @field_validator("web_port", mode="before")
+    @field_validator("web_port", "codec_port", "sim_port", mode="before")
     @classmethod
-    def _web_port(cls, value: Any) -> int:
+    def _port(cls, value: Any) -> int:
         port = _whole(value, 1, 65535)
         if port is None:
             raise ValueError(f"must be a port number from 1 to 65535 (got {value!r})")

@@ -318,22 +318,38 @@ def reference(payload: Payload) -> ExternalStorageReference | None:
     return None
 
 
+async def plain_reference(payload: Payload, codec: PayloadCodec | None = None) -> Payload | None:
+    """The reference a payload of a history holds in place of its data, as a payload in
+    clear (a codec-encoded one decoded with `codec`, its stored size kept), or None."""
+    if REFERENCE_MARKER in payload.metadata and codec is not None:
+        inner = Payload()
+        inner.CopyFrom(payload)
+        del inner.metadata[REFERENCE_MARKER]
+        del inner.external_payloads[:]
+        [plain] = await codec.decode([inner])
+        if not plain.external_payloads:
+            plain.external_payloads.extend(payload.external_payloads)
+        payload = plain
+    return payload if reference(payload) is not None else None
+
+
 async def references(
     payloads: Sequence[Payload], codec: PayloadCodec | None = None
 ) -> list[ExternalStorageReference]:
     """The references among payloads (codec-encoded ones decoded with `codec`)."""
     found = []
     for payload in payloads:
-        if REFERENCE_MARKER in payload.metadata and codec is not None:
-            inner = Payload()
-            inner.CopyFrom(payload)
-            del inner.metadata[REFERENCE_MARKER]
-            del inner.external_payloads[:]
-            [payload] = await codec.decode([inner])
-        ref = reference(payload)
+        plain = await plain_reference(payload, codec)
+        ref = reference(plain) if plain is not None else None
         if ref is not None:
             found.append(ref)
     return found
+
+
+def stored_size(plain: Payload) -> int | None:
+    """The size of the payload a reference stands for, as the SDK recorded it beside the
+    reference (None when it did not)."""
+    return plain.external_payloads[0].size_bytes if plain.external_payloads else None
 
 
 def payloads_in(message: Message) -> Iterator[Payload]:
@@ -360,17 +376,25 @@ async def resolve(
     storage: ExternalStorage | None,
     payloads: Sequence[Payload],
     codec: PayloadCodec | None = None,
+    *,
+    keep_over: int | None = None,
 ) -> list[Payload]:
     """The payloads with each reference replaced by the stored payload, as a client reads
-    them before it decrypts (the codec server's /decode; `codec` reads codec-encoded
-    references)."""
+    them before it decrypts (the codec server; `codec` reads codec-encoded references).
+    With `keep_over`, a reference to a payload of more bytes than that stays a reference,
+    in clear and with its size."""
     resolved = list(payloads)
     if storage is None:
         return resolved
     drivers = {each.name(): each for each in storage.drivers}
     for index, payload in enumerate(payloads):
-        [ref] = await references([payload], codec) or [None]
-        if ref is None:
+        plain = await plain_reference(payload, codec)
+        ref = reference(plain) if plain is not None else None
+        if plain is None or ref is None:
+            continue
+        size = stored_size(plain)
+        if keep_over is not None and size is not None and size > keep_over:
+            resolved[index] = plain
             continue
         found = drivers.get(ref.driver_name)
         if found is None:

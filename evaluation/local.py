@@ -3,10 +3,10 @@
     python -m evaluation.local [DATASET.jsonl] [starter.py eval options...]
 
 Like demo.py: starts the embedded Temporal dev server unless one answers at
-TEMPORAL_ADDRESS, the simulator when no API key is set (and says so: its answers are
-simulated; it is told about the dataset through COUNCIL_SIM_DATASETS), and a worker;
-runs `starter.py eval`; then stops what it started. The server's SQLite file keeps the
-runs, so running it again resumes instead of deliberating again.
+TEMPORAL_ADDRESS (with its codec server), the simulator when no API key is set (and says
+so: its answers are simulated; it is told about the dataset through COUNCIL_SIM_DATASETS),
+and a worker; runs `starter.py eval`; then stops what it started. The server's SQLite file
+keeps the runs, so running it again resumes instead of deliberating again.
 """
 
 from __future__ import annotations
@@ -31,18 +31,22 @@ def main(argv: list[str] | None = None) -> int:
     dataset = args.pop(0) if args and not args[0].startswith("-") else str(DATASET)
     known = [p for p in os.environ.get("COUNCIL_SIM_DATASETS", "").split(os.pathsep) if p]
     datasets = os.pathsep.join([*known, str(Path(dataset).resolve())])
-    with local_council(
-        say,
-        "using the built-in SIMULATOR, which knows the dataset's answers and plays solvers "
-        "that sometimes slip; the accuracies below measure the harness, not real models",
-        simulator_env={"COUNCIL_SIM_DATASETS": datasets},
-    ) as env:
-        result = subprocess.run(
-            [sys.executable, "starter.py", "eval", dataset, *args],
-            cwd=ROOT,
-            env={**os.environ, **env},
-        )
-        return result.returncode
+    try:
+        with local_council(
+            say,
+            "using the built-in SIMULATOR, which knows the dataset's answers and plays solvers "
+            "that sometimes slip; the accuracies below measure the harness, not real models",
+            simulator_env={"COUNCIL_SIM_DATASETS": datasets},
+        ) as env:
+            result = subprocess.run(
+                [sys.executable, "starter.py", "eval", dataset, *args],
+                cwd=ROOT,
+                env={**os.environ, **env},
+            )
+            return result.returncode
+    except (RuntimeError, ValueError) as error:
+        say(f"could not start: {error}")
+        return 1
 
 
 if __name__ == "__main__":

@@ -1,5 +1,6 @@
-"""Local processes: the embedded Temporal dev server, the simulator and workers, each
-started one way, with its log file; and what a process costs (CPU time, peak memory).
+"""Local processes: the embedded Temporal dev server, the codec server, the simulator and
+workers, each started one way, with its log file; and what a process costs (CPU time,
+peak memory).
 
 The demo, `make eval`, the tests, the benchmarks and the chaos run all start processes
 through here (harness.local and harness.stack build on it).
@@ -171,9 +172,10 @@ def start_temporal(
     ui_port: int | None = 8233,
     namespaces: tuple[str, ...] = ("default",),
     log_path: Path | None = None,
+    codec_endpoint: str | None = None,
 ) -> Process:
     """The embedded Temporal dev server (SQLite file, in memory when db_file is None;
-    Web UI unless ui_port is None)."""
+    Web UI unless ui_port is None, reading payloads through `codec_endpoint` when given)."""
     command = [temporal_binary(), "server", "start-dev"]
     if db_file is not None:
         db_file.parent.mkdir(parents=True, exist_ok=True)
@@ -195,6 +197,8 @@ def start_temporal(
     for namespace in namespaces:
         command += ["--namespace", namespace]
     command += ["--ui-port", str(ui_port), "--ui-disable-news-fetch"] if ui_port else ["--headless"]
+    if ui_port and codec_endpoint:
+        command += ["--ui-codec-endpoint", codec_endpoint]
     process = spawn("temporal", command, log_path)
     wait_for(lambda: port_open("127.0.0.1", port), f"Temporal server on port {port}", process)
     # The port opens before the frontend serves: a client that connects then is refused
@@ -238,6 +242,24 @@ def start_simulator(
     process = spawn("simulator", command, log_path, env)
     url = f"http://127.0.0.1:{port}/v1"
     wait_for(lambda: answers(f"{url}/models"), f"simulator on port {port}", process)
+    process.extra["url"] = url
+    return process
+
+
+def start_codec_server(
+    env: Mapping[str, str],
+    port: int,
+    log_path: Path | None = None,
+    ready_timeout: float = 30,
+) -> Process:
+    """`python -m app.codec_server` on 127.0.0.1:`port` with the given environment (its
+    payload store, keys and allowed origins); returns once it answers."""
+    command = [sys.executable, "-m", "app.codec_server", "--host", "127.0.0.1", "--port", str(port)]
+    process = spawn("codec server", command, log_path, env)
+    url = f"http://127.0.0.1:{port}"
+    wait_for(
+        lambda: answers(f"{url}/health"), f"codec server on port {port}", process, ready_timeout
+    )
     process.extra["url"] = url
     return process
 

@@ -38,7 +38,8 @@ FAST = "fast"
 REAL_COMPONENTS = frozenset({"temporal", "browser"})
 # harness.processes's starters and the fixtures' `starter` (the CLI as a subprocess).
 STARTS_PROCESSES = re.compile(
-    r"\bsubprocess\b|\b(?:spawn|start_temporal|start_worker|start_web|start_simulator|starter)\("
+    r"\bsubprocess\b|\b(?:spawn|start_temporal|start_worker|start_web|start_simulator|"
+    r"start_codec_server|starter)\("
 )
 
 

@@ -24,7 +24,7 @@ from app.codec import (
     fingerprint,
     new_key,
 )
-from app.codec_server import app_from_env, cors_origins, create_app
+from app.codec_server import SHOWN_INLINE_BYTES, app_from_env, cors_origins, create_app
 
 KEY = new_key()
 OTHER_KEY = new_key()
@@ -373,3 +373,61 @@ async def test_decode_reads_stored_payloads_as_the_ui_asks(tmp_path, encrypted: 
     assert missing.status_code == 400
     assert f"blob sha256:{blob.name} is missing" in missing.text
     assert str(tmp_path / "store") in missing.text and "\n" not in missing.text
+
+
+@pytest.mark.parametrize("encrypted", [False, True], ids=["plain", "encrypted"])
+async def test_the_ui_sees_texts_and_downloads_what_stays_a_reference(
+    tmp_path, encrypted: bool
+) -> None:
+    """The Web UI asks /decode with ?preserveStorageRefs=true: a stored text it can show
+    comes back in full; one larger than a history could hold inline stays a reference (in
+    clear, with its size), which the UI's download button fetches from /download with the
+    original payload."""
+    env = {
+        "COUNCIL_STORE": str(tmp_path / "store"),
+        "COUNCIL_STORE_THRESHOLD": "1024",
+        **({"COUNCIL_PAYLOAD_KEY": KEY} if encrypted else {}),
+    }
+    converter = connection.data_converter(env)
+    shown = "A long answer. " * 400
+    huge = "An answer too long to show. " * (SHOWN_INLINE_BYTES // 28 + 1000)
+    stored, too_large, small = await converter.encode([shown, huge, "short"])
+    assert store.reference(stored) is not None and store.reference(too_large) is not None
+    ui = {"Origin": "http://localhost:8233", "X-Namespace": "default"}
+    async with http(app_from_env(env)) as ui_client:
+        decoded = await ui_client.post(
+            "/decode?preserveStorageRefs=true",
+            content=as_json(stored, too_large, small),
+            headers=ui,
+        )
+        assert decoded.status_code == 200, decoded.text
+        first, kept, last = from_json(decoded.text)
+        assert (json.loads(first.data), json.loads(last.data)) == (shown, "short")
+        # As the UI tells a reference: its metadata's message type, and the size it shows.
+        assert kept.metadata["messageType"] == b"temporal.api.sdk.v1.ExternalStorageReference"
+        assert kept.external_payloads[0].size_bytes > SHOWN_INLINE_BYTES
+        assert huge[:100] not in decoded.text
+
+        # The CLI asks without the parameter and gets every text.
+        for path in ("/decode", "/default/decode?preserveStorageRefs=false"):
+            everything = await ui_client.post(path, content=as_json(too_large), headers=ui)
+            assert [json.loads(p.data) for p in from_json(everything.text)] == [huge]
+
+        preflight = await ui_client.options(
+            "/default/download?preserveStorageRefs=true",
+            headers={
+                **ui,
+                "Access-Control-Request-Method": "POST",
+                "Access-Control-Request-Headers": "content-type,x-namespace",
+            },
+        )
+        assert preflight.status_code == 200
+        # The UI posts {"payloads": [the payload as the history has it]}.
+        for path in ("/download", "/default/download"):
+            downloaded = await ui_client.post(
+                f"{path}?preserveStorageRefs=true", content=as_json(too_large), headers=ui
+            )
+            assert downloaded.status_code == 200, downloaded.text
+            assert downloaded.headers["access-control-allow-origin"] == "http://localhost:8233"
+            [payload] = from_json(downloaded.text)
+            assert json.loads(payload.data) == huge

@@ -302,7 +302,8 @@ def test_start_order(compose: dict[str, Any]) -> None:
     assert depends["worker"] == {"temporal-setup": {"condition": "service_completed_successfully"}}
     assert depends["web"] == {"temporal-setup": {"condition": "service_completed_successfully"}}
     assert compose["services"]["simulator"]["profiles"] == ["simulator"]
-    assert compose["services"]["codec-server"]["profiles"] == ["encryption"]
+    # The UI shows stored texts only through the codec server: it runs in every stack.
+    assert "profiles" not in compose["services"]["codec-server"]
     assert compose["services"]["prometheus"]["profiles"] == ["metrics"]
     assert depends["grafana"] == {"prometheus": {"condition": "service_healthy"}}
 
@@ -334,7 +335,17 @@ def test_ui_points_at_the_server(compose: dict[str, Any]) -> None:
         ui["TEMPORAL_DEFAULT_NAMESPACE"]
         == service_env(compose["services"]["worker"])["TEMPORAL_NAMESPACE"]
     )
-    assert "TEMPORAL_CODEC_ENDPOINT" in ui  # the codec server, when encryption is on
+    # The browser calls the codec server where it is published, from the UI's origin.
+    codec = compose["services"]["codec-server"]
+    assert codec["command"][-2:] == ["--port", "8081"]
+    assert any(p.endswith(":8081:8081") for p in codec["ports"])
+    assert ui["TEMPORAL_CODEC_ENDPOINT"] == "http://localhost:8081"
+    ui_port = next(p for p in compose["services"]["temporal-ui"]["ports"]).split(":")[-2]
+    origins = service_env(codec)["COUNCIL_CODEC_CORS_ORIGINS"].split(",")
+    assert f"http://localhost:{ui_port}" in origins
+    # It reads the store the worker writes.
+    assert "council-store:/app/data/store" in codec["volumes"]
+    assert "council-store:/app/data/store" in compose["services"]["worker"]["volumes"]
 
 
 def test_worker_gets_exactly_the_variables_the_worker_reads(compose: dict[str, Any]) -> None:

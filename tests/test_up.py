@@ -27,7 +27,7 @@ from mcp import Client as MCPClient
 from mcp import StdioServerParameters, stdio_client
 from temporalio.client import Client
 
-from app import connection
+from app import connection, store
 from app.settings import Settings
 from council.models import DeliberationRecord
 from harness.processes import ROOT, free_port, port_open
@@ -52,6 +52,10 @@ UNSET = (
     "COUNCIL_STORE_THRESHOLD",
     "COUNCIL_SIM_LATENCY",
     "SIM_LATENCY",
+    # The codec server it starts: its port comes from each test, its origins from make up.
+    "COUNCIL_CODEC_PORT",
+    "COUNCIL_CODEC_CORS_ORIGINS",
+    "COUNCIL_CODEC_TOKEN",
 )
 
 
@@ -156,8 +160,10 @@ class Up:
 
 @contextmanager
 def make_up(tmp: Path, **env: str) -> Iterator[Up]:
-    """`python up.py --data TMP`, the script behind `make up`, with its output in a file."""
+    """`python up.py --data TMP`, the script behind `make up`, with its output in a file
+    (and its codec server, if it starts one, on a free port)."""
     environment = {k: v for k, v in os.environ.items() if k not in UNSET}
+    environment["COUNCIL_CODEC_PORT"] = str(free_port())
     marker = f"COUNCIL_UP_TEST={uuid.uuid4().hex}"
     environment[marker.split("=")[0]] = marker.split("=")[1]
     output = tmp / "up.out"
@@ -201,7 +207,13 @@ async def test_make_up_serves_a_page_that_runs_a_deliberation_and_sigint_stops_i
         assert (tmp_path / "data" / "temporal.db").exists()
         started = descendants(up.popen.pid)
         commands = " | ".join(started.values())
-        for part in ("temporal server start-dev", "-m simulator", "worker.py", "-m web"):
+        for part in (
+            "temporal server start-dev",
+            "-m app.codec_server",
+            "-m simulator",
+            "worker.py",
+            "-m web",
+        ):
             assert part in commands
         [web] = [pid for (pid, _), command in started.items() if "-m web" in command]
         web_env = environment(web)
@@ -235,6 +247,105 @@ async def test_make_up_serves_a_page_that_runs_a_deliberation_and_sigint_stops_i
     assert not port_open("127.0.0.1", server_port)
     assert not port_open("127.0.0.1", web_port)
     assert "stopped the processes it started" in up.output()
+
+
+async def shows_in_code_block(block: Any, text: str) -> bool:
+    """Whether `text` shows in one of the Temporal UI's code blocks, scrolled from top to
+    bottom as a reader would (it draws only the lines in view)."""
+    while True:
+        if text in await block.inner_text():
+            return True
+        moved = await block.evaluate(
+            """async (scroller) => {
+                const before = scroller.scrollTop;
+                scroller.scrollTop = before + scroller.clientHeight * 0.8;
+                const frame = () => new Promise((next) => requestAnimationFrame(next));
+                await frame();
+                await frame();
+                return scroller.scrollTop > before;
+            }"""
+        )
+        if not moved:
+            return text in await block.inner_text()
+
+
+async def test_the_temporal_ui_of_make_up_shows_a_finished_runs_answer(
+    tmp_path: Path, page: Any
+) -> None:
+    """The dev server's own Web UI, given the codec server by make up, shows the record
+    that the history holds only by reference, and downloads a text too large to show."""
+    from playwright.async_api import expect
+
+    server_port = free_server_port()
+    address = f"127.0.0.1:{server_port}"
+    data = tmp_path / "data"
+    with make_up(
+        tmp_path, TEMPORAL_ADDRESS=address, COUNCIL_WEB_PORT=str(free_port()), SIM_LATENCY="0"
+    ) as up:
+        ui = up.line(r"the Temporal UI:\s+(\S+)").group(1)
+        codec = up.line(r"the codec server:\s+(\S+)").group(1)
+        async with httpx.AsyncClient(timeout=5) as http:
+            settings = (await http.get(f"{ui}/api/v1/settings")).json()
+            assert settings["Codec"]["Endpoint"] == codec
+            assert (await http.get(f"{codec}/health")).status_code == 200
+
+        shell = {
+            **{k: v for k, v in os.environ.items() if not k.startswith(("COUNCIL_", "TEMPORAL_"))},
+            "TEMPORAL_ADDRESS": address,
+            "COUNCIL_DATA": str(data),
+        }
+        cli = await asyncio.create_subprocess_exec(
+            sys.executable,
+            *("starter.py", "start", "Is the record readable in the Temporal UI?"),
+            *("--max-rounds", "1", "--wait", "--json"),
+            cwd=ROOT,
+            env=shell,
+            stdout=asyncio.subprocess.PIPE,
+            stderr=asyncio.subprocess.PIPE,
+        )
+        out, err = await asyncio.wait_for(cli.communicate(), 90)
+        assert cli.returncode == 0, err.decode()
+        record = DeliberationRecord.model_validate_json(out)
+        assert record.stage3 is not None
+        answer = record.stage3.response.splitlines()[0][:70]
+        assert json.dumps(answer)[1:-1] == answer  # shown as written inside a JSON string
+
+        # The history holds the record only by reference (the control: without a codec
+        # server, the UI shows this reference).
+        raw = await Client.connect(address)
+        history = await raw.get_workflow_handle(record.id).fetch_history()
+        [completed] = [
+            e.workflow_execution_completed_event_attributes
+            for e in history.events
+            if e.HasField("workflow_execution_completed_event_attributes")
+        ]
+        [result] = completed.result.payloads
+        assert store.reference(result) is not None
+
+        await page.goto(f"{ui}/namespaces/default/workflows/{record.id}")
+        blocks = page.locator('[data-testid="input-and-result"] .cm-scroller')
+        await expect(blocks.nth(1)).to_contain_text('"role": "assistant"', timeout=60_000)
+        assert await shows_in_code_block(blocks.nth(1), answer)
+
+        # A text larger than a history could hold inline stays a reference, with its size
+        # on a button that downloads it in full through the codec server.
+        large = "A text too long to show in the Temporal UI. " * 60_000
+        reader = await Client.connect(
+            address, data_converter=connection.data_converter({"COUNCIL_DATA": str(data)})
+        )
+        started = await reader.start_workflow(
+            "NobodyRunsThis", large, id=f"too-long-{uuid.uuid4().hex[:6]}", task_queue="nobody"
+        )
+        await page.goto(f"{ui}/namespaces/default/workflows/{started.id}")
+        button = page.locator('[data-testid="input-and-result"] button', has_text="MB")
+        async with page.expect_download(timeout=60_000) as downloading:
+            await button.click(timeout=60_000)
+        download = await downloading.value
+        saved = tmp_path / "downloaded.json"
+        await download.save_as(saved)
+        assert json.loads(saved.read_text()) == large
+        assert up.stop(signal.SIGINT) == 0
+    assert not port_open("127.0.0.1", int(codec.rsplit(":", 1)[1]))
 
 
 async def test_make_up_reuses_a_running_server_and_leaves_it_running(
