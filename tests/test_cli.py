@@ -471,6 +471,11 @@ async def test_start_attach_refuses_in_one_line_before_anything_starts(
         (["--attach", str(locked)], "--attach: locked.pdf is an encrypted PDF"),
         (["--attach", str(tmp_path / "missing.txt")], "--attach: cannot read"),
         (
+            ["--attach", "https://example.com/memo.pdf"],
+            "--attach: https://example.com/memo.pdf is a URL, and the council does not fetch "
+            "URLs: download it first and give the file's path",
+        ),
+        (
             ["--attach", str(small)] * (limits.MAX_ATTACHMENTS + 1),
             f"--attach: at most {limits.MAX_ATTACHMENTS} files per run (got 11)",
         ),
