@@ -202,9 +202,9 @@ async def cmd_stop(args: argparse.Namespace) -> int:
 async def cmd_watch(args: argparse.Namespace) -> int:
     found = await _find(args.id)
     await follow(found.handle)  # a closed run replays its events, if a worker answers queries
-    status = await deliberations.status_of(found.handle)
+    status = await deliberations.shown_status_of(found.handle)  # as `list` shows it
     err.print(f"{args.id}: {status} (the record: {command()} show {args.id})", markup=False)
-    return 0 if status in ("completed", "running") else 1
+    return 0 if status in ("completed", "stopped", "running") else 1
 
 
 async def cmd_show(args: argparse.Namespace) -> int:

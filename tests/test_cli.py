@@ -353,6 +353,13 @@ async def test_stop_from_the_command_line(
     assert record.stop_reason == "seen enough"
     code, _, err = await cli("stop", "tabs-1")
     assert code == 1 and "tabs-1: this deliberation has already finished" in err
+    # watch and list say the same of a run the user stopped.
+    code, _, err = await cli("watch", "tabs-1")
+    assert code == 0 and err.endswith(
+        "tabs-1: stopped (the record: python starter.py show tabs-1)\n"
+    )
+    code, out, _ = await cli("list", "--json", "--filter", "tabs-1")
+    assert [row["status"] for row in json.loads(out)] == ["stopped"]
 
 
 async def test_a_failing_run_ends_watch_and_wait_with_status_1(

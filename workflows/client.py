@@ -47,7 +47,7 @@ from council.calls import CallProgress, Stage
 from council.ids import is_valid_id
 from council.limits import MAX_THREAD_TURNS
 from council.models import DeliberationRecord, DeliberationRequest
-from council.progress import Progress, ProgressEvent
+from council.progress import Progress, ProgressEvent, shown_status
 from council.steering import HumanCritique, RoundsChange, bounded_reason
 from council.thread import Thread, Turn
 from workflows import search_attributes
@@ -379,6 +379,14 @@ def status_name(status: WorkflowExecutionStatus | None) -> str:
 async def status_of(handle: WorkflowHandle[Any, Any]) -> str:
     """running, completed, failed, terminated, ... (raises RPCError if there is no such run)."""
     return status_name((await handle.describe()).status)
+
+
+async def shown_status_of(handle: WorkflowHandle[Any, Any]) -> str:
+    """The status a listing shows (council.progress.shown_status): "stopped" for a run that
+    ended on the user's stop, else Temporal's."""
+    described = await handle.describe()
+    reason = described.typed_search_attributes.get(search_attributes.TERMINATION_REASON)
+    return shown_status(status_name(described.status), reason)
 
 
 @dataclass
