@@ -9,6 +9,9 @@ the processes it started (the server's SQLite file in data/ keeps the run) and n
 
 from __future__ import annotations
 
+# First: a Python without Council's packages is told so in one line, and the fix.
+from app import dependencies  # noqa: F401  # isort: skip
+
 import os
 import subprocess
 import sys

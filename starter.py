@@ -21,6 +21,9 @@ unreachable.
 
 from __future__ import annotations
 
+# First: a Python without Council's packages is told so in one line, and the fix.
+from app import dependencies  # noqa: F401  # isort: skip
+
 import argparse
 import json
 import sys
