@@ -21,6 +21,9 @@ unreachable.
 
 from __future__ import annotations
 
+# First: a Python without Council's packages is told so in one line, and the fix.
+from app import dependencies  # noqa: F401  # isort: skip
+
 import argparse
 import json
 import sys
@@ -202,9 +205,9 @@ async def cmd_stop(args: argparse.Namespace) -> int:
 async def cmd_watch(args: argparse.Namespace) -> int:
     found = await _find(args.id)
     await follow(found.handle)  # a closed run replays its events, if a worker answers queries
-    status = await deliberations.status_of(found.handle)
+    status = await deliberations.shown_status_of(found.handle)  # as `list` shows it
     err.print(f"{args.id}: {status} (the record: {command()} show {args.id})", markup=False)
-    return 0 if status in ("completed", "running") else 1
+    return 0 if status in ("completed", "stopped", "running") else 1
 
 
 async def cmd_show(args: argparse.Namespace) -> int:

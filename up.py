@@ -20,6 +20,9 @@ the same server and task queue, start the same council (app.councils).
 
 from __future__ import annotations
 
+# First: a Python without Council's packages is told so in one line, and the fix.
+from app import dependencies  # noqa: F401  # isort: skip
+
 import argparse
 import os
 import sys

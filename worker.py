@@ -16,6 +16,9 @@ its metrics on COUNCIL_METRICS_PORT + i - 1.
 
 from __future__ import annotations
 
+# First: a Python without Council's packages is told so in one line, and the fix.
+from app import dependencies  # noqa: F401  # isort: skip
+
 import argparse
 import asyncio
 import contextlib

@@ -30,6 +30,7 @@ from pydantic import ValidationError
 
 from council import limits
 from council.attachments import IMAGE_TYPES, PDF_TYPE, Attachment
+from council.paths import url_problem
 
 ALLOWED = (
     "UTF-8 text (text, Markdown, code, CSV, JSON), PDF with text, or a PNG, JPEG, GIF or WebP image"
@@ -227,6 +228,9 @@ def read_file(path: str | Path) -> Attachment:
             raise _size_line(name, "a file", size, largest_file())
         data = file.read_bytes()
     except OSError as error:
+        remote = url_problem(str(path))
+        if remote:
+            raise AttachmentProblem(f": {remote}") from None
         raise AttachmentProblem(f": cannot read {path} ({error.strerror or error})") from None
     return from_bytes(name, data)
 

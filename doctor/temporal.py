@@ -116,7 +116,7 @@ async def worker_check(client: Client, queue: str) -> Check:
             WORKER,
             f"no worker has polled task queue {queue!r} on {client.namespace} in the last "
             f"{seen} minutes",
-            f"start one (make worker, or python worker.py) with COUNCIL_TASK_QUEUE={queue}, "
+            f"start one (make worker, or bin/council-worker) with COUNCIL_TASK_QUEUE={queue}, "
             "the same TEMPORAL_* settings and the providers' keys",
         )
     builds = sorted({_build(poller) for poller in pollers})

@@ -29,6 +29,7 @@ from pydantic import (
 )
 
 from council import limits
+from council.paths import url_problem
 from grading.answers import (
     ABS_TOL,
     REL_TOL,
@@ -175,10 +176,13 @@ def parse_problem(line: str, where: str) -> Problem:
 
 def load_dataset(path: str | Path) -> Dataset:
     """Read and validate a JSONL dataset; raise DatasetError with a one-line reason."""
-    path = Path(path)
+    given, path = str(path), Path(path)
     try:
         raw = path.read_bytes()
     except OSError as err:
+        remote = url_problem(given)
+        if remote:
+            raise DatasetError(f"dataset {remote}") from None
         raise DatasetError(f"cannot read dataset {path}: {err.strerror or err}") from None
     try:
         text = raw.decode("utf-8")

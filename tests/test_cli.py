@@ -353,6 +353,13 @@ async def test_stop_from_the_command_line(
     assert record.stop_reason == "seen enough"
     code, _, err = await cli("stop", "tabs-1")
     assert code == 1 and "tabs-1: this deliberation has already finished" in err
+    # watch and list say the same of a run the user stopped.
+    code, _, err = await cli("watch", "tabs-1")
+    assert code == 0 and err.endswith(
+        "tabs-1: stopped (the record: python starter.py show tabs-1)\n"
+    )
+    code, out, _ = await cli("list", "--json", "--filter", "tabs-1")
+    assert [row["status"] for row in json.loads(out)] == ["stopped"]
 
 
 async def test_a_failing_run_ends_watch_and_wait_with_status_1(
@@ -470,6 +477,11 @@ async def test_start_attach_refuses_in_one_line_before_anything_starts(
         (["--attach", str(binary)], "--attach: blob.bin is a binary file that is neither a PDF"),
         (["--attach", str(locked)], "--attach: locked.pdf is an encrypted PDF"),
         (["--attach", str(tmp_path / "missing.txt")], "--attach: cannot read"),
+        (
+            ["--attach", "https://example.com/memo.pdf"],
+            "--attach: https://example.com/memo.pdf is a URL, and the council does not fetch "
+            "URLs: download it first and give the file's path",
+        ),
         (
             ["--attach", str(small)] * (limits.MAX_ATTACHMENTS + 1),
             f"--attach: at most {limits.MAX_ATTACHMENTS} files per run (got 11)",

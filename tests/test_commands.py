@@ -1,6 +1,8 @@
 """Help names the command the user typed: `python starter.py`, `python worker.py` and
 `python -m web` in a checkout, `council`, `council-worker` and `council-web` once
-installed (test_packaging.py runs the installed ones)."""
+installed (test_packaging.py runs the installed ones), and `bin/council`,
+`bin/council-worker` and `bin/council-web`, the checkout's launchers (test_launcher.py
+runs them)."""
 
 from __future__ import annotations
 
@@ -35,6 +37,9 @@ def test_help_names_the_command_as_it_was_typed(
     assert usage(command, capsys).startswith(f"usage: {CHECKOUT[command]} ")
     monkeypatch.setattr("sys.argv", [f"/home/someone/.local/bin/{command}"])
     assert usage(command, capsys).startswith(f"usage: {command} ")
+    # The checkout's launcher, as typed.
+    monkeypatch.setattr("sys.argv", [f"bin/{command}"])
+    assert usage(command, capsys).startswith(f"usage: bin/{command} ")
 
 
 def test_hints_name_the_command_as_it_was_typed(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -42,3 +47,5 @@ def test_hints_name_the_command_as_it_was_typed(monkeypatch: pytest.MonkeyPatch)
     assert starter.command() == "python starter.py"
     monkeypatch.setattr("sys.argv", ["/opt/pipx/venvs/council/bin/council"])
     assert starter.command() == "council"
+    monkeypatch.setattr("sys.argv", ["./bin/council"])
+    assert starter.command() == "./bin/council"

@@ -80,6 +80,15 @@ def test_a_missing_file_is_named(tmp_path) -> None:
         load_dataset(tmp_path / "nope.jsonl")
 
 
+def test_a_url_is_refused_as_one_not_as_a_missing_file() -> None:
+    with pytest.raises(DatasetError) as caught:
+        load_dataset("https://example.com/problems.jsonl")
+    assert str(caught.value) == (
+        "dataset https://example.com/problems.jsonl is a URL, and the council does not fetch "
+        "URLs: download it first and give the file's path"
+    )
+
+
 def test_kinds_are_inferred_and_extra_fields_ignored(tmp_path) -> None:
     dataset = load_dataset(
         write(

@@ -45,7 +45,7 @@ BELOW = {
     "starter": {"council", "activities", "workflows", "app", "evaluation", "mcp_server", "doctor"},
     "web": {"council", "workflows", "app", "doctor"},
     "mcp_server": {"council", "workflows", "app", "web"},
-    "demo": {"harness"},
+    "demo": {"app", "harness"},
     "up": {"council", "app", "simulator", "harness", "web"},
 }
 # What the check reads: every folder and root script named in the layers above.

@@ -212,6 +212,51 @@ async def test_earlier_turns_and_the_system_message_reach_every_member(
         )
 
 
+async def test_a_client_that_sends_the_councils_answers_back_continues_the_thread(
+    api: openai.AsyncOpenAI, council: Council
+) -> None:
+    # As the openai SDK's users (and `llm -c`) continue a chat: every earlier message sent
+    # back as it came, the last one the council's own answer.
+    question = "Which lake is deepest? (a thread of its own)"
+    first = await api.chat.completions.create(
+        model="council", messages=user(question), extra_body=ONE_ROUND
+    )
+    answer = first.choices[0].message.content
+    assert answer
+    chat = [*user(question), {"role": "assistant", "content": answer}]
+    stream = await api.chat.completions.create(
+        model="council",
+        messages=[*chat, *user("And the second deepest?")],
+        stream=True,
+        extra_body=ONE_ROUND,
+    )
+    chunks = [chunk async for chunk in stream]
+    second = chunks[0].id
+    record = await record_of(council, second)
+    assert (record.follow_up_of, record.thread_id) == (first.id, first.id)
+    assert record.context is not None and record.context.turns == [first.id]
+
+    streamed = "".join(c.choices[0].delta.content or "" for c in chunks if c.choices)
+    chat += [*user("And the second deepest?"), {"role": "assistant", "content": streamed}]
+    third = await api.chat.completions.create(
+        model="council", messages=[*chat, *user("Which of them is oldest?")], extra_body=ONE_ROUND
+    )
+    record = await record_of(council, third.id)
+    assert (record.follow_up_of, record.thread_id) == (second, first.id)
+    assert record.context is not None and record.context.turns == ["messages[0]", second]
+    thread = await deliberations.list_thread(council.client, first.id)
+    assert [row.id for row in thread] == [first.id, second, third.id]
+
+    # An answer the council did not give (edited, or another model's) follows nothing up.
+    edited = [*user(question), {"role": "assistant", "content": answer + " Or so I heard."}]
+    alone = await api.chat.completions.create(
+        model="council", messages=[*edited, *user("Are you sure?")], extra_body=ONE_ROUND
+    )
+    record = await record_of(council, alone.id)
+    assert (record.follow_up_of, record.thread_id) == (None, None)
+    assert record.context is not None and record.context.turns == ["messages[0]"]
+
+
 # ---- refusals -----------------------------------------------------------------------------
 
 

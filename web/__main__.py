@@ -14,6 +14,9 @@ without a key), and the Temporal and encryption settings of app.connection. Exit
 
 from __future__ import annotations
 
+# First: a Python without Council's packages is told so in one line, and the fix.
+from app import dependencies  # noqa: F401  # isort: skip
+
 import argparse
 import sys
 

@@ -6,7 +6,9 @@
 
 The last user message is the question; the user and assistant messages before it reach
 every member as the conversation so far (trimmed to context_tokens, oldest turns first,
-as a follow-up's are); system (and developer) messages are the user's instructions. The
+as a follow-up's are), and when the newest of them is a deliberation's own question and
+final answer, the request follows that deliberation up, in its thread; system (and
+developer) messages are the user's instructions. The
 completion's id is the deliberation's workflow id. A streamed completion sends its role
 at once, SSE comments while the council works, then the final answer as content deltas
 (the chairman's reply as it is written, when it can be read). A client that goes away
@@ -490,6 +492,9 @@ class OpenAIApi:
             raise ApiError(403, str(refused), "forbidden_origin", "permission_error") from None
         asked = read_asked(await read_json(request), self.known())
         wanted = self.deliberation_request(asked)
+        thread = await self.thread_of(asked.conversation)
+        if thread.follow_up_of:
+            wanted = self.deliberation_request(asked, thread)
         handle = await deliberations.start(
             self.client,
             wanted,
@@ -507,8 +512,29 @@ class OpenAIApi:
             return self.streamed(started)
         return await self.answered(request, started)
 
-    def deliberation_request(self, asked: Asked) -> DeliberationRequest:
-        """The request, through the front door; a refusal names the body's field."""
+    async def thread_of(self, said: Conversation) -> Thread:
+        """The earlier turns the messages bring; when the newest of them is a deliberation's
+        own question and final answer (a client that sends the council's answers back, as
+        `llm -c` does), the request follows that deliberation up, in its thread. The turns
+        are the client's either way: what the council is shown is what the client sent."""
+        thread = Thread(history=said.history)
+        if not said.history:
+            return thread
+        last = said.history[-1]
+        record = await deliberations.answered(self.client, last.question, last.answer)
+        if record is None:
+            return thread
+        return Thread(
+            follow_up_of=record.id,
+            thread_id=record.thread_id or record.id,
+            history=[*said.history[:-1], last.model_copy(update={"id": record.id})],
+        )
+
+    def deliberation_request(
+        self, asked: Asked, thread: Thread | None = None
+    ) -> DeliberationRequest:
+        """The request, through the front door, in `thread` (default: the turns the messages
+        bring, following nothing up); a refusal names the body's field."""
         said = asked.conversation
         try:
             return front_door.compose(
@@ -517,7 +543,7 @@ class OpenAIApi:
                 council=asked.council,
                 config=self.settings.config,
                 settings=self.settings.variables,
-                thread=Thread(history=said.history),
+                thread=thread or Thread(history=said.history),
                 instructions=said.instructions,
                 answer_format=asked.answer_format,
                 attachments=said.attachments,

@@ -47,7 +47,7 @@ from council.calls import CallProgress, Stage
 from council.ids import is_valid_id
 from council.limits import MAX_THREAD_TURNS
 from council.models import DeliberationRecord, DeliberationRequest
-from council.progress import Progress, ProgressEvent
+from council.progress import Progress, ProgressEvent, shown_status
 from council.steering import HumanCritique, RoundsChange, bounded_reason
 from council.thread import Thread, Turn
 from workflows import search_attributes
@@ -367,6 +367,43 @@ async def thread_of(client: Client, follow_up_of: str, context_tokens: int) -> T
     )
 
 
+# A chat client that sends the council's answers back (the chat API's conversation) is
+# matched to the deliberation that gave them among this many of the namespace's newest
+# completed runs, of which at most ANSWER_READS whose question matches have their records
+# read: a bounded cost per request, whatever the namespace holds.
+ANSWER_SEARCH_RUNS = 200
+ANSWER_READS = 3
+
+
+async def answered(client: Client, question: str, answer: str) -> DeliberationRecord | None:
+    """The newest completed deliberation, of the ANSWER_SEARCH_RUNS newest, whose question
+    and final answer are exactly these (surrounding whitespace aside); None when there is
+    none. A run this client cannot read (another key's memo and record) is passed over."""
+    asked, said = question.strip(), answer.strip()
+    if not asked or not said:
+        return None
+    listed = client.list_workflows(
+        f'{_DELIBERATIONS} AND ExecutionStatus="Completed"',
+        limit=ANSWER_SEARCH_RUNS,
+        page_size=ANSWER_SEARCH_RUNS,
+    )
+    reads = 0
+    async for execution in listed:
+        if await _question(execution) != asked[:QUESTION_MEMO_CHARS]:
+            continue
+        try:
+            record = await handle(client, execution.id).result()
+        except Exception:  # not a record this client can read
+            record = None
+        final = record.stage3 if record and record.query == asked else None
+        if final and final.response.strip() == said:
+            return record
+        reads += 1
+        if reads == ANSWER_READS:
+            return None
+    return None
+
+
 def handle(client: Client, workflow: str) -> WorkflowHandle[Deliberation, DeliberationRecord]:
     """The handle of an id known to be a deliberation's (from a listing); see find."""
     return client.get_workflow_handle(workflow, result_type=DeliberationRecord)
@@ -379,6 +416,14 @@ def status_name(status: WorkflowExecutionStatus | None) -> str:
 async def status_of(handle: WorkflowHandle[Any, Any]) -> str:
     """running, completed, failed, terminated, ... (raises RPCError if there is no such run)."""
     return status_name((await handle.describe()).status)
+
+
+async def shown_status_of(handle: WorkflowHandle[Any, Any]) -> str:
+    """The status a listing shows (council.progress.shown_status): "stopped" for a run that
+    ended on the user's stop, else Temporal's."""
+    described = await handle.describe()
+    reason = described.typed_search_attributes.get(search_attributes.TERMINATION_REASON)
+    return shown_status(status_name(described.status), reason)
 
 
 @dataclass
