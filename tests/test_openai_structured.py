@@ -440,6 +440,10 @@ def test_the_simulators_value_carries_its_reply_in_the_first_string() -> None:
         "(simulated) caveats"
     ]
     assert instance({"type": "object"}, "Yes.") == {"answer": "Yes."}
+    # A maxLength cuts the reply after a whole word, as a model stopping early would.
+    short = {"type": "string", "maxLength": 16}
+    assert instance(short, "The council agrees on SQLite.") == "The council"
+    assert instance({**short, "minLength": 14}, "The council agrees.") == "The council agre"
     # A pattern is not followed: the way to an answer that cannot conform.
     pattern = {"type": "string", "pattern": "^[0-9]+$"}
     assert not Draft202012Validator(pattern).is_valid(instance(pattern, "Yes."))
