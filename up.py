@@ -11,9 +11,10 @@ and COUNCIL_WEB_PORT, default 127.0.0.1:8080). Prints the page's address, the Te
 UI's and the simulator's, then waits. Ctrl-C (SIGINT) or SIGTERM stops exactly what it
 started; a server it found running stays up. Logs go to DIR/logs/.
 
-With the simulator, the page's default council (the simulator's members) is written to
-DIR/default-council.json while it runs: the CLI and the MCP server of another shell, on
-the same server and task queue, start the same council (app.councils).
+With the simulator, the page's default council (the simulator's members) and the
+simulator's address are written to DIR/default-council.json while it runs: the CLI and
+the MCP server of another shell, on the same server and task queue, start the same
+council, and `starter.py doctor` there checks the simulator (app.councils).
 """
 
 from __future__ import annotations
@@ -127,8 +128,12 @@ def main(argv: list[str] | None = None) -> int:
         ) as env:
             if env.get(SIMULATED) == "1":
                 members = Settings.read(env)  # the simulator's, as the stack's processes get them
+                [simulator] = [p for p in started if p.name == "simulator"]
                 councils.write_local_council(
-                    default_council, members.default_models, members.default_chairman
+                    default_council,
+                    members.default_models,
+                    members.default_chairman,
+                    base_url=simulator.extra["url"],
                 )
             web_log = args.data / "logs" / "web.log"
             say(f"starting the web page (log in {shown(web_log)})")
