@@ -13,9 +13,10 @@ UI's, the codec server's and the simulator's, then waits. Ctrl-C (SIGINT) or SIG
 stops exactly what it started; a server it found running stays up (with one line on how
 its UI can show stored texts, when it cannot). Logs go to DIR/logs/.
 
-With the simulator, the page's default council (the simulator's members) is written to
-DIR/default-council.json while it runs: the CLI and the MCP server of another shell, on
-the same server and task queue, start the same council (app.councils).
+With the simulator, the page's default council (the simulator's members) and the
+simulator's address are written to DIR/default-council.json while it runs: the CLI and
+the MCP server of another shell, on the same server and task queue, start the same
+council, and `starter.py doctor` there checks the simulator (app.councils).
 """
 
 from __future__ import annotations
@@ -108,8 +109,12 @@ def main(argv: list[str] | None = None) -> int:
         ) as env:
             if env.get(SIMULATED) == "1":
                 members = Settings.read(env)  # the simulator's, as the stack's processes get them
+                [simulator] = [p for p in started if p.name == "simulator"]
                 councils.write_local_council(
-                    default_council, members.default_models, members.default_chairman
+                    default_council,
+                    members.default_models,
+                    members.default_chairman,
+                    base_url=simulator.extra["url"],
                 )
             web_log = args.data / "logs" / "web.log"
             say(f"starting the web page (log in {shown(web_log)})")

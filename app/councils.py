@@ -7,7 +7,9 @@ the same Temporal server, namespace and task queue (`make up` on the simulator w
 to DATA/default-council.json, DATA being COUNCIL_DATA or the checkout's data/, and removes
 it when it stops); `[councils.default]`; the built-in members. Its other options come from
 `[councils.default]`. So a CLI or an MCP server in another shell starts the same council
-that `make up`'s page offers.
+that `make up`'s page offers. The file also says where that stack's worker sends its
+model calls (the simulator's base URL, never a key), so that `doctor` in another shell
+checks that provider.
 """
 
 from __future__ import annotations
@@ -48,6 +50,8 @@ class LocalCouncil(BaseModel):
     task_queue: str
     models: list[str]
     chairman: str | None = None
+    # The default provider's base URL of the stack's worker (COUNCIL_LLM_BASE_URL there).
+    base_url: str | None = None
     pid: int  # the process that wrote it: the file counts while it runs
 
 
@@ -106,10 +110,15 @@ def _place(env: Env) -> tuple[str, str, str]:
 
 
 def write_local_council(
-    path: Path, models: list[str], chairman: str | None, env: Env = None
+    path: Path,
+    models: list[str],
+    chairman: str | None,
+    env: Env = None,
+    base_url: str | None = None,
 ) -> LocalCouncil:
     """Record the default council of the local stack this process runs (on the server,
-    namespace and task queue of `env`) until remove_local_council."""
+    namespace and task queue of `env`), and the base URL its worker calls, until
+    remove_local_council."""
     address, namespace, queue = _place(env)
     local = LocalCouncil(
         temporal_address=address,
@@ -117,6 +126,7 @@ def write_local_council(
         task_queue=queue,
         models=models,
         chairman=chairman,
+        base_url=base_url,
         pid=os.getpid(),
     )
     path.parent.mkdir(parents=True, exist_ok=True)

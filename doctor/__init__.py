@@ -5,7 +5,8 @@ Each check is a small function that returns a Check (doctor.checks); doctor.diag
 runs them all, in a fixed order: the Temporal server, its namespace, the search
 attributes, a worker on the task queue (doctor.temporal); the payload store
 (doctor.store); council.toml, each provider
-the councils use and the default council (doctor.providers). A check that cannot run
+the councils use (whether one answers one request at a time: doctor.concurrency) and the
+default council (doctor.providers). A check that cannot run
 because an earlier one failed is skipped and says why. No key or key-shaped value ever
 reaches a check's text.
 """

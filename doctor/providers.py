@@ -1,13 +1,19 @@
 """The model side: council.toml, each provider the councils use, and the default council.
 
 For each provider (the default one, COUNCIL_LLM_*, when a council member routes to it, and
-every [providers.NAME] of council.toml) the doctor makes at most two calls: GET
-{base}/models with the key (does it answer, does it take the key, does it list each
-council member's model, how large is a model's context when the listing says), and one
-tiny chat completion asking for a reply in the JSON schema form the worker would use
-(does it take the key and the form). The settings, the key and the requests are the
-worker's own (activities.settings, activities.llm_client); the key is read from this
-process's environment, so the doctor is run where the worker runs.
+every [providers.NAME] of council.toml) the doctor asks: GET {base}/models with the key
+(does it answer, does it take the key, does it list each council member's model, how
+large is a model's context when the listing says); one tiny chat completion asking for a
+reply in a tiny JSON schema, as the worker asks for a client's schema (in the form the
+settings pick and in the prompt), whose reply is parsed and checked against the schema;
+and, where Council would send the provider several requests at once without queueing
+them itself, two small streamed requests at the same time (does the second begin before
+the first ends, or does the server answer one at a time). The settings, the key and the
+requests are the worker's own (activities.settings, activities.llm_client); the key is
+read from this process's environment, so the doctor is run where the worker runs. The
+default provider's base URL is COUNCIL_LLM_BASE_URL; unset, it is the one of a `make up`
+running on the simulator with this Temporal server and task queue (app.councils), else
+OpenRouter's; the check says which, and why.
 """
 
 from __future__ import annotations
@@ -31,16 +37,20 @@ from activities.llm_client import (
     request_body,
 )
 from activities.settings import GatewaySettings, SettingsError
+from activities.slots import reported_slots, self_hosted
 from app import config as app_config
 from app import councils
 from council.calls import ChatMessage, ModelCall
 from council.config import DEFAULT_COUNCIL, DEFAULT_PROVIDER, Config, ConfigProblem, route
-from council.structured import JSON_SCHEMA, StructuredReply
+from council.prompts import format_request
+from council.structured import JSON_SCHEMA, StructuredReply, conforming_json
 from council.validation import InvalidRequest, validate_request
-from doctor.checks import Check, failed, passed, skipped
+from doctor.checks import Check, failed, one_line, passed, skipped
+from doctor.concurrency import answered_together
 
 CONFIG = "council.toml"
 DEFAULT_COUNCIL_CHECK = "default council"
+CONCURRENT = "concurrent requests"
 # The longest the doctor waits for a provider's reply (a model may be slow to load).
 READ_SECONDS = 60.0
 # The most of a reply the doctor reads (OpenRouter's model list is a few megabytes).
@@ -57,6 +67,9 @@ PROBE = StructuredReply(
         "additionalProperties": False,
     },
 )
+# The probe's question, then the schema as the chairman is given a client's schema.
+PROBE_QUESTION = "Is this setup check of a chat-completions API working?"
+PROBE_TOKENS = 32
 # The form the worker asks first, for each structured_output setting.
 FIRST_FORM = {
     "auto": JSON_SCHEMA,
@@ -78,6 +91,21 @@ class Provider:
     key_setting: str  # where a key is set: what to set to give it one
     key_missing: bool  # a key variable is named but not set
     members: list[str] = field(default_factory=list)
+    # Where this base URL comes from, and why it is the one checked (None: url_setting).
+    source: str | None = None
+
+    @property
+    def limit_setting(self) -> str:
+        """Where the most requests it is sent at once is set."""
+        if self.name == DEFAULT_PROVIDER:
+            return "COUNCIL_LLM_MAX_CONCURRENT_REQUESTS"
+        return f"max_concurrent_requests of [providers.{self.name}]"
+
+    @property
+    def queued_by_council(self) -> bool:
+        """A server on this machine or a private network: the worker keeps its queue
+        (activities.slots), so that its members never wait in the server's."""
+        return self.settings is not None and self_hosted(self.settings.base_url)
 
 
 @dataclass
@@ -131,21 +159,59 @@ def _names(config: Config, env: Mapping[str, str]) -> dict[str, list[str]]:
     return found
 
 
+def default_source(env: Mapping[str, str]) -> tuple[Mapping[str, str], str]:
+    """The settings of the default provider as the worker has them, and where its base URL
+    comes from: COUNCIL_LLM_BASE_URL; unset, the simulator of a `make up` that runs on this
+    Temporal server and task queue (its worker has no key, so none is sent); else
+    OpenRouter."""
+    if (env.get("COUNCIL_LLM_BASE_URL") or "").strip():
+        return env, "from COUNCIL_LLM_BASE_URL"
+    local = councils.running_local_council(env)
+    if local is not None and local.base_url:
+        shared = councils.local_council_path(env)
+        return {
+            **env,
+            "COUNCIL_LLM_BASE_URL": local.base_url,
+            "COUNCIL_LLM_API_KEY": "",
+            "OPENROUTER_API_KEY": "",
+        }, (
+            "the simulator of the make up running on this Temporal server and task queue "
+            f"(from {shared}), as COUNCIL_LLM_BASE_URL is unset"
+        )
+    return env, (
+        "OpenRouter, the default: COUNCIL_LLM_BASE_URL is unset and no make up on the "
+        "simulator runs on this Temporal server and task queue"
+    )
+
+
 def providers_of(config: Config, path: str, env: Mapping[str, str]) -> list[Provider]:
     """The providers to check, each with the council members that route to it."""
     providers: list[Provider] = []
+    worker_env, source = default_source(env)
     try:
-        default = GatewaySettings.from_env(env)
+        default = GatewaySettings.from_env(worker_env)
         problem = None
     except SettingsError as error:
         default, problem = None, str(error)
     key_variable = next(
-        (v for v in ("COUNCIL_LLM_API_KEY", "OPENROUTER_API_KEY") if (env.get(v) or "").strip()),
+        (
+            v
+            for v in ("COUNCIL_LLM_API_KEY", "OPENROUTER_API_KEY")
+            if (worker_env.get(v) or "").strip()
+        ),
         "COUNCIL_LLM_API_KEY (or OPENROUTER_API_KEY)",
     )
     no_variable = "providers.{name}.api_key_env in {path} (the name of the key's variable)"
     providers.append(
-        Provider(DEFAULT_PROVIDER, default, problem, "COUNCIL_LLM_BASE_URL", key_variable, False)
+        Provider(
+            DEFAULT_PROVIDER,
+            default,
+            problem,
+            "COUNCIL_LLM_BASE_URL",
+            key_variable,
+            False,
+            source=source,
+        )
     )
     for name, provider in config.providers.items():
         variable = provider.api_key_env
@@ -222,15 +288,35 @@ def read_listing(reply: Reply) -> Listing:
 async def _probe(
     http: httpx.AsyncClient, settings: GatewaySettings, model: str, form: str | None
 ) -> Reply:
-    """One tiny chat completion, asked for in `form` (None: free text)."""
+    """One tiny chat completion that wants a reply in PROBE's schema, asked for in `form`
+    (None: in the prompt alone)."""
+    question = PROBE_QUESTION + format_request(PROBE)
     call = ModelCall(
         model=model,
-        messages=[ChatMessage(role="user", content='Reply with the JSON object {"ok": true}.')],
-        max_tokens=16,
+        messages=[ChatMessage(role="user", content=question)],
+        max_tokens=PROBE_TOKENS,
         response_format=PROBE,
     )
     body = request_body(call, settings, stream=False, form=form)
     return await _send(http, settings, "POST", settings.chat_url, body)
+
+
+def probe_problem(reply: Reply) -> str | None:
+    """Why a test call's reply is not a value of PROBE's schema (None: it is)."""
+    try:
+        data = json.loads(reply.body)
+        choice = data["choices"][0]
+        content = choice["message"]["content"]
+    except (ValueError, LookupError, TypeError):
+        return "the reply is not a chat completion"
+    if not isinstance(content, str):
+        return "the reply holds no text"
+    _, problem = conforming_json(content, PROBE)
+    if problem is None:
+        return None
+    shown = one_line(content, 80)
+    cut = " (cut by its token limit)" if choice.get("finish_reason") == "length" else ""
+    return f"{problem}; it answered {shown!r}{cut}"
 
 
 def _context(provider: Provider, listing: Listing) -> str | None:
@@ -254,10 +340,10 @@ def _context(provider: Provider, listing: Listing) -> str | None:
 
 async def check_provider(provider: Provider) -> tuple[list[Check], Listing | None]:
     """The provider's checks (reachable, key, models, context window, structured output,
-    images) and its model listing."""
+    images, concurrent requests) and its model listing."""
     label = f"provider {provider.name}"
     parts = ("key", "models", "context window", "structured output", "images")
-    names = [f"{label} {part}" for part in parts]
+    names = [f"{label} {part}" for part in (*parts, CONCURRENT)]
     if provider.settings is None:
         fix = "correct the variable the message names"
         return [
@@ -268,6 +354,7 @@ async def check_provider(provider: Provider) -> tuple[list[Check], Listing | Non
         provider.settings, read_timeout=min(provider.settings.read_timeout, READ_SECONDS)
     )
     where = shown_url(settings.base_url)
+    source = provider.source or f"from {provider.url_setting}"
     async with make_http_client(settings) as http:
         models_url = settings.base_url.rstrip("/") + "/models"
         listing = read_listing(await _send(http, settings, "GET", models_url))
@@ -276,19 +363,24 @@ async def check_provider(provider: Provider) -> tuple[list[Check], Listing | Non
             return [
                 failed(
                     f"{label} reachable",
-                    f"{where} does not answer: {reply.why(settings.host)}",
+                    f"{where} does not answer: {reply.why(settings.host)} ({source})",
                     f"start the provider there, or correct {provider.url_setting}",
                 ),
                 *(skipped(n, "the provider does not answer") for n in names),
             ], listing
         form = FIRST_FORM[settings.structured_output]
         probed = [m for m in provider.members if listing.models is None or m in listing.models]
-        probe = (
-            await _probe(http, settings, probed[0], form)
-            if probed and not reply.refused_key
-            else None
+        asking = probed and not reply.refused_key
+        probe, concurrent = await asyncio.gather(
+            _probe(http, settings, probed[0], form) if asking else _nothing(),
+            _concurrency(provider, settings, http, probed, listing, names[5]),
         )
-    checks = [passed(f"{label} reachable", f"{where} answers (GET /models: HTTP {reply.status})")]
+    checks = [
+        passed(
+            f"{label} reachable",
+            f"{where} answers (GET /models: HTTP {reply.status}); {source}",
+        )
+    ]
     checks.append(_key_check(provider, settings, listing, probe, names[0]))
     checks.append(_models_check(provider, settings, listing, names[1]))
     context = _context(provider, listing)
@@ -303,7 +395,84 @@ async def check_provider(provider: Provider) -> tuple[list[Check], Listing | Non
     )
     checks.append(_output_check(provider, settings, listing, probe, form, probed, names[3]))
     checks.append(passed(names[4], _images(provider, settings)))
+    if probe is not None and probe.refused_key:
+        concurrent = skipped(names[5], "the provider refused the key")
+    checks.append(concurrent)
     return checks, listing
+
+
+async def _nothing() -> None:
+    return None
+
+
+async def _concurrency(
+    provider: Provider,
+    settings: GatewaySettings,
+    http: httpx.AsyncClient,
+    probed: list[str],
+    listing: Listing,
+    name: str,
+) -> Check:
+    """Whether members could wait in the provider's own queue, unseen by Council: a server
+    that answers one request at a time, which Council sends several at once."""
+    limit = settings.max_concurrent_requests
+    if limit is not None:
+        return passed(
+            name,
+            f"at most {limit} at once ({provider.limit_setting}): Council queues the rest "
+            "itself, so no test was made",
+        )
+    if provider.queued_by_council:
+        slots = await reported_slots(http, settings.base_url)
+        told = (
+            f"{slots} at once, as the server's /props says"
+            if slots
+            else "one at a time, as the server reports no slots (/props)"
+        )
+        return passed(
+            name,
+            f"a server on this machine or a private network: Council queues for it itself "
+            f"({told}; {provider.limit_setting} sets another number)",
+        )
+    if listing.reply.refused_key:
+        return skipped(name, "the provider refused the key")
+    if len(provider.members) < 2:
+        return skipped(
+            name,
+            "fewer than two council members route here, so a run sends it one request at a time",
+        )
+    if not probed:
+        return skipped(name, "no council member's model is listed, so no test call was made")
+    return await measured_concurrency(provider, settings, http, probed[0], name)
+
+
+async def measured_concurrency(
+    provider: Provider,
+    settings: GatewaySettings,
+    http: httpx.AsyncClient,
+    model: str,
+    name: str,
+) -> Check:
+    """Two test requests to `model` at once: answered together, or one at a time (then
+    the fix names the provider's setting)."""
+    seen = await answered_together(http, settings, model, READ_SECONDS)
+    if seen.together is None:
+        return skipped(name, f"two test requests to {model} could not tell: {seen.why_unknown}")
+    if seen.together:
+        return passed(name, f"two test requests to {model} were answered at the same time")
+    setting = (
+        f"{provider.limit_setting}=1"
+        if provider.name == DEFAULT_PROVIDER
+        else f"max_concurrent_requests = 1 in [providers.{provider.name}] of council.toml"
+    )
+    return failed(
+        name,
+        f"the provider answers one request at a time: of two test requests to {model} sent "
+        "together, the second began only after the first had ended, so members would wait "
+        "behind each other and be cut as late",
+        f"set {setting}, so that Council keeps the queue itself and a member's time starts "
+        "when its turn comes",
+    )
 
 
 def _images(provider: Provider, settings: GatewaySettings) -> str:
@@ -411,7 +580,8 @@ def _output_check(
         if provider.name == DEFAULT_PROVIDER
         else f"providers.{provider.name}.structured_output"
     )
-    asked = {None: "free text", JSON_OBJECT_WITH_SCHEMA: "json_object"}.get(form, form)
+    named = {JSON_OBJECT_WITH_SCHEMA: "json_object"}.get(form or "", form)
+    asked = f"as {named}" if form else "in the prompt alone"
     if probe is None:
         if listing.reply.refused_key:
             return skipped(name, "the provider refused the key")
@@ -422,10 +592,31 @@ def _output_check(
         return skipped(name, "the provider refused the key")
     model = probed[0]
     if probe.status is not None and 200 <= probe.status < 300:
-        return passed(
+        problem = probe_problem(probe)
+        if problem is None:
+            return passed(
+                name,
+                f"{model} answered a test call asked for {asked} ({where}: "
+                f"{settings.structured_output}) in the JSON schema it was given",
+            )
+        if form is None:
+            fix = (
+                f"{where} is off, so only the prompt asks for the schema: reviews are read "
+                "from their text, but a client's response_format (/v1, MCP) gets an error; "
+                f"set {where} to auto if the provider takes a schema"
+            )
+        else:
+            fix = (
+                "the provider ignores response_format for this model: reviews are then read "
+                "from their text, but a client's response_format (/v1, MCP) gets an error; "
+                f"use a model and provider with structured outputs, or set {where} to "
+                "json_object if it takes the schema that way (llama.cpp's server)"
+            )
+        return failed(
             name,
-            f"{model} answered a test call asked for as {asked} ({where}: "
-            f"{settings.structured_output})",
+            f"{model} was asked for a reply in a JSON schema ({asked}, {where}: "
+            f"{settings.structured_output}) and answered otherwise: {problem}",
+            fix,
         )
     why = probe.why(settings.host)
     if probe.status is not None and form is not None:
@@ -433,7 +624,7 @@ def _output_check(
         if refuses_form(failure):
             return failed(
                 name,
-                f"{model} refused a reply asked for as {asked}: {why}",
+                f"{model} refused a reply asked for {asked}: {why}",
                 f"reviews then fall back to a plainer form or free text; set {where} to "
                 "json_object (or off) to skip the refused form",
             )
@@ -451,6 +642,8 @@ def default_council_check(
     provider."""
     if (env.get("COUNCIL_MODELS") or "").strip():
         source = "COUNCIL_MODELS"
+    elif councils.running_local_council(env) is not None:
+        source = "the make up running on this Temporal server and task queue"
     elif DEFAULT_COUNCIL in config.councils:
         source = "[councils.default] of council.toml"
     else:

@@ -113,10 +113,11 @@ class FaultSpec(BaseModel):
         description="as a reviewer, write critiques (false: only the rated ranking)",
     )
     structured: bool = Field(
-        default=False,
+        default=True,
         description="honour response_format: a review, refinement or synthesis asked for "
         "as JSON comes as that JSON, and any other schema (a client's) gets a value built "
-        "from it (by default the simulator ignores it, as many providers do)",
+        "from it, as a provider with structured outputs does (false: ignore it and answer "
+        "in prose, as many providers do)",
     )
     refuse_formats: dict[str, int] = Field(
         default_factory=dict,
@@ -194,7 +195,7 @@ class Plan:
     ratings_by_author: dict[str, int] = field(default_factory=dict)
     cost_per_million_tokens: float | None = 0.0
     critiques: bool = True
-    structured: bool = False
+    structured: bool = True
     refuse_formats: dict[str, int] = field(default_factory=dict)
 
 

@@ -8,9 +8,10 @@ that is not null). An object has every property listed and each required one tha
 not (as a string); one that lists none and allows others gets `answer`. An array has its
 `prefixItems`, then items up to max(minItems, 1) within maxItems (minItems only, deeper
 than NEST_DEPTH, which ends recursive schemas). A string keeps within minLength and
-maxLength, and a known `format` gets a fixed value of it. A number keeps within its
-bounds (an exclusive one by 1, or 0.5) and rounds up to its multipleOf. A `pattern` is
-not followed: a schema that needs one goes unmet, as it can with a model.
+maxLength (cut after a whole word where it can), and a known `format` gets a fixed value
+of it. A number keeps within its bounds (an exclusive one by 1, or 0.5) and rounds up to
+its multipleOf. A `pattern` is not followed: a schema that needs one goes unmet, as it
+can with a model.
 """
 
 from __future__ import annotations
@@ -19,6 +20,8 @@ import json
 import math
 from dataclasses import dataclass
 from typing import Any
+
+from simulator.wire import whole_words
 
 NEST_DEPTH = 6
 MAX_DEPTH = 24
@@ -161,7 +164,10 @@ def _string(schema: dict[str, Any], fill: _Filling, name: str) -> str:
     most = schema.get("maxLength") if isinstance(schema.get("maxLength"), int) else None
     if len(text) < least:
         text += "." * (least - len(text))
-    return text[:most] if most is not None else text
+    if most is None:
+        return text
+    cut = whole_words(text, most)
+    return cut if len(cut) >= least else text[:most]
 
 
 def _number(schema: dict[str, Any], whole: bool) -> int | float:

@@ -260,7 +260,7 @@ class _Exchange:
         if self.plan.ignore_max_tokens:
             max_tokens = None
         if isinstance(max_tokens, int) and max_tokens > 0 and wire.tokens(text) > max_tokens:
-            return text[: max_tokens * 4], "length"
+            return wire.whole_words(text, max_tokens * 4), "length"
         return text, "stop"
 
     def scripted_ratings(self, prompt: Prompt) -> dict[str, int]:

@@ -207,6 +207,17 @@ def phrase(status: int) -> str:
         return "Error"
 
 
+def whole_words(text: str, most: int) -> str:
+    """The longest start of the text, at most `most` characters, that ends where a word
+    ends (as a model cut by its token limit stops after a token, not inside a letter run);
+    only a first word longer than `most` is cut inside itself."""
+    if len(text) <= most:
+        return text
+    head = text[: most + 1]
+    end = max((i for i, c in enumerate(head) if c.isspace()), default=-1)
+    return head[:end].rstrip() if head[:end].strip() else text[:most]
+
+
 def pieces(text: str, size: int) -> list[str]:
     """Split text into stream deltas of about `size` characters, at spaces where possible."""
     out: list[str] = []

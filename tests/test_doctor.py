@@ -15,9 +15,14 @@ from typing import Any
 import httpx
 import pytest
 
+from activities.llm_client import make_http_client
 from activities.settings import GatewaySettings
+from app import councils
+from doctor.providers import CONCURRENT, Provider, default_source, measured_concurrency
 from harness.processes import free_port, temporal_binary
 from simulator import SimulatorConfig, SimulatorServer
+from simulator.config import parse_faults
+from tests.sim_fixtures import wait_until
 from tests.temporal_fixtures import (
     FOUR_MODELS,
     TEST_API_KEY,
@@ -41,6 +46,7 @@ NAMES = [
     "provider default context window",
     "provider default structured output",
     "provider default images",
+    "provider default concurrent requests",
     "default council",
 ]
 KEYED_KEY = "sk-keyed-provider-9b2e41c7d0"
@@ -107,6 +113,15 @@ async def test_a_working_setup_passes_every_check(env: dict[str, str]) -> None:
     assert said["provider default images"] == (
         "attached images are named to its members, not shown: set COUNCIL_LLM_IMAGES if its "
         "models take images"
+    )
+    assert said["provider default reachable"] == (
+        f"{env['COUNCIL_LLM_BASE_URL']} answers (GET /models: HTTP 200); from COUNCIL_LLM_BASE_URL"
+    )
+    # A simulator on this machine: the worker keeps its queue, so nothing waits unseen.
+    assert said["provider default concurrent requests"] == (
+        "a server on this machine or a private network: Council queues for it itself (1024 "
+        "at once, as the server's /props says; COUNCIL_LLM_MAX_CONCURRENT_REQUESTS sets "
+        "another number)"
     )
     code, out, _ = await starter("doctor", env={**env, "COUNCIL_LLM_IMAGES": "true"})
     assert "✓ provider default images: attached images are shown to sim/atlas, " in out
@@ -202,7 +217,7 @@ async def test_a_provider_at_a_closed_port_fails_and_skips_its_other_checks(
     assert reachable["status"] == "failed"
     assert reachable["detail"].startswith(f"{base} does not answer: cannot connect to 127.0.0.1")
     assert "COUNCIL_LLM_BASE_URL" in reachable["fix"]
-    for part in ("key", "models", "context window", "structured output", "images"):
+    for part in ("key", "models", "context window", "structured output", "images", CONCURRENT):
         check = checks[f"provider default {part}"]
         assert check["status"] == "skipped", check
         assert check["detail"] == "skipped: the provider does not answer"
@@ -298,6 +313,142 @@ async def test_a_refused_schema_says_how_reviews_are_read_then(
     code, checks, _ = await doctor({**env, "COUNCIL_LLM_STRUCTURED_OUTPUT": "json_object"})
     assert code == 0
     assert "asked for as json_object" in checks["provider default structured output"]["detail"]
+
+
+async def test_a_provider_that_ignores_the_schema_fails_the_structured_output_check(
+    env: dict[str, str], council: Council
+) -> None:
+    # As many providers do: response_format is taken, and the reply is prose all the same.
+    council.sim.set_faults({"*": {"structured": False}})
+    code, checks, _ = await doctor(env)
+    assert code == 1
+    output = checks["provider default structured output"]
+    assert output["status"] == "failed"
+    assert output["detail"].startswith(
+        "sim/atlas was asked for a reply in a JSON schema (as json_schema, "
+        "COUNCIL_LLM_STRUCTURED_OUTPUT: auto) and answered otherwise: the reply is not JSON"
+    )
+    assert "a client's response_format (/v1, MCP) gets an error" in output["fix"]
+    assert [n for n, status in statuses(checks).items() if status != "ok"] == [
+        "provider default structured output"
+    ]
+    # With structured output off, only the prompt asks for the schema.
+    code, checks, _ = await doctor({**env, "COUNCIL_LLM_STRUCTURED_OUTPUT": "off"})
+    output = checks["provider default structured output"]
+    assert output["status"] == "failed"
+    assert output["detail"].startswith(
+        "sim/atlas was asked for a reply in a JSON schema (in the prompt alone, "
+        "COUNCIL_LLM_STRUCTURED_OUTPUT: off) and answered otherwise"
+    )
+    assert output["fix"].startswith("COUNCIL_LLM_STRUCTURED_OUTPUT is off, so only the prompt")
+    # One that holds its reply to the schema (the simulator's default) passes.
+    council.sim.set_faults(None)
+    code, checks, _ = await doctor(env)
+    assert code == 0
+    assert checks["provider default structured output"]["detail"] == (
+        "sim/atlas answered a test call asked for as json_schema "
+        "(COUNCIL_LLM_STRUCTURED_OUTPUT: auto) in the JSON schema it was given"
+    )
+
+
+async def test_another_shell_checks_the_provider_of_the_running_make_up(
+    env: dict[str, str], council: Council, tmp_path: Path
+) -> None:
+    """`make up` on the simulator shares its council and the simulator's address (never a
+    key) in DATA/default-council.json; a shell with no COUNCIL_LLM_BASE_URL, on the same
+    server and task queue, checks that simulator rather than OpenRouter."""
+    data = tmp_path / "data"
+    shell = {
+        **env,
+        "COUNCIL_DATA": str(data),
+        "COUNCIL_LLM_BASE_URL": "",
+        "COUNCIL_LLM_API_KEY": "",
+        "COUNCIL_MODELS": "",
+        "OPENROUTER_API_KEY": "sk-or-v1-0a1b2c3d4e5f60718293a4b5",
+    }
+    shared = councils.local_council_path(shell)
+    councils.write_local_council(shared, FOUR_MODELS, "sim/borealis", shell, council.sim.url)
+    try:
+        since = council.sim.log()["total"]
+        code, checks, printed = await doctor(shell)
+        assert code == 0, printed
+        assert checks["provider default reachable"]["detail"] == (
+            f"{council.sim.url} answers (GET /models: HTTP 200); the simulator of the make up "
+            f"running on this Temporal server and task queue (from {shared}), as "
+            "COUNCIL_LLM_BASE_URL is unset"
+        )
+        assert checks["provider default key"]["detail"] == (
+            "no key (none set): accepted by a test call"
+        )
+        assert checks["default council"]["detail"].startswith(
+            "sim/atlas, sim/borealis, sim/cirrus, sim/drift; chairman sim/borealis (from the "
+            "make up running on this Temporal server and task queue)"
+        )
+        # The shell's OpenRouter key went nowhere.
+        calls = council.sim.log(since)["entries"]
+        assert calls and not any(call["authorized"] for call in calls)
+        assert shell["OPENROUTER_API_KEY"] not in printed
+        # COUNCIL_LLM_BASE_URL, when set, is the provider the worker there uses.
+        assert default_source({**shell, "COUNCIL_LLM_BASE_URL": council.sim.url})[1] == (
+            "from COUNCIL_LLM_BASE_URL"
+        )
+    finally:
+        councils.remove_local_council(shared)
+    # Once it stops, the default is OpenRouter again, and the doctor says why.
+    assert default_source(shell) == (
+        shell,
+        "OpenRouter, the default: COUNCIL_LLM_BASE_URL is unset and no make up on the "
+        "simulator runs on this Temporal server and task queue",
+    )
+
+
+async def test_a_set_limit_is_a_pass_without_a_test(env: dict[str, str]) -> None:
+    code, checks, _ = await doctor({**env, "COUNCIL_LLM_MAX_CONCURRENT_REQUESTS": "2"})
+    assert code == 0
+    assert checks["provider default concurrent requests"]["detail"] == (
+        "at most 2 at once (COUNCIL_LLM_MAX_CONCURRENT_REQUESTS): Council queues the rest "
+        "itself, so no test was made"
+    )
+
+
+@pytest.mark.parametrize(
+    ("name", "setting"),
+    [
+        ("default", "COUNCIL_LLM_MAX_CONCURRENT_REQUESTS=1"),
+        ("lan", "max_concurrent_requests = 1 in [providers.lan] of council.toml"),
+    ],
+)
+async def test_a_server_that_answers_one_request_at_a_time_is_told_its_setting(
+    name: str, setting: str
+) -> None:
+    """A server Council cannot tell is its own (say, one on a host name of the network)
+    that answers one request at a time: the check finds it with two streamed requests and
+    names the setting; one that answers several at once passes."""
+    pace = parse_faults({"*": {"latency": 1.0}})
+    check = CONCURRENT
+    for slots in (1, None):
+        with SimulatorServer(SimulatorConfig(slots=slots, faults=pace)) as server:
+            settings = GatewaySettings(base_url=server.url)
+            provider = Provider(name, settings, None, "x", "x", False, members=FOUR_MODELS)
+            async with make_http_client(settings) as http:
+                found = await measured_concurrency(provider, settings, http, "sim/atlas", check)
+            await wait_until(lambda: not server.log()["in_flight"])
+            log = server.log()
+        if slots == 1:
+            assert found.status == "failed", found
+            assert found.detail.startswith(
+                "the provider answers one request at a time: of two test requests to sim/atlas "
+                "sent together, the second began only after the first had ended"
+            )
+            assert found.fix is not None and found.fix.startswith(f"set {setting}, ")
+            assert log["total"] == 4  # seen in two pairs before it is said
+        else:
+            assert found.status == "ok", found
+            assert found.detail == ("two test requests to sim/atlas were answered at the same time")
+            # Both were closed once they had begun: nothing waited for the whole replies.
+            assert log["total"] == 2
+            assert {e["outcome"] for e in log["entries"]} == {"disconnected"}
+        assert {e["stream"] for e in log["entries"]} == {True}
 
 
 # ---- the page ---------------------------------------------------------------------------

@@ -14,9 +14,13 @@ from tests.temporal_fixtures import QUESTION, Council, ask, model_calls, stage_s
 from workflows.deliberation import Deliberation
 
 COUNCIL = ["sim/atlas", "sim/borealis", "sim/mallory", "sim/sentinel"]
+# Reviews in prose, read by the text parser that hostile text aims at: a provider that
+# ignores response_format (a review in the schema's JSON leaves the attack nothing to parse).
+IN_PROSE = {"*": {"structured": False}}
 
 
 async def test_hostile_answer_cannot_steer_reviews_or_critiques(council: Council) -> None:
+    council.sim.set_faults(IN_PROSE)
     handle = await council.start(models=COUNCIL, quality_threshold=5, max_rounds=1)
     record = await handle.result()
     labels = record.label_to_model
@@ -86,6 +90,7 @@ def test_quoted_injection_in_a_review_is_not_parsed() -> None:
 async def test_a_hostile_earlier_answer_cannot_steer_the_follow_ups_reviews(
     council: Council,
 ) -> None:
+    council.sim.set_faults(IN_PROSE)
     first, _ = await ask(
         council, "How do I pick a database?", models=COUNCIL, chairman="sim/mallory"
     )

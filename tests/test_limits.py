@@ -34,7 +34,8 @@ HISTORY_WARN_EVENTS = 10_240
 async def test_largest_runs_at_the_size_cap(council: Council, size: int) -> None:
     models = MODELS[:size]
     cap = limits.response_byte_cap(size, 5)
-    council.sim.set_faults({"*": {"pad_to_bytes": cap + 2_000}})
+    # Prose padded past the cap (filler after a JSON reply would leave it unparsable).
+    council.sim.set_faults({"*": {"pad_to_bytes": cap + 2_000, "structured": False}})
     handle = await council.start(
         models=models,
         max_rounds=5,

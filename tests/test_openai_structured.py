@@ -4,9 +4,10 @@ the clients people use: LangChain's ChatOpenAI (`with_structured_output` and
 
 `response_format` is honoured: the chairman is asked with the client's schema and the
 content is its JSON (whole, also when streamed), or an error when it does not conform
-after the repair. What a council cannot honour (tools, log probabilities, n > 1...) and
-any unknown field is a 400 that names it, before anything starts; a few fields pass
-harmlessly; max_tokens bounds the chairman's reply. The simulator's values built from a
+after the repair. The simulator runs with its default settings, as `make up` runs it,
+unless a test says otherwise. What a council cannot honour (tools, log probabilities,
+n > 1...) and any unknown field is a 400 that names it, before anything starts; a few
+fields pass harmlessly; max_tokens bounds the chairman's reply. The simulator's values built from a
 client's schema are checked against the schema."""
 
 from __future__ import annotations
@@ -31,8 +32,8 @@ from tests.web_fixtures import WebServer
 from workflows import client as deliberations
 
 ONE_ROUND = {"council": {"max_rounds": 1}}
-# The simulator held to the schema it is sent (a provider with structured outputs).
-HELD_TO_SCHEMA = {"*": {"structured": True}}
+# A provider that ignores response_format, as many do (the simulator honours it by default).
+IGNORES_SCHEMAS = {"*": {"structured": False}}
 
 
 class Tradeoff(BaseModel):
@@ -92,7 +93,6 @@ async def only_run(council: Council, question: str) -> DeliberationRecord:
 async def test_with_structured_output_returns_the_parsed_object(
     web: WebServer, council: Council
 ) -> None:
-    council.sim.set_faults(HELD_TO_SCHEMA)
     question = "SQLite or PostgreSQL for a small team's internal tool?"
     structured = chat(web).with_structured_output(Tradeoff, include_raw=True)
     result = await structured.ainvoke(question)
@@ -115,8 +115,23 @@ async def test_with_structured_output_returns_the_parsed_object(
     assert synthesis.response_format.json_schema == to_strict_json_schema(Tradeoff)
 
 
+async def test_the_openai_sdks_parse_returns_the_parsed_object(
+    api: openai.AsyncOpenAI, council: Council
+) -> None:
+    question = "SQLite or PostgreSQL for a small team's wiki?"
+    completion = await api.chat.completions.parse(
+        model="council", messages=user(question), response_format=Tradeoff, extra_body=ONE_ROUND
+    )
+    [choice] = completion.choices
+    parsed = choice.message.parsed
+    assert isinstance(parsed, Tradeoff) and parsed.answer.strip()
+    assert choice.finish_reason == "stop" and choice.message.refusal is None
+    record = await record_of(council, completion.id)
+    assert record.stage3 is not None and record.stage3.format_problem is None
+    assert Tradeoff.model_validate_json(record.stage3.response) == parsed
+
+
 async def test_json_mode_gives_a_json_object(web: WebServer, council: Council) -> None:
-    council.sim.set_faults(HELD_TO_SCHEMA)
     question = "Name one reason to prefer PostgreSQL."
     structured = chat(web).with_structured_output(Short, method="json_mode", include_raw=True)
     result = await structured.ainvoke(question)
@@ -135,7 +150,7 @@ async def test_a_streamed_json_answer_comes_whole_once_it_conforms(
     api: openai.AsyncOpenAI, council: Council
 ) -> None:
     # The chairman writes for 4 s: a free-text answer would stream as it is written.
-    council.sim.set_faults({"*": {"structured": True}, "sim/echo": {"latency": 4}})
+    council.sim.set_faults({"sim/echo": {"latency": 4}})
     stream = await api.chat.completions.create(
         model="council",
         messages=user("Which is easier to back up?"),
@@ -169,8 +184,9 @@ async def test_a_streamed_json_answer_comes_whole_once_it_conforms(
 async def test_an_answer_that_does_not_conform_after_the_repair_is_an_error(
     web: WebServer, council: Council
 ) -> None:
-    # By default the simulator ignores response_format, as many providers do: the
-    # chairman answers in prose, is asked once more, and answers in prose again.
+    # A provider that ignores response_format, as many do: the chairman answers in
+    # prose, is asked once more, and answers in prose again.
+    council.sim.set_faults(IGNORES_SCHEMAS)
     question = "Does the simulator write JSON unasked?"
     async with openai.AsyncOpenAI(base_url=f"{web.url}/v1", api_key="unused") as retrying:
         with pytest.raises(openai.APIStatusError) as unmet:
@@ -424,6 +440,10 @@ def test_the_simulators_value_carries_its_reply_in_the_first_string() -> None:
         "(simulated) caveats"
     ]
     assert instance({"type": "object"}, "Yes.") == {"answer": "Yes."}
+    # A maxLength cuts the reply after a whole word, as a model stopping early would.
+    short = {"type": "string", "maxLength": 16}
+    assert instance(short, "The council agrees on SQLite.") == "The council"
+    assert instance({**short, "minLength": 14}, "The council agrees.") == "The council agre"
     # A pattern is not followed: the way to an answer that cannot conform.
     pattern = {"type": "string", "pattern": "^[0-9]+$"}
     assert not Draft202012Validator(pattern).is_valid(instance(pattern, "Yes."))

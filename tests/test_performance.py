@@ -36,6 +36,7 @@ async def test_a_deliberation_parses_each_review_once(
 
     # The workflow's sandbox imports parse_review from council.reviews for each new run.
     monkeypatch.setattr(reviews_module, "parse_review", counting)
+    council.sim.set_faults({"*": {"structured": False}})  # reviews in prose, for parse_review
     record = await council.run(quality_threshold=5, max_rounds=2, stop_on_convergence=False)
     review_stages = 1 + len(record.rounds)
     assert len(record.rounds) == 2

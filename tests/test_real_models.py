@@ -229,6 +229,7 @@ async def test_a_provider_that_takes_the_schema_gets_json_schema(council: Counci
 
 
 async def test_a_provider_that_ignores_the_schema_is_read_as_text(council: Council) -> None:
+    council.sim.set_faults({"*": {"structured": False}})
     record = await council.run(max_rounds=1)
     assert {r.read_as for r in record.stage2} == {"text"}
     assert all(r.ratings for r in record.stage2)

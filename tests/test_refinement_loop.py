@@ -112,6 +112,9 @@ async def test_min_rounds_run_even_when_nothing_changes(council: Council) -> Non
 
 
 async def test_what_changed_is_reported_for_every_refinement(council: Council) -> None:
+    # Each persona's own form (JSON, fenced, plain text), as a provider that ignores
+    # response_format gives them.
+    council.sim.set_faults({"*": {"structured": False}})
     handle = await council.start()
     record = await handle.result()
     refined = {e.model: e for e in await events(handle) if e.kind == EventKind.MODEL_REFINED}

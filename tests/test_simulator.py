@@ -277,6 +277,34 @@ def test_the_chairman_merges_the_best_rated_answer(sim) -> None:
     assert "no real model was called" in text and "[simulated]" not in text
 
 
+def test_a_synthesis_cut_by_its_token_limit_ends_on_a_whole_word(sim) -> None:
+    answers = answers_of(sim)
+    rankings = [
+        AggregateRanking(model=model, label=f"Response {label}", average_rank=rank, mean_rating=3)
+        for rank, (model, label) in enumerate(zip(answers, "ABCD", strict=True), start=1)
+    ]
+    messages = [
+        m.model_dump() for m in prompts.synthesis_prompt(QUESTION, answers, rankings, 1, CAP)
+    ]
+    whole = ask(sim, "sim/atlas", prompts.synthesis_prompt(QUESTION, answers, rankings, 1, CAP))
+    for max_tokens in range(3, 120, 4):
+        body = {"model": "sim/atlas", "messages": messages, "max_tokens": max_tokens}
+        [choice] = http().post(f"{sim.url}/chat/completions", json=body).json()["choices"]
+        streamed = http().post(f"{sim.url}/chat/completions", json={**body, "stream": True})
+        deltas = [
+            json.loads(line.removeprefix("data: "))
+            for line in streamed.text.splitlines()
+            if line.startswith("data: {")
+        ]
+        sent = "".join(c["delta"].get("content", "") for d in deltas for c in d["choices"])
+        assert sent == choice["message"]["content"]
+        cut = choice["message"]["content"]
+        assert choice["finish_reason"] == "length", max_tokens
+        assert cut.strip() and len(cut) <= max_tokens * 4 and whole.startswith(cut)
+        # It ends where a word of the whole synthesis ends, never inside one.
+        assert not cut[-1].isspace() and whole[len(cut)].isspace(), (max_tokens, cut)
+
+
 # ---- calibration: a default run refines once and ends on the quality threshold -----------
 
 

@@ -68,8 +68,16 @@ async def test_twelve_members_with_a_long_control_character_context_complete(
 
 async def test_twelve_members_given_megabyte_replies_complete(default_store: Council) -> None:
     council = default_store
+    # Prose padded to a megabyte (filler after a JSON reply would leave it unparsable).
     council.sim.set_faults(
-        {"*": {"pad_to_bytes": 1_000_000, "pad_with": "\x01", "ignore_max_tokens": True}}
+        {
+            "*": {
+                "pad_to_bytes": 1_000_000,
+                "pad_with": "\x01",
+                "ignore_max_tokens": True,
+                "structured": False,
+            }
+        }
     )
     handle = await council.client.start_workflow(
         Deliberation.run,

@@ -495,6 +495,23 @@ async def test_the_cli_and_mcp_of_another_shell_start_the_pages_default_council(
         assert (record.models, record.chairman) == (offered, offered[0])
         assert (data / "default-council.json").exists()
 
+        # The doctor of that shell checks the simulator `make up`'s worker calls (not
+        # OpenRouter), says so, and finds nothing wrong: structured output included.
+        doctor = await asyncio.create_subprocess_exec(
+            sys.executable,
+            *("starter.py", "doctor", "--json"),
+            cwd=ROOT,
+            env=shell,
+            stdout=asyncio.subprocess.PIPE,
+            stderr=asyncio.subprocess.PIPE,
+        )
+        out, err = await asyncio.wait_for(doctor.communicate(), 90)
+        checks = {check["name"]: check for check in json.loads(out)}
+        assert doctor.returncode == 0, (checks, err.decode())
+        reachable = checks["provider default reachable"]["detail"]
+        assert reachable.startswith(f"{sim} answers")
+        assert "the simulator of the make up running on this Temporal server" in reachable
+
         # docs/integrations.md's curl example, as written but for the page's port.
         [example] = re.findall(r"```sh\n(curl -N .*?)```", INTEGRATIONS.read_text(), re.S)
         command = example.replace("http://127.0.0.1:8080", page_url)
