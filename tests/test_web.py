@@ -313,7 +313,9 @@ async def test_a_follow_up_more_rounds_and_a_critique_from_the_page(
     await page.select_option("#critique-model", "sim/drift")
     await page.fill("#critique-text", "Name one database that does <b>not</b> fit.")
     await page.click("#critique-button")
-    assert await text_of(page, "#note") == "your critique waits for the next refinement round"
+    assert await text_of(page, "#note") == (
+        "your critique of sim/drift waits for the next refinement round"
+    )
     await page.fill("#critique-text", "")
     await page.click("#critique-button")
     assert await text_of(page, "#refused") == "the critique is empty"

@@ -71,12 +71,13 @@ DOWNLOADS = {"json": "application/json", "md": "text/markdown; charset=utf-8"}
 # A refused critique comes back as it was typed, up to this much (far above what is taken).
 KEPT_CRITIQUE_CHARS = 20_000
 # What a redirect may ask the page to say: codes only, so that no link can put its own
-# words on the page. {max_rounds} is the record's.
+# words on the page. {max_rounds} is the record's; {model} one of the run's own members
+# (named by the redirect, shown only when the record has it).
 NOTICES = {
     "stop": "stop requested: calls in flight are cancelled and the chairman synthesizes what "
     "the council has",
     "rounds": "the maximum is now {max_rounds} refinement round(s)",
-    "critique": "your critique waits for the next refinement round",
+    "critique": "your critique of {model} waits for the next refinement round",
 }
 
 
@@ -222,7 +223,10 @@ class Pages:
 
     async def show(self, request: Request) -> Response:
         notice = request.query_params.get("done", "")
-        return await self.deliberation_page(request, request.path_params["id"], notice=notice)
+        model = request.query_params.get("model")
+        return await self.deliberation_page(
+            request, request.path_params["id"], notice=notice, notice_model=model
+        )
 
     async def deliberation_page(
         self,
@@ -230,6 +234,7 @@ class Pages:
         workflow: str,
         *,
         notice: str | None = None,
+        notice_model: str | None = None,
         refused: str | None = None,
         typed: views.TypedCritique | None = None,
         ask_form: views.StartForm | None = None,
@@ -244,9 +249,7 @@ class Pages:
             current.stop_requested = True  # the signal is in; the run may not have said so yet
         record = current.record
         # Nothing was or will be applied to a run that has ended: no notice says so.
-        note = NOTICES.get(notice or "") if current.running else None
-        if note and record:
-            note = note.format(max_rounds=record.iteration.max_rounds)
+        note = notice_line(notice or "", record, notice_model) if current.running else None
         before, after = await reading.read_thread(self.client, current)
         rows = await deliberations.list_deliberations(self.client, LIST_LIMIT)
         names, members = self.councils()
@@ -327,7 +330,8 @@ class Pages:
             return await self.deliberation_page(
                 request, workflow, refused=problem, typed=typed, code=409
             )
-        return RedirectResponse(deliberation_url(workflow, f"?done={done}"), status_code=303)
+        about = f"&model={quote(typed.model, safe='')}" if typed is not None else ""
+        return RedirectResponse(deliberation_url(workflow, f"?done={done}{about}"), status_code=303)
 
     async def follow_up(self, request: Request, form: FormData) -> Response:
         """A follow-up from the box at the bottom of a conversation: the same council as the
@@ -489,6 +493,20 @@ def served(attachment: Attachment) -> tuple[bytes, str, str]:
     text = (attachment.text or "").encode("utf-8")
     name = attachment.name + (".txt" if attachment.media_type == PDF_TYPE else "")
     return text, "text/plain; charset=utf-8", name
+
+
+def notice_line(code: str, record: DeliberationRecord | None, model: str | None) -> str | None:
+    """What a redirect asked the page to say (NOTICES), filled from the record; the member a
+    critique went to is named only when it is one of the run's own."""
+    line = NOTICES.get(code)
+    if line is None:
+        return None
+    if record is None:
+        return line if "{" not in line else None
+    member = model if model in record.models else None
+    if member is None:
+        line = line.replace(" of {model}", "")
+    return line.format(max_rounds=record.iteration.max_rounds, model=member)
 
 
 def disposition(name: str) -> str:
