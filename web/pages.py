@@ -14,6 +14,7 @@ follow-up, download its record, sign in.
     GET  /deliberations/{id}/attachments/{sha256}
                                             a file the user attached, from the run's input,
                                             as a download (never shown as a page)
+    GET  /statuses?id=ID[&id=ID...]         the state of each (JSON): keeps the sidebar current
     GET  /login, POST /login                the access token, when COUNCIL_WEB_TOKEN is set
 
 A GET of an address that only takes a POST (reloading a refused form) goes to the page
@@ -38,7 +39,7 @@ from urllib.parse import quote
 from starlette.datastructures import FormData, UploadFile
 from starlette.formparsers import MultiPartException
 from starlette.requests import Request
-from starlette.responses import PlainTextResponse, RedirectResponse, Response
+from starlette.responses import JSONResponse, PlainTextResponse, RedirectResponse, Response
 from starlette.routing import Route
 from starlette.templating import Jinja2Templates
 from temporalio.client import Client
@@ -48,6 +49,7 @@ from app import councils, front_door
 from app.render import record_markdown
 from council import limits, numbers
 from council.attachments import PDF_TYPE, Attachment, count_problem
+from council.ids import ID_RULE, is_valid_id
 from council.limits import MAX_STOP_REASON_CHARS
 from council.models import DeliberationRecord
 from council.steering import HumanCritique, rounds_problem
@@ -135,6 +137,7 @@ class Pages:
             ),
             Route("/deliberations/{id}/record.{format:str}", self.download, methods=["GET"]),
             Route("/deliberations/{id}/attachments/{sha256:str}", self.attachment, methods=["GET"]),
+            Route("/statuses", self.statuses, methods=["GET"]),
             Route("/login", self.login, methods=["GET", "POST"]),
         ]
 
@@ -251,7 +254,7 @@ class Pages:
         # Nothing was or will be applied to a run that has ended: no notice says so.
         note = notice_line(notice or "", record, notice_model) if current.running else None
         before, after = await reading.read_thread(self.client, current)
-        rows = await deliberations.list_deliberations(self.client, LIST_LIMIT)
+        rows = await deliberations.list_deliberations(self.client, LIST_LIMIT, conversations=True)
         names, members = self.councils()
         turns = [*before, current, *after]
         return self.page(
@@ -415,6 +418,19 @@ class Pages:
                 "X-Content-Type-Options": "nosniff",
                 "Content-Security-Policy": "sandbox; default-src 'none'",
             },
+        )
+
+    async def statuses(self, request: Request) -> Response:
+        """The state each of these deliberations is in, as the page shows it: what keeps
+        the sidebar's entries current, one request for all of them."""
+        ids = request.query_params.getlist("id")
+        if len(ids) > LIST_LIMIT or not all(is_valid_id(each) for each in ids):
+            return PlainTextResponse(
+                f"id: 0 to {LIST_LIMIT} deliberation ids, each {ID_RULE}", status_code=400
+            )
+        rows = await deliberations.list_deliberations(self.client, len(ids), ids=ids)
+        return JSONResponse(
+            {"statuses": {row.id: views.shown_status(row.status, row.reason) for row in rows}}
         )
 
     # ---- the access token ---------------------------------------------------------------

@@ -14,7 +14,7 @@ from __future__ import annotations
 import asyncio
 import re
 import uuid
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Callable, Sequence
 from contextlib import aclosing
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
@@ -44,7 +44,7 @@ from temporalio.service import RPCError, RPCStatusCode
 
 from council.attachments import Attachment
 from council.calls import CallProgress, Stage
-from council.ids import is_valid_id
+from council.ids import EVALUATION_ID_PREFIX, is_valid_id
 from council.limits import MAX_THREAD_TURNS
 from council.models import DeliberationRecord, DeliberationRequest
 from council.progress import Progress, ProgressEvent
@@ -402,13 +402,27 @@ class Listed:
 
 
 async def list_deliberations(
-    client: Client, limit: int = 20, text: str = "", thread: str | None = None
+    client: Client,
+    limit: int = 20,
+    text: str = "",
+    thread: str | None = None,
+    *,
+    conversations: bool = False,
+    ids: Sequence[str] | None = None,
 ) -> list[Listed]:
     """The most recent deliberations, newest first; with text, those whose id or question
-    contains it (case-insensitive); with a thread, that thread's, oldest first."""
+    contains it (case-insensitive); with a thread, that thread's, oldest first; with
+    `conversations`, a person's only (no evaluation's runs); with `ids`, only those."""
     rows = []
     needle = text.strip().lower()
     query = _DELIBERATIONS if thread is None else _in_thread(_DELIBERATIONS, thread)
+    if conversations:
+        query += f' AND WorkflowId NOT STARTS_WITH "{EVALUATION_ID_PREFIX}"'
+    if ids is not None:
+        if not ids:
+            return []
+        listed = ", ".join(f'"{_quoted(each)}"' for each in ids)
+        query += f" AND WorkflowId IN ({listed})"
     async for execution in client.list_workflows(query, limit=None if needle else limit):
         attrs = execution.typed_search_attributes
         question = await _question(execution)

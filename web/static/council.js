@@ -51,6 +51,41 @@
     });
   }
 
+  // The sidebar's other runs: while any of them is under way, their states are asked for
+  // every few seconds, all in one request, and each entry shows the state it is in now. The
+  // page's own run is the live stream's.
+  const sidebar = document.getElementById("threads");
+  if (sidebar) {
+    const underWay = new Set(["running", "stopping"]);
+    const own = current ? current.dataset.id : null;
+    const refresh = async () => {
+      if (document.hidden) return;
+      const entries = Array.from(sidebar.querySelectorAll("li[data-id]")).filter((entry) => {
+        const shown = entry.querySelector(".thread-status");
+        return entry.dataset.id !== own && shown && underWay.has(shown.textContent);
+      });
+      if (!entries.length) return;
+      const query = new URLSearchParams(entries.map((entry) => ["id", entry.dataset.id]));
+      let statuses;
+      try {
+        const reply = await fetch(`/statuses?${query}`, { headers: { Accept: "application/json" } });
+        if (!reply.ok) return;
+        statuses = (await reply.json()).statuses;
+      } catch (error) {
+        return; // asked again next time
+      }
+      for (const entry of entries) {
+        const shown = entry.querySelector(".thread-status");
+        const now = statuses[entry.dataset.id];
+        // A listing says "running" until the run ends: it never undoes "stopping".
+        if (!now || now === shown.textContent) continue;
+        if (now === "running" && shown.textContent === "stopping") continue;
+        shown.textContent = now;
+      }
+    };
+    setInterval(refresh, 4000);
+  }
+
   const live = document.getElementById("live");
   if (!live || live.hidden) return;
   const events = document.getElementById("events");
