@@ -12,8 +12,11 @@ follow-up, download its record, sign in.
     POST /deliberations/{id}/follow-up      ask a follow-up of a completed deliberation
     GET  /deliberations/{id}/record.md      the record as Markdown (record.json: as JSON)
     GET  /deliberations/{id}/attachments/{sha256}
-                                            a file the user attached, from the run's input,
-                                            as a download (never shown as a page)
+                                            a file the user attached, as a download (never
+                                            shown as a page): a PDF as the file itself where
+                                            the run kept it, else from the run's input
+    GET  /deliberations/{id}/attachments/{sha256}/text
+                                            the same as the council read it (a PDF's text)
     GET  /statuses?id=ID[&id=ID...]         the state of each (JSON): keeps the sidebar current
     GET  /login, POST /login                the access token, when COUNCIL_WEB_TOKEN is set
 
@@ -137,6 +140,11 @@ class Pages:
             ),
             Route("/deliberations/{id}/record.{format:str}", self.download, methods=["GET"]),
             Route("/deliberations/{id}/attachments/{sha256:str}", self.attachment, methods=["GET"]),
+            Route(
+                "/deliberations/{id}/attachments/{sha256:str}/text",
+                self.attachment_text,
+                methods=["GET"],
+            ),
             Route("/statuses", self.statuses, methods=["GET"]),
             Route("/login", self.login, methods=["GET", "POST"]),
         ]
@@ -254,6 +262,8 @@ class Pages:
         # Nothing was or will be applied to a run that has ended: no notice says so.
         note = notice_line(notice or "", record, notice_model) if current.running else None
         before, after = await reading.read_thread(self.client, current)
+        pdfs = record is not None and any(a.media_type == PDF_TYPE for a in record.attachments)
+        originals = await deliberations.kept_originals(found) if pdfs else set()
         rows = await deliberations.list_deliberations(self.client, LIST_LIMIT, conversations=True)
         names, members = self.councils()
         turns = [*before, current, *after]
@@ -269,6 +279,7 @@ class Pages:
             refused=refused,
             typed=typed,
             ui_url=deliberations.ui_url(self.client, workflow, self.settings.ui_url),
+            originals=originals,
             threads=views.sidebar(rows, current, THREADS_SHOWN),
             here=current.thread,
             ask_of=ask_target(turns),
@@ -399,17 +410,30 @@ class Pages:
         )
 
     async def attachment(self, request: Request) -> Response:
-        """A file the user attached, as it was read: a download, its type never sniffed (a
-        PDF is served as the text the council read)."""
-        workflow, sha256 = request.path_params["id"], request.path_params["sha256"]
+        """A file the user attached, as a download, its type never sniffed: the file as it
+        was given where the run kept it (a PDF), else as it was read (a PDF's text)."""
+        return await self.attachment_download(request, original=True)
+
+    async def attachment_text(self, request: Request) -> Response:
+        """An attachment as the council read it: a PDF's text (any other file as above)."""
+        return await self.attachment_download(request, original=False)
+
+    async def attachment_download(self, request: Request, *, original: bool) -> Response:
+        workflow, sha256 = request.path_params["id"], request.path_params["sha256"].lower()
         try:
             found = await deliberations.find(self.client, workflow)
         except deliberations.NoSuchDeliberation as missing:
             return PlainTextResponse(str(missing), status_code=404)
-        attachment = await deliberations.attachment_of(found, sha256.lower())
+        attachment = await deliberations.attachment_of(found, sha256)
         if attachment is None:
             return PlainTextResponse(f"{workflow} has no attachment {sha256[:64]}", 404)
-        body, media_type, name = served(attachment)
+        kept = None
+        if original and attachment.media_type == PDF_TYPE:
+            kept = await deliberations.original_of(found, sha256)
+        if kept is not None:
+            body, media_type, name = kept, PDF_TYPE, attachment.name
+        else:
+            body, media_type, name = served(attachment)
         return Response(
             body,
             media_type=media_type,
