@@ -314,9 +314,10 @@ async def click_across_an_update(page: Any, selector: str) -> None:
 async def test_every_click_on_the_live_controls_lands_while_the_page_updates(
     web: WebServer, page: Any, council: Council
 ) -> None:
-    # Every call streams its reply over 4 s and the run has five rounds to go: the states
-    # of the calls (the bytes written so far) change every second or so throughout.
-    council.sim.set_faults({"*": {"latency": 4}})
+    # Every call streams its reply over the second half of 6 s, and the run has five rounds
+    # to go (a minute): the live region changes every few seconds throughout (the bytes
+    # written so far, the calls done).
+    council.sim.set_faults({"*": {"latency": 6}})
     handle = await council.start(
         max_rounds=5, min_rounds=5, quality_threshold=5, stop_on_convergence=False
     )
@@ -328,14 +329,14 @@ async def test_every_click_on_the_live_controls_lands_while_the_page_updates(
         member = FOUR_MODELS[n % len(FOUR_MODELS)]
         await page.select_option("#critique-model", member)
         await page.fill("#critique-text", f"Critique {n}: say what it costs.")
-        async with page.expect_navigation(timeout=15_000):
+        async with page.expect_navigation(timeout=30_000):
             await click_across_an_update(page, "#critique-button")
         clicked.append(member)
         # The confirmation names the member the critique went to.
         assert await page.text_content("#note") == (
             f"your critique of {member} waits for the next refinement round"
         )
-    async with page.expect_navigation(timeout=15_000):
+    async with page.expect_navigation(timeout=30_000):
         await click_across_an_update(page, "#stop-button")
     assert await page.text_content("#status") in ("stopping", "stopped")
     await wait_for_status(page, "stopped")
