@@ -162,7 +162,7 @@ def from_bytes(name: str, data: bytes, media_type: str | None = None) -> Attachm
         if len(data) > limits.MAX_ATTACHMENT_PDF_BYTES:
             raise _size_line(name, "a PDF", len(data), limits.MAX_ATTACHMENT_PDF_BYTES)
         text = pdf_text(name, data)
-        return _attachment(name, PDF_TYPE, data, text=text)
+        return _attachment(name, PDF_TYPE, data, text=text).with_original(data)
     if len(data) > limits.MAX_ATTACHMENT_TEXT_BYTES:
         raise _size_line(name, "a text file", len(data), limits.MAX_ATTACHMENT_TEXT_BYTES)
     try:

@@ -125,11 +125,13 @@ def compose(
 def in_thread(request: DeliberationRequest, thread: Thread) -> DeliberationRequest:
     """A request (composed already) as a turn of `thread`, validated again."""
     try:
-        return DeliberationRequest.model_validate(
+        placed = DeliberationRequest.model_validate(
             request.model_dump() | thread.model_dump(exclude_defaults=True)
         )
     except ValidationError as error:
         raise Refused(problems(error)) from None
+    # The same files, as read (with the bytes kept for their downloads).
+    return placed.model_copy(update={ATTACHMENTS: request.attachments})
 
 
 def read_options(options: Mapping[str, Any]) -> tuple[dict[str, Any], list[Problem]]:

@@ -15,7 +15,14 @@ import binascii
 import re
 from typing import Annotated
 
-from pydantic import BaseModel, ConfigDict, Field, StringConstraints, model_validator
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    PrivateAttr,
+    StringConstraints,
+    model_validator,
+)
 
 from council import limits
 from council.changes import estimate_tokens
@@ -66,6 +73,9 @@ class Attachment(BaseModel):
     sha256: str = Field(pattern=SHA256.pattern)
     text: str | None = None
     data_base64: str | None = None
+    # A PDF's own bytes, where the front door read them: kept for its download beside its
+    # text, never part of the request (a run's input carries the text only).
+    _original: bytes | None = PrivateAttr(default=None)
 
     @model_validator(mode="after")
     def _one_content(self) -> Attachment:
@@ -99,6 +109,18 @@ class Attachment(BaseModel):
     @property
     def is_image(self) -> bool:
         return self.data_base64 is not None
+
+    @property
+    def original(self) -> bytes | None:
+        """The file as the user gave it, where it differs from what the request carries
+        (a PDF, which travels as its text) and the front door kept it."""
+        return self._original
+
+    def with_original(self, data: bytes) -> Attachment:
+        """The same attachment, keeping the file's own bytes (a PDF's)."""
+        kept = self.model_copy()
+        kept._original = data
+        return kept
 
     @property
     def content_bytes(self) -> int:

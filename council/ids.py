@@ -35,6 +35,11 @@ def is_valid_id(value: str) -> bool:
     return id_problem(value) is None
 
 
+# The ids of the runs an evaluation starts (evaluation.plan) begin so: lists of a person's
+# conversations leave them out.
+EVALUATION_ID_PREFIX = "eval-"
+
+
 # A tenant (workflows.priority): what Temporal allows in a fairness key (at most 64
 # bytes), kept to what a person would type.
 MAX_TENANT_CHARS = 64

@@ -19,6 +19,7 @@ from typing import Literal
 
 from council import prompts
 from council.calls import Stage
+from council.ids import EVALUATION_ID_PREFIX
 from council.models import DeliberationRequest
 from council.validation import validate_request
 from grading.dataset import INSTRUCTION, Dataset, Problem
@@ -93,7 +94,8 @@ def run_key(dataset: Dataset, template: DeliberationRequest, tag: str | None = N
 
 
 def workflow_id(dataset: Dataset, key: str, problem: Problem | None) -> str:
-    return f"eval-{slug(dataset.name)}-{key}-{problem.id if problem else '<problem id>'}"
+    problem_part = problem.id if problem else "<problem id>"
+    return f"{EVALUATION_ID_PREFIX}{slug(dataset.name)}-{key}-{problem_part}"
 
 
 def plan(dataset: Dataset, settings: EvalSettings) -> EvalPlan:

@@ -104,6 +104,10 @@ def test_the_wheel_holds_what_the_commands_run_and_leaves_the_tooling_out(wheel:
         assert f"{package}/__init__.py" in names, package
     assert {"worker.py", "starter.py", "workflows/deliberation.py"} <= set(names)
     assert {"web/templates/deliberation.html", "web/static/council.js"} <= set(names)
+    assert {
+        "web/static/vendor/idiomorph-0.8.0.js",
+        "web/static/vendor/idiomorph-LICENSE.txt",
+    } <= set(names)
     assert not [n for n in names if n.startswith(TOOLING)]
     tops = {n.split("/")[0] for n in names if ".dist-info" not in n}
     assert tops == {*RUNTIME, "worker.py", "starter.py"}

@@ -1,7 +1,8 @@
 """Attachments on the page, in a real browser: files chosen in the start form's input and
 files dropped on the form reach every member; the deliberation page lists them and links
-each to a download that is never shown as a page; a file that cannot be attached is
-refused beside the field, with what the user typed kept."""
+each to a download that is never shown as a page (a PDF as itself, and its text beside);
+a file that cannot be attached is refused beside the field, with what the user typed
+kept."""
 
 from __future__ import annotations
 
@@ -54,7 +55,7 @@ async def test_files_chosen_in_the_form_are_listed_and_linked(
         assert [a["name"] for a in call["attachments"]] == list(files)
 
     await page.reload()
-    links = page.locator("#attachments a")
+    links = page.locator("#attachments a:not(.as-text)")
     assert await links.all_text_contents() == list(files)
     async with httpx.AsyncClient(base_url=web.url) as http:
         for index, (name, data) in enumerate(files.items()):
@@ -67,9 +68,16 @@ async def test_files_chosen_in_the_form_are_listed_and_linked(
             assert got.headers["content-disposition"].startswith("attachment; filename=")
             if name == "chart.png":
                 assert got.content == data and got.headers["content-type"] == "image/png"
-            elif name == "report.pdf":  # the text the council read
-                assert got.text == "Quarterly revenue rose 12 percent"
-                assert got.headers["content-type"] == "text/plain; charset=utf-8"
+            elif name == "report.pdf":  # the file itself, and beside it the text read
+                assert got.content == data and got.headers["content-type"] == "application/pdf"
+                assert 'filename="report.pdf"' in got.headers["content-disposition"]
+                text_link = page.locator(f'#attachments li[data-sha256="{sha}"] a.as-text')
+                assert await text_link.get_attribute("href") == f"{href}/text"
+                text = await http.get(f"{href}/text")
+                assert text.text == "Quarterly revenue rose 12 percent"
+                assert text.headers["content-type"] == "text/plain; charset=utf-8"
+                assert 'filename="report.pdf.txt"' in text.headers["content-disposition"]
+                assert text.headers["x-content-type-options"] == "nosniff"
             else:  # an HTML file is text, never a page of the site
                 assert got.content == data
                 assert got.headers["content-type"] == "text/plain; charset=utf-8"
@@ -80,6 +88,14 @@ async def test_files_chosen_in_the_form_are_listed_and_linked(
         await links.nth(2).click()
     assert (await download.value).suggested_filename == "page.html"
     assert await page.evaluate("window.__pwned") is None
+    # Only the PDF has a text beside it; its link downloads the PDF itself.
+    assert await page.locator("#attachments a.as-text").count() == 1
+    async with page.expect_download() as download:
+        await links.nth(3).click()
+    assert (await download.value).suggested_filename == "report.pdf"
+    # The history keeps a reference to the PDF's bytes, never the bytes themselves.
+    history = await deliberations.handle(council.client, record.id).fetch_history()
+    assert files["report.pdf"] not in b"".join(e.SerializeToString() for e in history.events)
 
 
 async def test_files_dropped_on_the_form_are_attached(

@@ -282,3 +282,66 @@ async def test_a_refused_critique_keeps_its_text_and_the_refusal_goes_once_edite
     assert await page.input_value("#critique-text") == typed + " And why."
     assert await page.evaluate("window.__notReloaded") is True
     await handle.terminate("test over")
+
+
+# Counts the changes of the live region on every page load (a critique or a stop is a
+# form's POST, then the page again).
+COUNT_UPDATES = """document.addEventListener("DOMContentLoaded", () => {
+  window.__updates = 0;
+  const region = document.querySelector("#live-state");
+  if (!region) return;
+  new MutationObserver(() => { window.__updates += 1; }).observe(region,
+    {subtree: true, childList: true, characterData: true, attributes: true});
+});"""
+
+
+async def click_across_an_update(page: Any, selector: str) -> None:
+    """A click as a person's that takes a moment: the button pressed just after the live
+    region changed, and let go only once it has changed again."""
+    button = page.locator(selector)
+    await button.wait_for()
+    before = await page.evaluate("window.__updates")
+    await page.wait_for_function("n => window.__updates > n", arg=before, timeout=30_000)
+    box = await button.bounding_box()
+    assert box is not None
+    await page.mouse.move(box["x"] + box["width"] / 2, box["y"] + box["height"] / 2)
+    await page.mouse.down()
+    pressed = await page.evaluate("window.__updates")
+    await page.wait_for_function("n => window.__updates > n", arg=pressed, timeout=30_000)
+    await page.mouse.up()
+
+
+async def test_every_click_on_the_live_controls_lands_while_the_page_updates(
+    web: WebServer, page: Any, council: Council
+) -> None:
+    # Every call streams its reply over the second half of 6 s, and the run has five rounds
+    # to go (a minute): the live region changes every few seconds throughout (the bytes
+    # written so far, the calls done).
+    council.sim.set_faults({"*": {"latency": 6}})
+    handle = await council.start(
+        max_rounds=5, min_rounds=5, quality_threshold=5, stop_on_convergence=False
+    )
+    await until(handle, stage_started(Stage.REVIEW))
+    await page.add_init_script(COUNT_UPDATES)
+    await page.goto(f"{web.url}/deliberations/{handle.id}")
+    clicked = []
+    for n in range(limits.MAX_HUMAN_CRITIQUES_PER_ROUND):
+        member = FOUR_MODELS[n % len(FOUR_MODELS)]
+        await page.select_option("#critique-model", member)
+        await page.fill("#critique-text", f"Critique {n}: say what it costs.")
+        async with page.expect_navigation(timeout=30_000):
+            await click_across_an_update(page, "#critique-button")
+        clicked.append(member)
+        # The confirmation names the member the critique went to.
+        assert await page.text_content("#note") == (
+            f"your critique of {member} waits for the next refinement round"
+        )
+    async with page.expect_navigation(timeout=30_000):
+        await click_across_an_update(page, "#stop-button")
+    assert await page.text_content("#status") in ("stopping", "stopped")
+    await wait_for_status(page, "stopped")
+
+    record = await handle.result()
+    critiques = [a for a in record.steering if a.kind == "critique"]
+    assert [a.model for a in critiques] == clicked
+    assert record.iteration.terminated_reason == "user_stopped"

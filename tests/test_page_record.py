@@ -1,7 +1,8 @@
 """A deliberation's page beside its final answer and in its details, in a real browser at
 1280 px: how far the council agreed, a member cut as late where its answer would be and
-in the usage table, usage tables that fit, a steering log in words ("before the first
-refinement round", never "round 0"), and a sidebar that follows the run to its end."""
+in the usage table, a reviewer cut as late in its row of the matrix, usage tables that
+fit, a steering log in words ("before the first refinement round", never "round 0"), and
+a sidebar that follows the run to its end."""
 
 from __future__ import annotations
 
@@ -16,9 +17,12 @@ from tests.web_fixtures import WebServer
 from workflows import client as deliberations
 
 MODELS = ["sim/atlas", "sim/borealis", "sim/cirrus", "sim/drift"]
-# sim/drift's first answer is slow (begun, then 30 s): the straggler rule cuts it.
+# sim/drift's first answer is slow (begun, then 30 s): the straggler rule cuts it. So is
+# sim/cirrus's first review.
 LATE_ANSWER = {"slow": 1.0, "max_faults": 1, "stages": ["stage1"]}
-QUICK = {"grace_seconds": 0.5, "factor": 2.0}
+LATE_REVIEW = {"slow": 1.0, "max_faults": 1, "stages": ["stage2"]}
+# Patience enough for a busy machine's ordinary calls, far short of the slow ones' 30 s.
+QUICK = {"grace_seconds": 3.0, "factor": 2.0}
 
 
 async def wait_for_status(page: Any, status: str, timeout: float = 60) -> None:
@@ -32,7 +36,13 @@ async def wait_for_status(page: Any, status: str, timeout: float = 60) -> None:
 async def test_the_page_shows_agreement_a_cut_member_and_follows_the_run_to_its_end(
     web: WebServer, browser: Any, council: Council
 ) -> None:
-    council.sim.set_faults({"*": {"latency": 0.8}, "sim/drift": {"latency": 0.8, **LATE_ANSWER}})
+    council.sim.set_faults(
+        {
+            "*": {"latency": 0.8},
+            "sim/drift": {"latency": 0.8, **LATE_ANSWER},
+            "sim/cirrus": {"latency": 0.8, **LATE_REVIEW},
+        }
+    )
     handle = await council.start(
         models=MODELS,
         max_rounds=1,
@@ -54,7 +64,10 @@ async def test_the_page_shows_agreement_a_cut_member_and_follows_the_run_to_its_
     await deliberations.add_critique(found, HumanCritique(model="sim/atlas", text="Cite one."))
     await wait_for_status(page, "completed")
     record = await handle.result()
-    assert [late.model for late in record.late] == ["sim/drift"]
+    assert [(late.model, late.stage, late.round) for late in record.late][:2] == [
+        ("sim/drift", Stage.ANSWER, 0),
+        ("sim/cirrus", Stage.REVIEW, 0),
+    ]
 
     # The sidebar followed the run to its end, without a reload.
     await page.wait_for_function(
@@ -75,6 +88,15 @@ async def test_the_page_shows_agreement_a_cut_member_and_follows_the_run_to_its_
     row = page.locator('#usage table.usage tr[data-name="sim/drift"]')
     assert "cut as late after" in (await row.text_content() or "")
     assert await page.locator('#usage table.usage tr[data-name="sim/atlas"]').count() == 1
+    # The reviewer cut as late keeps its row in the first review's matrix, labelled so; the
+    # review after the round has its ratings.
+    matrices = page.locator("#reviews table.matrix")
+    first, second = matrices.nth(0), matrices.nth(1)
+    late = first.locator('tr.late[data-reviewer="sim/cirrus"]')
+    assert re.search(r"cut as late after \d+\.\d s", await late.locator("th").text_content() or "")
+    assert "No review" in (await late.locator("td").text_content() or "")
+    assert await first.locator("tbody tr").count() == 3  # atlas, borealis, and cirrus cut
+    assert await second.locator('tr[data-reviewer="sim/cirrus"]:not(.late)').count() == 1
 
     # The usage tables fit the page at 1280 px: none scrolls sideways.
     if not await page.locator("#usage").is_visible():

@@ -21,18 +21,23 @@ from temporalio.service import RPCError, RPCStatusCode
 from temporalio.testing import WorkflowEnvironment
 from temporalio.worker import Replayer
 
-from app import connection, store
+from app import attachments, connection, front_door, prune, store
+from app.codec import new_key
 from council import limits
+from council.config import Config
 from council.models import DeliberationRecord
 from simulator import SimulatorServer
+from tests.attachment_files import pdf
 from tests.history_bounds import GRPC_LIMIT, TWELVE, check_run
 from tests.temporal_fixtures import (
+    FOUR_MODELS,
     Council,
     council_worker,
     request,
     starter,
     temporal_address,
 )
+from workflows import client as deliberations
 from workflows.deliberation import Deliberation
 
 
@@ -218,3 +223,41 @@ async def test_show_says_which_blob_is_missing(council: Council, cli_env: dict[s
     assert status == 1 and out == ""
     assert err.startswith(f"{handle.id}: completed: payload store ") and err.count("\n") == 1
     assert f"blob sha256:{digest} is missing" in err
+
+
+async def test_a_pdfs_own_bytes_are_kept_in_the_store_sealed_and_marked_by_prune(
+    temporal: WorkflowEnvironment, sim: SimulatorServer, tmp_path: Path
+) -> None:
+    """A PDF travels as its text; its own bytes are kept for its download, in the store
+    whatever their size (the memo holds a reference), encrypted with the payload key, read
+    back whole, and referenced for prune by the run's history."""
+    env = {"COUNCIL_STORE": str(tmp_path / "store"), "COUNCIL_PAYLOAD_KEY": new_key()}
+    client = await Client.connect(
+        temporal_address(temporal), data_converter=connection.data_converter(env)
+    )
+    data = pdf("The memo says ship on Friday")
+    assert len(data) < 32_768  # below the threshold: kept in the store all the same
+    read = attachments.from_bytes("memo.pdf", data)
+    wanted = front_door.compose(
+        "What does the memo say?",
+        {"models": FOUR_MODELS[:2], "max_rounds": 1},
+        config=Config(),
+        attachments=[read],
+    )
+    async with council_worker(client, sim) as council:
+        handle = await deliberations.start(client, wanted, council.task_queue)
+        record = await handle.result()
+    assert [a.name for a in record.attachments] == ["memo.pdf"]
+    found = await deliberations.find(client, handle.id)
+    assert await deliberations.kept_originals(found) == {read.sha256}
+    assert await deliberations.original_of(found, read.sha256) == data
+
+    started = (await handle.fetch_history()).events[0]
+    memo = started.workflow_execution_started_event_attributes.memo.fields
+    [held] = [memo[key] for key in memo if key.startswith(deliberations.ORIGINAL_MEMO)]
+    [ref] = await store.references([held], client.data_converter.payload_codec)
+    blob = (tmp_path / "store").rglob(ref.claim_data["sha256"])
+    [path] = list(blob)
+    assert b"ship on Friday" not in path.read_bytes() and b"%PDF" not in path.read_bytes()
+    _, marked = await prune.referenced(client)
+    assert ref.claim_data["sha256"] in marked

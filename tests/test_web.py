@@ -16,7 +16,7 @@ from council.calls import Stage
 from council.models import DeliberationRecord
 from simulator.personas import MARKUP, answer, persona_for
 from tests.temporal_fixtures import FOUR_MODELS, Council, ask, stage_started, until
-from tests.web_fixtures import WEB_TOKEN, WebServer
+from tests.web_fixtures import PAGE_SCRIPTS, WEB_TOKEN, WebServer
 
 HOSTILE = ["sim/atlas", "sim/borealis", "sim/cirrus", "sim/markup"]
 WORKFLOW_TASK_EVENTS = {
@@ -59,7 +59,9 @@ async def nothing_ran(page: Any) -> None:
     """No injected element exists and no injected handler or script ran."""
     assert await page.evaluate("window.__pwned") is None
     assert await page.evaluate("document.querySelectorAll('img, b[onmouseover]').length") == 0
-    assert await page.evaluate("document.scripts.length") == 1  # the page's own script
+    # The page's own scripts only, none inline.
+    sources = await page.evaluate("Array.from(document.scripts, s => s.getAttribute('src'))")
+    assert set(sources) <= PAGE_SCRIPTS, sources
 
 
 async def test_start_from_the_form_watch_a_reply_stream_stop_and_read_the_synthesis(
@@ -313,7 +315,9 @@ async def test_a_follow_up_more_rounds_and_a_critique_from_the_page(
     await page.select_option("#critique-model", "sim/drift")
     await page.fill("#critique-text", "Name one database that does <b>not</b> fit.")
     await page.click("#critique-button")
-    assert await text_of(page, "#note") == "your critique waits for the next refinement round"
+    assert await text_of(page, "#note") == (
+        "your critique of sim/drift waits for the next refinement round"
+    )
     await page.fill("#critique-text", "")
     await page.click("#critique-button")
     assert await text_of(page, "#refused") == "the critique is empty"

@@ -23,7 +23,7 @@ from activities.settings import GatewaySettings
 from council.calls import Stage
 from simulator.reading import prompt_text, read_prompt
 from tests.temporal_fixtures import TEST_API_KEY, council_worker
-from tests.web_fixtures import web_server
+from tests.web_fixtures import PAGE_SCRIPTS, web_server
 
 MODELS = ["md/one", "md/two"]
 PIXEL = "/pixel.png"
@@ -172,7 +172,8 @@ async def test_markdown_renders_as_elements_and_hostile_markdown_is_inert(
             assert await page.evaluate("window.__pwned") is None
             assert dialogs == []
             assert await page.evaluate("document.querySelectorAll('img, iframe').length") == 0
-            assert await page.evaluate("document.scripts.length") == 1  # the page's own
+            sources = "Array.from(document.scripts, s => s.getAttribute('src'))"
+            assert set(await page.evaluate(sources)) <= PAGE_SCRIPTS  # the page's own
             hrefs = await page.eval_on_selector_all("a[href]", "links => links.map(a => a.href)")
             assert all(h.startswith(("http://", "https://", "mailto:")) for h in hrefs), hrefs
             assert await page.locator("a[href^='javascript:' i], a[href^='data:' i]").count() == 0

@@ -8,14 +8,19 @@ from datetime import UTC, datetime, timedelta
 from app.settings import Settings
 from council.calls import Stage
 from council.config import Config
+from council.iteration import IterationRound
 from council.limits import MAX_COST_USD, MAX_TOKEN_BUDGET
+from council.models import DeliberationRecord
 from council.progress import EventKind, ProgressEvent
 from council.stages import Stage2Result
+from council.stragglers import LateCall
+from web.pages import notice_line
 from web.views import (
     model_statuses,
     provider_problem,
     recent_threads,
     request_from_form,
+    review_matrices,
     review_matrix,
     shown_status,
     stage_calls,
@@ -205,3 +210,44 @@ def test_recent_threads_list_each_thread_once_by_its_newest_turn() -> None:
         ("t2", "Is Rust hard?", 2, "completed"),
         ("s1", "Stopped one?", 1, "stopped"),
     ]
+
+
+def test_a_reviewer_cut_as_late_has_a_labelled_row_in_its_reviews_matrix_only() -> None:
+    labels = {"Response A": "m/a", "Response B": "m/b", "Response C": "m/c"}
+
+    def review(model: str) -> Stage2Result:
+        return Stage2Result(model=model, ranking="FINAL RANKING:\n1. Response A", ratings={})
+
+    record = DeliberationRecord(
+        id="r",
+        query="Q?",
+        models=list(labels.values()),
+        chairman="m/a",
+        stage2=[review("m/a"), review("m/b")],
+        label_to_model=labels,
+        rounds=[
+            IterationRound(round_number=1, started_at=AT, reviews=[review("m/a"), review("m/c")])
+        ],
+        late=[
+            LateCall.cut(Stage.REVIEW, 0, "m/c", 8.64),
+            LateCall.cut(Stage.REVIEW, 1, "m/b", 3.2),
+            LateCall.cut(Stage.REFINE, 1, "m/a", 5.0),
+        ],
+    )
+    first, second = review_matrices(record)
+    assert [reviewer for reviewer, _ in first.rows] == ["m/a", "m/b"]
+    assert first.late == [("m/c", "cut as late after 8.6 s")]
+    assert [reviewer for reviewer, _ in second.rows] == ["m/a", "m/c"]
+    assert second.late == [("m/b", "cut as late after 3.2 s")]
+
+
+def test_a_critiques_notice_names_only_one_of_the_runs_own_members() -> None:
+    record = DeliberationRecord(id="r", query="Q?", models=["m/a", "m/b"], chairman="m/a")
+    named = "your critique of m/b waits for the next refinement round"
+    assert notice_line("critique", record, "m/b") == named
+    unnamed = "your critique waits for the next refinement round"
+    assert notice_line("critique", record, "<b>someone else</b>") == unnamed
+    assert notice_line("critique", record, None) == unnamed
+    assert (
+        notice_line("stop", None, None) is not None and notice_line("bogus", record, None) is None
+    )

@@ -34,6 +34,8 @@ CHROMIUM_ARGS = [
     "--no-first-run",
 ]
 WEB_TOKEN = "web-test-token-8c1d"
+# Every script a page may hold: its own files, none inline.
+PAGE_SCRIPTS = {"/static/council.js", "/static/vendor/idiomorph-0.8.0.js"}
 
 
 @dataclass

@@ -84,7 +84,7 @@ class Live:
     async def sidebar(self, turn: views.Turn) -> str:
         """The recent conversations, with this run's state as the page shows it."""
         parts = self.templates.env.get_template("_turn.html").module
-        rows = await deliberations.list_deliberations(self.client, LIST_LIMIT)
+        rows = await deliberations.list_deliberations(self.client, LIST_LIMIT, conversations=True)
         return str(parts.threads(views.sidebar(rows, turn, THREADS_SHOWN), turn.thread))
 
     def sections(self, turn: views.Turn, finished: bool = False) -> dict[str, str]:

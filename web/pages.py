@@ -12,8 +12,12 @@ follow-up, download its record, sign in.
     POST /deliberations/{id}/follow-up      ask a follow-up of a completed deliberation
     GET  /deliberations/{id}/record.md      the record as Markdown (record.json: as JSON)
     GET  /deliberations/{id}/attachments/{sha256}
-                                            a file the user attached, from the run's input,
-                                            as a download (never shown as a page)
+                                            a file the user attached, as a download (never
+                                            shown as a page): a PDF as the file itself where
+                                            the run kept it, else from the run's input
+    GET  /deliberations/{id}/attachments/{sha256}/text
+                                            the same as the council read it (a PDF's text)
+    GET  /statuses?id=ID[&id=ID...]         the state of each (JSON): keeps the sidebar current
     GET  /login, POST /login                the access token, when COUNCIL_WEB_TOKEN is set
 
 A GET of an address that only takes a POST (reloading a refused form) goes to the page
@@ -38,7 +42,7 @@ from urllib.parse import quote
 from starlette.datastructures import FormData, UploadFile
 from starlette.formparsers import MultiPartException
 from starlette.requests import Request
-from starlette.responses import PlainTextResponse, RedirectResponse, Response
+from starlette.responses import JSONResponse, PlainTextResponse, RedirectResponse, Response
 from starlette.routing import Route
 from starlette.templating import Jinja2Templates
 from temporalio.client import Client
@@ -48,6 +52,7 @@ from app import councils, front_door
 from app.render import record_markdown
 from council import limits, numbers
 from council.attachments import PDF_TYPE, Attachment, count_problem
+from council.ids import ID_RULE, is_valid_id
 from council.limits import MAX_STOP_REASON_CHARS
 from council.models import DeliberationRecord
 from council.steering import HumanCritique, rounds_problem
@@ -71,12 +76,13 @@ DOWNLOADS = {"json": "application/json", "md": "text/markdown; charset=utf-8"}
 # A refused critique comes back as it was typed, up to this much (far above what is taken).
 KEPT_CRITIQUE_CHARS = 20_000
 # What a redirect may ask the page to say: codes only, so that no link can put its own
-# words on the page. {max_rounds} is the record's.
+# words on the page. {max_rounds} is the record's; {model} one of the run's own members
+# (named by the redirect, shown only when the record has it).
 NOTICES = {
     "stop": "stop requested: calls in flight are cancelled and the chairman synthesizes what "
     "the council has",
     "rounds": "the maximum is now {max_rounds} refinement round(s)",
-    "critique": "your critique waits for the next refinement round",
+    "critique": "your critique of {model} waits for the next refinement round",
 }
 
 
@@ -134,6 +140,12 @@ class Pages:
             ),
             Route("/deliberations/{id}/record.{format:str}", self.download, methods=["GET"]),
             Route("/deliberations/{id}/attachments/{sha256:str}", self.attachment, methods=["GET"]),
+            Route(
+                "/deliberations/{id}/attachments/{sha256:str}/text",
+                self.attachment_text,
+                methods=["GET"],
+            ),
+            Route("/statuses", self.statuses, methods=["GET"]),
             Route("/login", self.login, methods=["GET", "POST"]),
         ]
 
@@ -222,7 +234,10 @@ class Pages:
 
     async def show(self, request: Request) -> Response:
         notice = request.query_params.get("done", "")
-        return await self.deliberation_page(request, request.path_params["id"], notice=notice)
+        model = request.query_params.get("model")
+        return await self.deliberation_page(
+            request, request.path_params["id"], notice=notice, notice_model=model
+        )
 
     async def deliberation_page(
         self,
@@ -230,6 +245,7 @@ class Pages:
         workflow: str,
         *,
         notice: str | None = None,
+        notice_model: str | None = None,
         refused: str | None = None,
         typed: views.TypedCritique | None = None,
         ask_form: views.StartForm | None = None,
@@ -244,11 +260,11 @@ class Pages:
             current.stop_requested = True  # the signal is in; the run may not have said so yet
         record = current.record
         # Nothing was or will be applied to a run that has ended: no notice says so.
-        note = NOTICES.get(notice or "") if current.running else None
-        if note and record:
-            note = note.format(max_rounds=record.iteration.max_rounds)
+        note = notice_line(notice or "", record, notice_model) if current.running else None
         before, after = await reading.read_thread(self.client, current)
-        rows = await deliberations.list_deliberations(self.client, LIST_LIMIT)
+        pdfs = record is not None and any(a.media_type == PDF_TYPE for a in record.attachments)
+        originals = await deliberations.kept_originals(found) if pdfs else set()
+        rows = await deliberations.list_deliberations(self.client, LIST_LIMIT, conversations=True)
         names, members = self.councils()
         turns = [*before, current, *after]
         return self.page(
@@ -263,6 +279,7 @@ class Pages:
             refused=refused,
             typed=typed,
             ui_url=deliberations.ui_url(self.client, workflow, self.settings.ui_url),
+            originals=originals,
             threads=views.sidebar(rows, current, THREADS_SHOWN),
             here=current.thread,
             ask_of=ask_target(turns),
@@ -327,7 +344,8 @@ class Pages:
             return await self.deliberation_page(
                 request, workflow, refused=problem, typed=typed, code=409
             )
-        return RedirectResponse(deliberation_url(workflow, f"?done={done}"), status_code=303)
+        about = f"&model={quote(typed.model, safe='')}" if typed is not None else ""
+        return RedirectResponse(deliberation_url(workflow, f"?done={done}{about}"), status_code=303)
 
     async def follow_up(self, request: Request, form: FormData) -> Response:
         """A follow-up from the box at the bottom of a conversation: the same council as the
@@ -392,17 +410,30 @@ class Pages:
         )
 
     async def attachment(self, request: Request) -> Response:
-        """A file the user attached, as it was read: a download, its type never sniffed (a
-        PDF is served as the text the council read)."""
-        workflow, sha256 = request.path_params["id"], request.path_params["sha256"]
+        """A file the user attached, as a download, its type never sniffed: the file as it
+        was given where the run kept it (a PDF), else as it was read (a PDF's text)."""
+        return await self.attachment_download(request, original=True)
+
+    async def attachment_text(self, request: Request) -> Response:
+        """An attachment as the council read it: a PDF's text (any other file as above)."""
+        return await self.attachment_download(request, original=False)
+
+    async def attachment_download(self, request: Request, *, original: bool) -> Response:
+        workflow, sha256 = request.path_params["id"], request.path_params["sha256"].lower()
         try:
             found = await deliberations.find(self.client, workflow)
         except deliberations.NoSuchDeliberation as missing:
             return PlainTextResponse(str(missing), status_code=404)
-        attachment = await deliberations.attachment_of(found, sha256.lower())
+        attachment = await deliberations.attachment_of(found, sha256)
         if attachment is None:
             return PlainTextResponse(f"{workflow} has no attachment {sha256[:64]}", 404)
-        body, media_type, name = served(attachment)
+        kept = None
+        if original and attachment.media_type == PDF_TYPE:
+            kept = await deliberations.original_of(found, sha256)
+        if kept is not None:
+            body, media_type, name = kept, PDF_TYPE, attachment.name
+        else:
+            body, media_type, name = served(attachment)
         return Response(
             body,
             media_type=media_type,
@@ -411,6 +442,19 @@ class Pages:
                 "X-Content-Type-Options": "nosniff",
                 "Content-Security-Policy": "sandbox; default-src 'none'",
             },
+        )
+
+    async def statuses(self, request: Request) -> Response:
+        """The state each of these deliberations is in, as the page shows it: what keeps
+        the sidebar's entries current, one request for all of them."""
+        ids = request.query_params.getlist("id")
+        if len(ids) > LIST_LIMIT or not all(is_valid_id(each) for each in ids):
+            return PlainTextResponse(
+                f"id: 0 to {LIST_LIMIT} deliberation ids, each {ID_RULE}", status_code=400
+            )
+        rows = await deliberations.list_deliberations(self.client, len(ids), ids=ids)
+        return JSONResponse(
+            {"statuses": {row.id: views.shown_status(row.status, row.reason) for row in rows}}
         )
 
     # ---- the access token ---------------------------------------------------------------
@@ -489,6 +533,20 @@ def served(attachment: Attachment) -> tuple[bytes, str, str]:
     text = (attachment.text or "").encode("utf-8")
     name = attachment.name + (".txt" if attachment.media_type == PDF_TYPE else "")
     return text, "text/plain; charset=utf-8", name
+
+
+def notice_line(code: str, record: DeliberationRecord | None, model: str | None) -> str | None:
+    """What a redirect asked the page to say (NOTICES), filled from the record; the member a
+    critique went to is named only when it is one of the run's own."""
+    line = NOTICES.get(code)
+    if line is None:
+        return None
+    if record is None:
+        return line if "{" not in line else None
+    member = model if model in record.models else None
+    if member is None:
+        line = line.replace(" of {model}", "")
+    return line.format(max_rounds=record.iteration.max_rounds, model=member)
 
 
 def disposition(name: str) -> str:

@@ -149,6 +149,8 @@ class Matrix:
     key: str = ""  # names the review on the page (what stays open as the page refreshes)
     agreement: Agreement | None = None  # how far this review agreed
     dissents: dict[tuple[str, str], Dissent] = field(default_factory=dict)  # (reviewer, label)
+    # (reviewer, "cut as late after 8.6 s"): the members whose review the straggler rule cut
+    late: list[tuple[str, str]] = field(default_factory=list)
 
     @property
     def verdict(self) -> str | None:
@@ -188,13 +190,16 @@ def review_matrix(
 
 
 def review_matrices(record: DeliberationRecord) -> list[Matrix]:
-    """One matrix per review: the first, then the one after each refinement round."""
+    """One matrix per review: the first, then the one after each refinement round; each
+    with a row for every reviewer the straggler rule cut, labelled so."""
     first = record.stage2_agreement or (record.agreement if not record.rounds else None)
     matrices = [review_matrix("Review round 1", record.stage2, record.label_to_model, first)]
     matrices[0].key = "review-1"
+    matrices[0].late = late_reviewers(record, 0)
     for round_data in record.rounds:
-        if round_data.reviews:
-            n = round_data.round_number
+        n = round_data.round_number
+        late = late_reviewers(record, n)
+        if round_data.reviews or late:
             title = f"Review round {n + 1} (after refinement round {n})"
             matrices.append(
                 review_matrix(
@@ -202,7 +207,20 @@ def review_matrices(record: DeliberationRecord) -> list[Matrix]:
                 )
             )
             matrices[-1].key = f"review-{n + 1}"
-    return [m for m in matrices if m.rows]
+            matrices[-1].late = late
+    return [m for m in matrices if m.rows or m.late]
+
+
+def late_reviewers(record: DeliberationRecord, round_number: int) -> list[tuple[str, str]]:
+    """(reviewer, "cut as late after 8.6 s") for each review of this round (0: the first
+    review) that the straggler rule cut."""
+    rounds = {d.round_number: d.reviews for d in record.rounds}
+    reviewed = {r.model for r in (rounds.get(round_number, []) if round_number else record.stage2)}
+    return [
+        (cut.model, late_note([cut], where=False))
+        for cut in record.late
+        if cut.stage == Stage.REVIEW and cut.round == round_number and cut.model not in reviewed
+    ]
 
 
 # ---- refinements --------------------------------------------------------------------------

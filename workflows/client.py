@@ -12,15 +12,17 @@ within seconds or never.
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import re
 import uuid
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Callable, Sequence
 from contextlib import aclosing
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from pydantic import ValidationError
+from temporalio.api.common.v1 import Payload
 from temporalio.api.enums.v1 import TaskQueueKind, TaskQueueType
 from temporalio.api.taskqueue.v1 import PollerInfo, TaskQueue
 from temporalio.api.workflowservice.v1 import DescribeTaskQueueRequest
@@ -39,12 +41,17 @@ from temporalio.common import (
     WorkflowIDConflictPolicy,
     WorkflowIDReusePolicy,
 )
+from temporalio.converter import (
+    StorageDriverStoreContext,
+    StorageDriverWorkflowInfo,
+    WorkflowSerializationContext,
+)
 from temporalio.exceptions import ApplicationError, WorkflowAlreadyStartedError
 from temporalio.service import RPCError, RPCStatusCode
 
 from council.attachments import Attachment
 from council.calls import CallProgress, Stage
-from council.ids import is_valid_id
+from council.ids import EVALUATION_ID_PREFIX, is_valid_id
 from council.limits import MAX_THREAD_TURNS
 from council.models import DeliberationRecord, DeliberationRequest
 from council.progress import Progress, ProgressEvent, shown_status
@@ -66,6 +73,10 @@ QUESTION_MEMO_CHARS = 300
 # The memo holds the question, so that a listing can show it: encrypted with the other
 # payloads when a payload key is set.
 QUESTION_MEMO = "question"
+# A PDF's own bytes (it travels as its text) are kept for its download in a memo entry of
+# the run, ORIGINAL_MEMO + its SHA-256: always in the payload store, the memo holding a
+# reference, never the bytes (every listing carries each run's memo).
+ORIGINAL_MEMO = "original:"
 
 
 def workflow_id(question: str, readable: bool = True) -> str:
@@ -185,6 +196,7 @@ async def start(
     id names one deliberation for good. The caller checks a given id with council.ids."""
     readable = client.data_converter.payload_codec is None
     wid = id or workflow_id(request.question, readable)
+    originals = await _kept_originals(client, request, wid)
     for first in (True, False):
         try:
             return await client.start_workflow(
@@ -194,7 +206,7 @@ async def start(
                 task_queue=task_queue,
                 static_summary=request.question[:200],
                 static_details=details(request),
-                memo={QUESTION_MEMO: request.question[:QUESTION_MEMO_CHARS]},
+                memo={QUESTION_MEMO: request.question[:QUESTION_MEMO_CHARS], **originals},
                 search_attributes=search_attributes.at_start(request.thread_id or wid),
                 id_reuse_policy=WorkflowIDReusePolicy.REJECT_DUPLICATE,
                 id_conflict_policy=WorkflowIDConflictPolicy.FAIL,
@@ -209,6 +221,54 @@ async def start(
                 raise
             await search_attributes.ensure_search_attributes(client)
     raise AssertionError("unreachable")
+
+
+async def _kept_originals(
+    client: Client, request: DeliberationRequest, wid: str
+) -> dict[str, Payload]:
+    """The memo entries that keep the attachments' own bytes (ORIGINAL_MEMO), each stored
+    in the payload store whatever its size, as the run's own payloads are (encrypted when
+    they are). Nothing without a store: the bytes would sit in the memo itself."""
+    kept = {
+        f"{ORIGINAL_MEMO}{a.sha256}": a.original
+        for a in request.attachments
+        if a.original is not None
+    }
+    storage = client.data_converter.external_storage
+    if not kept or storage is None:
+        return {}
+    always = dataclasses.replace(
+        client.data_converter,
+        external_storage=dataclasses.replace(storage, payload_size_threshold=0),
+    )
+    # As the client encodes a start's payloads: for this workflow, in this namespace.
+    converter = always._with_contexts(
+        WorkflowSerializationContext(namespace=client.namespace, workflow_id=wid),
+        StorageDriverStoreContext(
+            target=StorageDriverWorkflowInfo(
+                id=wid, type=Deliberation.__name__, namespace=client.namespace
+            )
+        ),
+    )
+    payloads = await converter.encode(list(kept.values()))
+    return dict(zip(kept, payloads, strict=True))
+
+
+async def kept_originals(found: Found) -> set[str]:
+    """The SHA-256 of each attachment whose own bytes the run's start kept (read from the
+    memo's keys: nothing is fetched from the store)."""
+    description = await found.handle.describe()
+    keys = description.raw_description.workflow_execution_info.memo.fields
+    return {key.removeprefix(ORIGINAL_MEMO) for key in keys if key.startswith(ORIGINAL_MEMO)}
+
+
+async def original_of(found: Found, sha256: str) -> bytes | None:
+    """The own bytes of an attachment of a deliberation (a PDF's), where its start kept
+    them; None where it did not (a text file or an image: what the run's input carries is
+    the file)."""
+    description = await found.handle.describe()
+    data = await description.memo_value(f"{ORIGINAL_MEMO}{sha256}", None, type_hint=bytes)
+    return data if isinstance(data, bytes) else None
 
 
 def _unknown_search_attribute(error: RPCError) -> bool:
@@ -447,13 +507,27 @@ class Listed:
 
 
 async def list_deliberations(
-    client: Client, limit: int = 20, text: str = "", thread: str | None = None
+    client: Client,
+    limit: int = 20,
+    text: str = "",
+    thread: str | None = None,
+    *,
+    conversations: bool = False,
+    ids: Sequence[str] | None = None,
 ) -> list[Listed]:
     """The most recent deliberations, newest first; with text, those whose id or question
-    contains it (case-insensitive); with a thread, that thread's, oldest first."""
+    contains it (case-insensitive); with a thread, that thread's, oldest first; with
+    `conversations`, a person's only (no evaluation's runs); with `ids`, only those."""
     rows = []
     needle = text.strip().lower()
     query = _DELIBERATIONS if thread is None else _in_thread(_DELIBERATIONS, thread)
+    if conversations:
+        query += f' AND WorkflowId NOT STARTS_WITH "{EVALUATION_ID_PREFIX}"'
+    if ids is not None:
+        if not ids:
+            return []
+        listed = ", ".join(f'"{_quoted(each)}"' for each in ids)
+        query += f" AND WorkflowId IN ({listed})"
     async for execution in client.list_workflows(query, limit=None if needle else limit):
         attrs = execution.typed_search_attributes
         question = await _question(execution)
@@ -503,10 +577,9 @@ async def _question(execution: WorkflowExecution) -> str | None:
     """The question from the memo; None where there is none, or this client cannot read it
     (a run started without it, or encrypted with a key this process does not have)."""
     try:
-        memo = await execution.memo()
+        question = await execution.memo_value(QUESTION_MEMO, None)
     except Exception:
         return None
-    question = memo.get(QUESTION_MEMO)
     return question if isinstance(question, str) else None
 
 

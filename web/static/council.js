@@ -51,65 +51,75 @@
     });
   }
 
+  // The sidebar's other runs: while any of them is under way, their states are asked for
+  // every few seconds, all in one request, and each entry shows the state it is in now. The
+  // page's own run is the live stream's.
+  const sidebar = document.getElementById("threads");
+  if (sidebar) {
+    const underWay = new Set(["running", "stopping"]);
+    const own = current ? current.dataset.id : null;
+    const refresh = async () => {
+      if (document.hidden) return;
+      const entries = Array.from(sidebar.querySelectorAll("li[data-id]")).filter((entry) => {
+        const shown = entry.querySelector(".thread-status");
+        return entry.dataset.id !== own && shown && underWay.has(shown.textContent);
+      });
+      if (!entries.length) return;
+      const query = new URLSearchParams(entries.map((entry) => ["id", entry.dataset.id]));
+      let statuses;
+      try {
+        const reply = await fetch(`/statuses?${query}`, { headers: { Accept: "application/json" } });
+        if (!reply.ok) return;
+        statuses = (await reply.json()).statuses;
+      } catch (error) {
+        return; // asked again next time
+      }
+      for (const entry of entries) {
+        const shown = entry.querySelector(".thread-status");
+        const now = statuses[entry.dataset.id];
+        // A listing says "running" until the run ends: it never undoes "stopping".
+        if (!now || now === shown.textContent) continue;
+        if (now === "running" && shown.textContent === "stopping") continue;
+        shown.textContent = now;
+      }
+    };
+    setInterval(refresh, 4000);
+  }
+
   const live = document.getElementById("live");
   if (!live || live.hidden) return;
   const events = document.getElementById("events");
   const seen = new Set(Array.from(events.children, (item) => Number(item.dataset.seq)));
 
-  // What a swap must not lose: which folds are open, what the user typed, where the
-  // cursor is.
-  function remember(region) {
-    const open = new Map();
-    for (const fold of region.querySelectorAll("details[data-key]")) {
-      open.set(fold.dataset.key, fold.open);
-    }
-    const values = new Map();
-    for (const field of region.querySelectorAll("input[id], textarea[id], select[id]")) {
-      if (field.type !== "hidden") values.set(field.id, field.value);
-    }
-    const active = document.activeElement;
-    const focused = active && active.id && region.contains(active) ? active : null;
-    return {
-      open,
-      values,
-      focused: focused && {
-        id: focused.id,
-        start: focused.selectionStart,
-        end: focused.selectionEnd,
-      },
-    };
-  }
-
-  function restore(region, state) {
-    for (const fold of region.querySelectorAll("details[data-key]")) {
-      if (state.open.has(fold.dataset.key)) fold.open = state.open.get(fold.dataset.key);
-    }
-    for (const [id, value] of state.values) {
-      const field = document.getElementById(id);
-      if (!field || !region.contains(field)) continue;
-      if (field.tagName === "SELECT") {
-        if (Array.from(field.options).some((option) => option.value === value)) field.value = value;
-      } else {
-        field.value = value;
-      }
-    }
-    if (state.focused) {
-      const field = document.getElementById(state.focused.id);
-      if (field) {
-        field.focus({ preventScroll: true });
-        if (typeof state.focused.start === "number" && field.setSelectionRange) {
-          field.setSelectionRange(state.focused.start, state.focused.end);
-        }
-      }
-    }
-  }
+  // A section the stream sent is morphed into place (idiomorph): only what changed is
+  // touched, so a button under the pointer stays the same element and a click on it lands
+  // however often the section is updated. What the user set is theirs: the text typed in a
+  // field, the member chosen in a select, which folds are open.
+  const userState = {
+    beforeNodeMorphed(node) {
+      if (node instanceof HTMLTextAreaElement) return false;
+      if (node instanceof HTMLInputElement && node.type !== "hidden") return false;
+      return true;
+    },
+    beforeAttributeUpdated(name, node) {
+      if (name === "open" && node instanceof HTMLDetailsElement) return false;
+      if (name === "selected" && node instanceof HTMLOptionElement) return false;
+      return true;
+    },
+  };
 
   function swap(id, html) {
     const region = document.getElementById(id);
     if (!region) return;
-    const state = remember(region);
-    region.innerHTML = html;
-    restore(region, state);
+    const select = region.querySelectorAll("select[id]");
+    const chosen = new Map(Array.from(select, (field) => [field.id, field.value]));
+    Idiomorph.morph(region, html, { morphStyle: "innerHTML", callbacks: userState });
+    for (const [id, value] of chosen) {
+      const field = document.getElementById(id);
+      if (field && Array.from(field.options).some((option) => option.value === value)) {
+        field.value = value;
+      }
+    }
   }
 
   const source = new EventSource(live.dataset.stream);
