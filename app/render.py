@@ -6,8 +6,10 @@ from collections.abc import Callable
 
 from council.agreement import verdict
 from council.calls import Stage
+from council.labels import labels_shown_to
 from council.models import DeliberationRecord
 from council.progress import EventKind, ProgressEvent
+from council.reviews import readable_review
 from council.stages import Ending
 
 
@@ -226,7 +228,7 @@ def record_markdown(record: DeliberationRecord) -> str:
             f"Ranking: {' > '.join(review.parsed_ranking) or '-'} · "
             f"ratings: {ratings or '-'}{inferred}{shown} · read as {review.read_as}",
             "",
-            review.ranking,
+            readable_review(review.ranking, labels_shown_to(review.model, record.label_to_model)),
             "",
         ]
 

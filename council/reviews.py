@@ -48,6 +48,7 @@ from pydantic import BaseModel, Field
 
 from council.labels import LABEL_PREFIX, labels_shown_to
 from council.limits import MAX_CRITIQUE_CHARS
+from council.prompts import RANKING_HEADER
 from council.stages import Ending, Stage2Result
 from council.structured import JSON_OBJECT, TEXT, review_verdicts
 
@@ -523,6 +524,28 @@ def parse_json_review(text: str | None, shown_labels: Iterable[str]) -> ParsedRe
     return ParsedReview(
         ranking=[*given, *rest], ratings=ratings, critiques=critiques, found_final_section=True
     )
+
+
+def readable_review(text: str, shown_labels: Iterable[str]) -> str:
+    """A review as a person reads it: one given as JSON (council.structured's review
+    schema) written out as the text form asks for it (each answer's rating and critique,
+    then the final ranking); any other as it was written."""
+    shown = sorted(set(shown_labels))
+    verdicts = review_verdicts(text, shown)
+    if verdicts is None:
+        return text
+    ratings, critiques, ranking = verdicts
+    parts = []
+    for label in shown:
+        if label not in ratings and label not in critiques:
+            continue
+        rating = f" Rating: {ratings[label]:g}/5" if label in ratings else ""
+        critique = critiques.get(label, "").strip()
+        parts.append(f"**{label}**{rating}" + (f"\n\n{critique}" if critique else ""))
+    if ranking:
+        lines = "\n".join(f"{place}. {label}" for place, label in enumerate(ranking, start=1))
+        parts.append(f"{RANKING_HEADER}\n{lines}")
+    return "\n\n".join(parts)
 
 
 def read_review(

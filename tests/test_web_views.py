@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 
+from app.render import record_markdown
 from app.settings import Settings
 from council.calls import Stage
 from council.config import Config
@@ -12,6 +14,7 @@ from council.iteration import IterationRound
 from council.limits import MAX_COST_USD, MAX_TOKEN_BUDGET
 from council.models import DeliberationRecord
 from council.progress import EventKind, ProgressEvent
+from council.reviews import parse_review
 from council.stages import Stage2Result
 from council.stragglers import LateCall
 from web.pages import notice_line
@@ -116,6 +119,39 @@ def test_the_matrix_holds_each_rating_with_its_critique_and_no_self_review() -> 
     assert (cells["Response B"].rating, cells["Response B"].critique) == (4, "Clear.")
     assert (cells["Response C"].rating, cells["Response C"].critique) == (2, "No numbers.")
     assert matrix.orders == {"m1": ["Response C", "Response B"]}
+
+
+def test_a_review_given_as_json_reads_as_text_on_the_page_and_in_the_transcript() -> None:
+    labels = {"Response A": "m1", "Response B": "m2", "Response C": "m3"}
+    given = {
+        "Response B": {"rating": 4, "critique": "Clear, but <b>no</b> sources."},
+        "Response C": {"rating": 2, "critique": "No numbers."},
+        "Response A": {"rating": 5, "critique": "its own: never shown to it"},
+        "ranking": ["Response B", "Response C"],
+    }
+    text = json.dumps(given)
+    review = Stage2Result(model="m1", ranking=text, ratings={"Response B": 4, "Response C": 2})
+    matrix = review_matrix("Review round 1", [review], labels)
+    shown = matrix.texts["m1"]
+    assert "{" not in shown and "own: never" not in shown
+    assert "**Response B** Rating: 4/5\n\nClear, but <b>no</b> sources." in shown
+    # Written out in the text form, it reads back as the same review.
+    again = parse_review(shown, ["Response B", "Response C"])
+    assert again.ratings == {"Response B": 4, "Response C": 2}
+    assert again.ranking == ["Response B", "Response C"]
+    assert again.critiques["Response C"] == "No numbers."
+    record = DeliberationRecord(
+        id="r",
+        query="Q?",
+        models=list(labels.values()),
+        chairman="m1",
+        stage2=[review],
+        label_to_model=labels,
+    )
+    assert shown in record_markdown(record) and text not in record_markdown(record)
+    # A review written as text is shown as written.
+    prose = review.model_copy(update={"ranking": "FINAL RANKING:\n1. Response B"})
+    assert review_matrix("R", [prose], labels).texts["m1"] == prose.ranking
 
 
 def test_each_models_state_follows_the_events_of_the_stage_under_way() -> None:

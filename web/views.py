@@ -19,9 +19,10 @@ from council.attachments import Attachment
 from council.calls import Stage
 from council.config import Config
 from council.iteration import CritiqueItem, IterationRound, RefinementResult
+from council.labels import labels_shown_to
 from council.models import DeliberationRecord, DeliberationRequest, UsageTotals
 from council.progress import EventKind, ProgressEvent, shown_status
-from council.reviews import read_review
+from council.reviews import read_review, readable_review
 from council.stages import Stage2Result
 from council.stragglers import LateCall
 from council.validation import Loc
@@ -151,6 +152,8 @@ class Matrix:
     dissents: dict[tuple[str, str], Dissent] = field(default_factory=dict)  # (reviewer, label)
     # (reviewer, "cut as late after 8.6 s"): the members whose review the straggler rule cut
     late: list[tuple[str, str]] = field(default_factory=list)
+    # reviewer -> its review as a person reads it (one given as JSON, written out)
+    texts: dict[str, str] = field(default_factory=dict)
 
     @property
     def verdict(self) -> str | None:
@@ -179,6 +182,10 @@ def review_matrix(
         rows=rows,
         orders={review.model: review.presented_order for review in reviews},
         reviews=list(reviews),
+        texts={
+            review.model: readable_review(review.ranking, labels_shown_to(review.model, labels))
+            for review in reviews
+        },
         agreement=agreement,
         dissents={
             (d.reviewer, label): d
