@@ -12,12 +12,13 @@ from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
 from typing import Any, TextIO
 
+import anyio
 import httpx
 import httpx2
 import pytest
-from mcp import Client, StdioServerParameters, stdio_client
+from mcp import Client, MCPError, StdioServerParameters, stdio_client
 from mcp.client.streamable_http import streamable_http_client
-from mcp.types import CallToolResult, TextContent
+from mcp.types import REQUEST_TIMEOUT, CallToolResult, TextContent
 from temporalio.testing import WorkflowEnvironment
 
 from council import limits
@@ -40,12 +41,23 @@ TOOLS = {"ask_council", "start_deliberation", "get_deliberation", "stop_delibera
 TOKEN = "mcp-test-token-9c41e"
 
 
-def stdio_server(env: dict[str, str], log: TextIO) -> Client:
-    """An SDK client that runs `python starter.py mcp` and speaks to it over stdio."""
+def stdio_server(
+    env: dict[str, str],
+    log: TextIO,
+    mode: str = "auto",
+) -> Client:
+    """An SDK client that runs `python starter.py mcp` and speaks to it over stdio, giving
+    up on a request after 60 s (what common clients allow a tool call) unless a call says
+    otherwise; `mode="legacy"` speaks the 2025-11-25 revision (the initialize handshake),
+    as clients built on the TypeScript SDK 1.x do."""
     command = StdioServerParameters(
         command=sys.executable, args=["starter.py", "mcp"], env=env, cwd=ROOT
     )
-    return Client(stdio_client(command, errlog=log), read_timeout_seconds=60)
+    return Client(
+        stdio_client(command, errlog=log),
+        read_timeout_seconds=60,
+        mode=mode,
+    )
 
 
 def texts(result: CallToolResult) -> list[str]:
@@ -60,6 +72,16 @@ def error_text(result: CallToolResult) -> str:
 
 async def record_of(council: Council, wid: str) -> DeliberationRecord:
     return await deliberations.handle(council.client, wid).result()
+
+
+def summary_of(record: DeliberationRecord) -> str:
+    """The line every tool ends a finished run's result with."""
+    return (
+        f"{record.id} · ended: {record.iteration.terminated_reason} · "
+        f"{record.usage.total_tokens:,} tokens in {record.usage.calls} calls · "
+        f"{record.usage.cost_line()}"
+        + (f" · {verdict(record.agreement)}" if record.agreement is not None else "")
+    )
 
 
 @pytest.fixture
@@ -119,11 +141,7 @@ async def test_ask_council_reports_progress_and_returns_the_answer(
     assert isinstance(data, dict)
     record = await record_of(council, data["id"])
     assert record.stage3 is not None
-    summary = (
-        f"{record.id} · ended: {record.iteration.terminated_reason} · "
-        f"{record.usage.total_tokens:,} tokens in {record.usage.calls} calls · "
-        f"{record.usage.cost_line()} · {verdict(record.agreement)}"
-    )
+    summary = summary_of(record)
     # The answer, then one short line; the structured content carries the same fields.
     assert texts(result) == [record.stage3.response, summary]
     assert data["summary"] == summary and data["status"] == "completed"
@@ -135,13 +153,103 @@ async def test_ask_council_reports_progress_and_returns_the_answer(
 
     messages = [message or "" for _, message in updates]
     assert [value for value, _ in updates] == list(range(1, len(updates) + 1))
-    assert messages[0] == f"deliberation {record.id} started"
+    assert messages[0] == (
+        f"deliberation {record.id} started: should this call time out, the run goes on and "
+        "get_deliberation reads it by its id"
+    )
     assert "▶ stage 1 answer: 4 call(s)" in messages
     assert any(m.startswith("■ stage 2 review") for m in messages)
     assert any(m.startswith("↻ ") for m in messages) and any(m.startswith("✓ ") for m in messages)
     assert any(m.startswith("■ stage 3 synthesis") for m in messages)
     assert messages[-1].startswith("✔ finished")
     assert not any(" done (" in m for m in messages)  # each model's reply is left out
+
+
+def started_line(wid: str) -> str:
+    return (
+        f"deliberation {wid} started: should this call time out, the run goes on and "
+        "get_deliberation reads it by its id"
+    )
+
+
+async def call_waiting_while_progress_comes(
+    client: Client, idle: float, name: str, arguments: dict[str, Any], messages: list[str]
+) -> CallToolResult:
+    """call_tool as a client with the TypeScript SDK's resetTimeoutOnProgress makes it (the
+    Inspector does): it gives up, and cancels the call, once `idle` seconds pass without a
+    progress notification. The Python SDK's client has no such option: its timeout is a
+    deadline, progress or not."""
+    with anyio.CancelScope() as waiting:
+        waiting.deadline = anyio.current_time() + idle
+
+        async def progress(value: float, total: float | None, message: str | None) -> None:
+            messages.append(message or "")
+            waiting.deadline = anyio.current_time() + idle
+
+        result = await client.call_tool(
+            name, arguments, read_timeout_seconds=3600, progress_callback=progress
+        )
+    if waiting.cancelled_caught:
+        raise TimeoutError(f"{name}: {idle:g} s without a progress notification after {messages}")
+    return result
+
+
+async def test_a_client_that_times_out_learned_the_id_and_the_run_goes_on(
+    council: Council, cli_env: dict[str, str], server_log: TextIO
+) -> None:
+    """Without tasks: the SDK's client, given a request timeout shorter than the run (3 s
+    for the 60 s of common clients, 5 s without progress for a client that waits while
+    progress comes: scaled down so that the test is short), against runs several times
+    longer (the simulator takes 10 s over each first answer; the server says where the
+    run is each second nothing else was sent, COUNCIL_MCP_PROGRESS_SECONDS=1, where its
+    default is 10 s)."""
+    council.sim.set_faults({"*": {"slow": 1.0, "slow_seconds": 10.0, "stages": ["stage1"]}})
+    env = {**cli_env, "COUNCIL_MCP_PROGRESS_SECONDS": "1"}
+    question = {"question": "Should a library pin its dependencies?", "max_rounds": 1}
+    async with stdio_server(env, server_log, mode="legacy") as client:
+        assert client.session.protocol_version == "2025-11-25"
+        # The Python SDK's client gives up at its deadline whatever comes; the first
+        # notification had named the run.
+        first: list[str] = []
+
+        async def progress(value: float, total: float | None, message: str | None) -> None:
+            first.append(message or "")
+
+        with pytest.raises(MCPError) as timed_out:
+            await client.call_tool(
+                "ask_council", question, read_timeout_seconds=3, progress_callback=progress
+            )
+        assert timed_out.value.code == REQUEST_TIMEOUT
+        wid = first[0].split()[1]
+        assert first[0] == started_line(wid)
+
+        # A client that waits as long as progress comes gets the answer: between the
+        # stages' events, where the run is keeps coming.
+        messages: list[str] = []
+        result = await call_waiting_while_progress_comes(
+            client, 5.0, "ask_council", question, messages
+        )
+        assert not result.is_error, texts(result)
+        assert isinstance(result.structured_content, dict)
+        second = result.structured_content["id"]
+        assert messages[0] == started_line(second)
+        stage_one = messages[
+            messages.index("▶ stage 1 answer: 4 call(s)") : next(
+                i for i, m in enumerate(messages) if m.startswith("■ stage 1 answer")
+            )
+        ]
+        assert any(m.startswith(f"{second}: running · stage 1 answer · ") for m in stage_one)
+        assert messages[-1].startswith("✔ finished")
+
+        # The run the first call gave up on went on to its end; get_deliberation reads it.
+        record = await record_of(council, wid)
+        assert record.stage3 is not None
+        answer = await client.call_tool("get_deliberation", {"id": wid})
+        assert texts(answer)[0] == record.stage3.response
+    server_log.seek(0)
+    assert f"ask_council: the call ended before deliberation {wid} did; it goes on" in (
+        server_log.read()
+    )
 
 
 async def test_start_get_and_stop(

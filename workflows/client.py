@@ -719,6 +719,14 @@ async def _follow_run(handle: WorkflowHandle[Any, Any]) -> AsyncIterator[_Seen]:
         finally:
             if not answer.done():
                 answer.cancel()
+                # A cancelled wait can still end in the SDK's own error: read it, so that
+                # asyncio does not log it as never retrieved.
+                answer.add_done_callback(_read_outcome)
+
+
+def _read_outcome(task: asyncio.Future[Any]) -> None:
+    if not task.cancelled():
+        task.exception()
 
 
 async def _answer(asked: WorkflowUpdateHandle[Any]) -> Progress:
