@@ -75,9 +75,9 @@ async def answer(handle: WorkflowHandle[Any, DeliberationRecord]) -> CallToolRes
     return results.finished(await outcome(handle))
 
 
-async def find(backend: Backend, wid: str) -> deliberations.Found:
+async def find(backend: Backend, wid: str, run_id: str | None = None) -> deliberations.Found:
     try:
-        return await deliberations.find(backend.client, wid)
+        return await deliberations.find(backend.client, wid, run_id)
     except deliberations.NoSuchDeliberation as missing:
         raise Problem(f"{missing} on {backend.address}") from None
 

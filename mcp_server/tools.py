@@ -1,6 +1,7 @@
 """The tools: ask_council, start_deliberation, get_deliberation and stop_deliberation, a
 thin layer over the runs they act on (mcp_server.runs), with ask_council's progress
-notifications (mcp_server.progress)."""
+notifications (mcp_server.progress) and, for a client that takes tasks, ask_council as a
+task (mcp_server.tasks)."""
 
 from __future__ import annotations
 
@@ -17,7 +18,7 @@ from pydantic_core import PydanticCustomError
 
 from council import limits, numbers
 from council.validation import one_line
-from mcp_server import results, runs
+from mcp_server import results, runs, tasks
 from mcp_server.inputs import AttachmentInput
 from mcp_server.progress import Reporter, started_line
 from mcp_server.runs import Backend
@@ -26,8 +27,9 @@ INSTRUCTIONS = (
     "A council of language models answers a question together: each model answers, the "
     "models review each other's answers anonymously, refine them, and a chairman writes "
     "the final answer. ask_council waits for that answer (minutes, with progress "
-    "notifications); start_deliberation returns an id at once, get_deliberation reads its "
-    "status and answer, stop_deliberation ends it early with an answer from what it has."
+    "notifications; a client that takes tasks gets a task at once and polls it); "
+    "start_deliberation returns an id at once, get_deliberation reads its status and "
+    "answer, stop_deliberation ends it early with an answer from what it has."
 )
 
 
@@ -140,7 +142,12 @@ async def ask(backend: Backend, ctx: Context, **arguments: Any) -> CallToolResul
 
 def build_server(backend: Backend) -> MCPServer:
     """The MCP server with the four tools, acting through `backend`."""
-    server = CouncilServer("council", instructions=INSTRUCTIONS, log_level="WARNING")
+    server = CouncilServer(
+        "council",
+        instructions=INSTRUCTIONS,
+        log_level="WARNING",
+        extensions=[tasks.DeliberationTasks(backend)],
+    )
     starts = ToolAnnotations(read_only_hint=False, destructive_hint=False, open_world_hint=True)
 
     @server.tool(annotations=starts)
@@ -155,8 +162,9 @@ def build_server(backend: Backend) -> MCPServer:
     ) -> Outcome:
         """Ask the council a question and wait for its final answer (this takes minutes;
         progress notifications follow each stage and round, the first naming the
-        deliberation's id). Returns the answer, then one line with the deliberation's id,
-        why it ended, and the tokens and cost it took."""
+        deliberation's id; a client that takes tasks gets a task at once). Returns the
+        answer, then one line with the deliberation's id, why it ended, and the tokens and
+        cost it took."""
         arguments = {
             "question": question,
             "council": council,
@@ -165,6 +173,8 @@ def build_server(backend: Backend) -> MCPServer:
             "max_rounds": max_rounds,
             "attachments": attachments,
         }
+        if tasks.as_task():  # the client polls a task: start, and return at once
+            return await runs.answered(backend, runs.start(backend, **arguments))
         return await runs.answered(backend, ask(backend, ctx, **arguments))
 
     @server.tool(annotations=starts)

@@ -17,8 +17,15 @@ import httpx
 import httpx2
 import pytest
 from mcp import Client, MCPError, StdioServerParameters, stdio_client
+from mcp.client import ClientExtension
 from mcp.client.streamable_http import streamable_http_client
-from mcp.types import REQUEST_TIMEOUT, CallToolResult, TextContent
+from mcp.types import (
+    INVALID_PARAMS,
+    MISSING_REQUIRED_CLIENT_CAPABILITY,
+    REQUEST_TIMEOUT,
+    CallToolResult,
+    TextContent,
+)
 from temporalio.testing import WorkflowEnvironment
 
 from council import limits
@@ -26,6 +33,7 @@ from council.agreement import verdict
 from council.calls import Stage
 from council.models import DeliberationRecord
 from harness.processes import ROOT, Process, free_port, port_open, spawn
+from tests import mcp_tasks_client as tasks
 from tests.attachment_files import pdf, png
 from tests.temporal_fixtures import (
     TEST_API_KEY,
@@ -44,6 +52,7 @@ TOKEN = "mcp-test-token-9c41e"
 def stdio_server(
     env: dict[str, str],
     log: TextIO,
+    extensions: list[ClientExtension] | None = None,
     mode: str = "auto",
 ) -> Client:
     """An SDK client that runs `python starter.py mcp` and speaks to it over stdio, giving
@@ -56,6 +65,7 @@ def stdio_server(
     return Client(
         stdio_client(command, errlog=log),
         read_timeout_seconds=60,
+        extensions=extensions,
         mode=mode,
     )
 
@@ -94,7 +104,9 @@ def server_log(tmp_path: Path) -> Iterator[TextIO]:
 async def test_the_tools_and_their_arguments(cli_env: dict[str, str], server_log: TextIO) -> None:
     async with stdio_server(cli_env, server_log) as client:
         tools = {tool.name: tool for tool in (await client.list_tools()).tools}
+        capabilities = client.server_capabilities
     assert set(tools) == TOOLS
+    assert capabilities.extensions == {tasks.EXTENSION: {}}  # ask_council can be a task
     for name in ("ask_council", "start_deliberation"):
         schema = tools[name].input_schema
         assert schema["required"] == ["question"]
@@ -250,6 +262,101 @@ async def test_a_client_that_times_out_learned_the_id_and_the_run_goes_on(
     assert f"ask_council: the call ended before deliberation {wid} did; it goes on" in (
         server_log.read()
     )
+
+
+async def test_ask_council_as_a_task_outlives_its_server(
+    council: Council, cli_env: dict[str, str], server_log: TextIO
+) -> None:
+    """A client that takes tasks (the Tasks extension of the 2026-07-28 specification)
+    gets one from ask_council at once, polls it and reads the answer, though it gives up
+    on a request after 5 s (the 60 s of common clients, scaled down so that the test is
+    short) and the run takes several times longer (the simulator takes 12 s over each first
+    answer). A task is the run itself: a new server process answers for one that the first
+    handed out."""
+    council.sim.set_faults({"*": {"slow": 1.0, "slow_seconds": 12.0, "stages": ["stage1"]}})
+    question = {"question": "Tabs or spaces?", "max_rounds": 1}
+    first = tasks.Tasks()
+    async with stdio_server(cli_env, server_log, extensions=[first]) as client:
+        assert client.session.protocol_version == "2026-07-28"
+        created = await client.session.call_tool(
+            "ask_council", question, read_timeout_seconds=5, allow_claimed=True
+        )
+        assert isinstance(created, tasks.CreatedTask)
+        # The SDK's client finishes a task by itself: call_tool polls it to the answer.
+        result = await client.call_tool("ask_council", question, read_timeout_seconds=5)
+        assert not result.is_error, texts(result)
+        assert isinstance(result.structured_content, dict)
+        assert result.structured_content["status"] == "completed"
+        [polled_one] = first.created
+        assert first.polls[0].status == "working" and first.polls[-1].status == "completed"
+        assert polled_one.task_id.startswith(result.structured_content["id"] + "/")
+
+    wid, _, run_id = created.task_id.rpartition("/")
+    assert created.status == "working" and created.status_message == f"deliberation {wid} started"
+    assert created.ttl_ms is None and created.poll_interval_ms == 2000
+    description = await deliberations.handle(council.client, wid).describe()
+    assert description.run_id == run_id
+
+    async with stdio_server(cli_env, server_log, extensions=[tasks.Tasks()]) as client:
+        polls = await tasks.polled(client.session, created.task_id, timeout=5)
+        ended = tasks.outcome(polls[-1])
+        got = await client.call_tool("get_deliberation", {"id": wid})
+        unknown = f"{wid}/{'0' * 8}-0000-4000-8000-{'0' * 12}"
+        with pytest.raises(MCPError) as missing:
+            await tasks.get_task(client.session, unknown)
+    record = await record_of(council, wid)
+    assert record.stage3 is not None and polls[-1].status == "completed"
+    assert polls[-1].created_at == created.created_at
+    # Its result is what ask_council returns: the answer, then the summary line.
+    assert texts(ended) == texts(got) == [record.stage3.response, summary_of(record)]
+    assert ended.structured_content == got.structured_content
+    assert polls[-1].status_message == summary_of(record)
+    assert (missing.value.code, missing.value.error.message) == (
+        INVALID_PARAMS,
+        f"no task with id {unknown!r} on {cli_env['TEMPORAL_ADDRESS']}",
+    )
+
+
+async def test_tasks_over_http_cancel_and_need_the_extension(
+    council: Council, http_server: tuple[int, Process]
+) -> None:
+    """Over streamable HTTP, with the token: tasks/cancel is the stop signal (the task
+    completes with the answer from what the council had), and the task methods refuse a
+    client that did not declare the extension."""
+    council.sim.set_faults({"*": {"latency": 1.0}})
+    port, _ = http_server
+    url = f"http://127.0.0.1:{port}/mcp"
+    async with httpx2.AsyncClient(headers={"Authorization": f"Bearer {TOKEN}"}, timeout=30) as http:
+        async with Client(
+            streamable_http_client(url, http_client=http),
+            read_timeout_seconds=30,
+            extensions=[tasks.Tasks()],
+        ) as client:
+            created = await client.session.call_tool(
+                "ask_council", {"question": "Monorepo or many repos?"}, allow_claimed=True
+            )
+            assert isinstance(created, tasks.CreatedTask)
+            wid = created.task_id.rpartition("/")[0]
+            await until(deliberations.handle(council.client, wid), stage_started(Stage.REVIEW))
+            assert (await tasks.update_task(client.session, created.task_id)).result_type == (
+                "complete"
+            )
+            await tasks.cancel_task(client.session, created.task_id)
+            polls = await tasks.polled(client.session, created.task_id)
+            # Bad input is the tool's error, as ask_council gives it, not a task.
+            refused = await client.call_tool("ask_council", {"question": " "})
+        async with Client(streamable_http_client(url, http_client=http)) as plain:
+            with pytest.raises(MCPError) as undeclared:
+                await tasks.get_task(plain.session, created.task_id)
+    assert error_text(refused) == "question must not be empty"
+    record = await record_of(council, wid)
+    assert record.iteration.terminated_reason == "user_stopped" and record.stage3 is not None
+    assert record.stop_reason == "cancelled by the MCP client (tasks/cancel)"
+    ended = tasks.outcome(polls[-1])
+    assert texts(ended) == [record.stage3.response, summary_of(record)]
+    assert isinstance(ended.structured_content, dict)
+    assert ended.structured_content["status"] == "stopped"
+    assert undeclared.value.code == MISSING_REQUIRED_CLIENT_CAPABILITY
 
 
 async def test_start_get_and_stop(
