@@ -43,6 +43,11 @@ DEFAULT_WEB_PORT = 8080
 DEFAULT_CODEC_PORT = 8081
 DEFAULT_SIM_PORT = 8800
 DEFAULT_MAX_CONCURRENT_CALLS = 200
+# How often the MCP server's ask_council sends a progress notification when nothing else
+# happened: well within the 60 s after which common clients give up on a call, for those
+# that wait longer while progress comes (the TypeScript SDK's resetTimeoutOnProgress).
+DEFAULT_MCP_PROGRESS_SECONDS = 10.0
+MCP_PROGRESS_RANGE = (0.5, 60.0)
 # The checkout's data directory: DATA, unless COUNCIL_DATA moves it.
 CHECKOUT_DATA = Path(__file__).resolve().parent.parent / "data"
 # Payloads from this many bytes go to the payload store (app.store): 12 members' prompts
@@ -154,6 +159,11 @@ class Settings(BaseSettings):
     )
     web_trusted_proxies: Listed = Field(
         default_factory=list, validation_alias="COUNCIL_WEB_TRUSTED_PROXIES"
+    )
+
+    # -- the MCP server
+    mcp_progress_seconds: float = Field(
+        DEFAULT_MCP_PROGRESS_SECONDS, validation_alias="COUNCIL_MCP_PROGRESS_SECONDS"
     )
 
     # -- payload encryption (app.codec), in every client and worker, and the codec server
@@ -315,6 +325,17 @@ class Settings(BaseSettings):
         if rate is None or rate <= 0:
             raise ValueError(f"must be a positive number (got {value!r})")
         return rate
+
+    @field_validator("mcp_progress_seconds", mode="before")
+    @classmethod
+    def _progress_seconds(cls, value: Any) -> float:
+        low, high = MCP_PROGRESS_RANGE
+        seconds = numbers.decimal(str(value))
+        if seconds is None or not low <= seconds <= high:
+            raise ValueError(
+                f"must be a number of seconds from {low:g} to {high:g} (got {value!r})"
+            )
+        return seconds
 
     @field_validator("log_level", mode="before")
     @classmethod

@@ -88,19 +88,26 @@ def started(wid: str) -> CallToolResult:
     return _result(DeliberationState(id=wid, status="running", summary=summary), summary)
 
 
-def running(wid: str, progress: Progress | None) -> CallToolResult:
-    """A running deliberation: where it is (None: no worker answered the query)."""
+def running_line(wid: str, progress: Progress | None) -> str:
+    """ "ID: running · STAGE · round N of at most M · T tokens so far" (None: no worker
+    answered the query)."""
     if progress is None:
-        summary = f"{wid}: running · no worker answers yet (is one running on its task queue?)"
-        return _result(DeliberationState(id=wid, status="running", summary=summary), summary)
+        return f"{wid}: running · no worker answers yet (is one running on its task queue?)"
     stage = progress.stage.heading if progress.stage else None
     where = f" · {stage}" if stage else ""
     rounds = f" · round {progress.round} of at most {progress.max_rounds}" if progress.round else ""
-    summary = f"{wid}: running{where}{rounds} · {progress.tokens_used:,} tokens so far"
+    return f"{wid}: running{where}{rounds} · {progress.tokens_used:,} tokens so far"
+
+
+def running(wid: str, progress: Progress | None) -> CallToolResult:
+    """A running deliberation: where it is (None: no worker answered the query)."""
+    summary = running_line(wid, progress)
+    if progress is None:
+        return _result(DeliberationState(id=wid, status="running", summary=summary), summary)
     state = DeliberationState(
         id=wid,
         status="running",
-        stage=stage,
+        stage=progress.stage.heading if progress.stage else None,
         round=progress.round,
         max_rounds=progress.max_rounds,
         terminated_reason=progress.terminated_reason,

@@ -8,20 +8,15 @@ errors) before anything is served: the command exits 2 with one line.
 
 from __future__ import annotations
 
-import sys
-
 from app import config as app_config
 from app import connection
 from app import settings as app_settings
 from council.config import Config
 from mcp_server import http_transport
 from mcp_server.inputs import Problem
-from mcp_server.tools import Backend, build_server
+from mcp_server.runs import Backend
+from mcp_server.tools import build_server, note
 from web import guard
-
-
-def note(line: str) -> None:
-    print(line, file=sys.stderr, flush=True)
 
 
 def access_note(host: str, token: str | None) -> str:

@@ -12,12 +12,20 @@ from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
 from typing import Any, TextIO
 
+import anyio
 import httpx
 import httpx2
 import pytest
-from mcp import Client, StdioServerParameters, stdio_client
+from mcp import Client, MCPError, StdioServerParameters, stdio_client
+from mcp.client import ClientExtension
 from mcp.client.streamable_http import streamable_http_client
-from mcp.types import CallToolResult, TextContent
+from mcp.types import (
+    INVALID_PARAMS,
+    MISSING_REQUIRED_CLIENT_CAPABILITY,
+    REQUEST_TIMEOUT,
+    CallToolResult,
+    TextContent,
+)
 from temporalio.testing import WorkflowEnvironment
 
 from council import limits
@@ -25,6 +33,7 @@ from council.agreement import verdict
 from council.calls import Stage
 from council.models import DeliberationRecord
 from harness.processes import ROOT, Process, free_port, port_open, spawn
+from tests import mcp_tasks_client as tasks
 from tests.attachment_files import pdf, png
 from tests.temporal_fixtures import (
     TEST_API_KEY,
@@ -40,12 +49,25 @@ TOOLS = {"ask_council", "start_deliberation", "get_deliberation", "stop_delibera
 TOKEN = "mcp-test-token-9c41e"
 
 
-def stdio_server(env: dict[str, str], log: TextIO) -> Client:
-    """An SDK client that runs `python starter.py mcp` and speaks to it over stdio."""
+def stdio_server(
+    env: dict[str, str],
+    log: TextIO,
+    extensions: list[ClientExtension] | None = None,
+    mode: str = "auto",
+) -> Client:
+    """An SDK client that runs `python starter.py mcp` and speaks to it over stdio, giving
+    up on a request after 60 s (what common clients allow a tool call) unless a call says
+    otherwise; `mode="legacy"` speaks the 2025-11-25 revision (the initialize handshake),
+    as clients built on the TypeScript SDK 1.x do."""
     command = StdioServerParameters(
         command=sys.executable, args=["starter.py", "mcp"], env=env, cwd=ROOT
     )
-    return Client(stdio_client(command, errlog=log), read_timeout_seconds=60)
+    return Client(
+        stdio_client(command, errlog=log),
+        read_timeout_seconds=60,
+        extensions=extensions,
+        mode=mode,
+    )
 
 
 def texts(result: CallToolResult) -> list[str]:
@@ -62,6 +84,16 @@ async def record_of(council: Council, wid: str) -> DeliberationRecord:
     return await deliberations.handle(council.client, wid).result()
 
 
+def summary_of(record: DeliberationRecord) -> str:
+    """The line every tool ends a finished run's result with."""
+    return (
+        f"{record.id} · ended: {record.iteration.terminated_reason} · "
+        f"{record.usage.total_tokens:,} tokens in {record.usage.calls} calls · "
+        f"{record.usage.cost_line()}"
+        + (f" · {verdict(record.agreement)}" if record.agreement is not None else "")
+    )
+
+
 @pytest.fixture
 def server_log(tmp_path: Path) -> Iterator[TextIO]:
     """Where the stdio server's stderr goes."""
@@ -72,7 +104,9 @@ def server_log(tmp_path: Path) -> Iterator[TextIO]:
 async def test_the_tools_and_their_arguments(cli_env: dict[str, str], server_log: TextIO) -> None:
     async with stdio_server(cli_env, server_log) as client:
         tools = {tool.name: tool for tool in (await client.list_tools()).tools}
+        capabilities = client.server_capabilities
     assert set(tools) == TOOLS
+    assert capabilities.extensions == {tasks.EXTENSION: {}}  # ask_council can be a task
     for name in ("ask_council", "start_deliberation"):
         schema = tools[name].input_schema
         assert schema["required"] == ["question"]
@@ -119,11 +153,7 @@ async def test_ask_council_reports_progress_and_returns_the_answer(
     assert isinstance(data, dict)
     record = await record_of(council, data["id"])
     assert record.stage3 is not None
-    summary = (
-        f"{record.id} · ended: {record.iteration.terminated_reason} · "
-        f"{record.usage.total_tokens:,} tokens in {record.usage.calls} calls · "
-        f"{record.usage.cost_line()} · {verdict(record.agreement)}"
-    )
+    summary = summary_of(record)
     # The answer, then one short line; the structured content carries the same fields.
     assert texts(result) == [record.stage3.response, summary]
     assert data["summary"] == summary and data["status"] == "completed"
@@ -135,13 +165,198 @@ async def test_ask_council_reports_progress_and_returns_the_answer(
 
     messages = [message or "" for _, message in updates]
     assert [value for value, _ in updates] == list(range(1, len(updates) + 1))
-    assert messages[0] == f"deliberation {record.id} started"
+    assert messages[0] == (
+        f"deliberation {record.id} started: should this call time out, the run goes on and "
+        "get_deliberation reads it by its id"
+    )
     assert "▶ stage 1 answer: 4 call(s)" in messages
     assert any(m.startswith("■ stage 2 review") for m in messages)
     assert any(m.startswith("↻ ") for m in messages) and any(m.startswith("✓ ") for m in messages)
     assert any(m.startswith("■ stage 3 synthesis") for m in messages)
     assert messages[-1].startswith("✔ finished")
     assert not any(" done (" in m for m in messages)  # each model's reply is left out
+
+
+def started_line(wid: str) -> str:
+    return (
+        f"deliberation {wid} started: should this call time out, the run goes on and "
+        "get_deliberation reads it by its id"
+    )
+
+
+async def call_waiting_while_progress_comes(
+    client: Client, idle: float, name: str, arguments: dict[str, Any], messages: list[str]
+) -> CallToolResult:
+    """call_tool as a client with the TypeScript SDK's resetTimeoutOnProgress makes it (the
+    Inspector does): it gives up, and cancels the call, once `idle` seconds pass without a
+    progress notification. The Python SDK's client has no such option: its timeout is a
+    deadline, progress or not."""
+    with anyio.CancelScope() as waiting:
+        waiting.deadline = anyio.current_time() + idle
+
+        async def progress(value: float, total: float | None, message: str | None) -> None:
+            messages.append(message or "")
+            waiting.deadline = anyio.current_time() + idle
+
+        result = await client.call_tool(
+            name, arguments, read_timeout_seconds=3600, progress_callback=progress
+        )
+    if waiting.cancelled_caught:
+        raise TimeoutError(f"{name}: {idle:g} s without a progress notification after {messages}")
+    return result
+
+
+async def test_a_client_that_times_out_learned_the_id_and_the_run_goes_on(
+    council: Council, cli_env: dict[str, str], server_log: TextIO
+) -> None:
+    """Without tasks: the SDK's client, given a request timeout shorter than the run (3 s
+    for the 60 s of common clients, 5 s without progress for a client that waits while
+    progress comes: scaled down so that the test is short), against runs several times
+    longer (the simulator takes 10 s over each first answer; the server says where the
+    run is each second nothing else was sent, COUNCIL_MCP_PROGRESS_SECONDS=1, where its
+    default is 10 s)."""
+    council.sim.set_faults({"*": {"slow": 1.0, "slow_seconds": 10.0, "stages": ["stage1"]}})
+    env = {**cli_env, "COUNCIL_MCP_PROGRESS_SECONDS": "1"}
+    question = {"question": "Should a library pin its dependencies?", "max_rounds": 1}
+    async with stdio_server(env, server_log, mode="legacy") as client:
+        assert client.session.protocol_version == "2025-11-25"
+        # The Python SDK's client gives up at its deadline whatever comes; the first
+        # notification had named the run.
+        first: list[str] = []
+
+        async def progress(value: float, total: float | None, message: str | None) -> None:
+            first.append(message or "")
+
+        with pytest.raises(MCPError) as timed_out:
+            await client.call_tool(
+                "ask_council", question, read_timeout_seconds=3, progress_callback=progress
+            )
+        assert timed_out.value.code == REQUEST_TIMEOUT
+        wid = first[0].split()[1]
+        assert first[0] == started_line(wid)
+
+        # A client that waits as long as progress comes gets the answer: between the
+        # stages' events, where the run is keeps coming.
+        messages: list[str] = []
+        result = await call_waiting_while_progress_comes(
+            client, 5.0, "ask_council", question, messages
+        )
+        assert not result.is_error, texts(result)
+        assert isinstance(result.structured_content, dict)
+        second = result.structured_content["id"]
+        assert messages[0] == started_line(second)
+        stage_one = messages[
+            messages.index("▶ stage 1 answer: 4 call(s)") : next(
+                i for i, m in enumerate(messages) if m.startswith("■ stage 1 answer")
+            )
+        ]
+        assert any(m.startswith(f"{second}: running · stage 1 answer · ") for m in stage_one)
+        assert messages[-1].startswith("✔ finished")
+
+        # The run the first call gave up on went on to its end; get_deliberation reads it.
+        record = await record_of(council, wid)
+        assert record.stage3 is not None
+        answer = await client.call_tool("get_deliberation", {"id": wid})
+        assert texts(answer)[0] == record.stage3.response
+    server_log.seek(0)
+    assert f"ask_council: the call ended before deliberation {wid} did; it goes on" in (
+        server_log.read()
+    )
+
+
+async def test_ask_council_as_a_task_outlives_its_server(
+    council: Council, cli_env: dict[str, str], server_log: TextIO
+) -> None:
+    """A client that takes tasks (the Tasks extension of the 2026-07-28 specification)
+    gets one from ask_council at once, polls it and reads the answer, though it gives up
+    on a request after 5 s (the 60 s of common clients, scaled down so that the test is
+    short) and the run takes several times longer (the simulator takes 12 s over each first
+    answer). A task is the run itself: a new server process answers for one that the first
+    handed out."""
+    council.sim.set_faults({"*": {"slow": 1.0, "slow_seconds": 12.0, "stages": ["stage1"]}})
+    question = {"question": "Tabs or spaces?", "max_rounds": 1}
+    first = tasks.Tasks()
+    async with stdio_server(cli_env, server_log, extensions=[first]) as client:
+        assert client.session.protocol_version == "2026-07-28"
+        created = await client.session.call_tool(
+            "ask_council", question, read_timeout_seconds=5, allow_claimed=True
+        )
+        assert isinstance(created, tasks.CreatedTask)
+        # The SDK's client finishes a task by itself: call_tool polls it to the answer.
+        result = await client.call_tool("ask_council", question, read_timeout_seconds=5)
+        assert not result.is_error, texts(result)
+        assert isinstance(result.structured_content, dict)
+        assert result.structured_content["status"] == "completed"
+        [polled_one] = first.created
+        assert first.polls[0].status == "working" and first.polls[-1].status == "completed"
+        assert polled_one.task_id.startswith(result.structured_content["id"] + "/")
+
+    wid, _, run_id = created.task_id.rpartition("/")
+    assert created.status == "working" and created.status_message == f"deliberation {wid} started"
+    assert created.ttl_ms is None and created.poll_interval_ms == 2000
+    description = await deliberations.handle(council.client, wid).describe()
+    assert description.run_id == run_id
+
+    async with stdio_server(cli_env, server_log, extensions=[tasks.Tasks()]) as client:
+        polls = await tasks.polled(client.session, created.task_id, timeout=5)
+        ended = tasks.outcome(polls[-1])
+        got = await client.call_tool("get_deliberation", {"id": wid})
+        unknown = f"{wid}/{'0' * 8}-0000-4000-8000-{'0' * 12}"
+        with pytest.raises(MCPError) as missing:
+            await tasks.get_task(client.session, unknown)
+    record = await record_of(council, wid)
+    assert record.stage3 is not None and polls[-1].status == "completed"
+    assert polls[-1].created_at == created.created_at
+    # Its result is what ask_council returns: the answer, then the summary line.
+    assert texts(ended) == texts(got) == [record.stage3.response, summary_of(record)]
+    assert ended.structured_content == got.structured_content
+    assert polls[-1].status_message == summary_of(record)
+    assert (missing.value.code, missing.value.error.message) == (
+        INVALID_PARAMS,
+        f"no task with id {unknown!r} on {cli_env['TEMPORAL_ADDRESS']}",
+    )
+
+
+async def test_tasks_over_http_cancel_and_need_the_extension(
+    council: Council, http_server: tuple[int, Process]
+) -> None:
+    """Over streamable HTTP, with the token: tasks/cancel is the stop signal (the task
+    completes with the answer from what the council had), and the task methods refuse a
+    client that did not declare the extension."""
+    council.sim.set_faults({"*": {"latency": 1.0}})
+    port, _ = http_server
+    url = f"http://127.0.0.1:{port}/mcp"
+    async with httpx2.AsyncClient(headers={"Authorization": f"Bearer {TOKEN}"}, timeout=30) as http:
+        async with Client(
+            streamable_http_client(url, http_client=http),
+            read_timeout_seconds=30,
+            extensions=[tasks.Tasks()],
+        ) as client:
+            created = await client.session.call_tool(
+                "ask_council", {"question": "Monorepo or many repos?"}, allow_claimed=True
+            )
+            assert isinstance(created, tasks.CreatedTask)
+            wid = created.task_id.rpartition("/")[0]
+            await until(deliberations.handle(council.client, wid), stage_started(Stage.REVIEW))
+            assert (await tasks.update_task(client.session, created.task_id)).result_type == (
+                "complete"
+            )
+            await tasks.cancel_task(client.session, created.task_id)
+            polls = await tasks.polled(client.session, created.task_id)
+            # Bad input is the tool's error, as ask_council gives it, not a task.
+            refused = await client.call_tool("ask_council", {"question": " "})
+        async with Client(streamable_http_client(url, http_client=http)) as plain:
+            with pytest.raises(MCPError) as undeclared:
+                await tasks.get_task(plain.session, created.task_id)
+    assert error_text(refused) == "question must not be empty"
+    record = await record_of(council, wid)
+    assert record.iteration.terminated_reason == "user_stopped" and record.stage3 is not None
+    assert record.stop_reason == "cancelled by the MCP client (tasks/cancel)"
+    ended = tasks.outcome(polls[-1])
+    assert texts(ended) == [record.stage3.response, summary_of(record)]
+    assert isinstance(ended.structured_content, dict)
+    assert ended.structured_content["status"] == "stopped"
+    assert undeclared.value.code == MISSING_REQUIRED_CLIENT_CAPABILITY
 
 
 async def test_start_get_and_stop(

@@ -55,6 +55,7 @@ def test_each_variable_is_read_into_its_type() -> None:
             "COUNCIL_MAX_CALLS_PER_SECOND": "2.5",
             "COUNCIL_METRICS_PORT": "9464",
             "COUNCIL_LOG_LEVEL": "debug",
+            "COUNCIL_MCP_PROGRESS_SECONDS": "2.5",
             "UNRELATED": "x",
         }
     )
@@ -66,6 +67,7 @@ def test_each_variable_is_read_into_its_type() -> None:
     assert settings.codec_cors_origins == ["https://ui.example.com"]
     assert (settings.max_concurrent_calls, settings.max_calls_per_second) == (8, 2.5)
     assert (settings.metrics_port, settings.log_level) == (9464, "DEBUG")
+    assert settings.mcp_progress_seconds == 2.5
 
 
 @pytest.mark.parametrize(
@@ -78,6 +80,14 @@ def test_each_variable_is_read_into_its_type() -> None:
         ("COUNCIL_MAX_CALLS_PER_SECOND", "inf", "COUNCIL_MAX_CALLS_PER_SECOND must be a positive"),
         ("COUNCIL_SIMULATED", "maybe", "COUNCIL_SIMULATED must be one of 1/0, true/false"),
         ("COUNCIL_LOG_LEVEL", "loud", "COUNCIL_LOG_LEVEL must be one of DEBUG, INFO"),
+        *(
+            (
+                "COUNCIL_MCP_PROGRESS_SECONDS",
+                value,
+                "COUNCIL_MCP_PROGRESS_SECONDS must be a number of seconds from 0.5 to 60",
+            )
+            for value in ("0", "61", "١٠", "often")
+        ),
     ],
 )
 def test_a_bad_value_is_one_line_naming_its_variable(

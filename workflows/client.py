@@ -29,6 +29,7 @@ from temporalio.api.workflowservice.v1 import DescribeTaskQueueRequest
 from temporalio.client import (
     Client,
     WorkflowExecution,
+    WorkflowExecutionDescription,
     WorkflowExecutionStatus,
     WorkflowFailureError,
     WorkflowHandle,
@@ -151,25 +152,27 @@ class SteeringRefused(ValueError):
 
 @dataclass
 class Found:
-    """A deliberation found by id: its handle, status and the task queue it runs on."""
+    """A deliberation found by id: its handle, status and the task queue it runs on (and
+    Temporal's description of it, when it was read: its run id, start and close times)."""
 
     client: Client
     handle: WorkflowHandle[Deliberation, DeliberationRecord]
     status: str
     task_queue: str
+    description: WorkflowExecutionDescription | None = None
 
     @property
     def id(self) -> str:
         return self.handle.id
 
 
-async def find(client: Client, workflow: str) -> Found:
-    """The deliberation with this id; NoSuchDeliberation for an id that breaks the id rule,
-    names nothing, or names a workflow of another type. Other RPC errors (the server is
-    down) are raised as they are."""
+async def find(client: Client, workflow: str, run_id: str | None = None) -> Found:
+    """The deliberation with this id (the run `run_id` of it, when given); NoSuchDeliberation
+    for an id that breaks the id rule, names nothing, or names a workflow of another type.
+    Other RPC errors (the server is down) are raised as they are."""
     if not is_valid_id(workflow):
         raise NoSuchDeliberation(workflow)
-    found = client.get_workflow_handle(workflow, result_type=DeliberationRecord)
+    found = client.get_workflow_handle(workflow, run_id=run_id, result_type=DeliberationRecord)
     try:
         description = await found.describe()
     except RPCError as error:
@@ -178,7 +181,8 @@ async def find(client: Client, workflow: str) -> Found:
         raise
     if description.workflow_type != Deliberation.__name__:
         raise NoSuchDeliberation(workflow)
-    return Found(client, found, status_name(description.status), description.task_queue)
+    status = status_name(description.status)
+    return Found(client, found, status, description.task_queue, description)
 
 
 async def start(
@@ -837,6 +841,14 @@ async def _follow_run(handle: WorkflowHandle[Any, Any]) -> AsyncIterator[_Seen]:
         finally:
             if not answer.done():
                 answer.cancel()
+                # A cancelled wait can still end in the SDK's own error: read it, so that
+                # asyncio does not log it as never retrieved.
+                answer.add_done_callback(_read_outcome)
+
+
+def _read_outcome(task: asyncio.Future[Any]) -> None:
+    if not task.cancelled():
+        task.exception()
 
 
 async def _answer(asked: WorkflowUpdateHandle[Any]) -> Progress:

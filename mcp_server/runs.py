@@ -1,0 +1,126 @@
+"""The deliberations the tools and the tasks act on, a thin layer over workflows.client
+(the functions the CLI and the page call), so the same rules hold: ids follow
+council.ids, only deliberations are acted on, requests are built and validated as the
+CLI builds them, and a problem is one line."""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable
+from contextlib import aclosing
+from dataclasses import dataclass
+from typing import Any
+
+from mcp.types import CallToolResult
+from temporalio.client import Client, WorkflowFailureError, WorkflowHandle
+from temporalio.service import RPCError
+
+from app import connection
+from app.settings import Settings
+from council.config import Config
+from council.models import DeliberationRecord
+from council.progress import Progress
+from mcp_server import results
+from mcp_server.inputs import Problem, deliberation_request, stop_reason
+from workflows import client as deliberations
+from workflows.priority import Launch
+
+# A progress query from this sequence number returns where the run is and no events.
+NO_EVENTS = 2**31 - 1
+
+
+@dataclass(frozen=True)
+class Backend:
+    """What the tools act on: the Temporal client, the configuration (council.toml), the
+    settings the server started with, and the task queue new deliberations go to."""
+
+    client: Client
+    config: Config
+    settings: Settings
+    address: str
+
+    @property
+    def task_queue(self) -> str:
+        return self.settings.task_queue
+
+    @property
+    def launch(self) -> Launch:
+        """A person's run (an assistant asks for its user), under COUNCIL_TENANT if set."""
+        return Launch(tenant=self.settings.tenant or "mcp")
+
+
+async def begin(backend: Backend, **arguments: Any) -> WorkflowHandle[Any, DeliberationRecord]:
+    """Start the deliberation the arguments ask for (a Problem when they cannot be used)."""
+    request = deliberation_request(backend.config, settings=backend.settings, **arguments)
+    return await deliberations.start(
+        backend.client, request, backend.task_queue, launch=backend.launch
+    )
+
+
+async def start(backend: Backend, **arguments: Any) -> CallToolResult:
+    return results.started((await begin(backend, **arguments)).id)
+
+
+async def outcome(handle: WorkflowHandle[Any, DeliberationRecord]) -> DeliberationRecord:
+    """The record of a run that closed; a Problem saying why when it failed."""
+    try:
+        record: DeliberationRecord = await handle.result()
+    except WorkflowFailureError as error:
+        reason = deliberations.failure_reason(error)
+        raise Problem(f"deliberation {handle.id} failed: {reason}") from None
+    return record
+
+
+async def answer(handle: WorkflowHandle[Any, DeliberationRecord]) -> CallToolResult:
+    """What ask_council returns for a run once it closes: its answer and summary line."""
+    return results.finished(await outcome(handle))
+
+
+async def find(backend: Backend, wid: str, run_id: str | None = None) -> deliberations.Found:
+    try:
+        return await deliberations.find(backend.client, wid, run_id)
+    except deliberations.NoSuchDeliberation as missing:
+        raise Problem(f"{missing} on {backend.address}") from None
+
+
+async def where(handle: WorkflowHandle[Any, Any]) -> Progress | None:
+    """Where a running deliberation is; None when no worker answers."""
+    async with aclosing(deliberations.follow(handle, since=NO_EVENTS)) as updates:
+        async for progress in updates:
+            return progress
+    return None
+
+
+async def get(backend: Backend, wid: str) -> CallToolResult:
+    found = await find(backend, wid)
+    status = found.status
+    if status == "running":
+        progress = await where(found.handle)
+        if progress is None:  # no worker answers, or the run closed just now
+            status = await deliberations.status_of(found.handle)
+        if status == "running":
+            return results.running(found.id, progress)
+    try:
+        record = await deliberations.read_record(found.handle)
+    except WorkflowFailureError as error:
+        return results.closed(found.id, status, deliberations.failure_reason(error))
+    return results.finished(record)
+
+
+async def stop(backend: Backend, wid: str, reason: str | None) -> CallToolResult:
+    reason = stop_reason(reason)
+    found = await find(backend, wid)
+    try:
+        await deliberations.stop(found, reason)
+    except deliberations.AlreadyFinished as finished:
+        raise Problem(f"{wid}: {finished}") from None
+    return results.stop_requested(found.id)
+
+
+async def answered(backend: Backend, call: Awaitable[CallToolResult]) -> CallToolResult:
+    """The call's result; a Problem or a Temporal error as a one-line tool error."""
+    try:
+        return await call
+    except Problem as problem:
+        return results.problem(str(problem))
+    except RPCError as error:
+        return results.problem(connection.described(error, backend.address))
