@@ -182,6 +182,9 @@ async def test_the_cli_extends_and_critiques(council: Council, cli_env: dict[str
     council.sim.set_faults({"*": {"latency": 0.8}})
     handle = await council.start(max_rounds=1, **EVERY_ROUND)
     await until(handle, stage_started(Stage.REVIEW))
+    # While the CLI talks to the run (a process each, seconds apiece on a busy machine),
+    # every call takes 6 s: the run is still under way when the last command arrives.
+    council.sim.set_faults({"*": {"latency": 6}})
     code, out, err = await starter("extend", handle.id, "--rounds", "2", env=cli_env)
     assert code == 0 and out == "2\n", err
     code, out, err = await starter("critique", handle.id, "--model", "sim/mule", NOTE, env=cli_env)
@@ -190,6 +193,7 @@ async def test_the_cli_extends_and_critiques(council: Council, cli_env: dict[str
     assert code == 2 and err.count("\n") == 1 and "model 'sim/ghost' has no answer" in err
     code, _, err = await starter("extend", handle.id, "--rounds", "0", env=cli_env)
     assert code == 2 and err == "starter: --rounds: rounds must be between 1 and 5 (got 0)\n"
+    council.sim.set_faults({"*": {"latency": 0.1}})
     record = await handle.result()
     assert len(record.rounds) == 2
     code, _, err = await starter("extend", handle.id, "--rounds", "3", env=cli_env)
