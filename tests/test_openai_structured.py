@@ -221,9 +221,10 @@ async def test_an_answer_that_does_not_conform_after_the_repair_is_an_error(
             extra_body=ONE_ROUND,
         )
         contents = []
-        with pytest.raises(openai.APIError) as ended:
-            async for chunk in stream:
-                contents += [c.delta.content for c in chunk.choices if c.delta.content]
+        async with stream:  # closed here, not by the garbage collector in a later test
+            with pytest.raises(openai.APIError) as ended:
+                async for chunk in stream:
+                    contents += [c.delta.content for c in chunk.choices if c.delta.content]
     assert "does not match response_format" in ended.value.message
     assert contents == []  # no prose passed for JSON
 
