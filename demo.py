@@ -36,7 +36,7 @@ def main() -> int:
             question = os.environ.get("QUESTION") or QUESTION
             say(f"asking the council: {question}")
             result = subprocess.run(
-                [sys.executable, "starter.py", "start", question, "--wait"],
+                [sys.executable, "bin/council", "start", question, "--wait"],
                 cwd=ROOT,
                 env={**os.environ, **env},
             )

@@ -39,7 +39,7 @@ def main(argv: list[str] | None = None) -> int:
             simulator_env={"COUNCIL_SIM_DATASETS": datasets},
         ) as env:
             result = subprocess.run(
-                [sys.executable, "starter.py", "eval", dataset, *args],
+                [sys.executable, "bin/council", "eval", dataset, *args],
                 cwd=ROOT,
                 env={**os.environ, **env},
             )

@@ -96,7 +96,21 @@ def topic_of(question: str) -> str:
         short = " ".join(words[:TOPIC_WORDS]) + (" ..." if len(words) > TOPIC_WORDS else "")
         return f"the question '{short}'"
     words = phrase.split()
-    return " ".join(words[:TOPIC_WORDS]) if words else "the question"
+    if len(words) > TOPIC_WORDS:
+        # Cut, it ends on a word that carries meaning: "... PostgreSQL", never "... for a".
+        words = words[:TOPIC_WORDS]
+        while len(words) > 1 and words[-1].lower() in _FUNCTION_WORDS:
+            words.pop()
+    return " ".join(words) if words else "the question"
+
+
+# Words a phrase cut short must not end on.
+_FUNCTION_WORDS_TEXT = """
+a an the and or but nor of for to in on at by with from into onto over under about as than
+that which who whom whose is are was were be been being do does did can could should would
+will shall may might must my your our their its his her this these those
+"""
+_FUNCTION_WORDS = frozenset(_FUNCTION_WORDS_TEXT.split())
 
 
 @dataclass(frozen=True)

@@ -46,7 +46,7 @@ from simulator import DEFAULT_MODELS, persona_for
 from simulator.config import FaultConfigError, parse_faults
 from simulator.faults import FaultInjector
 from simulator.personas import SYNTHESIS_LABEL
-from simulator.quality import assess
+from simulator.quality import assess, topic_of
 from tests.review_cases import critiques_of
 from tests.sim_fixtures import wait_until
 
@@ -306,6 +306,12 @@ def test_a_synthesis_cut_by_its_token_limit_ends_on_a_whole_word(sim) -> None:
 
 
 # ---- calibration: a default run refines once and ends on the quality threshold -----------
+
+
+def test_a_topic_cut_short_ends_on_a_word_that_carries_meaning() -> None:
+    question = "What are the trade-offs between SQLite and PostgreSQL for a small web application?"
+    assert topic_of(question) == "the trade-offs between SQLite and PostgreSQL"
+    assert topic_of("What is the capital of France?") == "the capital of France"
 
 
 async def test_a_default_run_refines_once_then_meets_the_quality_threshold(sim) -> None:
