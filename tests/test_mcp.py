@@ -81,7 +81,8 @@ def error_text(result: CallToolResult) -> str:
 
 
 async def record_of(council: Council, wid: str) -> DeliberationRecord:
-    return await deliberations.handle(council.client, wid).result()
+    """The run's record, once it ends (a run that never ends fails the test in minutes)."""
+    return await asyncio.wait_for(deliberations.handle(council.client, wid).result(), 180)
 
 
 def summary_of(record: DeliberationRecord) -> str:
