@@ -334,7 +334,7 @@ async def test_waiting_for_a_worker_is_said_once(
         code, out, err = await asyncio.wait_for(waiting, 60)
     assert out.strip()  # the answer
     assert code == 0, err
-    assert err.count(deliberations.WAITING) == 1 and "✔ finished" in err
+    assert err.count(deliberations.WAITING) == 1 and "✔ finished" in err, err
 
 
 async def test_stop_from_the_command_line(
