@@ -333,8 +333,11 @@ class ModelGateway:
         try:
             reply = await self._call(call)
         except ApplicationError as error:
-            if self.outages is not None and self.outages.health[provider].failed(
-                error.type, call.model
+            outages = self.outages
+            if (
+                outages is not None
+                and outages.health[provider].failed(error.type, call.model)
+                and await outages.confirmed_down(provider, error.type)
             ):
                 raise await self._wait_for(provider, call.model, error) from None
             info = activity.info()
