@@ -65,6 +65,9 @@ async def test_a_provider_down_for_a_minute_costs_no_member_its_place(
                     await asyncio.sleep(0.5)
 
             paused = await asyncio.wait_for(all_paused(), 30)
+            # Each spent one attempt on the outage, not all of them: the first call that
+            # found no connection had the outage confirmed at once.
+            assert all(c.attempt <= 2 for c in paused), [c.attempt for c in paused]
             code, out, err = await starter("providers", "--json", env=env)
             assert code == 0, err
             listed = [c for c in json.loads(out) if c["workflow_id"] == handle.id]
