@@ -7,7 +7,9 @@ Reads TEMPORAL_ADDRESS / TEMPORAL_NAMESPACE (or a Temporal config profile),
 COUNCIL_TASK_QUEUE, COUNCIL_LLM_BASE_URL and COUNCIL_LLM_API_KEY (or OPENROUTER_API_KEY),
 and council.toml (COUNCIL_CONFIG, else ./council.toml) for more providers.
 The API key stays in this process: it never enters a workflow input, result or history.
-Throughput: COUNCIL_MAX_CONCURRENT_CALLS (this worker, default 200) and
+Throughput: COUNCIL_MAX_CONCURRENT_CALLS (calls this worker sends at once, default 200;
+of them COUNCIL_MAX_CALLS_PER_TENANT and COUNCIL_MAX_CALLS_PER_RUN, and
+COUNCIL_MAX_WAITING_CALLS more wait for their turn: activities/shares.py) and
 COUNCIL_MAX_CALLS_PER_SECOND (model calls started per second on the whole task queue,
 all workers together). Payload encryption: COUNCIL_PAYLOAD_KEY (see app/codec.py).
 COUNCIL_WORKER_PROCESSES: the default of --processes. With N processes, process i serves
@@ -47,6 +49,7 @@ from activities.call_clocks import CallClocks
 from activities.metrics import HISTOGRAM_BUCKETS
 from activities.model_call import PARTIAL_TEXT_SECONDS, ModelGateway
 from activities.settings import SettingsError
+from activities.shares import CallShares, waiting_calls
 from app import commands, connection, deployment, supervisor
 from app import config as app_config
 from app import settings as app_settings
@@ -78,10 +81,21 @@ EAGER_CALLS = MAX_MODELS
 
 
 def call_limits() -> tuple[int, float | None]:
-    """COUNCIL_MAX_CONCURRENT_CALLS (this process; default 200) and
-    COUNCIL_MAX_CALLS_PER_SECOND (the task queue; unset: no limit), from the settings."""
+    """The calls this process takes from its task queue at once: those it sends
+    (COUNCIL_MAX_CONCURRENT_CALLS, default 200) and those that wait for their turn
+    (COUNCIL_MAX_WAITING_CALLS, activities.shares); and COUNCIL_MAX_CALLS_PER_SECOND (the
+    task queue; unset: no limit), from the settings."""
     settings = app_settings.current()
-    return settings.max_concurrent_calls, settings.max_calls_per_second
+    sent = settings.max_concurrent_calls
+    return sent + waiting_calls(sent, settings.max_waiting_calls), settings.max_calls_per_second
+
+
+def call_shares() -> CallShares:
+    """The calls this process sends at once, of one tenant and of one run (the settings)."""
+    settings = app_settings.current()
+    return CallShares.of_worker(
+        settings.max_concurrent_calls, settings.max_calls_per_tenant, settings.max_calls_per_run
+    )
 
 
 def build_worker(
@@ -234,12 +248,14 @@ async def serving(
     version is made current if its deployment has none, or whatever is current with
     `take_over` (app.deployment.adopt). Yields the line that says which build new runs go
     to. Meanwhile the providers' concurrency limits are split between the worker
-    processes (share_slots), and a provider's calls pause while it is down
+    processes (share_slots), each tenant and run sends its share of the calls
+    (activities.shares), and a provider's calls pause while it is down
     (activities.outage)."""
     queue = queue or task_queue()
     build = options.pop("build", None) or deployment.build_id()
     await set_provider_rates(client, queue, gateway.limited())
     gateway.watch_outages(client)
+    gateway.shares = call_shares()
     outages = getattr(gateway, "outages", None)  # (a test's fake gateway has none)
     if outages is not None:
         # Calls a process that died left paused: watched here, resumed when they can be.

@@ -33,6 +33,7 @@ from activities.llm_client import ChatClient, make_http_client
 from activities.metrics import CallMetrics
 from activities.outage import Outages
 from activities.settings import GatewaySettings
+from activities.shares import DEFAULT_PRIORITY, Caller, CallShares
 from activities.slots import AnswerClock, Slots
 from council.attachments import Attachment, AttachmentCut, frame_chars
 from council.calls import ModelCall, ModelReply
@@ -171,6 +172,16 @@ async def _heartbeat_while_running(
         activity.heartbeat(progress)
 
 
+def caller_of(info: activity.Info) -> Caller:
+    """Whose call this is (activities.shares): its run's tenant, the run, its priority."""
+    priority = info.priority
+    return Caller(
+        fairness_key=priority.fairness_key or "",
+        run=f"{info.workflow_id}/{info.workflow_run_id}",
+        priority=priority.priority_key or DEFAULT_PRIORITY,
+    )
+
+
 def _last_attempt(info: activity.Info) -> bool:
     policy = info.retry_policy
     return (
@@ -259,6 +270,8 @@ class ModelGateway:
         _REDACTION.secrets.update(self._secrets)
         # Set by the worker (watch_outages): without it, calls retry as their policy says.
         self.outages: Outages | None = None
+        # Each tenant's and run's share of the calls sent at once (set by the worker).
+        self.shares = CallShares()
 
     def watch_outages(self, client: Client) -> None:
         """Pause a provider's calls while it is down (activities.outage)."""
@@ -333,8 +346,11 @@ class ModelGateway:
         try:
             reply = await self._call(call)
         except ApplicationError as error:
-            if self.outages is not None and self.outages.health[provider].failed(
-                error.type, call.model
+            outages = self.outages
+            if (
+                outages is not None
+                and outages.health[provider].failed(error.type, call.model)
+                and await outages.confirmed_down(provider, error.type)
             ):
                 raise await self._wait_for(provider, call.model, error) from None
             info = activity.info()
@@ -398,7 +414,7 @@ class ModelGateway:
             )
         )
         try:
-            async with provider.slots.turn(provider.http):
+            async with self.shares.turn(caller_of(info)), provider.slots.turn(provider.http):
                 started = time.monotonic()
                 structured = await provider.client.complete(
                     call, completion, f"{info.workflow_id}/{info.activity_id}", clock

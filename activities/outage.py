@@ -1,34 +1,41 @@
-"""A provider's outage: its calls paused instead of burning their retries, and resumed
-when it answers again.
+"""A provider's outage: its calls paused instead of burning their retries, and resumed when
+it answers again.
 
-In each worker process, each provider's calls are counted as they end: OUTAGE_FAILURES in
-a row that failed because the provider is not there (no connection, or a 5xx: the failures
-of ErrorType.PROVIDER_UNAVAILABLE and CONNECTION_FAILED), of at least two models, mean it
-is down (one model that keeps failing is that model's trouble: its calls retry as their
-policy says, and fail when their attempts are spent). Only a provider that has answered a
-call of this process can be down: one never reached is a setup to fix (a wrong address or
-key), and its calls fail as they always did, so that the page and `doctor` say so. From then on a
+In each worker process, each provider's calls are counted as they end. A provider may be
+down when a call finds no connection to it, or when OUTAGE_FAILURES calls in a row of at
+least two models failed because the provider is not there (a 5xx, or no connection: the
+failures of ErrorType.PROVIDER_UNAVAILABLE and CONNECTION_FAILED). That is only a
+suspicion: the provider is down once its model list does not answer either (the probe: no
+connection, or a 5xx from the provider itself). Models that fail while the provider
+answers are those models' trouble, whoever names them: their calls retry as their policy
+says, and fail when their attempts are spent; everyone else's calls go on. After 5xx
+replies, a probe that answered stands for CONFIRM_REUSE_SECONDS: failing models have the
+provider asked at most that often. Only a provider that has answered a call of this
+process can be down: one never reached is a setup to fix (a wrong address or key), and
+its calls fail as they always did, so that the page and `doctor` say so. From then on a
 call of that provider, when it fails or as it starts, pauses itself (Temporal's activity
 pause: the server schedules no further attempt until it is unpaused) and ends its attempt
-with "waiting for provider NAME since TIME". While paused a call spends no attempt, and the
-straggler rule's clock stands still (it counts only attempts that run), so an outage of
-any length costs no member its place.
+with "waiting for provider NAME since TIME". The first call that finds no connection has
+the probe asked at once, so that it spends one attempt on the outage, not all of them.
+While paused a call spends no attempt, and the straggler rule's clock stands still (it
+counts only attempts that run), so an outage of any length costs no member its place.
 
-A probe asks the provider for its model list every PROBE_SECONDS; once it answers (any
-status below 500), the provider is up, and every paused call of it is unpaused: the ones
-this process paused, and any other process's that the
-namespace's running deliberations show (paused_calls). A process that died leaves its
-paused calls behind: every worker, when it starts, takes over the calls it finds paused
-(adopt), probes their provider and resumes them once it answers. A resumed call goes on from the
+While it is down, the probe asks the provider for its model list every PROBE_SECONDS;
+once it answers (any status below 500), the provider is up, and every paused call of it
+is unpaused: the ones this process paused, and any other process's that the namespace's
+running deliberations show (paused_calls). A process that died leaves its paused calls
+behind: every worker, when it starts, takes over the calls it finds paused (adopt),
+probes their provider and resumes them once it answers. A resumed call goes on from the
 attempt it was on: a provider that answers its model list but keeps failing calls costs
-each call an attempt per pause, so no call waits forever. `starter.py providers` lists the
-paused calls and resumes them by hand.
+each call an attempt per pause, so no call waits forever. `starter.py providers` lists
+the paused calls and resumes them by hand.
 """
 
 from __future__ import annotations
 
 import asyncio
 import logging
+import time
 from collections.abc import Awaitable, Callable, Iterable
 from dataclasses import dataclass
 from datetime import UTC, datetime
@@ -45,6 +52,7 @@ log = logging.getLogger("council.outage")
 
 OUTAGE_FAILURES = 3
 PROBE_SECONDS = 5.0
+CONFIRM_REUSE_SECONDS = 1.0
 OUTAGE_ERRORS = frozenset({ErrorType.PROVIDER_UNAVAILABLE.value, ErrorType.CONNECTION_FAILED.value})
 # The words that start a paused call's last failure: what surfaces show and list.
 WAITING_FOR = "waiting for provider"
@@ -81,6 +89,8 @@ class Health:
         self.down_since: datetime | None = None
         self.paused: set[PausedCall] = set()
         self._probing: asyncio.Task[None] | None = None
+        self._confirming: asyncio.Task[bool] | None = None
+        self._probe_answered: float | None = None  # when (time.monotonic) it last did
 
     def succeeded(self) -> None:
         self.answered = True
@@ -91,26 +101,51 @@ class Health:
         self.failing_models.clear()
 
     def failed(self, error_type: str | None, model: str) -> bool:
-        """Count a failed call of `model`; whether the provider is (now) down."""
+        """Count a failed call of `model`; whether the provider is down or may be (to be
+        confirmed: Outages.confirmed_down)."""
         if error_type in OUTAGE_ERRORS:
             self.failures_in_row += 1
             self.failing_models.add(model)
         else:
             self._reset()
-        if (
-            self.answered
-            and self.down_since is None
-            and self.failures_in_row >= OUTAGE_FAILURES
-            and len(self.failing_models) >= 2
-        ):
-            self.down_since = datetime.now(UTC)
-            log.warning(
-                "provider %s is down (%d calls in a row failed): its calls wait, paused, "
-                "until it answers again",
-                self.name,
-                self.failures_in_row,
-            )
-        return self.down_since is not None
+        if self.down_since is not None:
+            return True
+        return self.answered and (
+            error_type == ErrorType.CONNECTION_FAILED.value
+            or (self.failures_in_row >= OUTAGE_FAILURES and len(self.failing_models) >= 2)
+        )
+
+    def went_down(self) -> None:
+        self.down_since = datetime.now(UTC)
+        log.warning(
+            "provider %s is down: %d call(s) in a row failed, and its model list does not "
+            "answer either; its calls wait, paused, until it answers again",
+            self.name,
+            self.failures_in_row,
+        )
+
+    def answered_lately(self) -> bool:
+        """Whether the probe answered a moment ago (CONFIRM_REUSE_SECONDS)."""
+        answered = self._probe_answered
+        return answered is not None and time.monotonic() - answered < CONFIRM_REUSE_SECONDS
+
+    async def confirm(self) -> bool:
+        """Ask the provider's model list: whether the provider is down. If it answers, the
+        failures are their models' own."""
+        if await self.probe():
+            self._probe_answered = time.monotonic()
+            if self.failing_models:
+                log.info(
+                    "calls of %s failed, but provider %s answers: not an outage, those "
+                    "calls retry as their policy says",
+                    ", ".join(sorted(self.failing_models)),
+                    self.name,
+                )
+            self._reset()
+            return False
+        if self.down_since is None:
+            self.went_down()
+        return True
 
 
 class Outages:
@@ -123,6 +158,20 @@ class Outages:
 
     def down(self, provider: str) -> datetime | None:
         return self.health[provider].down_since
+
+    async def confirmed_down(self, provider: str, error_type: str | None) -> bool:
+        """Whether the provider is down (Health.failed said it may be), its probe asked
+        once for the calls that wonder at the same time. After 5xx replies, a probe that
+        answered a moment ago stands; a call that found no connection asks again."""
+        health = self.health[provider]
+        if health.down_since is not None:
+            return True
+        if error_type != ErrorType.CONNECTION_FAILED.value and health.answered_lately():
+            return False
+        if health._confirming is None or health._confirming.done():
+            health._confirming = asyncio.get_running_loop().create_task(health.confirm())
+        # Shielded: a call cancelled meanwhile leaves the probe to the others.
+        return await asyncio.shield(health._confirming)
 
     async def adopt(self, default: str) -> int:
         """The calls paused in the namespace when this process starts (their process may
@@ -183,8 +232,9 @@ class Outages:
     async def aclose(self) -> None:
         self._closed = True
         for health in self.health.values():
-            if health._probing is not None:
-                health._probing.cancel()
+            for task in (health._probing, health._confirming):
+                if task is not None:
+                    task.cancel()
 
 
 async def pause(client: Client, call: PausedCall, reason: str) -> None:

@@ -28,7 +28,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Annotated, Any, Literal
 
-from pydantic import Field, SecretStr, ValidationError, field_validator
+from pydantic import Field, SecretStr, ValidationError, ValidationInfo, field_validator
 from pydantic_settings import BaseSettings, EnvSettingsSource, NoDecode, SettingsConfigDict
 from pydantic_settings.sources.utils import parse_env_vars
 
@@ -43,6 +43,7 @@ DEFAULT_WEB_PORT = 8080
 DEFAULT_CODEC_PORT = 8081
 DEFAULT_SIM_PORT = 8800
 DEFAULT_MAX_CONCURRENT_CALLS = 200
+MAX_WAITING_CALLS = 1_000_000
 # How often the MCP server's ask_council sends a progress notification when nothing else
 # happened: well within the 60 s after which common clients give up on a call, for those
 # that wait longer while progress comes (the TypeScript SDK's resetTimeoutOnProgress).
@@ -188,6 +189,12 @@ class Settings(BaseSettings):
     max_concurrent_calls: int = Field(
         DEFAULT_MAX_CONCURRENT_CALLS, validation_alias="COUNCIL_MAX_CONCURRENT_CALLS"
     )
+    # Of those, the most one tenant and one run send at once, and how many more calls the
+    # worker takes from its queue to wait for their turn (None: the defaults of
+    # activities.shares).
+    max_calls_per_tenant: int | None = Field(None, validation_alias="COUNCIL_MAX_CALLS_PER_TENANT")
+    max_calls_per_run: int | None = Field(None, validation_alias="COUNCIL_MAX_CALLS_PER_RUN")
+    max_waiting_calls: int | None = Field(None, validation_alias="COUNCIL_MAX_WAITING_CALLS")
     max_calls_per_second: float | None = Field(
         None, validation_alias="COUNCIL_MAX_CALLS_PER_SECOND"
     )
@@ -319,6 +326,32 @@ class Settings(BaseSettings):
         count = _whole(value, 1, 1_000_000)
         if count is None:
             raise ValueError(f"must be a positive whole number (got {value!r})")
+        return count
+
+    @field_validator("max_calls_per_tenant", "max_calls_per_run", mode="before")
+    @classmethod
+    def _share(cls, value: Any, info: ValidationInfo) -> int | None:
+        if value is None:
+            return None
+        total = info.data.get("max_concurrent_calls", DEFAULT_MAX_CONCURRENT_CALLS)
+        count = _whole(value, 1, total)
+        if count is None:
+            raise ValueError(
+                f"must be a whole number from 1 to COUNCIL_MAX_CONCURRENT_CALLS ({total}) "
+                f"(got {value!r})"
+            )
+        return count
+
+    @field_validator("max_waiting_calls", mode="before")
+    @classmethod
+    def _waiting(cls, value: Any) -> int | None:
+        if value is None:
+            return None
+        count = _whole(value, 0, MAX_WAITING_CALLS)
+        if count is None:
+            raise ValueError(
+                f"must be a whole number from 0 to {MAX_WAITING_CALLS} (got {value!r})"
+            )
         return count
 
     @field_validator("max_calls_per_second", mode="before")

@@ -36,6 +36,9 @@ def test_unset_and_empty_variables_give_the_defaults() -> None:
         assert (settings.web_host, settings.web_port) == ("127.0.0.1", 8080)
         assert settings.web_token is None and settings.payload_key is None
         assert settings.max_concurrent_calls == 200 and settings.metrics_port is None
+        # (Each tenant's and run's share, and the calls that wait: activities.shares.)
+        assert settings.max_calls_per_tenant is settings.max_calls_per_run is None
+        assert settings.max_waiting_calls is None
         assert settings.log_level == "INFO" and settings.simulated is False
 
 
@@ -53,6 +56,9 @@ def test_each_variable_is_read_into_its_type() -> None:
             "COUNCIL_CODEC_CORS_ORIGINS": "https://ui.example.com",
             "COUNCIL_MAX_CONCURRENT_CALLS": "8",
             "COUNCIL_MAX_CALLS_PER_SECOND": "2.5",
+            "COUNCIL_MAX_CALLS_PER_TENANT": "6",
+            "COUNCIL_MAX_CALLS_PER_RUN": "7",
+            "COUNCIL_MAX_WAITING_CALLS": "0",
             "COUNCIL_METRICS_PORT": "9464",
             "COUNCIL_LOG_LEVEL": "debug",
             "COUNCIL_MCP_PROGRESS_SECONDS": "2.5",
@@ -66,6 +72,8 @@ def test_each_variable_is_read_into_its_type() -> None:
     assert settings.web_allowed_hosts == ["council.example", "*.corp.example"]
     assert settings.codec_cors_origins == ["https://ui.example.com"]
     assert (settings.max_concurrent_calls, settings.max_calls_per_second) == (8, 2.5)
+    assert (settings.max_calls_per_tenant, settings.max_calls_per_run) == (6, 7)
+    assert settings.max_waiting_calls == 0
     assert (settings.metrics_port, settings.log_level) == (9464, "DEBUG")
     assert settings.mcp_progress_seconds == 2.5
 
@@ -78,6 +86,12 @@ def test_each_variable_is_read_into_its_type() -> None:
         ("COUNCIL_METRICS_PORT", "٩٤٦٤", "COUNCIL_METRICS_PORT must be a port number, 1 to 65535"),
         ("COUNCIL_MAX_CONCURRENT_CALLS", "0", "COUNCIL_MAX_CONCURRENT_CALLS must be a positive"),
         ("COUNCIL_MAX_CALLS_PER_SECOND", "inf", "COUNCIL_MAX_CALLS_PER_SECOND must be a positive"),
+        *(
+            (name, value, f"{name} must be a whole number from 1 to COUNCIL_MAX_CONCURRENT_CALLS")
+            for name in ("COUNCIL_MAX_CALLS_PER_TENANT", "COUNCIL_MAX_CALLS_PER_RUN")
+            for value in ("0", "201", "٣", "half")
+        ),
+        ("COUNCIL_MAX_WAITING_CALLS", "-1", "COUNCIL_MAX_WAITING_CALLS must be a whole number"),
         ("COUNCIL_SIMULATED", "maybe", "COUNCIL_SIMULATED must be one of 1/0, true/false"),
         ("COUNCIL_LOG_LEVEL", "loud", "COUNCIL_LOG_LEVEL must be one of DEBUG, INFO"),
         *(
