@@ -54,6 +54,7 @@ from app import store
 from app.codec import CodecConfigError, CodecError, codec_from_env
 from app.settings import CODEC_ORIGINS, Settings, SettingsError
 from council import numbers
+from council.redaction import redact_logs
 
 DEFAULT_PORT = app_settings.DEFAULT_CODEC_PORT
 DEFAULT_ORIGINS = CODEC_ORIGINS
@@ -167,6 +168,7 @@ def app_from_env(env: Settings | Mapping[str, str] | None = None) -> Starlette:
     codec = codec_from_env(settings)
     storage = store.external_storage(settings)
     token = settings.secret("codec_token")
+    redact_logs([token] if token else [])  # not even part of it in a log line
     return create_app(codec, storage=storage, origins=cors_origins(settings), token=token)
 
 
