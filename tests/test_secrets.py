@@ -125,6 +125,12 @@ def _every_blob(root: Path) -> bytes:
     return b"".join(path.read_bytes() for path in root.rglob("*") if path.is_file())
 
 
+async def _text(client: httpx.AsyncClient, url: str) -> str:
+    response = await client.get(url)
+    assert response.status_code == 200, (url, response.status_code)
+    return response.text
+
+
 async def _read_live(client: httpx.AsyncClient, url: str, into: list[str]) -> None:
     """The page's live stream of the run, to its end."""
     async with client.stream("GET", url, timeout=httpx.Timeout(120)) as response:
@@ -141,7 +147,7 @@ async def test_no_piece_of_the_key_leaves_when_the_provider_leaks_it(
     a redirect's Location cut inside it, and dripped one character at a time. The
     history (with the payload store's blobs), the store, the worker's log at DEBUG, the
     web page's log, HTML and live stream, and the record hold no 8 characters of it."""
-    with HostileProvider(drip_seconds=0.12) as provider:
+    with HostileProvider(drip_seconds=0.06) as provider:
         members = [
             "leak/echo",
             "leak/pad",
@@ -161,20 +167,17 @@ async def test_no_piece_of_the_key_leaves_when_the_provider_leaks_it(
             "COUNCIL_LOG_LEVEL": "DEBUG",
             **store_env(),
         }
-        worker = await asyncio.to_thread(start_worker, env, tmp_path / "worker.log")
-        web_log = tmp_path / "web.log"
-        web = await asyncio.to_thread(start_web, env, port=free_port(), log_path=web_log)
         live: list[str] = []
         run_id = f"leaks-{uuid.uuid4().hex[:8]}"
-        try:
-            members_args = [arg for m in members for arg in ("--model", m)]
-            await _run(
-                sys.executable,
-                "starter.py",
-                "start",
-                "Is the key safe?",
-                "--id",
-                run_id,
+        web_log = tmp_path / "web.log"
+        members_args = [arg for m in members for arg in ("--model", m)]
+        start = (sys.executable, "starter.py", "start", "Is the key safe?", "--id", run_id)
+        # The worker, the page and the run start at once (the run waits for the worker).
+        started = await asyncio.gather(
+            asyncio.to_thread(start_worker, env, tmp_path / "worker.log"),
+            asyncio.to_thread(start_web, env, port=free_port(), log_path=web_log),
+            _run(
+                *start,
                 *members_args,
                 "--chairman",
                 "leak/echo",
@@ -182,15 +185,25 @@ async def test_no_piece_of_the_key_leaves_when_the_provider_leaks_it(
                 "1",
                 "--wait-for-all",
                 env=env,
-            )
-            async with httpx.AsyncClient(base_url=web.extra["url"]) as client:
+            ),
+            return_exceptions=True,
+        )
+        try:
+            for outcome in started:
+                if isinstance(outcome, BaseException):
+                    raise outcome
+            _, web, _ = started
+            async with httpx.AsyncClient(base_url=web.extra["url"], timeout=60) as client:
                 await _read_live(client, f"/deliberations/{run_id}/stream", live)
-                page = (await client.get(f"/deliberations/{run_id}")).text
-                record_json = (await client.get(f"/deliberations/{run_id}/record.json")).text
-            record = await _run(sys.executable, "starter.py", "show", run_id, "--json", env=env)
+                page, record_json, record = await asyncio.gather(
+                    _text(client, f"/deliberations/{run_id}"),
+                    _text(client, f"/deliberations/{run_id}/record.json"),
+                    _run(sys.executable, "starter.py", "show", run_id, "--json", env=env),
+                )
         finally:
-            web.stop()
-            worker.stop()
+            for process in started[:2]:
+                if not isinstance(process, BaseException):
+                    process.stop()
         history = await _history_text(temporal, run_id)
 
     # The attack really ran: the key was sent and echoed, the drip was seen live, the
