@@ -21,6 +21,7 @@ from council.changes import estimate_tokens
 from council.redaction import Redactor
 
 MAX_SERVED_BY_CHARS = 200
+MAX_FINISH_REASON_CHARS = 40
 
 
 def _text_of(content: Any) -> str:
@@ -126,6 +127,12 @@ class Completion:
         if self.served_by is None and isinstance(model, str) and model:
             self.served_by = self.redactor.cut(model, MAX_SERVED_BY_CHARS)
 
+    def _note_finish(self, choice: dict[str, Any]) -> None:
+        """The finish reason a provider names: a word, but any text it likes (kept short)."""
+        reason = choice.get("finish_reason")
+        if reason:
+            self.finish_reason = self.redactor.cut(str(reason), MAX_FINISH_REASON_CHARS)
+
     def _note_usage(self, data: dict[str, Any]) -> None:
         usage = data.get("usage")
         if isinstance(usage, dict) and usage:
@@ -151,8 +158,7 @@ class Completion:
             delta = choice.get("delta") or choice.get("message") or {}
             if isinstance(delta, dict):
                 self.add_content(_text_of(delta.get("content")))
-            if choice.get("finish_reason"):
-                self.finish_reason = str(choice["finish_reason"])
+            self._note_finish(choice)
         if self.finish_reason == "error":
             raise CallFailure(
                 ErrorType.PROVIDER_UNAVAILABLE,
@@ -174,8 +180,7 @@ class Completion:
         message = choice.get("message") or {}
         text = _text_of(message.get("content")) if isinstance(message, dict) else ""
         self.add_content(text or _text_of(choice.get("text")))
-        if choice.get("finish_reason"):
-            self.finish_reason = str(choice["finish_reason"])
+        self._note_finish(choice)
         self.chunks += 1
         self.done = True
 

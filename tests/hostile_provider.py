@@ -9,6 +9,7 @@ padded to move a cut point):
     pad         the answer is padded so that a reply cap of `cap` bytes cuts 20 characters
                 into the key
     served      the answer names, as the model that served it, 180 characters and the key
+    finish      the answer's finish reason is the key
     error       a 400 whose message is padded so that its 400-character cut falls 20
                 characters into the key
     errorname   a 400 whose message is the key after 300 characters: the caller's model
@@ -226,6 +227,10 @@ class HostileProvider:
 
     async def _served(self, writer: Writer, model: str, key: str, persona: str) -> None:
         await self._reply(writer, model, persona, "m" * (SERVED_BY_CUT - KEEP) + key)
+
+    async def _finish(self, writer: Writer, model: str, key: str, persona: str) -> None:
+        data = wire.completion("r-1", int(time.time()), model, persona, key, {})
+        await self._json(writer, "200 OK", data)
 
     async def _error(self, writer: Writer, model: str, key: str, persona: str) -> None:
         message = "e" * (ERROR_MESSAGE_CUT - 1 - KEEP) + key

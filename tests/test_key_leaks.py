@@ -175,6 +175,17 @@ async def test_the_model_a_provider_names_keeps_no_piece_of_the_key(
     assert_clean(outcome.reply.served_by, "served_by")
 
 
+async def test_a_finish_reason_that_is_the_key_keeps_none_of_it(
+    provider: HostileProvider,
+) -> None:
+    async with gateway(provider) as gw:
+        outcome = await run(gw, make_call("leak/finish"))
+    assert outcome.reply is not None and outcome.reply.finish_reason
+    assert len(outcome.reply.finish_reason) <= 40
+    for where, text in outcome.texts().items():
+        assert_clean(text, where)
+
+
 @pytest.mark.parametrize("how", ["error", "errorname", "redirect"])
 async def test_an_error_text_cut_inside_the_key_keeps_none_of_it(
     provider: HostileProvider, how: str
