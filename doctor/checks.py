@@ -2,8 +2,8 @@
 
 A check has passed (✓), failed (✗, with the fix) or was skipped because an earlier check
 failed (-, saying which). The doctor is healthy when none failed. Every text is one line;
-known secrets (any 8 characters of one in a row: council.redaction) and anything shaped
-like a key are replaced before a check leaves the doctor.
+known secrets (and any start of one of 8 characters or more: council.redaction) and
+anything shaped like a key are replaced before a check leaves the doctor.
 """
 
 from __future__ import annotations
