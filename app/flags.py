@@ -27,10 +27,10 @@ from pydantic import BaseModel
 from pydantic.fields import FieldInfo
 from pydantic_core import PydanticUndefined
 
-from app.attachments import AttachmentProblem, read_file
+from app.attachments import Attached, AttachmentProblem, read_files, received_file
 from app.front_door import ATTACHMENTS, COUNCIL, bounds
 from council import limits, numbers
-from council.attachments import Attachment, count_problem
+from council.attachments import count_problem
 from council.models import DeliberationRequest, ReplyTokens
 from council.validation import Loc
 
@@ -135,19 +135,20 @@ def add_attach_flag(parser: argparse.ArgumentParser) -> None:
     )
 
 
-def attachments(args: argparse.Namespace) -> list[Attachment | AttachmentProblem]:
-    """The files of --attach, read (a file that cannot be is its problem)."""
+def attachments(args: argparse.Namespace) -> list[Attached]:
+    """The files of --attach, read (a file that cannot be is its problem): their count and
+    then each one's size checked before any is read."""
     given = getattr(args, "attach", None) or []
     too_many = count_problem(len(given))
     if too_many:  # said before any file is read
         return [AttachmentProblem(f": {too_many}")]
-    read: list[Attachment | AttachmentProblem] = []
+    received: list[Attached] = []
     for path in given:
         try:
-            read.append(read_file(path))
+            received.append(received_file(path))
         except AttachmentProblem as problem:
-            read.append(problem)
-    return read
+            received.append(problem)
+    return read_files(received)
 
 
 def field_at(loc: Sequence[str]) -> FieldInfo:

@@ -20,7 +20,8 @@ Rules:
   could make (council.attachments.budget_with).
 - The user's attachments come read already (app.attachments), each an Attachment or the
   AttachmentProblem that reading it met: a problem is the field `attachments`' (at its
-  index), beside the rest.
+  index), beside the rest. A file left unread because another was refused (Received) is
+  passed over: the request is refused with that problem.
 - The whole is validated once, and every problem is raised at once as Refused: each with
   the pydantic location of its field, so that a surface names the field its own way (a
   CLI flag, a form's label, a path in a JSON body, an MCP argument) and says the rest in
@@ -38,7 +39,7 @@ from pydantic import BaseModel, ValidationError
 
 from app import config as app_config
 from app import councils
-from app.attachments import AttachmentProblem
+from app.attachments import Attached, AttachmentProblem, Received
 from app.settings import Settings
 from council import numbers
 from council.attachments import Attachment, budget_with
@@ -76,7 +77,7 @@ def compose(
     instructions: str | None = None,
     answer_format: StructuredReply | None = None,
     settings: Settings | None = None,
-    attachments: Sequence[Attachment | AttachmentProblem] = (),
+    attachments: Sequence[Attached] = (),
 ) -> DeliberationRequest:
     """The request the user asks for: the council's options (`council`, else the default
     council; `config`: council.toml, read now when not given), the user's `options` on top,
@@ -102,8 +103,11 @@ def compose(
     for index, attachment in enumerate(attachments):
         if isinstance(attachment, AttachmentProblem):
             found.append(Problem((ATTACHMENTS, index), attachment.text))
-        else:
+        elif isinstance(attachment, Attachment):
             read.append(attachment)
+    unread = any(isinstance(attachment, Received) for attachment in attachments)
+    if unread and not any(isinstance(a, AttachmentProblem) for a in attachments):
+        raise TypeError("the attachments must be read first (app.attachments.read_files)")
     if read:
         data[ATTACHMENTS] = read
     try:

@@ -174,6 +174,10 @@ class Settings(BaseSettings):
         default_factory=lambda: list(CODEC_ORIGINS), validation_alias="COUNCIL_CODEC_CORS_ORIGINS"
     )
     codec_token: SecretStr | None = Field(None, validation_alias="COUNCIL_CODEC_TOKEN")
+    # Host names the codec server answers to beyond loopback and its --host (app.hosts).
+    codec_allowed_hosts: Listed = Field(
+        default_factory=list, validation_alias="COUNCIL_CODEC_ALLOWED_HOSTS"
+    )
     # Where the codec server listens unless --port says otherwise.
     codec_port: int = Field(DEFAULT_CODEC_PORT, validation_alias="COUNCIL_CODEC_PORT")
 
@@ -244,6 +248,7 @@ class Settings(BaseSettings):
         "web_allowed_hosts",
         "web_trusted_proxies",
         "codec_cors_origins",
+        "codec_allowed_hosts",
         mode="before",
     )
     @classmethod

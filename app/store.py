@@ -67,6 +67,11 @@ class StoreError(RuntimeError):
     """A blob that cannot be written or read: one line naming the store and the hash."""
 
 
+class OutsideReference(StoreError):
+    """A reference to a blob that the reader may not read: another namespace's, or another
+    bucket's (one line)."""
+
+
 def namespace_dir(namespace: str) -> str:
     """A namespace as one safe directory name ("~" for none)."""
     if not namespace:
@@ -98,6 +103,15 @@ class LocalStore(StorageDriver):
 
     def path(self, namespace: str, digest: str) -> Path:
         return self.root / namespace_dir(namespace) / "sha256" / digest[:2] / digest[2:4] / digest
+
+    def outside(self, claim: Mapping[str, str], namespace: str) -> str | None:
+        """Why a claim is not one of `namespace`'s blobs (None: it is)."""
+        if claim.get("namespace") != namespace:
+            return (
+                f"is in namespace {_shown(claim.get('namespace', ''))}, not this request's "
+                f"({_shown(namespace)})"
+            )
+        return None
 
     async def store(
         self, context: StorageDriverStoreContext, payloads: Sequence[Payload]
@@ -223,6 +237,22 @@ class S3Store(S3StorageDriver):
     def __repr__(self) -> str:
         return f"S3Store({str(self.location)!r})"
 
+    def outside(self, claim: Mapping[str, str], namespace: str) -> str | None:
+        """Why a claim is not one of `namespace`'s blobs in this store's bucket (None: it
+        is): the SDK's keys are v0/ns/NAMESPACE/.../d/sha256/HASH."""
+        if claim.get("bucket") != self.location.bucket:
+            return (
+                f"names bucket {_shown(claim.get('bucket', ''))}, not this store's "
+                f"({self.location})"
+            )
+        key, digest = claim.get("key", ""), claim.get("hash_value", "")
+        within = f"v0/ns/{s3_segment(namespace)}/"
+        if not key.startswith(within) or ".." in key.split("/"):
+            return f"names key {_shown(key)}, outside this request's namespace ({within})"
+        if not _DIGEST.fullmatch(digest) or not key.endswith(f"/d/sha256/{digest}"):
+            return f"names key {_shown(key)}, which is not its hash's"
+        return None
+
     async def store(
         self, context: StorageDriverStoreContext, payloads: Sequence[Payload]
     ) -> list[StorageDriverClaim]:
@@ -252,6 +282,11 @@ class S3Store(S3StorageDriver):
             return payload
 
         return list(await asyncio.gather(*(one(claim) for claim in claims)))
+
+
+def _shown(value: str) -> str:
+    """A value a caller wrote into a reference, as one short line."""
+    return repr(value[:100])
 
 
 def _cause(error: BaseException) -> str:
@@ -377,12 +412,15 @@ async def resolve(
     payloads: Sequence[Payload],
     codec: PayloadCodec | None = None,
     *,
+    namespace: str | None,
     keep_over: int | None = None,
 ) -> list[Payload]:
     """The payloads with each reference replaced by the stored payload, as a client reads
     them before it decrypts (the codec server; `codec` reads codec-encoded references).
-    With `keep_over`, a reference to a payload of more bytes than that stays a reference,
-    in clear and with its size."""
+    Only references to `namespace`'s blobs (and, in S3, to the store's bucket) are read:
+    any other is refused (OutsideReference), and so is every reference when no namespace
+    is given. With `keep_over`, a reference to a payload of more bytes than that stays a
+    reference, in clear and with its size."""
     resolved = list(payloads)
     if storage is None:
         return resolved
@@ -392,16 +430,32 @@ async def resolve(
         ref = reference(plain) if plain is not None else None
         if plain is None or ref is None:
             continue
-        size = stored_size(plain)
-        if keep_over is not None and size is not None and size > keep_over:
-            resolved[index] = plain
-            continue
         found = drivers.get(ref.driver_name)
         if found is None:
             raise StoreError(
                 f"a payload is stored by driver {ref.driver_name!r}, which this process does "
                 f"not have (check {STORE_VARIABLE})"
             )
-        claim = StorageDriverClaim(claim_data=dict(ref.claim_data))
-        [resolved[index]] = await found.retrieve(StorageDriverRetrieveContext(), [claim])
+        if namespace is None:
+            raise StoreError(
+                "a reference to the payload store is read only within a namespace, and the "
+                "request names none"
+            )
+        claim = dict(ref.claim_data)
+        problem = (
+            found.outside(claim, namespace)
+            if isinstance(found, LocalStore | S3Store)
+            else f"is stored by driver {ref.driver_name!r}, whose references are not checked"
+        )
+        if problem is not None:
+            digest = claim.get("sha256") or claim.get("hash_value") or ""
+            blob = f"blob sha256:{digest}" if _DIGEST.fullmatch(digest) else "a blob"
+            raise OutsideReference(f"refused: the reference to {blob} {problem}")
+        size = stored_size(plain)
+        if keep_over is not None and size is not None and size > keep_over:
+            resolved[index] = plain
+            continue
+        [resolved[index]] = await found.retrieve(
+            StorageDriverRetrieveContext(), [StorageDriverClaim(claim_data=claim)]
+        )
     return resolved

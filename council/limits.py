@@ -109,6 +109,16 @@ MAX_ATTACHMENT_PDF_BYTES = 20_000_000
 # The texts and images of one run together.
 MAX_ATTACHMENTS_TOTAL_BYTES = 8_000_000
 MAX_ATTACHMENT_NAME_CHARS = 255
+# Reading a PDF's text (app.pdf_text): a small file may inflate into a long read, so each PDF
+# is read in a process of its own, within these bounds, and refused in one line past one.
+# The most one stream of a PDF (a page's content, a font's table) may inflate to.
+MAX_PDF_STREAM_BYTES = 10_000_000
+# The CPU time, memory (address space) and time on the clock that reading one PDF may take.
+PDF_READ_CPU_SECONDS = 30
+PDF_READ_MEMORY_BYTES = 1_000_000_000
+PDF_READ_SECONDS = 60
+# PDFs one server reads at once; the requests beyond wait their turn (nothing else does).
+PDF_READERS = 2
 
 
 def size_text(count: int) -> str:

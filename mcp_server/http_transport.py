@@ -6,6 +6,9 @@ page's rules (web.guard), checked in front of every request:
 - A browser's request must come from an allowed origin of this server (403 otherwise).
 - With COUNCIL_WEB_TOKEN set, every request carries `Authorization: Bearer TOKEN`,
   compared in constant time (401 otherwise).
+- A request's body is at most MAX_BODY_BYTES, enough for a question and attachments at
+  their limits (the SDK's own cap, 4 MiB, is below them); a larger one is refused as it
+  arrives with a JSON-RPC error in one line (HTTP 413), which MCP clients show as such.
 
 The SDK's own Host and Origin check is off: these rules replace it, with the page's
 allowlist (which the SDK cannot express: `*.domain` patterns).
@@ -18,17 +21,24 @@ import socket
 import uvicorn
 from mcp.server.mcpserver import MCPServer
 from mcp.server.transport_security import TransportSecuritySettings
+from mcp.types import INVALID_REQUEST
 from starlette.middleware.trustedhost import TrustedHostMiddleware
-from starlette.requests import Request
-from starlette.responses import PlainTextResponse, Response
-from starlette.types import ASGIApp, Receive, Scope, Send
+from starlette.requests import ClientDisconnect, Request
+from starlette.responses import JSONResponse, PlainTextResponse, Response
+from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-from council import numbers
+from app import request_body
+from council import limits, numbers
 from mcp_server.inputs import Problem
 from web.guard import Forbidden, Guard
 
 ENDPOINT = "/mcp"
 TOKEN_NEEDED = "this server needs its access token: send Authorization: Bearer <COUNCIL_WEB_TOKEN>"
+# A tool call with the question at its limit, every character escaped in JSON (six bytes
+# each), room for the other arguments, and the attachments at their limit in all, each
+# byte counted twice: base64 takes 4/3 of a file, and a text's escapes (newlines, quotes)
+# rarely more.
+MAX_BODY_BYTES = 6 * limits.QUESTION_MAX_CHARS + 1_000_000 + 2 * limits.MAX_ATTACHMENTS_TOTAL_BYTES
 
 
 def listen_address(text: str) -> tuple[str, int]:
@@ -49,7 +59,20 @@ class Guarded:
         self.guard = guard
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        refusal = self.refusal(Request(scope)) if scope["type"] == "http" else None
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        request = Request(scope, receive)
+        refusal = self.refusal(request)
+        if refusal is None and request.method == "POST":
+            try:
+                body = await request_body.read_body(request, MAX_BODY_BYTES)
+            except request_body.BodyTooLarge as too_large:
+                refusal = too_large_answer(too_large)
+            except ClientDisconnect:
+                return
+            else:
+                receive = replaying(body, receive)
         if refusal is not None:
             await refusal(scope, receive, send)
             return
@@ -65,6 +88,29 @@ class Guarded:
                 TOKEN_NEEDED, status_code=401, headers={"WWW-Authenticate": "Bearer"}
             )
         return None
+
+
+def too_large_answer(too_large: request_body.BodyTooLarge) -> Response:
+    """A body over the cap, as a JSON-RPC error (its id unread: null) that clients show."""
+    message = (
+        f"{too_large}: the most an MCP request over HTTP may carry (a question and "
+        "attachments at their limits fit)"
+    )
+    return JSONResponse(
+        {"jsonrpc": "2.0", "id": None, "error": {"code": INVALID_REQUEST, "message": message}},
+        status_code=413,
+    )
+
+
+def replaying(body: bytes, receive: Receive) -> Receive:
+    """A `receive` that gives the body already read, then what the client sends next (its
+    disconnect)."""
+    pending: list[Message] = [{"type": "http.request", "body": body, "more_body": False}]
+
+    async def replay() -> Message:
+        return pending.pop() if pending else await receive()
+
+    return replay
 
 
 def listening_socket(host: str, port: int) -> socket.socket:
@@ -88,6 +134,7 @@ async def serve(server: MCPServer, sock: socket.socket, guard: Guard) -> None:
     app = server.streamable_http_app(
         streamable_http_path=ENDPOINT,
         transport_security=TransportSecuritySettings(enable_dns_rebinding_protection=False),
+        max_request_body_size=MAX_BODY_BYTES,
     )
     checked = TrustedHostMiddleware(
         Guarded(app, guard), allowed_hosts=list(guard.allowed), www_redirect=False

@@ -2,7 +2,8 @@
 its flags: the council's options (council.toml: the council named, else the default
 one), what the caller gave on top, one validation. A problem is one line that names the
 argument (the request's own name for it), as the CLI's names its flag; nothing is
-started or asked of Temporal before the input passes."""
+started or asked of Temporal before the input passes. Files are counted before any is
+decoded, and every one's size checked before any is read (app.attachments)."""
 
 from __future__ import annotations
 
@@ -13,7 +14,7 @@ from pydantic import BaseModel, Field
 from app import attachments as reading
 from app import front_door
 from app.settings import Settings
-from council.attachments import Attachment
+from council.attachments import count_problem
 from council.config import Config
 from council.models import DeliberationRequest
 from council.steering import reason_problem
@@ -37,17 +38,28 @@ class AttachmentInput(BaseModel):
     )
 
 
-def read_attachment(given: AttachmentInput, index: int) -> Attachment | reading.AttachmentProblem:
-    """One attachment argument, read (app.attachments), or the problem reading it met."""
+def received_attachment(given: AttachmentInput, index: int) -> reading.Attached:
+    """One attachment argument, received (app.attachments: its size checked; a text is
+    read as it is), or the problem it met."""
     name = reading.clean_name(given.name, f"file-{index + 1}")
     try:
         if (given.text is None) == (given.data_base64 is None):
             raise reading.AttachmentProblem(": give either text or data_base64")
         if given.text is not None:
             return reading.from_text(name, given.text, given.media_type)
-        return reading.from_base64(name, given.data_base64 or "", given.media_type)
+        return reading.received_base64(name, given.data_base64 or "", given.media_type)
     except reading.AttachmentProblem as problem:
         return problem
+
+
+async def read_attachments(given: list[AttachmentInput]) -> list[reading.Attached]:
+    """The attachment arguments read: their count checked first, then each one's size,
+    then the files read apart from the event loop (a PDF's text)."""
+    too_many = count_problem(len(given))
+    if too_many:
+        raise Problem(f"{front_door.ATTACHMENTS}: {too_many}")
+    received = [received_attachment(file, index) for index, file in enumerate(given)]
+    return await reading.read_files_apart(received)
 
 
 def argument_of(loc: tuple[str | int, ...]) -> str | None:
@@ -57,7 +69,7 @@ def argument_of(loc: tuple[str | int, ...]) -> str | None:
     return None
 
 
-def deliberation_request(
+async def deliberation_request(
     config: Config,
     question: str,
     council: str | None = None,
@@ -68,7 +80,7 @@ def deliberation_request(
     """The request a tool starts: the council's options with the arguments given (the
     request's options, by their names: models, chairman, max_rounds) on top, and the files
     of `attachments`."""
-    files = [read_attachment(given, index) for index, given in enumerate(attachments or [])]
+    files = await read_attachments(attachments or [])
     try:
         return front_door.compose(
             question,

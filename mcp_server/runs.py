@@ -50,7 +50,7 @@ class Backend:
 
 async def begin(backend: Backend, **arguments: Any) -> WorkflowHandle[Any, DeliberationRecord]:
     """Start the deliberation the arguments ask for (a Problem when they cannot be used)."""
-    request = deliberation_request(backend.config, settings=backend.settings, **arguments)
+    request = await deliberation_request(backend.config, settings=backend.settings, **arguments)
     return await deliberations.start(
         backend.client, request, backend.task_queue, launch=backend.launch
     )

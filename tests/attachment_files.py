@@ -1,9 +1,11 @@
 """Files to attach in tests, made by real writers: a PNG and a PDF with text from
-matplotlib, an encrypted PDF from pypdf, and a text of a given size."""
+matplotlib, an encrypted PDF from pypdf, and a text of a given size; and a PDF bomb,
+written by hand."""
 
 from __future__ import annotations
 
 import io
+import zlib
 
 import matplotlib
 
@@ -50,3 +52,32 @@ def notes(size: int, seed: int = 0) -> str:
         total += len(line)
         n += 1
     return "".join(lines)[:size]
+
+
+def pdf_bomb(inflated: int, shown: bytes = b" ") -> bytes:
+    """A one-page PDF of a few KB whose content stream (FlateDecode) inflates to about
+    `inflated` bytes: one hex string of the character `shown`, shown as text. pypdf takes
+    seconds per MB to read it, and finds no text in it unless `shown` is a letter."""
+    content = b"BT /F1 12 Tf <" + shown.hex().encode() * (inflated // 2) + b"> Tj ET"
+    packed = zlib.compress(content, 9)
+    objects = [
+        b"<< /Type /Catalog /Pages 2 0 R >>",
+        b"<< /Type /Pages /Kids [3 0 R] /Count 1 >>",
+        b"<< /Type /Page /Parent 2 0 R /MediaBox [0 0 612 792] /Contents 4 0 R "
+        b"/Resources << /Font << /F1 << /Type /Font /Subtype /Type1 /BaseFont /Helvetica >> "
+        b">> >> >>",
+        b"<< /Length %d /Filter /FlateDecode >>\nstream\n" % len(packed) + packed + b"\nendstream",
+    ]
+    out = bytearray(b"%PDF-1.4\n")
+    offsets = []
+    for number, body in enumerate(objects, 1):
+        offsets.append(len(out))
+        out += b"%d 0 obj\n" % number + body + b"\nendobj\n"
+    table = len(out)
+    out += b"xref\n0 %d\n0000000000 65535 f \n" % (len(objects) + 1)
+    out += b"".join(b"%010d 00000 n \n" % offset for offset in offsets)
+    out += b"trailer\n<< /Size %d /Root 1 0 R >>\nstartxref\n%d\n%%%%EOF\n" % (
+        len(objects) + 1,
+        table,
+    )
+    return bytes(out)

@@ -96,14 +96,18 @@ async def update_task(session: ClientSession, task_id: str) -> Acknowledged:
 
 
 async def polled(
-    session: ClientSession, task_id: str, timeout: float | None = None
+    session: ClientSession, task_id: str, timeout: float | None = None, within: float = 120
 ) -> list[DetailedTask]:
     """Every answer of tasks/get until the task ends, at the interval it asks (each
-    request given `timeout` seconds; None: the session's)."""
+    request given `timeout` seconds; None: the session's). A task still going after
+    `within` seconds is a failure that says what it last reported."""
     seen = [await get_task(session, task_id, timeout)]
-    while seen[-1].status not in ENDED:
-        await anyio.sleep((seen[-1].poll_interval_ms or 1000) / 1000)
-        seen.append(await get_task(session, task_id, timeout))
+    with anyio.move_on_after(within):
+        while seen[-1].status not in ENDED:
+            await anyio.sleep((seen[-1].poll_interval_ms or 1000) / 1000)
+            seen.append(await get_task(session, task_id, timeout))
+    last = seen[-1]
+    assert last.status in ENDED, f"{task_id} still {last.status} after {within} s: {last}"
     return seen
 
 

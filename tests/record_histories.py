@@ -219,7 +219,7 @@ async def standalone(client: Client, history: WorkflowHistory) -> WorkflowHistor
     for event in history.events:
         for payload in store.payloads_in(event):
             if store.reference(payload) is not None:
-                [stored] = await store.resolve(storage, [payload])
+                [stored] = await store.resolve(storage, [payload], namespace=client.namespace)
                 payload.CopyFrom(stored)
     return history
 

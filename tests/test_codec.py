@@ -6,6 +6,7 @@ from __future__ import annotations
 import base64
 import json
 import re
+from collections.abc import AsyncIterator
 
 import httpx
 import pytest
@@ -24,7 +25,15 @@ from app.codec import (
     fingerprint,
     new_key,
 )
-from app.codec_server import SHOWN_INLINE_BYTES, app_from_env, cors_origins, create_app
+from app.codec_server import (
+    MAX_BODY_BYTES,
+    SHOWN_INLINE_BYTES,
+    allowed_hosts,
+    app_from_env,
+    cors_origins,
+    create_app,
+)
+from tests.stored_payloads import converter_of, stored_in
 
 KEY = new_key()
 OTHER_KEY = new_key()
@@ -226,7 +235,7 @@ def from_json(text: str) -> list[Payload]:
 
 
 def http(app) -> httpx.AsyncClient:
-    return httpx.AsyncClient(transport=httpx.ASGITransport(app=app), base_url="http://codec")
+    return httpx.AsyncClient(transport=httpx.ASGITransport(app=app), base_url="http://127.0.0.1")
 
 
 @pytest.fixture
@@ -240,7 +249,8 @@ async def server():
         yield client
 
 
-AUTH = {"Authorization": "Bearer codec-token-123", "X-Namespace": "default"}
+JSON = {"Content-Type": "application/json"}
+AUTH = {"Authorization": "Bearer codec-token-123", "X-Namespace": "default", **JSON}
 
 
 async def test_encode_then_decode_over_http(server: httpx.AsyncClient) -> None:
@@ -249,7 +259,7 @@ async def test_encode_then_decode_over_http(server: httpx.AsyncClient) -> None:
     [sealed] = from_json(encoded.text)
     assert sealed.metadata["encoding"] == ENCODING and b"secret" not in sealed.data
     # The CLI templates the namespace into the path; both forms answer.
-    for path in ("/decode", "/council-prod/decode"):
+    for path in ("/decode", "/default/decode"):
         decoded = await server.post(path, content=encoded.text, headers=AUTH)
         assert decoded.status_code == 200, decoded.text
         assert from_json(decoded.text) == [plain_payload()]
@@ -282,7 +292,7 @@ async def test_cors_for_the_ui_origin_only(server: httpx.AsyncClient) -> None:
 
     # A real request from the UI origin carries the header, even when refused.
     refused = await server.post(
-        "/decode", content="{}", headers={"Origin": "http://localhost:8233"}
+        "/decode", content="{}", headers={"Origin": "http://localhost:8233", **JSON}
     )
     assert refused.status_code == 401
     assert refused.headers["access-control-allow-origin"] == "http://localhost:8233"
@@ -318,8 +328,34 @@ async def test_server_settings_from_env() -> None:
         cors_origins({"COUNCIL_CODEC_CORS_ORIGINS": "ui.example.com"})
     # Without a token, no Authorization header is needed.
     async with http(app_from_env({"COUNCIL_PAYLOAD_KEY": KEY})) as open_app:
-        encoded = await open_app.post("/encode", content=as_json(plain_payload()))
+        encoded = await open_app.post("/encode", content=as_json(plain_payload()), headers=JSON)
     assert encoded.status_code == 200
+
+
+async def test_the_host_names_it_answers_to() -> None:
+    """Loopback, the --host it listens on and COUNCIL_CODEC_ALLOWED_HOSTS, by the web
+    page's rule; a bare '*' is refused at start in one line naming the variable."""
+    assert allowed_hosts("127.0.0.1", {}) == ["localhost", "127.0.0.1", "[::1]"]
+    assert allowed_hosts("0.0.0.0", {"COUNCIL_CODEC_ALLOWED_HOSTS": "codec.example.com"}) == [
+        "localhost",
+        "127.0.0.1",
+        "[::1]",
+        "codec.example.com",
+    ]
+    with pytest.raises(CodecConfigError, match=r"^COUNCIL_CODEC_ALLOWED_HOSTS: '\*' is not"):
+        allowed_hosts("127.0.0.1", {"COUNCIL_CODEC_ALLOWED_HOSTS": "*"})
+    env = {"COUNCIL_CODEC_ALLOWED_HOSTS": "*.corp.example"}
+    async with http(app_from_env(env, bind_host="10.0.0.5")) as client:
+        for host, status in (
+            ("codec.corp.example:8081", 200),
+            ("10.0.0.5:8081", 200),
+            ("localhost:8081", 200),
+            ("corp.example.evil:8081", 400),
+        ):
+            response = await client.post(
+                "/encode", content=as_json(plain_payload()), headers={**JSON, "Host": host}
+            )
+            assert (host, response.status_code) == (host, status)
 
 
 # ---- the codec server and the payload store ---------------------------------------------
@@ -335,11 +371,11 @@ async def test_decode_reads_stored_payloads_as_the_ui_asks(tmp_path, encrypted: 
         "COUNCIL_CODEC_TOKEN": "codec-token-123",
         **({"COUNCIL_PAYLOAD_KEY": KEY} if encrypted else {}),
     }
-    converter = connection.data_converter(env)
+    converter = converter_of("default", env)
     text = "A long answer. " * 400
     stored, small = await converter.encode([text, "short"])
     assert store.reference(stored) is not None and store.reference(small) is None
-    ui = {"Origin": "http://localhost:8233", "X-Namespace": "default"}
+    ui = {"Origin": "http://localhost:8233", "X-Namespace": "default", **JSON}
     async with http(app_from_env(env)) as ui_client:
         preflight = await ui_client.options(
             "/default/decode",
@@ -388,12 +424,12 @@ async def test_the_ui_sees_texts_and_downloads_what_stays_a_reference(
         "COUNCIL_STORE_THRESHOLD": "1024",
         **({"COUNCIL_PAYLOAD_KEY": KEY} if encrypted else {}),
     }
-    converter = connection.data_converter(env)
+    converter = converter_of("default", env)
     shown = "A long answer. " * 400
     huge = "An answer too long to show. " * (SHOWN_INLINE_BYTES // 28 + 1000)
     stored, too_large, small = await converter.encode([shown, huge, "short"])
     assert store.reference(stored) is not None and store.reference(too_large) is not None
-    ui = {"Origin": "http://localhost:8233", "X-Namespace": "default"}
+    ui = {"Origin": "http://localhost:8233", "X-Namespace": "default", **JSON}
     async with http(app_from_env(env)) as ui_client:
         decoded = await ui_client.post(
             "/decode?preserveStorageRefs=true",
@@ -431,3 +467,97 @@ async def test_the_ui_sees_texts_and_downloads_what_stays_a_reference(
             assert downloaded.headers["access-control-allow-origin"] == "http://localhost:8233"
             [payload] = from_json(downloaded.text)
             assert json.loads(payload.data) == huge
+
+
+# ---- one hostile caller -------------------------------------------------------------------
+
+CLI = {"Content-Type": "application/json", "X-Namespace": "default"}  # what `temporal` sends
+UI = {**CLI, "Origin": "http://localhost:8233"}  # what the Web UI's page sends
+
+
+async def test_an_endless_body_is_refused_at_the_cap_not_buffered() -> None:
+    """A body over the cap is refused once the cap is passed (200 MB was read whole before
+    its 413); one whose Content-Length says so is refused before any of it is read."""
+    app = create_app(None)
+    chunk = b" " * 1_000_000
+    sent = 0
+
+    async def endless() -> AsyncIterator[bytes]:
+        nonlocal sent
+        for _ in range(2 * MAX_BODY_BYTES // len(chunk)):
+            sent += len(chunk)
+            yield chunk
+
+    async with http(app) as client:
+        response = await client.post("/default/decode", content=endless(), headers=CLI)
+        assert response.status_code == 413
+        assert sent <= MAX_BODY_BYTES + len(chunk), f"read {sent:,} bytes before refusing"
+        assert response.text == f"the body is over {MAX_BODY_BYTES:,} bytes"
+
+        sent = 0
+        declared = await client.post(
+            "/default/decode",
+            content=endless(),
+            headers={**CLI, "Content-Length": str(MAX_BODY_BYTES + 1)},
+        )
+        assert declared.status_code == 413 and sent <= len(chunk)
+
+
+async def test_only_json_from_an_allowed_origin_to_this_host_is_decoded(tmp_path) -> None:
+    """A page elsewhere may POST text/plain cross-origin with no preflight (a CORS "simple
+    request"): that, any body that is not JSON, a foreign Origin and a foreign Host are all
+    refused, while the Web UI's requests and the `temporal` CLI's (no Origin) still work."""
+    env = {"COUNCIL_STORE": str(tmp_path / "store"), "COUNCIL_STORE_THRESHOLD": "1024"}
+    secret = "What the council said in private. " * 100
+    body = as_json(await stored_in("default", env, secret))
+    async with http(app_from_env(env)) as client:
+        for headers in (CLI, UI):
+            ok = await client.post("/default/decode", content=body, headers=headers)
+            assert ok.status_code == 200, ok.text
+            assert [json.loads(p.data) for p in from_json(ok.text)] == [secret]
+
+        simple = {**UI, "Origin": "http://evil.example", "Content-Type": "text/plain"}
+        attacks = {
+            "cross-origin text/plain": (simple, 403),
+            "cross-origin JSON": ({**UI, "Origin": "http://evil.example"}, 403),
+            "text/plain from the UI": ({**UI, "Content-Type": "text/plain"}, 415),
+            "form from the UI": ({**UI, "Content-Type": "application/x-www-form-urlencoded"}, 415),
+            "no content type": ({"X-Namespace": "default"}, 415),
+            "foreign Host": ({**CLI, "Host": "evil.example"}, 400),
+            "foreign Host and port": ({**CLI, "Host": "evil.example:8081"}, 400),
+        }
+        for name, (headers, status) in attacks.items():
+            refused = await client.post("/default/decode", content=body, headers=headers)
+            assert (refused.status_code, name) == (status, name)
+            assert "payloads" not in refused.text and "\n" not in refused.text
+
+
+async def test_a_reference_outside_the_request_namespace_is_refused(tmp_path) -> None:
+    """The store names each blob by its namespace and hash: a caller of one namespace who
+    names another's blob (a reference copied, or written by hand from a known hash) is
+    refused in one line; the namespace's own callers still read it."""
+    env = {"COUNCIL_STORE": str(tmp_path / "store"), "COUNCIL_STORE_THRESHOLD": "1024"}
+    theirs = "Another team's question, in their namespace. " * 100
+    body = as_json(await stored_in("team-b", env, theirs))
+    async with http(app_from_env(env)) as client:
+        for path, headers, status in (
+            ("/default/decode", CLI, 403),
+            ("/decode", CLI, 403),
+            ("/default/download", UI, 403),
+            ("/decode", {"Content-Type": "application/json"}, 400),  # no namespace named
+        ):
+            refused = await client.post(path, content=body, headers=headers)
+            assert (path, refused.status_code) == (path, status), refused.text
+            assert refused.text.startswith(("refused: ", "a reference")), refused.text
+            assert "\n" not in refused.text
+        mixed = await client.post(
+            "/team-b/decode", content=body, headers={**CLI, "X-Namespace": "default"}
+        )
+        assert mixed.status_code == 400 and "payloads" not in mixed.text
+        for path, headers in (
+            ("/team-b/decode", {**CLI, "X-Namespace": "team-b"}),
+            ("/decode", {**CLI, "X-Namespace": "team-b"}),
+        ):
+            own = await client.post(path, content=body, headers=headers)
+            assert own.status_code == 200, own.text
+            assert [json.loads(p.data) for p in from_json(own.text)] == [theirs]

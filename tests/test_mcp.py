@@ -33,6 +33,7 @@ from council.agreement import verdict
 from council.calls import Stage
 from council.models import DeliberationRecord
 from harness.processes import ROOT, Process, free_port, port_open, spawn
+from mcp_server.http_transport import MAX_BODY_BYTES as MCP_BODY
 from tests import mcp_tasks_client as tasks
 from tests.attachment_files import pdf, png
 from tests.temporal_fixtures import (
@@ -81,7 +82,8 @@ def error_text(result: CallToolResult) -> str:
 
 
 async def record_of(council: Council, wid: str) -> DeliberationRecord:
-    return await deliberations.handle(council.client, wid).result()
+    """The run's record, once it ends (a run that never ends fails the test in minutes)."""
+    return await asyncio.wait_for(deliberations.handle(council.client, wid).result(), 180)
 
 
 def summary_of(record: DeliberationRecord) -> str:
@@ -655,3 +657,38 @@ async def test_the_attachments_argument(
         )
         assert error_text(many) == "attachments: at most 10 files per run (got 11)"
         assert council.sim.log()["total"] == before  # nothing started
+
+
+async def test_http_takes_attachments_up_to_their_limits_and_refuses_more_in_one_line(
+    http_server: tuple[int, Process],
+) -> None:
+    """The streamable HTTP transport takes a request as large as the documented limits
+    allow (the SDK's own cap, 4 MiB, answered a bare 413 below them): attachments just
+    under the limits reach the tool, which checks them like any other argument; over the
+    transport's cap, the client is told why in one line."""
+    port, _ = http_server
+    url = f"http://127.0.0.1:{port}/mcp"
+    file = "A line of the report.\n" * (999_000 // 22)
+    under = [{"name": f"part-{n}.txt", "text": file} for n in range(8)]
+    assert len(file) * 8 < limits.MAX_ATTACHMENTS_TOTAL_BYTES < len(file) * 9
+    async with (
+        httpx2.AsyncClient(headers={"Authorization": f"Bearer {TOKEN}"}, timeout=60) as http,
+        Client(streamable_http_client(url, http_client=http)) as client,
+    ):
+        # Under the limits, and a bad max_rounds: the tool read the request and refused
+        # only the argument (so nothing starts).
+        arguments = {"question": "Q?", "max_rounds": 9, "attachments": under}
+        result = await client.call_tool("start_deliberation", arguments)
+        assert error_text(result) == "max_rounds must be between 1 and 5 (got 9)"
+        # Over the attachments' limit: the tool's error, naming the argument.
+        over = {**arguments, "max_rounds": 1, "attachments": [*under, under[0]]}
+        result = await client.call_tool("start_deliberation", over)
+        assert error_text(result).startswith("attachments: at most 8.0 MB in all")
+        # Over what the transport takes: a JSON-RPC error in one line, naming the limit.
+        huge = {**arguments, "attachments": [{"name": "huge.txt", "text": "x" * MCP_BODY}]}
+        with pytest.raises(MCPError) as refused:
+            await client.call_tool("start_deliberation", huge)
+        message = refused.value.error.message
+        assert f"{MCP_BODY:,} bytes" in message and "\n" not in message, message
+        # The session goes on.
+        assert {tool.name for tool in (await client.list_tools()).tools} == TOOLS

@@ -28,7 +28,8 @@ from harness.processes import Process, start_llama_server
 from tests.temporal_fixtures import Council, council_worker
 from workflows.deliberation import Deliberation
 
-pytestmark = pytest.mark.real
+# Real models on 2 cores take minutes a deliberation: above the suite's hang limit.
+pytestmark = [pytest.mark.real, pytest.mark.timeout(1500)]
 
 MEMBERS = ["smol-a", "smol-b", "smol-c"]
 CONTEXT_WINDOW = 2_048  # the server's default n_ctx

@@ -116,7 +116,7 @@ async def _history_text(temporal: WorkflowEnvironment, workflow_id: str) -> str:
     history = await temporal.client.get_workflow_handle(workflow_id).fetch_history()
     storage = store.external_storage()
     payloads = [p for event in history.events for p in store.payloads_in(event)]
-    resolved = await store.resolve(storage, payloads)
+    resolved = await store.resolve(storage, payloads, namespace=temporal.client.namespace)
     return history.to_json() + "\n".join(p.data.decode("utf-8", "replace") for p in resolved)
 
 

@@ -23,8 +23,8 @@ import httpx
 from google.protobuf import json_format
 from temporalio.api.common.v1 import Payloads
 
-from app import connection, store
 from harness.processes import ROOT, answers, free_port, port_open, start_temporal, wait_for
+from tests.stored_payloads import stored_in
 from tests.test_up import UNSET, descendants, free_server_port, make_up, still_running
 
 BIN = Path(sys.executable).parent
@@ -121,13 +121,12 @@ async def test_make_server_starts_the_server_its_ui_and_codec_server_where_make_
             for origin in (ui, f"http://localhost:{server_port + 1000}"):
                 assert preflight(codec, origin).headers["access-control-allow-origin"] == origin
             # It reads the payload store a worker of this data directory writes.
-            converter = connection.data_converter({"COUNCIL_DATA": str(data)})
             text = "A stored answer. " * 4000
-            [stored] = await converter.encode([text])
-            assert store.reference(stored) is not None
+            stored = await stored_in("default", {"COUNCIL_DATA": str(data)}, text)
             decoded = await http.post(
                 f"{codec}/default/decode",
                 content=json_format.MessageToJson(Payloads(payloads=[stored])),
+                headers={"Content-Type": "application/json"},
             )
         [payload] = json_format.Parse(decoded.text, Payloads()).payloads
         assert json.loads(payload.data) == text

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import asyncio
 import hashlib
+import json
 import os
 import socket
 import subprocess
@@ -16,7 +17,8 @@ from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
 
 import pytest
-from temporalio.api.common.v1 import Payload
+from google.protobuf import json_format
+from temporalio.api.common.v1 import Payload, Payloads
 from temporalio.client import Client
 from temporalio.converter import StorageDriverStoreContext, StorageDriverWorkflowInfo
 from temporalio.testing import WorkflowEnvironment
@@ -27,6 +29,7 @@ from app.settings import Settings
 from council.models import DeliberationRecord
 from doctor.store import store_check
 from simulator import SimulatorServer
+from tests.stored_payloads import stored_in
 from tests.temporal_fixtures import council_worker, temporal_address
 
 TEXT = "A long answer about queues. " * 200
@@ -145,6 +148,7 @@ async def test_doctor_checks_a_directory_store(
 # ---- S3, against moto's S3-compatible server on 127.0.0.1 ---------------------------------
 
 BUCKET = "council-payloads"
+OTHER_BUCKET = "another-teams-payloads"
 
 
 def free_port() -> int:
@@ -300,6 +304,43 @@ async def test_s3_prune_keeps_what_runs_reference(
     reader = await Client.connect(address, data_converter=connection.data_converter(env))
     again = await reader.get_workflow_handle(record.id, result_type=DeliberationRecord).result()
     assert again == record
+
+
+async def test_the_codec_server_reads_only_its_bucket_within_the_request_namespace(
+    s3: str,
+) -> None:
+    """An S3 reference names a bucket and a key: the codec server refuses one naming
+    another bucket its credentials can read, or a key of another namespace, in one line."""
+    import aioboto3
+    import httpx
+
+    from app.codec_server import app_from_env
+
+    async with aioboto3.Session().client("s3") as client:
+        await client.create_bucket(Bucket=OTHER_BUCKET)
+    ours = {"COUNCIL_STORE": f"s3://{BUCKET}/codec", "COUNCIL_STORE_THRESHOLD": "1024"}
+    theirs = {**ours, "COUNCIL_STORE": f"s3://{OTHER_BUCKET}/codec"}
+    own = await stored_in("default", ours, TEXT)
+    other_bucket = await stored_in("default", theirs, "In another bucket. " * 100)
+    other_namespace = await stored_in("team-b", ours, "In another namespace. " * 100)
+    cli = {"Content-Type": "application/json", "X-Namespace": "default"}
+    async with httpx.AsyncClient(
+        transport=httpx.ASGITransport(app=app_from_env(ours)), base_url="http://127.0.0.1"
+    ) as codec:
+
+        async def decode(payload: Payload) -> httpx.Response:
+            body = json_format.MessageToJson(Payloads(payloads=[payload]))
+            return await codec.post("/default/decode", content=body, headers=cli)
+
+        read = await decode(own)
+        assert read.status_code == 200, read.text
+        [plain] = json_format.Parse(read.text, Payloads()).payloads
+        assert json.loads(plain.data) == TEXT
+        for payload in (other_bucket, other_namespace):
+            refused = await decode(payload)
+            assert refused.status_code == 403, refused.text
+            assert refused.text.startswith("refused: the reference to blob sha256:")
+            assert "\n" not in refused.text
 
 
 @pytest.mark.parametrize(

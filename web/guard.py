@@ -2,8 +2,9 @@
 stream, the OpenAI-compatible API, the MCP transport):
 
 - Host allowlist, reads included: only requests addressed to this machine's loopback
-  names, the host the server was started on, and COUNCIL_WEB_ALLOWED_HOSTS. A page on
-  another name that resolves here (DNS rebinding) gets a 400, never a page.
+  names, the host the server was started on, and COUNCIL_WEB_ALLOWED_HOSTS (app.hosts,
+  the codec server's rule too). A page on another name that resolves here (DNS
+  rebinding) gets a 400, never a page.
 - Writes (start, stop, steer, sign in) from a browser must come from an allowlisted
   origin: the Origin (or, without one, the Referer) must name an allowed host, and the
   same host and port the request was sent to.
@@ -31,11 +32,17 @@ from urllib.parse import urlsplit
 
 from starlette.requests import Request
 
+# The Host rule is app.hosts' (shared with the codec server); named here as before.
+from app.hosts import LOOPBACK_HOSTS as LOOPBACK_HOSTS
+from app.hosts import ConfigError as ConfigError
+from app.hosts import allowed_hosts as allowed_hosts
+from app.hosts import host_allowed
+from app.hosts import host_name as _host_name
+from app.hosts import loopback as loopback
+from app.hosts import setting_items as _items
 from council import numbers
 from workflows.priority import tenant_of
 
-LOOPBACK_HOSTS = ("localhost", "127.0.0.1", "[::1]")
-ANY_ADDRESS = ("0.0.0.0", "::", "")
 SESSION_COOKIE = "council_session"
 # How long a sign-in lasts.
 SESSION_SECONDS = 7 * 24 * 3600
@@ -44,47 +51,8 @@ MAX_FAILED_LOGINS = 5
 LOGIN_WINDOW_SECONDS = 300.0
 
 
-class ConfigError(ValueError):
-    """A web setting that cannot be used (one line naming the variable)."""
-
-
 class Forbidden(Exception):
     """A request the rules refuse (the message says why, in one line)."""
-
-
-def _host_name(host: str) -> str:
-    """A host as a Host header carries it: IPv6 addresses in brackets, lower case."""
-    try:
-        if ipaddress.ip_address(host.strip("[]")).version == 6:
-            return f"[{host.strip('[]')}]".lower()
-    except ValueError:
-        pass
-    return host.lower()
-
-
-def _items(value: str | Iterable[str] | None) -> list[str]:
-    """A comma-separated setting's items (app.settings gives them split already)."""
-    return (value or "").split(",") if isinstance(value, str | None) else list(value)
-
-
-def allowed_hosts(bind_host: str, extra: str | Iterable[str] | None = None) -> tuple[str, ...]:
-    """The names the server answers to: loopback, the host it binds to (unless that is
-    every address), and those of COUNCIL_WEB_ALLOWED_HOSTS (`*.example.com` allows a
-    domain's subdomains; a bare `*` is refused: it would answer to any name)."""
-    hosts = list(LOOPBACK_HOSTS)
-    if bind_host not in ANY_ADDRESS:
-        hosts.append(_host_name(bind_host))
-    for item in _items(extra):
-        name = item.strip()
-        if not name:
-            continue
-        if name == "*" or "*" in name[1:] or (name.startswith("*") and not name.startswith("*.")):
-            raise ConfigError(
-                f"COUNCIL_WEB_ALLOWED_HOSTS: {name!r} is not a host name or a '*.domain' "
-                "pattern (a bare '*' would answer to any name)"
-            )
-        hosts.append(_host_name(name))
-    return tuple(dict.fromkeys(hosts))
 
 
 def trusted_proxies(value: str | Iterable[str] | None) -> tuple[str, ...]:
@@ -105,24 +73,6 @@ def trusted_proxies(value: str | Iterable[str] | None) -> tuple[str, ...]:
             ) from None
         proxies.append(str(network.network_address) if network.num_addresses == 1 else str(network))
     return tuple(dict.fromkeys(proxies))
-
-
-def loopback(host: str) -> bool:
-    """A host name or address that only this machine reaches."""
-    if host == "localhost":
-        return True
-    try:
-        return ipaddress.ip_address(host.strip("[]")).is_loopback
-    except ValueError:
-        return False
-
-
-def host_allowed(host: str, allowed: Iterable[str]) -> bool:
-    host = host.lower()
-    return any(
-        host == pattern or (pattern.startswith("*.") and host.endswith(pattern[1:]))
-        for pattern in allowed
-    )
 
 
 @dataclass

@@ -173,8 +173,9 @@ def no_such_model(model: str, known: dict[str, str | None]) -> ApiError:
     )
 
 
-def read_asked(raw: Any, known: dict[str, str | None]) -> Asked:
-    """The body read (web.openai_body): every field it may not hold refused by name."""
+async def read_asked(raw: Any, known: dict[str, str | None]) -> Asked:
+    """The body read (web.openai_body): every field it may not hold refused by name; the
+    files read last, apart from the event loop."""
     if not isinstance(raw, dict):
         raise bad_request("the body must be a JSON object")
     try:
@@ -183,6 +184,7 @@ def read_asked(raw: Any, known: dict[str, str | None]) -> Asked:
         if body.model not in known:
             raise no_such_model(body.model, known)
         conversation = body.conversation()
+        await conversation.read_attachments()
     except OptionError as refused:
         raise bad_request(str(refused), refused.param) from None
     except Refusal as refused:
@@ -490,7 +492,7 @@ class OpenAIApi:
             self.guard.check_origin(request)
         except Forbidden as refused:
             raise ApiError(403, str(refused), "forbidden_origin", "permission_error") from None
-        asked = read_asked(await read_json(request), self.known())
+        asked = await read_asked(await read_json(request), self.known())
         wanted = self.deliberation_request(asked)
         thread = await self.thread_of(asked.conversation)
         if thread.follow_up_of:

@@ -10,7 +10,9 @@ Rules:
   system (and developer) messages are the user's instructions. Text parts of a message
   are read; a user message's `file` parts (file_data a data URL) and `image_url` parts
   (a data URL: the council fetches nothing) are the run's attachments (app.attachments),
-  in the order they come; any other part is refused, naming it.
+  in the order they come; any other part is refused, naming it. Their count is checked
+  before any is decoded, each one's size before any is read; reading them (a PDF's text)
+  is the caller's, apart from the event loop (Conversation.read_attachments).
 - Input is bounded: the number of messages, each earlier message's text (the question's
   own bound is the request's: the front door checks it), and the number of turns.
 - Every problem is a Refusal: the field's path as OpenAI names parameters
@@ -19,13 +21,14 @@ Rules:
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, Literal
 
 from pydantic import (
     BaseModel,
     ConfigDict,
     Field,
+    SkipValidation,
     ValidationError,
     field_validator,
     model_validator,
@@ -34,7 +37,7 @@ from pydantic_core import PydanticCustomError
 
 from app import attachments as reading
 from council import limits
-from council.attachments import Attachment
+from council.attachments import Attachment, count_problem
 from council.config import NOT_COUNCIL_OPTIONS
 from council.structured import StructuredReply
 from council.thread import Turn
@@ -83,12 +86,20 @@ def path(loc: tuple[str | int, ...]) -> str:
 PARTS = "text, file (file_data a data URL) or image_url (a data URL)"
 
 
-def _file_of(part: dict[str, Any], index: int) -> Attachment:
-    """The attachment of a file or image_url part (index: the part's, for its fallback
-    name); a refusal naming the part's field."""
+FILE_PARTS = ("file", "image_url")
+
+
+def _field_of(kind: str) -> str:
+    """Where a file part holds its data URL."""
+    return "file.file_data" if kind == "file" else "image_url.url"
+
+
+def _file_of(part: dict[str, Any], index: int) -> reading.Received:
+    """The file of a file or image_url part, received (its size checked, not read yet;
+    index: the part's, for its fallback name); a refusal naming the part's field."""
     kind = part["type"]
     inner = part.get(kind)
-    field = "file.file_data" if kind == "file" else "image_url.url"
+    field = _field_of(kind)
     if not isinstance(inner, dict):
         raise _refused(f".content[{index}].{kind} must be an object")
     url = inner.get("file_data") if kind == "file" else inner.get("url")
@@ -99,9 +110,17 @@ def _file_of(part: dict[str, Any], index: int) -> Attachment:
         raise _refused(f".content[{index}].file.filename must be text")
     fallback = f"{'file' if kind == 'file' else 'image'}-{index + 1}"
     try:
-        return reading.from_data_url(url, name, fallback)
+        return reading.received_data_url(url, name, fallback)
     except reading.AttachmentProblem as problem:
         raise _refused(f".content[{index}].{field}{problem.text}") from None
+
+
+def _file_parts(message: dict[str, Any]) -> int:
+    """The file and image_url parts of a message as sent."""
+    content = message.get("content")
+    if not isinstance(content, list):
+        return 0
+    return sum(1 for part in content if isinstance(part, dict) and part.get("type") in FILE_PARTS)
 
 
 class Message(BaseModel):
@@ -112,8 +131,9 @@ class Message(BaseModel):
 
     role: str
     text: str = Field(validation_alias="content")
-    files: list[Attachment] = Field(default_factory=list, exclude=True)
+    files: list[SkipValidation[reading.Received]] = Field(default_factory=list, exclude=True)
     file_parts: list[int] = Field(default_factory=list, exclude=True)
+    file_kinds: list[str] = Field(default_factory=list, exclude=True)
 
     @model_validator(mode="before")
     @classmethod
@@ -122,19 +142,20 @@ class Message(BaseModel):
         if not isinstance(data, dict) or not isinstance(data.get("content"), list):
             return data
         texts: list[Any] = []
-        files, where = [], []
+        files, where, kinds = [], [], []
         for index, part in enumerate(data["content"]):
             kind = part.get("type") if isinstance(part, dict) else None
-            if kind in ("file", "image_url") and isinstance(part, dict):
+            if kind in FILE_PARTS and isinstance(part, dict):
                 if data.get("role") != "user":
                     raise _refused(
                         f".content[{index}]: {kind} parts are read in user messages only"
                     )
                 files.append(_file_of(part, index))
                 where.append(index)
+                kinds.append(kind)
             else:
                 texts.append(part)
-        return {**data, "content": texts, "files": files, "file_parts": where}
+        return {**data, "content": texts, "files": files, "file_parts": where, "file_kinds": kinds}
 
     @field_validator("role", mode="before")
     @classmethod
@@ -178,9 +199,23 @@ class Conversation:
     question: str
     instructions: str | None
     history: list[Turn]
-    # The user messages' files, in order, and where each came from (messages[i].content[j]).
-    attachments: list[Attachment]
+    # The user messages' files as received, in order, and where each came from
+    # (messages[i].content[j]) and the field of it that holds the file.
+    files: list[reading.Received]
     attachment_params: list[str]
+    file_fields: list[str]
+    # The files read (read_attachments).
+    attachments: list[Attachment] = field(default_factory=list)
+
+    async def read_attachments(self) -> None:
+        """Read the files, apart from the event loop (app.attachments); a Refusal naming
+        the part of the first that cannot be read."""
+        read = await reading.read_files_apart(self.files)
+        for index, file in enumerate(read):
+            if isinstance(file, reading.AttachmentProblem):
+                where = self.attachment_params[index]
+                raise Refusal(f"{where}.{self.file_fields[index]}{file.text}", where)
+        self.attachments = [file for file in read if isinstance(file, Attachment)]
 
 
 class ChatBody(BaseModel):
@@ -270,6 +305,9 @@ class ChatBody(BaseModel):
                     f"messages[{index}] must be an object with a role and a content",
                     param=f"messages[{index}]",
                 )
+        too_many = count_problem(sum(_file_parts(message) for message in value))
+        if too_many:  # before any file is decoded
+            raise _refused(f"attachments: {too_many}", param="messages")
         return value
 
     @model_validator(mode="after")
@@ -315,12 +353,19 @@ class ChatBody(BaseModel):
                 )
         history = turns_of(chat[:-1])
         files = [file for message in self.messages for file in message.files]
-        params = [
-            f"messages[{i}].content[{j}]"
+        parts = [
+            (f"messages[{i}].content[{j}]", _field_of(message.file_kinds[n]))
             for i, message in enumerate(self.messages)
-            for j in message.file_parts
+            for n, j in enumerate(message.file_parts)
         ]
-        return Conversation(question[2], "\n\n".join(system) or None, history, files, params)
+        return Conversation(
+            question[2],
+            "\n\n".join(system) or None,
+            history,
+            files,
+            [param for param, _ in parts],
+            [kind for _, kind in parts],
+        )
 
     def options(self) -> dict[str, Any]:
         """The council's options this body sets: the `council` object, temperature, and

@@ -499,18 +499,18 @@ UPLOADS_READ = 100
 FIELD_BYTES = 4 * limits.QUESTION_MAX_CHARS + 1_024
 
 
-async def read_uploads(uploads: list[UploadFile]) -> list[Attachment | files.AttachmentProblem]:
-    """The files of the start form, read (app.attachments); each too large one refused
-    before it is read."""
-    read: list[Attachment | files.AttachmentProblem] = []
+async def read_uploads(uploads: list[UploadFile]) -> list[files.Attached]:
+    """The files of the start form, read (app.attachments): their count and then each one's
+    size checked before any is read, the PDFs read apart from the event loop."""
     too_many = count_problem(len(uploads))
     if too_many:  # said before any file is read
         return [files.AttachmentProblem(f": {too_many}")]
+    given: list[files.Attached] = []
     for upload in uploads:
         name = files.clean_name(upload.filename, "file")
         most = files.largest_file()
         if upload.size is not None and upload.size > most:
-            read.append(
+            given.append(
                 files.AttachmentProblem(
                     f": {name} is too large: a file may have at most {limits.size_text(most)}"
                 )
@@ -518,10 +518,10 @@ async def read_uploads(uploads: list[UploadFile]) -> list[Attachment | files.Att
             continue
         data = await upload.read(most + 1)
         try:
-            read.append(files.from_bytes(name, data, upload.content_type))
+            given.append(files.received(name, data, upload.content_type))
         except files.AttachmentProblem as problem:
-            read.append(problem)
-    return read
+            given.append(problem)
+    return await files.read_files_apart(given)
 
 
 def served(attachment: Attachment) -> tuple[bytes, str, str]:

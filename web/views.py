@@ -12,10 +12,9 @@ from difflib import SequenceMatcher
 from typing import Any
 
 from app import front_door
-from app.attachments import AttachmentProblem
+from app.attachments import Attached
 from app.settings import Settings
 from council.agreement import Agreement, Dissent, verdict
-from council.attachments import Attachment
 from council.calls import Stage
 from council.config import Config
 from council.iteration import CritiqueItem, IterationRound, RefinementResult
@@ -80,7 +79,7 @@ def request_from_form(
     config: Config,
     settings: Settings | None = None,
     council: str | None = None,
-    files: Sequence[Attachment | AttachmentProblem] = (),
+    files: Sequence[Attached] = (),
     chosen: Sequence[str] = (),
 ) -> tuple[DeliberationRequest | None, StartForm]:
     """The request the form describes, through the front door: its fields on top of the
