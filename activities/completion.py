@@ -18,8 +18,10 @@ from activities.errors import (
 )
 from council.calls import CallProgress, ModelCall, TokenUsage
 from council.changes import estimate_tokens
+from council.redaction import Redactor
 
 MAX_SERVED_BY_CHARS = 200
+MAX_FINISH_REASON_CHARS = 40
 
 
 def _text_of(content: Any) -> str:
@@ -33,24 +35,42 @@ def _text_of(content: Any) -> str:
     return ""
 
 
-def provider_error(error: Any, default_status: int, where: str) -> CallFailure:
+def provider_error(
+    error: Any, default_status: int, where: str, redactor: Redactor | None = None
+) -> CallFailure:
     """An error object sent inside a reply (a mid-stream event, or a 200 with an error body)."""
     status = status_of_error_object(error, default_status)
     kind = error_type_for_status(status)
-    message = one_line(describe_error_object(error), 400) or "no error message"
+    said = (redactor or Redactor()).redact(describe_error_object(error))
+    message = one_line(said, 400) or "no error message"
     return CallFailure(kind, f"provider error {where} (code {status}): {message}", status=status)
 
 
+def _utf8_prefix(text: str, size: int) -> str:
+    """At most `size` UTF-8 bytes of the text, cut on a character boundary."""
+    data = text.encode("utf-8")
+    return text if len(data) <= size else data[:size].decode("utf-8", "ignore")
+
+
 class Completion:
-    def __init__(self, max_content_bytes: int) -> None:
+    """The reply of one call as it arrives. Its texts are redacted (council.redaction)
+    before they are cut: the content is kept up to the cap and the longest secret beyond
+    it, so that a key that straddles the cap is found whole."""
+
+    def __init__(self, max_content_bytes: int, redactor: Redactor | None = None) -> None:
         self.max_content_bytes = max(1, max_content_bytes)
+        self.redactor = redactor or Redactor()
+        longest = self.redactor.secrets[0].encode("utf-8") if self.redactor else b""
+        self._room = self.max_content_bytes + len(longest)
         self.reset()
 
     def reset(self) -> None:
         """Empty, for the same call asked again (another form of reply, or unstreamed)."""
         self._parts: list[str] = []
         self.content_bytes = 0
-        self.truncated = False
+        # No more content is read: the cap (and the longest secret past it) is reached, or
+        # the body's own cap.
+        self.cut = False
         self.finish_reason: str | None = None
         self.served_by: str | None = None
         self.usage: dict[str, Any] | None = None
@@ -60,12 +80,26 @@ class Completion:
         self.chunks = 0
         self.streaming = False
 
+    def _redacted(self) -> str:
+        text = self.redactor.redact("".join(self._parts))
+        if self.cut:  # what was not read may have finished a secret this text begins
+            text = text[: len(text) - self.redactor.unsettled(text)]
+        return text
+
     @property
     def content(self) -> str:
-        return "".join(self._parts)
+        """The reply's text: redacted, then cut to the cap (on a character boundary)."""
+        return _utf8_prefix(self._redacted(), self.max_content_bytes)
+
+    @property
+    def truncated(self) -> bool:
+        """Whether the reply's text was cut: more came than the cap."""
+        return self.cut or len(self._redacted().encode("utf-8")) > self.max_content_bytes
 
     def progress(self, call: ModelCall) -> CallProgress:
-        """The call so far, for a heartbeat: the counts and the text received."""
+        """The call so far, for a heartbeat: the counts and the text received, without an
+        ending that the next characters could make the start of a secret."""
+        text = self.redactor.settled("".join(self._parts))
         return CallProgress(
             model=call.model,
             stage=call.stage,
@@ -73,25 +107,31 @@ class Completion:
             received_bytes=self.received_bytes,
             chunks=self.chunks,
             content_bytes=self.content_bytes,
-            text=self.content,
+            text=_utf8_prefix(text, self.max_content_bytes),
         )
 
     def add_content(self, text: str) -> None:
-        if self.truncated or not text:
+        if self.cut or not text:
             return
         data = text.encode("utf-8")
-        room = self.max_content_bytes - self.content_bytes
+        room = self._room - self.content_bytes
         if len(data) > room:
             # Cut on a character boundary: drop a partial multi-byte sequence at the end.
             text = data[:room].decode("utf-8", "ignore")
-            self.truncated = True
+            self.cut = True
         self._parts.append(text)
         self.content_bytes += len(text.encode("utf-8"))
 
     def _note_model(self, data: dict[str, Any]) -> None:
         model = data.get("model")
         if self.served_by is None and isinstance(model, str) and model:
-            self.served_by = model[:MAX_SERVED_BY_CHARS]
+            self.served_by = self.redactor.cut(model, MAX_SERVED_BY_CHARS)
+
+    def _note_finish(self, choice: dict[str, Any]) -> None:
+        """The finish reason a provider names: a word, but any text it likes (kept short)."""
+        reason = choice.get("finish_reason")
+        if reason:
+            self.finish_reason = self.redactor.cut(str(reason), MAX_FINISH_REASON_CHARS)
 
     def _note_usage(self, data: dict[str, Any]) -> None:
         usage = data.get("usage")
@@ -102,7 +142,7 @@ class Completion:
         """One streamed `chat.completion.chunk` (or an error event)."""
         self.chunks += 1
         if chunk.get("error"):
-            raise provider_error(chunk["error"], 502, "mid-stream")
+            raise provider_error(chunk["error"], 502, "mid-stream", self.redactor)
         self._note_model(chunk)
         self._note_usage(chunk)
         choices = chunk.get("choices")
@@ -118,8 +158,7 @@ class Completion:
             delta = choice.get("delta") or choice.get("message") or {}
             if isinstance(delta, dict):
                 self.add_content(_text_of(delta.get("content")))
-            if choice.get("finish_reason"):
-                self.finish_reason = str(choice["finish_reason"])
+            self._note_finish(choice)
         if self.finish_reason == "error":
             raise CallFailure(
                 ErrorType.PROVIDER_UNAVAILABLE,
@@ -131,7 +170,7 @@ class Completion:
         if not isinstance(body, dict):
             raise CallFailure(ErrorType.MALFORMED_RESPONSE, "the reply is not a JSON object")
         if body.get("error"):
-            raise provider_error(body["error"], 502, "in the reply body")
+            raise provider_error(body["error"], 502, "in the reply body", self.redactor)
         self._note_model(body)
         self._note_usage(body)
         choices = body.get("choices")
@@ -141,8 +180,7 @@ class Completion:
         message = choice.get("message") or {}
         text = _text_of(message.get("content")) if isinstance(message, dict) else ""
         self.add_content(text or _text_of(choice.get("text")))
-        if choice.get("finish_reason"):
-            self.finish_reason = str(choice["finish_reason"])
+        self._note_finish(choice)
         self.chunks += 1
         self.done = True
 

@@ -34,7 +34,7 @@ async def query_models_parallel_with_prompts(
 
         async def one(model: str, messages: list[dict[str, str]]) -> dict[str, Any] | None:
             call = ModelCall(model=model, messages=[ChatMessage(**m) for m in messages])
-            completion = Completion(call.max_response_bytes)
+            completion = Completion(call.max_response_bytes, chat.redactor)
             try:
                 await chat.complete(call, completion, f"direct-{run}/{model}")
             except CallFailure:

@@ -164,7 +164,7 @@ def provider_message(body: bytes | str) -> str:
     text = body.decode("utf-8", "replace") if isinstance(body, bytes) else body
     try:
         data = json.loads(text)
-    except ValueError:
+    except (ValueError, RecursionError):  # not JSON, or nested too deeply to read
         return one_line(text, 300)
     if isinstance(data, dict):
         for key in ("error", "message", "detail"):

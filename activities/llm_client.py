@@ -11,6 +11,7 @@ more unstreamed, and once more if the connection it came on had closed).
 from __future__ import annotations
 
 import asyncio
+import codecs
 import contextlib
 import json
 import re
@@ -32,6 +33,7 @@ from activities.settings import GatewaySettings
 from activities.slots import AnswerClock
 from activities.sse import DONE_EVENT, SSEDecoder
 from council.calls import ModelCall
+from council.redaction import Redactor
 from council.structured import JSON_OBJECT, JSON_SCHEMA
 
 ERROR_BODY_LIMIT = 64_000
@@ -39,6 +41,10 @@ ERROR_BODY_LIMIT = 64_000
 DRAIN_LINES = 16
 DRAIN_SECONDS = 1.0
 KEEPALIVE_SECONDS = 60.0
+# How much of a reply that is not JSON its error quotes.
+QUOTED_CHARS = 80
+# Line ends in an event stream: CRLF, CR or LF.
+_LINE_END = re.compile(r"\r\n|\r|\n")
 
 
 def make_http_client(
@@ -141,9 +147,17 @@ CALL_ID_HEADER = "X-Council-Call"
 
 
 class ChatClient:
-    def __init__(self, settings: GatewaySettings, http: httpx.AsyncClient) -> None:
+    def __init__(
+        self,
+        settings: GatewaySettings,
+        http: httpx.AsyncClient,
+        redactor: Redactor | None = None,
+    ) -> None:
+        """`redactor`: the secrets kept out of every text a reply or an error brings (by
+        default this provider's own)."""
         self.settings = settings
         self.http = http
+        self.redactor = redactor or Redactor(settings.secrets())
         # Model -> the reply forms its provider refused (each is tried once per process).
         self.refused: dict[str, set[str]] = {}
 
@@ -256,7 +270,7 @@ class ChatClient:
                 raise CallFailure(
                     ErrorType.TRUNCATED_STREAM,
                     f"the connection to {settings.host} broke mid-reply after "
-                    f"{completion.received_bytes} bytes ({_why(err)})",
+                    f"{completion.received_bytes} bytes ({self._why(err)})",
                     ask_unstreamed=stream,
                 ) from None
             # A server that fails a streamed reply before its first byte may just close the
@@ -264,40 +278,50 @@ class ChatClient:
             # unstreamed, it says why.
             raise CallFailure(
                 ErrorType.CONNECTION_FAILED,
-                f"{settings.host} dropped the connection ({_why(err)})",
+                f"{settings.host} dropped the connection ({self._why(err)})",
                 ask_unstreamed=stream,
             ) from None
         except (httpx.ConnectError, httpx.NetworkError) as err:
             raise CallFailure(
-                ErrorType.CONNECTION_FAILED, f"cannot connect to {settings.host} ({_why(err)})"
+                ErrorType.CONNECTION_FAILED, f"cannot connect to {settings.host} ({self._why(err)})"
             ) from None
         except (httpx.UnsupportedProtocol, httpx.InvalidURL, httpx.LocalProtocolError) as err:
             raise CallFailure(
                 ErrorType.BAD_CONFIGURATION,
-                f"cannot call the base URL (check COUNCIL_LLM_BASE_URL): {_why(err)}",
+                f"cannot call the base URL (check COUNCIL_LLM_BASE_URL): {self._why(err)}",
             ) from None
         except httpx.DecodingError as err:
             raise CallFailure(
-                ErrorType.MALFORMED_RESPONSE, f"the reply cannot be decoded ({_why(err)})"
+                ErrorType.MALFORMED_RESPONSE, f"the reply cannot be decoded ({self._why(err)})"
             ) from None
         except httpx.TransportError as err:
             raise CallFailure(
-                ErrorType.CONNECTION_FAILED, f"the call to {settings.host} failed ({_why(err)})"
+                ErrorType.CONNECTION_FAILED,
+                f"the call to {settings.host} failed ({self._why(err)})",
             ) from None
+
+    def _why(self, err: Exception) -> str:
+        return one_line(self.redactor.redact(str(err)), 200) or type(err).__name__
+
+    def _quote(self, body: bytes) -> str:
+        """The start of a reply, as an error quotes it."""
+        text = body[: 4 * (QUOTED_CHARS + self.redactor.longest)].decode("utf-8", "replace")
+        return one_line(self.redactor.cut(text, QUOTED_CHARS))
 
     async def _read(self, response: httpx.Response, completion: Completion) -> None:
         status = response.status_code
         if status >= 300:
             body = await _read_limited(response, ERROR_BODY_LIMIT)
             if 300 <= status < 400:
-                where = response.headers.get("location", "elsewhere")
+                where = self.redactor.redact(response.headers.get("location", "elsewhere"))
                 raise CallFailure(
                     ErrorType.UNEXPECTED_STATUS,
                     f"HTTP {status} redirect to {one_line(where, 200)}: check COUNCIL_LLM_BASE_URL",
                     status=status,
                 )
+            said = self.redactor.redact(body.decode("utf-8", "replace"))
             raise status_failure(
-                status, body, retry_after_from_headers(response.headers), self.settings.host
+                status, said, retry_after_from_headers(response.headers), self.settings.host
             )
         kind = _content_kind(response.headers.get("content-type", ""))
         if kind == "sse":
@@ -309,10 +333,16 @@ class ChatClient:
             return
         try:
             data = json.loads(body)
+        except RecursionError:
+            raise CallFailure(
+                ErrorType.MALFORMED_RESPONSE,
+                f"the reply is JSON nested too deeply to read ({len(body):,} bytes: "
+                f"{self._quote(body)!r})",
+            ) from None
         except ValueError:
             raise CallFailure(
                 ErrorType.MALFORMED_RESPONSE,
-                f"the reply is not valid JSON ({len(body)} bytes: {_start(body)!r})",
+                f"the reply is not valid JSON ({len(body)} bytes: {self._quote(body)!r})",
             ) from None
         completion.apply_completion(data)
 
@@ -331,41 +361,95 @@ class ChatClient:
 
     async def _read_stream(self, response: httpx.Response, completion: Completion) -> None:
         completion.streaming = True
-        decoder = SSEDecoder()
-        lines = response.aiter_lines()
-        async for line in lines:
-            completion.received_bytes += len(line) + 1
-            if _take_line(decoder, line, completion):
-                if not completion.truncated:
-                    await _read_to_the_end(lines)
-                return
-            if completion.received_bytes > self.settings.max_body_bytes:
-                if completion.content_bytes:
-                    completion.truncated = True
+        decoder = SSEDecoder(self.redactor)
+        limit = self.settings.max_body_bytes
+        lines = _lines_within(response, completion, limit)
+        try:
+            async for line in lines:
+                if _take_line(decoder, line, completion):
+                    if not completion.cut:
+                        await _read_to_the_end(lines)
                     return
-                raise CallFailure(
-                    ErrorType.PAYLOAD_TOO_LARGE,
-                    f"the stream is over {self.settings.max_body_bytes:,} bytes without content",
-                )
+        except _OverTheCap:
+            if completion.content_bytes:
+                completion.cut = True
+                return
+            raise CallFailure(
+                ErrorType.PAYLOAD_TOO_LARGE, f"the stream is over {limit:,} bytes without content"
+            ) from None
         _end_of_stream(decoder, completion)
 
     async def _replay_stream(self, body: bytes, completion: Completion) -> None:
         """An event stream sent without its content type."""
         completion.streaming = True
-        decoder = SSEDecoder()
+        decoder = SSEDecoder(self.redactor)
         for line in body.decode("utf-8", "replace").splitlines():
             if _take_line(decoder, line, completion):
                 return
         _end_of_stream(decoder, completion)
 
 
+class _OverTheCap(Exception):
+    """A stream sent more bytes than the body's cap."""
+
+
+class _Lines:
+    """An event stream's lines from its bytes as they arrive (CRLF, CR or LF ends one)."""
+
+    def __init__(self) -> None:
+        self._decode = codecs.getincrementaldecoder("utf-8")("replace").decode
+        self._pending: list[str] = []
+        self._after_cr = False
+
+    def feed(self, data: bytes) -> list[str]:
+        text = self._decode(data)
+        if self._after_cr and text.startswith("\n"):
+            text = text[1:]
+            self._after_cr = False
+        if text:
+            self._after_cr = text.endswith("\r")
+        *complete, rest = _LINE_END.split(text)
+        if not complete:
+            self._pending.append(rest)
+            return []
+        complete[0] = "".join(self._pending) + complete[0]
+        self._pending = [rest]
+        return complete
+
+    def close(self) -> list[str]:
+        """The last line, when the stream ended without a line end."""
+        rest = "".join(self._pending) + self._decode(b"", final=True)
+        self._pending = []
+        return [rest] if rest else []
+
+
+async def _lines_within(
+    response: httpx.Response, completion: Completion, limit: int
+) -> AsyncIterator[str]:
+    """The stream's lines, each byte counted against `limit` as it arrives: a line that
+    never ends is read no further than that (then _OverTheCap, after the lines the bytes
+    within the limit completed)."""
+    lines = _Lines()
+    async for chunk in response.aiter_bytes():
+        room = limit - completion.received_bytes
+        completion.received_bytes += len(chunk)
+        if len(chunk) > room:
+            for line in lines.feed(chunk[: max(room, 0)]):
+                yield line
+            raise _OverTheCap
+        for line in lines.feed(chunk):
+            yield line
+    for line in lines.close():
+        yield line
+
+
 async def _read_to_the_end(lines: AsyncIterator[str]) -> None:
     """What a stream sends after its reply is whole (usually nothing but the end of the
     chunked body), read so that its connection goes back to the pool: a response left
     unread closes it, and every call would open a new one. A server that goes on sending
-    (more than DRAIN_LINES lines) or keeps the stream open (DRAIN_SECONDS) gets the
-    connection closed, as before."""
-    with contextlib.suppress(TimeoutError, httpx.HTTPError):
+    (more than DRAIN_LINES lines, or past the body's cap) or keeps the stream open
+    (DRAIN_SECONDS) gets the connection closed, as before."""
+    with contextlib.suppress(TimeoutError, httpx.HTTPError, _OverTheCap):
         async with asyncio.timeout(DRAIN_SECONDS):
             for _ in range(DRAIN_LINES):
                 if await anext(lines, None) is None:
@@ -381,7 +465,7 @@ def _take_line(decoder: SSEDecoder, line: str, completion: Completion) -> bool:
             _whole(completion, "[DONE]")
             return True
         completion.apply_chunk(event)  # type: ignore[arg-type]
-    return completion.truncated
+    return completion.cut
 
 
 def _end_of_stream(decoder: SSEDecoder, completion: Completion) -> None:
@@ -420,11 +504,3 @@ async def _read_limited(response: httpx.Response, limit: int) -> bytes:
         if size >= limit:
             break
     return b"".join(parts)[:limit]
-
-
-def _start(body: bytes) -> str:
-    return one_line(body[:80].decode("utf-8", "replace"))
-
-
-def _why(err: Exception) -> str:
-    return one_line(str(err), 200) or type(err).__name__

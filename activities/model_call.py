@@ -17,7 +17,7 @@ import asyncio
 import contextlib
 import logging
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Self
 
@@ -39,12 +39,12 @@ from council.attachments import Attachment, AttachmentCut, frame_chars
 from council.calls import ModelCall, ModelReply
 from council.config import DEFAULT_PROVIDER, ProviderConfig, route
 from council.prompts import with_attachments
+from council.redaction import Redactor, redact_logs
 
 MIN_HEARTBEAT_SECONDS = 0.1
 # A streaming reply shows on the web page as it arrives: a heartbeat carries the text so
 # far at least this often (the worker's heartbeat throttle matches it).
 PARTIAL_TEXT_SECONDS = 1.0
-REDACTED = "[redacted]"
 # The first stage calls every member at once: that many connections are opened at start.
 WARM_CONNECTIONS = 4
 WARM_UP_SECONDS = 5.0
@@ -60,38 +60,6 @@ IMAGE_TOKENS = 1_600
 ATTACHMENT_REPLY_ROOM = 2_048
 
 log = logging.getLogger("council.model_call")
-# The HTTP libraries' own loggers: at DEBUG, httpcore logs every response's headers (a
-# provider may echo a key in one), and httpx logs each request's URL.
-HTTP_LOGGERS = (
-    "httpx",
-    "httpcore.connection",
-    "httpcore.http11",
-    "httpcore.http2",
-    "httpcore.proxy",
-)
-
-
-class _Redaction(logging.Filter):
-    """Replaces every configured secret in the HTTP libraries' log records."""
-
-    def __init__(self) -> None:
-        super().__init__()
-        self.secrets: set[str] = set()
-
-    def filter(self, record: logging.LogRecord) -> bool:
-        if self.secrets:
-            message = record.getMessage()
-            clean = message
-            for secret in self.secrets:
-                clean = clean.replace(secret, REDACTED)
-            if clean != message:
-                record.msg, record.args = clean, None
-        return True
-
-
-_REDACTION = _Redaction()
-for _name in HTTP_LOGGERS:
-    logging.getLogger(_name).addFilter(_REDACTION)
 
 
 def _prompt_tokens(chars: int, messages: int, images: int) -> int:
@@ -157,15 +125,13 @@ async def _heartbeat_while_running(
     interval: float,
     clock: AnswerClock,
     attempt: int,
-    redact: Callable[[str], str],
 ) -> None:
     # The first beat comes after one interval, not at once: the heartbeat timeout runs
     # from the start of the attempt anyway, and a call that ends sooner then costs the
     # server no heartbeat at all (every heartbeat is a write to the activity's state).
     while True:
         await asyncio.sleep(interval)
-        progress = completion.progress(call)
-        progress.text = redact(progress.text)
+        progress = completion.progress(call)  # its text redacted, and held back (Completion)
         progress.attempt = attempt
         progress.answering = clock.answering
         progress.answer_seconds = round(clock.seconds(), 3)
@@ -210,11 +176,15 @@ class Provider:
 
     @classmethod
     def open(
-        cls, name: str, settings: GatewaySettings, transport: httpx.AsyncBaseTransport | None
+        cls,
+        name: str,
+        settings: GatewaySettings,
+        transport: httpx.AsyncBaseTransport | None,
+        redactor: Redactor,
     ) -> Provider:
         http = make_http_client(settings, transport)
         slots = Slots(settings.max_concurrent_requests, settings.base_url)
-        return cls(name, settings, http, ChatClient(settings, http), slots)
+        return cls(name, settings, http, ChatClient(settings, http, redactor), slots)
 
     async def warm_up(self, connections: int) -> int:
         """Open pooled connections (DNS, TCP, TLS and the HTTP client's first-use work)
@@ -236,12 +206,13 @@ class Provider:
         the outage probe (activities.outage)."""
         url = self.settings.base_url.rstrip("/") + "/models"
         try:
-            response = await self.http.get(
-                url, headers=self.settings.headers(stream=False), timeout=WARM_UP_SECONDS
-            )
+            # Only the status counts: the body (a hostile server's may never end) is not read.
+            async with self.http.stream(
+                "GET", url, headers=self.settings.headers(stream=False), timeout=WARM_UP_SECONDS
+            ) as response:
+                return response.status_code < 500
         except httpx.HTTPError:
             return False
-        return response.status_code < 500
 
 
 class ModelGateway:
@@ -259,15 +230,22 @@ class ModelGateway:
     ) -> None:
         self.settings = settings or GatewaySettings()
         self.routes: dict[str, ProviderConfig] = dict(providers or {})
-        self.providers = {
-            DEFAULT_PROVIDER: Provider.open(DEFAULT_PROVIDER, self.settings, transport),
+        every = {
+            DEFAULT_PROVIDER: self.settings,
             **{
-                name: Provider.open(name, GatewaySettings.from_provider(config, env), transport)
+                name: GatewaySettings.from_provider(config, env)
                 for name, config in self.routes.items()
             },
         }
-        self._secrets = [s for p in self.providers.values() for s in p.settings.secrets()]
-        _REDACTION.secrets.update(self._secrets)
+        # Every provider's secrets, kept out of every provider's texts and of every log
+        # line of this process (council.redaction).
+        secrets = [secret for each in every.values() for secret in each.secrets()]
+        self.redactor = Redactor(secrets)
+        redact_logs(secrets)
+        self.providers = {
+            name: Provider.open(name, each, transport, self.redactor)
+            for name, each in every.items()
+        }
         # Set by the worker (watch_outages): without it, calls retry as their policy says.
         self.outages: Outages | None = None
         # Each tenant's and run's share of the calls sent at once (set by the worker).
@@ -311,9 +289,7 @@ class ModelGateway:
         await self.aclose()
 
     def redact(self, text: str) -> str:
-        for secret in self._secrets:
-            text = text.replace(secret, REDACTED)
-        return text
+        return self.redactor.redact(text)
 
     def limited(self) -> dict[str, float]:
         """The providers with a request rate limit: name -> requests per second."""
@@ -406,11 +382,11 @@ class ModelGateway:
             call = fit_context(call, window)
         except CallFailure as failure:
             raise self._error(failure, call.model, info.attempt, provider.name) from None
-        completion = Completion(call.max_response_bytes)
+        completion = Completion(call.max_response_bytes, self.redactor)
         clock = AnswerClock()
         beating = asyncio.create_task(
             _heartbeat_while_running(
-                completion, call, heartbeat_interval(info), clock, info.attempt, self.redact
+                completion, call, heartbeat_interval(info), clock, info.attempt
             )
         )
         try:
@@ -437,9 +413,9 @@ class ModelGateway:
                 await beating
         latency_ms = int((time.monotonic() - started) * 1000)
 
-        # A provider may echo what it was sent, a key included: no configured secret is
-        # ever stored (the reply goes into history, the record and the page).
-        content = self.redact(completion.content)
+        # A provider may echo what it was sent, a key included: the content is redacted
+        # before it is cut to the cap (Completion), and so is served_by.
+        content = completion.content
         if not content.strip():
             reason = completion.finish_reason or "none"
             raise self._error(
@@ -453,7 +429,7 @@ class ModelGateway:
         return ModelReply(
             model=call.model,
             content=content,
-            served_by=self.redact(completion.served_by) if completion.served_by else None,
+            served_by=completion.served_by,
             finish_reason=completion.finish_reason,
             usage=token_usage(completion.usage, [m.text for m in call.messages], content),
             latency_ms=latency_ms,
@@ -467,8 +443,9 @@ class ModelGateway:
     def _error(
         self, failure: CallFailure, model: str, attempt: int, provider: str
     ) -> ApplicationError:
-        """The error Temporal sees (application_error), the key redacted; its details name
-        the provider (by its config name) for the record."""
+        """The error Temporal sees (application_error), the key redacted (the provider's
+        texts in it were redacted before any cut: this catches any other); its details
+        name the provider (by its config name) for the record."""
         error = application_error(failure, model, attempt)
         return ApplicationError(
             self.redact(error.message),

@@ -29,6 +29,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import ipaddress
+import json
 import time
 from collections.abc import AsyncIterator
 from urllib.parse import urlsplit, urlunsplit
@@ -37,6 +38,8 @@ import httpx
 
 PROBE_SECONDS = 3.0
 MAX_SLOTS = 1024
+# /props is a few KB; a server that sends more is not read further.
+PROPS_BYTES = 256_000
 
 
 def self_hosted(base_url: str) -> bool:
@@ -63,13 +66,27 @@ def props_url(base_url: str) -> str:
 async def reported_slots(http: httpx.AsyncClient, base_url: str) -> int | None:
     """The number of requests the server says it answers at once, if it says."""
     try:
-        response = await http.get(props_url(base_url), timeout=PROBE_SECONDS)
-        slots = response.json().get("total_slots") if response.status_code == 200 else None
-    except (httpx.HTTPError, ValueError, AttributeError):
+        async with asyncio.timeout(PROBE_SECONDS):
+            body = await _props(http, props_url(base_url))
+        slots = json.loads(body).get("total_slots") if body is not None else None
+    except (TimeoutError, httpx.HTTPError, ValueError, AttributeError, RecursionError):
         return None
     if isinstance(slots, int) and not isinstance(slots, bool) and 1 <= slots <= MAX_SLOTS:
         return slots
     return None
+
+
+async def _props(http: httpx.AsyncClient, url: str) -> bytes | None:
+    """The body of a 200 from /props, read no further than PROPS_BYTES (None otherwise)."""
+    async with http.stream("GET", url, timeout=PROBE_SECONDS) as response:
+        if response.status_code != 200:
+            return None
+        body = b""
+        async for chunk in response.aiter_bytes():
+            body += chunk
+            if len(body) > PROPS_BYTES:
+                return None
+        return body
 
 
 class Slots:

@@ -13,6 +13,7 @@ from collections.abc import Iterator
 from typing import Any
 
 from activities.errors import CallFailure, ErrorType, one_line
+from council.redaction import Redactor
 
 DONE = "[DONE]"
 
@@ -24,8 +25,13 @@ class Done:
 DONE_EVENT = Done()
 
 
+QUOTED_CHARS = 120
+
+
 class SSEDecoder:
-    def __init__(self) -> None:
+    def __init__(self, redactor: Redactor | None = None) -> None:
+        """`redactor`: the secrets kept out of the stream's text that an error quotes."""
+        self.redactor = redactor or Redactor()
         self._data: list[str] = []
         self.events = 0
         self.comments = 0
@@ -50,7 +56,7 @@ class SSEDecoder:
     def close(self) -> None:
         """At the end of the stream: an event cut off mid-way means a truncated stream."""
         if self._data:
-            pending = one_line("\n".join(self._data), 120)
+            pending = self._quote("\n".join(self._data))
             self._data = []
             raise CallFailure(
                 ErrorType.TRUNCATED_STREAM, f"the stream ended inside an event ({pending!r})"
@@ -64,19 +70,29 @@ class SSEDecoder:
             return DONE_EVENT
         try:
             event = json.loads(text)
+        except RecursionError:
+            self._data = []
+            raise CallFailure(
+                ErrorType.MALFORMED_RESPONSE,
+                f"a stream event is JSON nested too deeply to read ({len(text):,} characters: "
+                f"{self._quote(text)!r})",
+            ) from None
         except ValueError:
             if not final:
                 return None
             self._data = []
             raise CallFailure(
                 ErrorType.MALFORMED_RESPONSE,
-                f"a stream event is not JSON ({one_line(text, 120)!r})",
+                f"a stream event is not JSON ({self._quote(text)!r})",
             ) from None
         self._data = []
         self.events += 1
         if not isinstance(event, dict):
             raise CallFailure(
                 ErrorType.MALFORMED_RESPONSE,
-                f"a stream event is not a JSON object ({one_line(text, 120)!r})",
+                f"a stream event is not a JSON object ({self._quote(text)!r})",
             )
         return event
+
+    def _quote(self, text: str) -> str:
+        return one_line(self.redactor.cut(text, 4 * QUOTED_CHARS), QUOTED_CHARS)

@@ -74,6 +74,7 @@ from app.codec import CodecConfigError, CodecError, codec_from_env
 from app.hosts import LOOPBACK_HOSTS
 from app.settings import CODEC_ORIGINS, Settings, SettingsError
 from council import numbers
+from council.redaction import redact_logs
 
 DEFAULT_PORT = app_settings.DEFAULT_CODEC_PORT
 DEFAULT_ORIGINS = CODEC_ORIGINS
@@ -241,6 +242,7 @@ def app_from_env(
     codec = codec_from_env(settings)
     storage = store.external_storage(settings)
     token = settings.secret("codec_token")
+    redact_logs([token] if token else [])  # not even part of it in a log line
     return create_app(
         codec,
         storage=storage,

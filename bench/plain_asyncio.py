@@ -208,7 +208,7 @@ class _Run:
     ) -> ModelReply | None:
         call = self.request.model_call(stage, round_number, model, messages)
         self._calls += 1
-        completion = Completion(call.max_response_bytes)
+        completion = Completion(call.max_response_bytes, self.chat.redactor)
         try:
             await self.chat.complete(call, completion, f"{self.run_id}/{self._calls}")
         except CallFailure as failure:

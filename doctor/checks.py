@@ -2,7 +2,8 @@
 
 A check has passed (✓), failed (✗, with the fix) or was skipped because an earlier check
 failed (-, saying which). The doctor is healthy when none failed. Every text is one line;
-known secrets and anything shaped like a key are replaced before a check leaves the doctor.
+known secrets (and any start of one of 8 characters or more: council.redaction) and
+anything shaped like a key are replaced before a check leaves the doctor.
 """
 
 from __future__ import annotations
@@ -13,9 +14,10 @@ from typing import Literal
 
 from pydantic import BaseModel, computed_field
 
+from council.redaction import REDACTED, Redactor
+
 Status = Literal["ok", "failed", "skipped"]
 MARKS: dict[str, str] = {"ok": "✓", "failed": "✗", "skipped": "-"}
-REDACTED = "[redacted]"
 MAX_TEXT = 600
 # Shapes of API keys and tokens: a known prefix (sk-, sk_, gsk_, xai-, hf_, ghp_, AIza...)
 # or a bearer credential.
@@ -77,10 +79,9 @@ def _opaque(match: re.Match[str]) -> str:
 
 
 def redact(text: str, secrets: Sequence[str]) -> str:
-    """The text without the given secrets and without anything shaped like a key."""
-    for secret in sorted(secrets, key=len, reverse=True):
-        if secret:
-            text = text.replace(secret, REDACTED)
+    """The text without the given secrets, even in part, and without anything shaped
+    like a key."""
+    text = Redactor(secrets).redact(text)
     return _OPAQUE.sub(_opaque, _KEY_SHAPED.sub(REDACTED, text))
 
 

@@ -18,10 +18,11 @@ from temporalio.activity import ActivityCancellationDetails
 from temporalio.exceptions import ApplicationError
 from temporalio.testing import ActivityEnvironment
 
-from activities.model_call import REDACTED, ModelGateway
+from activities.model_call import ModelGateway
 from activities.settings import GatewaySettings
 from council import prompts
 from council.calls import CallProgress, ModelCall, ModelReply, Stage
+from council.redaction import REDACTED
 from tests.sim_fixtures import wait_until
 
 QUESTION = "What are the trade-offs between SQL and NoSQL databases?"

@@ -1,6 +1,8 @@
 """Secret hygiene: a deliberation run with a recognizable API key leaves no trace of it
 in the full history (as `temporal workflow show` prints it), the worker's log at debug
-level, or the record. One model's provider echoes the key in its 401 error, as some do."""
+level, or the record. One model's provider echoes the key in its 401 error, as some do.
+A provider of the test's own (tests.hostile_provider) echoes, pads, cuts and drips it:
+not even 8 characters of it in a row reach anything the run leaves."""
 
 from __future__ import annotations
 
@@ -10,11 +12,21 @@ import sys
 import uuid
 from pathlib import Path
 
+import httpx
 from temporalio.testing import WorkflowEnvironment
 
-from harness.processes import ROOT, start_worker, temporal_binary
+from app import store
+from council import limits
+from harness.processes import ROOT, free_port, start_web, start_worker, temporal_binary
 from simulator import SimulatorServer
-from tests.temporal_fixtures import FOUR_MODELS, TEST_API_KEY, temporal_address, worker_env
+from tests.hostile_provider import HostileProvider, error_name
+from tests.temporal_fixtures import (
+    FOUR_MODELS,
+    TEST_API_KEY,
+    store_env,
+    temporal_address,
+    worker_env,
+)
 
 
 async def _run(*command: str, env: dict[str, str] | None = None) -> str:
@@ -86,3 +98,133 @@ async def test_api_key_never_leaves_the_worker(
         "show": shown,
     }.items():
         assert TEST_API_KEY not in text, f"the API key leaked into the {name}"
+
+
+CANARY = "sk-canary-7Qm2Xv9Lr4Tz8Wb3Nd6Hj1Kp"
+PIECE = 8
+
+
+def pieces_of_the_canary(text: str) -> list[str]:
+    """The 8-character pieces of the canary key in the text."""
+    wanted = {CANARY[i : i + PIECE] for i in range(len(CANARY) - PIECE + 1)}
+    return sorted(p for p in wanted if p in text)
+
+
+async def _history_text(temporal: WorkflowEnvironment, workflow_id: str) -> str:
+    """The run's whole history as JSON, and every payload in it as stored (each reference
+    read from the payload store)."""
+    history = await temporal.client.get_workflow_handle(workflow_id).fetch_history()
+    storage = store.external_storage()
+    payloads = [p for event in history.events for p in store.payloads_in(event)]
+    resolved = await store.resolve(storage, payloads, namespace=temporal.client.namespace)
+    return history.to_json() + "\n".join(p.data.decode("utf-8", "replace") for p in resolved)
+
+
+def _every_blob(root: Path) -> bytes:
+    """Every file of the payload store, read as it lies on disk."""
+    return b"".join(path.read_bytes() for path in root.rglob("*") if path.is_file())
+
+
+async def _text(client: httpx.AsyncClient, url: str) -> str:
+    response = await client.get(url)
+    assert response.status_code == 200, (url, response.status_code)
+    return response.text
+
+
+async def _read_live(client: httpx.AsyncClient, url: str, into: list[str]) -> None:
+    """The page's live stream of the run, to its end."""
+    async with client.stream("GET", url, timeout=httpx.Timeout(120)) as response:
+        async for text in response.aiter_text():
+            into.append(text)
+
+
+async def test_no_piece_of_the_key_leaves_when_the_provider_leaks_it(
+    temporal: WorkflowEnvironment, tmp_path: Path
+) -> None:
+    """Seven members, each leaking the key its own way (tests.hostile_provider): echoed in
+    every reply, padded so that the reply cap cuts inside it, named as the model that
+    served the reply, in a 400 cut inside it (by its length, and by the model name's), in
+    a redirect's Location cut inside it, and dripped one character at a time. The
+    history (with the payload store's blobs), the store, the worker's log at DEBUG, the
+    web page's log, HTML and live stream, and the record hold no 8 characters of it."""
+    with HostileProvider(drip_seconds=0.06) as provider:
+        members = [
+            "leak/echo",
+            "leak/pad",
+            "leak/served",
+            "leak/drip",
+            "leak/error",
+            error_name(provider.host, CANARY),
+            "leak/redirect",
+        ]
+        provider.cap = limits.response_byte_cap(len(members), limits.MAX_ROUNDS)
+        queue = f"council-leaks-{uuid.uuid4().hex[:8]}"
+        env = {
+            "TEMPORAL_ADDRESS": temporal_address(temporal),
+            "COUNCIL_TASK_QUEUE": queue,
+            "COUNCIL_LLM_BASE_URL": provider.url,
+            "COUNCIL_LLM_API_KEY": CANARY,
+            "COUNCIL_LOG_LEVEL": "DEBUG",
+            **store_env(),
+        }
+        live: list[str] = []
+        run_id = f"leaks-{uuid.uuid4().hex[:8]}"
+        web_log = tmp_path / "web.log"
+        members_args = [arg for m in members for arg in ("--model", m)]
+        start = (sys.executable, "starter.py", "start", "Is the key safe?", "--id", run_id)
+        # The worker, the page and the run start at once (the run waits for the worker).
+        started = await asyncio.gather(
+            asyncio.to_thread(start_worker, env, tmp_path / "worker.log"),
+            asyncio.to_thread(start_web, env, port=free_port(), log_path=web_log),
+            _run(
+                *start,
+                *members_args,
+                "--chairman",
+                "leak/echo",
+                "--max-rounds",
+                "1",
+                "--wait-for-all",
+                env=env,
+            ),
+            return_exceptions=True,
+        )
+        try:
+            for outcome in started:
+                if isinstance(outcome, BaseException):
+                    raise outcome
+            _, web, _ = started
+            async with httpx.AsyncClient(base_url=web.extra["url"], timeout=60) as client:
+                await _read_live(client, f"/deliberations/{run_id}/stream", live)
+                page, record_json, record = await asyncio.gather(
+                    _text(client, f"/deliberations/{run_id}"),
+                    _text(client, f"/deliberations/{run_id}/record.json"),
+                    _run(sys.executable, "starter.py", "show", run_id, "--json", env=env),
+                )
+        finally:
+            for process in started[:2]:
+                if not isinstance(process, BaseException):
+                    process.stop()
+        history = await _history_text(temporal, run_id)
+
+    # The attack really ran: the key was sent and echoed, the drip was seen live, the
+    # failing members failed, the others answered.
+    assert provider.keys == {CANARY}
+    parsed = json.loads(record[record.index("{") :])
+    answered = {entry["model"] for entry in parsed["stage1"]}
+    assert answered == {"leak/echo", "leak/pad", "leak/served", "leak/drip"}, answered
+    assert len(parsed["errors"]) == 3 and all(
+        "[redacted]" in e["message"] for e in parsed["errors"]
+    )
+    assert "Here it comes" in "".join(live) and "[redacted]" in page
+    blobs = await asyncio.to_thread(_every_blob, Path(store_env()["COUNCIL_STORE"]))
+    for name, text in {
+        "history": history,
+        "payload store": blobs.decode("utf-8", "replace"),
+        "worker log (DEBUG)": (tmp_path / "worker.log").read_text(),
+        "web log": web_log.read_text(),
+        "page": page,
+        "live stream": "".join(live),
+        "record.json": record_json,
+        "record (show --json)": record,
+    }.items():
+        assert not pieces_of_the_canary(text), f"a piece of the key reached the {name}"

@@ -27,6 +27,7 @@ from app import config as app_config
 from app import settings as app_settings
 from council import numbers
 from council.config import ConfigProblem
+from council.redaction import redact_logs
 from web import guard
 from web.app import Settings, build_app
 
@@ -73,6 +74,7 @@ async def serve(args: argparse.Namespace, variables: app_settings.Settings) -> N
     config = app_config.load()
     client = await connection.connect()
     token = variables.secret("web_token")
+    redact_logs([token] if token else [])  # not even part of it in a log line
     settings = Settings(
         task_queue=variables.task_queue,
         token=token,
