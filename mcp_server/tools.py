@@ -35,7 +35,12 @@ INSTRUCTIONS = (
 
 def ascii_whole(value: Any) -> Any:
     """A number sent as text counts in ASCII digits only (pydantic alone would also read
-    "1_0" as 10), as everywhere else (council.numbers)."""
+    "1_0" as 10), as everywhere else (council.numbers); true or false is no number
+    (pydantic would read true as 1)."""
+    if isinstance(value, bool):
+        raise PydanticCustomError(
+            "int_type", "must be a whole number (got {value})", {"value": str(value).lower()}
+        )
     if isinstance(value, str) and numbers.whole(value) is None:
         raise PydanticCustomError(
             "int_parsing", "Input should be a valid integer, unable to parse string as an integer"

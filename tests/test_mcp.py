@@ -487,6 +487,12 @@ BAD_INPUT: list[tuple[str, dict[str, Any], str]] = [
         )
         for text in ("²", "١", "0_1")  # ASCII digits only: "0_1" is no 1
     ),
+    # true is no number (pydantic alone would read it as 1).
+    (
+        "ask_council",
+        {"question": "Q?", "max_rounds": True},
+        "max_rounds must be a whole number (got true)",
+    ),
     (
         "stop_deliberation",
         {"id": "anything", "reason": "r" * 501},
