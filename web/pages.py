@@ -58,7 +58,7 @@ from council.limits import MAX_STOP_REASON_CHARS
 from council.models import DeliberationRecord
 from council.steering import HumanCritique, rounds_problem
 from web import markdown, reading, views
-from web.guard import SESSION_COOKIE, SESSION_SECONDS, Forbidden, Guard
+from web.guard import SESSION_COOKIE, SESSION_SECONDS, Forbidden, Guard, sign_in_target
 from web.settings import Settings
 from workflows import client as deliberations
 from workflows.priority import Launch
@@ -152,6 +152,7 @@ class Pages:
 
     def page(self, request: Request, name: str, code: int = 200, **context: Any) -> Response:
         context.setdefault("token_required", bool(self.settings.token))
+        context.setdefault("public_read", self.settings.public_read)
         context.setdefault("simulated", self.settings.simulated)
         return self.templates.TemplateResponse(request, name, context, status_code=code)
 
@@ -464,7 +465,9 @@ class Pages:
 
     async def login(self, request: Request) -> Response:
         if request.method == "GET":
-            return self.page(request, "login.html")
+            return self.page(
+                request, "login.html", then=sign_in_target(request.query_params.get("next"))
+            )
         try:
             self.guard.check_origin(request)
         except Forbidden as refused:
@@ -483,10 +486,12 @@ class Pages:
         except MultiPartException as error:
             return PlainTextResponse(f"the form cannot be read: {error}", status_code=400)
         given = str(form.get("token") or "")
+        then = sign_in_target(str(form.get("next") or ""))
         if not self.guard.token_matches(given):
             self.guard.login_failed(client)
-            return self.page(request, "login.html", 403, error="that is not this server's token")
-        response = RedirectResponse("/", status_code=303)
+            error = "that is not this server's token"
+            return self.page(request, "login.html", 403, error=error, then=then)
+        response = RedirectResponse(then, status_code=303)
         response.set_cookie(
             SESSION_COOKIE,
             self.guard.new_session(),
