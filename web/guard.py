@@ -191,14 +191,15 @@ class Guard:
         return self.session_valid(cookie) if cookie else self.bearer_given(request)
 
     def tenant(self, request: Request) -> str:
-        """Who is asking, as a fairness key (workflows.priority): the sign-in session, else
-        the bearer token, else the client's address; a digest of it, never the value."""
+        """Who is asking, as a fairness key (workflows.priority), from what it proved: its
+        sign-in session, else the server's token as a bearer, else the client's address (a
+        bearer that the server does not check proves nothing, and a name the request gives
+        itself is not who it is); a digest of it, never the value."""
         cookie = request.cookies.get(SESSION_COOKIE)
         if cookie and self.session_valid(cookie):
             return tenant_of("session", cookie)
-        scheme, _, given = request.headers.get("authorization", "").partition(" ")
-        if scheme.lower() == "bearer" and given.strip():
-            return tenant_of("bearer", given.strip())
+        if self.token and self.bearer_given(request):
+            return tenant_of("bearer", self.token)
         return tenant_of("address", request.client.host if request.client else "?")
 
     # ---- sessions ---------------------------------------------------------------------
