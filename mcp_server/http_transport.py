@@ -6,6 +6,9 @@ page's rules (web.guard), checked in front of every request:
 - A browser's request must come from an allowed origin of this server (403 otherwise).
 - With COUNCIL_WEB_TOKEN set, every request carries `Authorization: Bearer TOKEN`,
   compared in constant time (401 otherwise).
+- The runs a request starts are its caller's, as the page's and /v1's are
+  (web.guard.Guard.tenant): the token's holder, else the client's address; each caller
+  its own fairness key, never one for every MCP client.
 
 The SDK's own Host and Origin check is off: these rules replace it, with the page's
 allowlist (which the SDK cannot express: `*.domain` patterns).
@@ -49,10 +52,15 @@ class Guarded:
         self.guard = guard
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        refusal = self.refusal(Request(scope)) if scope["type"] == "http" else None
-        if refusal is not None:
-            await refusal(scope, receive, send)
-            return
+        if scope["type"] == "http":
+            request = Request(scope)
+            refusal = self.refusal(request)
+            if refusal is not None:
+                await refusal(scope, receive, send)
+                return
+            # Whose runs this request starts (mcp_server.runs.caller_of): who it proved to
+            # be, never a name or a session it chose itself.
+            request.state.tenant = self.guard.tenant(request)
         await self.app(scope, receive, send)
 
     def refusal(self, request: Request) -> Response | None:
