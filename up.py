@@ -133,10 +133,10 @@ def main(argv: list[str] | None = None) -> int:
                 if process.name == "simulator":
                     url = process.extra["url"]
                     say(f"  the simulator:    {url} ({describe_latency(latency)}{hint})")
-            if Settings.read(os.environ).web_token:
-                say(
-                    "  starting and stopping on the page need COUNCIL_WEB_TOKEN (sign in at /login)"
-                )
+            variables = Settings.read(os.environ)
+            if variables.web_token:
+                what = "starting" if variables.web_public_read else "reading, starting"
+                say(f"  {what} and stopping on the page need COUNCIL_WEB_TOKEN (sign in at /login)")
             return watch(started, say)
     except Stopped:
         return 0

@@ -94,8 +94,7 @@ class AttachmentProblem(ValueError):
 
 def _size_line(name: str, kind: str, size: int, most: int) -> AttachmentProblem:
     return AttachmentProblem(
-        f": {name} is too large: {kind} may have at most {limits.size_text(most)} "
-        f"(got {limits.size_text(size)})"
+        f": {name} is too large: {kind} may have {limits.over_limit_text(most, size)}"
     )
 
 

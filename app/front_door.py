@@ -168,9 +168,17 @@ def _read(model: type[BaseModel], loc: Loc, value: Any, found: list[Problem]) ->
             if item is not None:
                 out[key] = _read(inner, (*loc, key), item, found)
         return out
-    if not isinstance(value, str) or not any(k in (int, float) for k in kinds):
-        return value
+    numeric = any(k in (int, float) for k in kinds)
     whole = int in kinds and float not in kinds
+    if isinstance(value, bool) and numeric and bool not in kinds:
+        # pydantic would read true as 1: a number is asked for, and this is none.
+        kind = "a whole number" if whole else "a number"
+        found.append(
+            Problem(loc, f" must be {kind}{bounds(field.metadata)} (got {str(value).lower()})")
+        )
+        return value
+    if not isinstance(value, str) or not numeric:
+        return value
     number: int | float | None = numbers.whole(value)
     if number is None and not whole:
         number = numbers.decimal(value)

@@ -155,6 +155,8 @@ class Settings(BaseSettings):
     web_host: str = Field(DEFAULT_WEB_HOST, validation_alias="COUNCIL_WEB_HOST")
     web_port: int = Field(DEFAULT_WEB_PORT, validation_alias="COUNCIL_WEB_PORT")
     web_token: SecretStr | None = Field(None, validation_alias="COUNCIL_WEB_TOKEN")
+    # With a token: anyone who reaches the page may still read every run (not start one).
+    web_public_read: bool = Field(False, validation_alias="COUNCIL_WEB_PUBLIC_READ")
     web_allowed_hosts: Listed = Field(
         default_factory=list, validation_alias="COUNCIL_WEB_ALLOWED_HOSTS"
     )

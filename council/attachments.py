@@ -94,15 +94,13 @@ class Attachment(BaseModel):
                 raise ValueError("data_base64 is not base64") from None
             if self.content_bytes > limits.MAX_ATTACHMENT_IMAGE_BYTES:
                 raise ValueError(
-                    f"{self.name}: an image may have at most "
-                    f"{limits.size_text(limits.MAX_ATTACHMENT_IMAGE_BYTES)} "
-                    f"(got {limits.size_text(self.content_bytes)})"
+                    f"{self.name}: an image may have "
+                    + limits.over_limit_text(limits.MAX_ATTACHMENT_IMAGE_BYTES, self.content_bytes)
                 )
         elif self.content_bytes > limits.MAX_ATTACHMENT_TEXT_BYTES:
             raise ValueError(
-                f"{self.name}: a file's text may have at most "
-                f"{limits.size_text(limits.MAX_ATTACHMENT_TEXT_BYTES)} "
-                f"(got {limits.size_text(self.content_bytes)})"
+                f"{self.name}: a file's text may have "
+                + limits.over_limit_text(limits.MAX_ATTACHMENT_TEXT_BYTES, self.content_bytes)
             )
         return self
 
@@ -174,10 +172,7 @@ def attachments_problem(attachments: list[Attachment]) -> str | None:
         return count_problem(len(attachments))
     total = sum(a.content_bytes for a in attachments)
     if total > limits.MAX_ATTACHMENTS_TOTAL_BYTES:
-        return (
-            f"at most {limits.size_text(limits.MAX_ATTACHMENTS_TOTAL_BYTES)} in all "
-            f"(got {limits.size_text(total)})"
-        )
+        return limits.over_limit_text(limits.MAX_ATTACHMENTS_TOTAL_BYTES, total, " in all")
     return None
 
 

@@ -128,3 +128,13 @@ def size_text(count: int) -> str:
     if count < 1_000_000:
         return f"{count / 1_000:.1f} KB"
     return f"{count / 1_000_000:.1f} MB"
+
+
+def over_limit_text(most: int, got: int, of: str = "") -> str:
+    """ "at most 1.0 MB (got 1.2 MB)" (`of` follows the limit: " in all"): a size over its
+    limit; both in bytes when they would read the same once rounded ("at most 1,000,000
+    bytes (got 1,000,001 bytes)")."""
+    limit, size = size_text(most), size_text(got)
+    if limit == size:
+        limit, size = f"{most:,} bytes", f"{got:,} bytes"
+    return f"at most {limit}{of} (got {size})"

@@ -66,6 +66,8 @@ ModelId = Annotated[str, StringConstraints(strip_whitespace=True), AfterValidato
 
 
 class Criterion(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
     name: Annotated[str, StringConstraints(strip_whitespace=True, min_length=1, max_length=200)]
     description: Annotated[str, StringConstraints(max_length=2000)] = ""
 
@@ -73,11 +75,15 @@ class Criterion(BaseModel):
 class EvaluationCriteria(BaseModel):
     """What reviewers judge answers on; the names reach the refinement prompt too."""
 
+    model_config = ConfigDict(extra="forbid")
+
     criteria: list[Criterion] = Field(min_length=1, max_length=12)
 
 
 class CallPolicy(BaseModel):
     """Timeouts and retries of every model call."""
+
+    model_config = ConfigDict(extra="forbid")
 
     call_timeout_seconds: float = Field(
         default=300, ge=1, le=3600, description="seconds per model call attempt"

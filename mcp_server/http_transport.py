@@ -9,6 +9,9 @@ page's rules (web.guard), checked in front of every request:
 - A request's body is at most MAX_BODY_BYTES, enough for a question and attachments at
   their limits (the SDK's own cap, 4 MiB, is below them); a larger one is refused as it
   arrives with a JSON-RPC error in one line (HTTP 413), which MCP clients show as such.
+- The runs a request starts are its caller's, as the page's and /v1's are
+  (web.guard.Guard.tenant): the token's holder, else the client's address; each caller
+  its own fairness key, never one for every MCP client.
 
 The SDK's own Host and Origin check is off: these rules replace it, with the page's
 allowlist (which the SDK cannot express: `*.domain` patterns).
@@ -76,6 +79,9 @@ class Guarded:
         if refusal is not None:
             await refusal(scope, receive, send)
             return
+        # Whose runs this request starts (mcp_server.runs.caller_of): who it proved to be,
+        # never a name or a session it chose itself.
+        request.state.tenant = self.guard.tenant(request)
         await self.app(scope, receive, send)
 
     def refusal(self, request: Request) -> Response | None:

@@ -42,22 +42,30 @@ class Backend:
     def task_queue(self) -> str:
         return self.settings.task_queue
 
-    @property
-    def launch(self) -> Launch:
-        """A person's run (an assistant asks for its user), under COUNCIL_TENANT if set."""
-        return Launch(tenant=self.settings.tenant or "mcp")
+    def launch(self, caller: str | None = None) -> Launch:
+        """A person's run (an assistant asks for its user) for its caller: over HTTP, who
+        it proved to be (mcp_server.http_transport), else COUNCIL_TENANT, else "mcp"."""
+        return Launch(tenant=caller or self.settings.tenant or "mcp")
 
 
-async def begin(backend: Backend, **arguments: Any) -> WorkflowHandle[Any, DeliberationRecord]:
+def caller_of(request: Any) -> str | None:
+    """The fairness key the HTTP transport found for a tool call's request (None on
+    stdio, where the one client is the process's)."""
+    return getattr(getattr(request, "state", None), "tenant", None)
+
+
+async def begin(
+    backend: Backend, caller: str | None = None, **arguments: Any
+) -> WorkflowHandle[Any, DeliberationRecord]:
     """Start the deliberation the arguments ask for (a Problem when they cannot be used)."""
     request = await deliberation_request(backend.config, settings=backend.settings, **arguments)
     return await deliberations.start(
-        backend.client, request, backend.task_queue, launch=backend.launch
+        backend.client, request, backend.task_queue, launch=backend.launch(caller)
     )
 
 
-async def start(backend: Backend, **arguments: Any) -> CallToolResult:
-    return results.started((await begin(backend, **arguments)).id)
+async def start(backend: Backend, caller: str | None = None, **arguments: Any) -> CallToolResult:
+    return results.started((await begin(backend, caller, **arguments)).id)
 
 
 async def outcome(handle: WorkflowHandle[Any, DeliberationRecord]) -> DeliberationRecord:

@@ -35,7 +35,12 @@ INSTRUCTIONS = (
 
 def ascii_whole(value: Any) -> Any:
     """A number sent as text counts in ASCII digits only (pydantic alone would also read
-    "1_0" as 10), as everywhere else (council.numbers)."""
+    "1_0" as 10), as everywhere else (council.numbers); true or false is no number
+    (pydantic would read true as 1)."""
+    if isinstance(value, bool):
+        raise PydanticCustomError(
+            "int_type", "must be a whole number (got {value})", {"value": str(value).lower()}
+        )
     if isinstance(value, str) and numbers.whole(value) is None:
         raise PydanticCustomError(
             "int_parsing", "Input should be a valid integer, unable to parse string as an integer"
@@ -129,7 +134,7 @@ def note(line: str) -> None:
 async def ask(backend: Backend, ctx: Context, **arguments: Any) -> CallToolResult:
     """Start the run and report it until it closes: its answer. A client that gives up
     first leaves it running (its first notification named the run)."""
-    handle = await runs.begin(backend, **arguments)
+    handle = await runs.begin(backend, runs.caller_of(ctx.request_context.request), **arguments)
     reporter = Reporter(ctx, backend.settings.mcp_progress_seconds)
     try:
         await reporter.send(started_line(handle.id))
@@ -174,12 +179,14 @@ def build_server(backend: Backend) -> MCPServer:
             "attachments": attachments,
         }
         if tasks.as_task():  # the client polls a task: start, and return at once
-            return await runs.answered(backend, runs.start(backend, **arguments))
+            caller = runs.caller_of(ctx.request_context.request)
+            return await runs.answered(backend, runs.start(backend, caller, **arguments))
         return await runs.answered(backend, ask(backend, ctx, **arguments))
 
     @server.tool(annotations=starts)
     async def start_deliberation(
         question: Question,
+        ctx: Context,
         council: CouncilName = None,
         models: Models = None,
         chairman: Chairman = None,
@@ -196,7 +203,8 @@ def build_server(backend: Backend) -> MCPServer:
             "max_rounds": max_rounds,
             "attachments": attachments,
         }
-        return await runs.answered(backend, runs.start(backend, **arguments))
+        caller = runs.caller_of(ctx.request_context.request)
+        return await runs.answered(backend, runs.start(backend, caller, **arguments))
 
     @server.tool(annotations=ToolAnnotations(read_only_hint=True, open_world_hint=False))
     async def get_deliberation(id: Id) -> Outcome:

@@ -193,9 +193,14 @@ def test_the_limits_are_refused_in_one_line_naming_the_field() -> None:
     assert total.value.line() == "attachments: at most 8.0 MB in all (got 9.0 MB)"
     with pytest.raises(attachments.AttachmentProblem) as too_big:
         attachments.from_bytes("huge.txt", b"z" * (limits.MAX_ATTACHMENT_TEXT_BYTES + 1))
+    # One byte over: a size that would read as the limit is said in bytes.
     assert too_big.value.line("--attach") == (
-        "--attach: huge.txt is too large: a text file may have at most 1.0 MB (got 1.0 MB)"
+        "--attach: huge.txt is too large: a text file may have at most 1,000,000 bytes "
+        "(got 1,000,001 bytes)"
     )
+    with pytest.raises(attachments.AttachmentProblem) as far_over:
+        attachments.from_bytes("huge.txt", b"z" * 1_500_000)
+    assert far_over.value.text.endswith("at most 1.0 MB (got 1.5 MB)")
     with pytest.raises(attachments.AttachmentProblem) as binary:
         attachments.from_bytes("a.bin", bytes(range(256)))
     assert "a.bin is a binary file that is neither a PDF nor an image" in binary.value.text

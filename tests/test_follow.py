@@ -7,6 +7,7 @@ goes on when a worker returns."""
 from __future__ import annotations
 
 import asyncio
+import gc
 import uuid
 from collections.abc import AsyncIterator
 from contextlib import aclosing
@@ -148,3 +149,63 @@ async def until_said(said: list[Any], wanted: Any, timeout: float = 30) -> None:
     while not any(wanted(p) for p in said):
         assert asyncio.get_running_loop().time() < deadline, "never said"
         await asyncio.sleep(0.05)
+
+
+async def test_a_reader_that_leaves_while_an_ask_waits_leaves_no_error_unread(
+    temporal: WorkflowEnvironment,
+    sim: SimulatorServer,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Before: the page server logged "Task exception was never retrieved ...
+    WorkflowUpdateRPCTimeoutOrCancelledError" whenever the last reader of a run left while
+    its follower waited for the run to take an ask (the SDK turns the cancelled call into
+    that error, which asyncio.wait_for left unread). The worker is stopped between two asks
+    (each a few seconds apart here), so that the next one waits."""
+    monkeypatch.setattr(deliberations, "QUERY_TIMEOUT", timedelta(seconds=30))
+    monkeypatch.setattr(deliberations, "POLL_SECONDS", 3.0)
+    sim.set_faults({"*": {"latency": 1.0}})
+    queue = f"council-leave-{uuid.uuid4().hex[:8]}"
+    worker = await asyncio.to_thread(start_worker, worker_env(temporal, sim, queue), tmp_path / "w")
+    loop = asyncio.get_running_loop()
+    unread: list[dict[str, Any]] = []
+    loop.set_exception_handler(lambda _, context: unread.append(context))
+    asked = asyncio.Event()
+    start_update = WorkflowHandle.start_update
+
+    async def noted(self: WorkflowHandle, *args: Any, **kwargs: Any) -> Any:
+        asked.set()
+        return await start_update(self, *args, **kwargs)
+
+    try:
+        handle = await temporal.client.start_workflow(
+            Deliberation.run,
+            request(max_rounds=1),
+            id=f"leave-{uuid.uuid4().hex[:8]}",
+            task_queue=queue,
+            result_type=DeliberationRecord,
+        )
+        said: list[Progress | None] = []
+
+        async def reading() -> None:
+            async for progress in deliberations.follow(handle):
+                said.append(progress)
+
+        monkeypatch.setattr(WorkflowHandle, "start_update", noted)
+        reader = asyncio.ensure_future(reading())
+        await until_said(said, lambda p: p is not None and bool(p.events))
+        worker.kill()
+        asked.clear()
+        await asyncio.wait_for(asked.wait(), 30)  # the follower waits on an ask
+        await asyncio.sleep(0.5)
+        reader.cancel()
+        await asyncio.gather(reader, return_exceptions=True)
+        del reader
+        for _ in range(5):  # an error left unread is said when its task is collected
+            await asyncio.sleep(0.2)
+            gc.collect()
+    finally:
+        loop.set_exception_handler(None)
+        worker.stop()
+    assert deliberations._followers.producers() == 0
+    assert unread == []

@@ -113,6 +113,34 @@ def test_numbers_in_text_are_read_in_ascii_digits_only() -> None:
     ]
 
 
+def test_a_key_no_option_has_and_a_boolean_for_a_number_are_refused() -> None:
+    """A table's unknown key is refused (not dropped), and true or false where a number
+    belongs is no number (pydantic would read true as 1), each in one line naming the
+    field: as /v1 names it, and as the request does."""
+    body = read_body(
+        {
+            "model": "council",
+            "messages": [{"role": "user", "content": "Why?"}],
+            "council": {"policy": {"x": 1}},
+        }
+    )
+    [problem] = refused(options=body.options()).problems
+    assert problem.loc == ("policy", "x") and body.param_of(problem.loc) == "council.policy.x"
+    assert problem.line().startswith("policy.x is not a known field (allowed: call_timeout")
+    for options, line in (
+        ({"context_tokens": True}, "context_tokens must be a whole number from 0 to"),
+        ({"quality_threshold": False}, "quality_threshold must be a number from 0 to 5 (got"),
+        ({"policy": {"max_attempts": True}}, "policy.max_attempts must be a whole number from"),
+        ({"temperature": True}, "temperature must be a number from 0 to 2 (got true)"),
+    ):
+        [problem] = refused(options=options).problems
+        assert problem.line().startswith(line), problem.line()
+        assert "\n" not in problem.line() and problem.line().endswith(("(got true)", "(got false)"))
+    # A boolean where one belongs is read as it always was.
+    assert compose(options={"stop_on_convergence": False}).stop_on_convergence is False
+    assert compose(options={"stragglers": {"wait_for_all": True}}).stragglers.wait_for_all
+
+
 def test_every_problem_at_once_each_with_its_field() -> None:
     problems = refused(" ", {"max_rounds": 9, "models": ["lab/a", "not a model"]}).problems
     assert {p.loc for p in problems} == {("question",), ("models", 1), ("max_rounds",)}

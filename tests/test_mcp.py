@@ -45,6 +45,7 @@ from tests.temporal_fixtures import (
     until,
 )
 from workflows import client as deliberations
+from workflows.priority import tenant_of
 
 TOOLS = {"ask_council", "start_deliberation", "get_deliberation", "stop_deliberation"}
 TOKEN = "mcp-test-token-9c41e"
@@ -489,6 +490,12 @@ BAD_INPUT: list[tuple[str, dict[str, Any], str]] = [
         )
         for text in ("²", "١", "0_1")  # ASCII digits only: "0_1" is no 1
     ),
+    # true is no number (pydantic alone would read it as 1).
+    (
+        "ask_council",
+        {"question": "Q?", "max_rounds": True},
+        "max_rounds must be a whole number (got true)",
+    ),
     (
         "stop_deliberation",
         {"id": "anything", "reason": "r" * 501},
@@ -606,6 +613,28 @@ async def test_http_needs_the_token_and_an_allowed_host(
         missing = await client.call_tool("get_deliberation", {"id": "no-such-run"})
         assert error_text(missing).startswith("no deliberation with id 'no-such-run' on ")
     assert TOKEN not in process.log_text()
+
+
+async def test_an_http_caller_starts_runs_under_its_own_fairness_key(
+    http_server: tuple[int, Process], council: Council
+) -> None:
+    """Before: every MCP client's runs shared one fairness key ("mcp"), so one client's
+    backlog was every other's. Over HTTP a run is now its caller's, as on the page and /v1:
+    the token's holder (a digest), never a key all clients share."""
+    port, _ = http_server
+    url = f"http://127.0.0.1:{port}/mcp"
+    async with (
+        httpx2.AsyncClient(headers={"Authorization": f"Bearer {TOKEN}"}, timeout=30) as http,
+        Client(streamable_http_client(url, http_client=http)) as client,
+    ):
+        started = await client.call_tool("start_deliberation", {"question": "Tabs?"})
+    assert not started.is_error, texts(started)
+    assert isinstance(started.structured_content, dict)
+    handle = deliberations.handle(council.client, started.structured_content["id"])
+    described = await handle.describe()
+    key = described.raw_description.workflow_execution_info.priority.fairness_key
+    assert key == tenant_of("bearer", TOKEN) and TOKEN not in key
+    await handle.terminate("test over")
 
 
 async def test_the_attachments_argument(

@@ -293,6 +293,19 @@ async def test_each_refusal_has_its_status_and_the_clis_message(
         await api.chat.completions.create(
             model="council", messages=user("Hi?"), extra_body={"council": {"history": []}}
         )
+    # A key no option has is refused, not dropped; true is no number (pydantic reads 1).
+    with pytest.raises(openai.BadRequestError) as bad:
+        await api.chat.completions.create(
+            model="council", messages=user("Hi?"), extra_body={"council": {"policy": {"x": 1}}}
+        )
+    assert said(bad.value).startswith("policy.x is not a known field (allowed: ")
+    assert bad.value.body["param"] == "council.policy.x"  # type: ignore[index]
+    with pytest.raises(openai.BadRequestError) as bad:
+        await api.chat.completions.create(
+            model="council", messages=user("Hi?"), extra_body={"council": {"context_tokens": True}}
+        )
+    assert said(bad.value).startswith("context_tokens must be a whole number from 0 to ")
+    assert said(bad.value).endswith("(got true)") and "\n" not in said(bad.value)
 
     # The same one line the CLI gives.
     long_question = "why " * (limits.QUESTION_MAX_CHARS // 4 + 1)

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import AsyncIterator, Callable, Iterator
+from pathlib import Path
 from typing import Any
 
 import httpx
@@ -19,9 +20,11 @@ from app import settings as app_settings
 from council.validation import validate_request
 from simulator import SimulatorServer
 from tests.temporal_fixtures import Council, council_worker, request, starter
-from tests.web_fixtures import WebServer
+from tests.web_fixtures import WEB_TOKEN, WebServer, web_server
 from workflows import client as deliberations
 from workflows.priority import BATCH_KEY, INTERACTIVE_KEY, Launch, Urgency, tenant_of
+
+PAIR = ["sim/atlas", "sim/borealis"]
 
 
 @pytest.fixture
@@ -137,9 +140,9 @@ def test_a_tenant_from_a_secret_is_a_digest_of_it() -> None:
 async def test_v1_reads_who_the_run_is_for_and_flex_as_batch(
     web: WebServer, council: Council
 ) -> None:
-    """The API's `user` is the run's tenant (as a digest: the id is the client's), and
-    `service_tier: flex` is batch work; a tier that is none of OpenAI's is refused. A run
-    that names no user is its caller's (here: by its bearer token)."""
+    """`service_tier: flex` is batch work; a tier that is none of OpenAI's is refused. A
+    run is its caller's whatever `user` it names: without a token on the server, a bearer
+    proves nothing and the caller is its address."""
     async with AsyncOpenAI(base_url=f"{web.url}/v1", api_key="unused", max_retries=0) as api:
         flex = await api.chat.completions.create(
             model="council",
@@ -154,9 +157,9 @@ async def test_v1_reads_who_the_run_is_for_and_flex_as_batch(
             extra_body={"council": {"max_rounds": 1}},
         )
     described = await council.client.get_workflow_handle(flex.id).describe()
-    assert priority_of(described) == Priority(BATCH_KEY, tenant_of("user", "alice@example.com"))
+    assert priority_of(described) == Priority(BATCH_KEY, tenant_of("address", "127.0.0.1"))
     described = await council.client.get_workflow_handle(plain.id).describe()
-    assert priority_of(described) == Priority(INTERACTIVE_KEY, tenant_of("bearer", "unused"))
+    assert priority_of(described) == Priority(INTERACTIVE_KEY, tenant_of("address", "127.0.0.1"))
     async with httpx.AsyncClient(base_url=f"{web.url}/v1") as http:
         refused = await http.post(
             "/chat/completions",
@@ -167,6 +170,69 @@ async def test_v1_reads_who_the_run_is_for_and_flex_as_batch(
             },
         )
     assert refused.status_code == 400 and "service_tier" in refused.text
+
+
+async def test_a_caller_naming_many_users_gets_one_share(
+    busy: Council, temporal: WorkflowEnvironment, tmp_path: Path
+) -> None:
+    """Before: /v1's `user` picked the fairness key, so a caller naming a new user on each
+    request held a share per name (another tenant's run: 34.7 s instead of 10.6 s in the
+    probe), and `user: "alice"` got alice's exact key. Scaled down: with one call at a time,
+    a token holder's eight runs through /v1, each for another user, then a signed-in
+    person's two runs through the page, all a person's runs (one priority, so that only
+    fairness orders them): the person's finish while the caller's are still queued (with
+    eight keys against one they came last)."""
+    order: list[str] = []
+    with web_server(temporal, busy, tmp_path, COUNCIL_WEB_TOKEN=WEB_TOKEN) as web:
+        async with AsyncOpenAI(
+            base_url=f"{web.url}/v1", api_key=WEB_TOKEN, max_retries=0, timeout=120
+        ) as api:
+
+            async def hostile(i: int) -> str:
+                answer = await api.chat.completions.create(
+                    model="council",
+                    messages=[{"role": "user", "content": f"Hostile {i}?"}],
+                    user="alice" if i == 0 else f"user-{i}",
+                    extra_body={"council": {"max_rounds": 1, "models": PAIR}},
+                )
+                order.append(f"a{i}")
+                return answer.id
+
+            async def honest(i: int, http: httpx.AsyncClient) -> None:
+                form = {"question": f"Honest {i}?", "models": "\n".join(PAIR), "max_rounds": "1"}
+                started = await http.post("/deliberations", data=form)
+                assert started.status_code == 303, started.text[:300]
+                workflow = started.headers["location"].rsplit("/", 1)[-1]
+                await busy.client.get_workflow_handle(workflow).result()
+                order.append(f"b{i}")
+
+            attack = [asyncio.ensure_future(hostile(i)) for i in range(8)]
+            try:
+                await until_running(busy, 8)
+                async with httpx.AsyncClient(base_url=web.url, timeout=60) as http:
+                    assert (await http.post("/login", data={"token": WEB_TOKEN})).status_code == 303
+                    people = [asyncio.ensure_future(honest(i, http)) for i in range(2)]
+                    await asyncio.wait_for(asyncio.gather(*people), 120)
+                ids = await asyncio.wait_for(asyncio.gather(*attack), 120)
+            finally:
+                for call in attack:
+                    call.cancel()
+    last_b = max(order.index("b0"), order.index("b1"))
+    assert last_b < len(order) - 3, order
+    caller = tenant_of("bearer", WEB_TOKEN)
+    for workflow in ids:
+        described = await busy.client.get_workflow_handle(workflow).describe()
+        assert priority_of(described) == Priority(INTERACTIVE_KEY, caller)
+    assert caller != tenant_of("user", "alice")
+
+
+async def until_running(council: Council, count: int, timeout: float = 60) -> None:
+    """Wait until `count` runs are under way on the council's task queue."""
+    deadline = asyncio.get_running_loop().time() + timeout
+    query = f"TaskQueue = '{council.task_queue}' AND ExecutionStatus = 'Running'"
+    while (await council.client.count_workflows(query)).count < count:
+        assert asyncio.get_running_loop().time() < deadline, "the runs never started"
+        await asyncio.sleep(0.1)
 
 
 def address(temporal: WorkflowEnvironment) -> str:

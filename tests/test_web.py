@@ -258,9 +258,9 @@ async def test_with_a_token_starting_and_stopping_need_it(
         workflow = started.headers["location"].rsplit("/", 1)[-1]
         stopped = await http.post(f"/deliberations/{workflow}/stop", headers=origin)
         assert stopped.status_code == 303
-        # Reading needs no token.
+        # Reading needs it too (tests/test_page_reading.py).
         http.cookies.clear()
-        assert (await http.get(f"/deliberations/{workflow}")).status_code == 200
+        assert (await http.get(f"/deliberations/{workflow}")).status_code == 403
         bearer = await http.post(
             "/deliberations", data=form, headers={"Authorization": f"Bearer {WEB_TOKEN}"}
         )

@@ -54,9 +54,17 @@ def parse_args(
     return parser.parse_args(argv)
 
 
-def access_note(host: str, port: int, token: str | None) -> str:
+def access_note(host: str, port: int, token: str | None, public_read: bool = False) -> str:
+    if token and public_read:
+        return (
+            "starting and stopping need the access token (COUNCIL_WEB_TOKEN; sign in at /login); "
+            "anyone who can reach the page may read every run (COUNCIL_WEB_PUBLIC_READ)"
+        )
     if token:
-        return "starting and stopping need the access token (COUNCIL_WEB_TOKEN; sign in at /login)"
+        return (
+            "reading, starting and stopping need the access token (COUNCIL_WEB_TOKEN; sign in "
+            "at /login)"
+        )
     if guard.loopback(host):
         return (
             f"no COUNCIL_WEB_TOKEN: serving on {host} only, so only this machine can start and "
@@ -78,15 +86,17 @@ async def serve(args: argparse.Namespace, variables: app_settings.Settings) -> N
     settings = Settings(
         task_queue=variables.task_queue,
         token=token,
+        public_read=variables.web_public_read,
         temporal_address=connection.address(),
         allowed_hosts=hosts,
         config=config,
         variables=variables,
     )
     app = build_app(client, settings)
+    access = access_note(args.host, args.port, token, variables.web_public_read)
     print(
         f"council web page on http://{args.host}:{args.port} (Temporal {connection.address()}, "
-        f"namespace {client.namespace}); {access_note(args.host, args.port, token)}; "
+        f"namespace {client.namespace}); {access}; "
         f"answers to the host names {', '.join(hosts)} (more: COUNCIL_WEB_ALLOWED_HOSTS)"
         + (f"; trusts forwarded headers from {', '.join(proxies)}" if proxies else ""),
         file=sys.stderr,

@@ -1,8 +1,8 @@
 """The web server, composed: the pages (web.pages), the live stream (web.live), the
 OpenAI-compatible API (web.openai_api), the setup checks (web.doctor), the static files, and
 the rules every route follows (web.guard): the Host allowlist, the write check and the
-token; security headers on every response; Temporal unreachable is a 503 that names the
-server.
+token (for reads too); security headers on every response; Temporal unreachable is a 503
+that names the server.
 """
 
 from __future__ import annotations
@@ -23,7 +23,7 @@ from temporalio.service import RPCError
 
 from app import connection, store
 from web.doctor import DoctorPage
-from web.guard import Guard
+from web.guard import Guard, ReadsNeedToken
 from web.live import Live
 from web.openai_api import OpenAIApi
 from web.pages import Pages, templates
@@ -44,7 +44,7 @@ __all__ = ["Settings", "build_app"]
 
 
 def build_app(client: Client, settings: Settings) -> Starlette:
-    guard = Guard(settings.allowed_hosts, settings.token)
+    guard = Guard(settings.allowed_hosts, settings.token, settings.public_read)
     hosts = list(settings.allowed_hosts)
     pages = templates()
 
@@ -71,6 +71,7 @@ def build_app(client: Client, settings: Settings) -> Starlette:
         middleware=[
             Middleware(SecurityHeaders),
             Middleware(TrustedHostMiddleware, allowed_hosts=hosts, www_redirect=False),
+            Middleware(ReadsNeedToken, guard=guard),
         ],
         routes=[
             *Pages(client, settings, guard, pages).routes(),

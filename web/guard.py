@@ -8,11 +8,16 @@ stream, the OpenAI-compatible API, the MCP transport):
 - Writes (start, stop, steer, sign in) from a browser must come from an allowlisted
   origin: the Origin (or, without one, the Referer) must name an allowed host, and the
   same host and port the request was sent to.
-- The access token (COUNCIL_WEB_TOKEN), when set: `Authorization: Bearer`, compared in
-  constant time, or the session cookie that /login gives for it. The cookie never holds
-  the token: it is a random value and the time it was issued, signed with a key derived
-  from the token (so a new token signs everyone out), valid for SESSION_SECONDS. Failed
-  sign-ins are limited per client address.
+- The access token (COUNCIL_WEB_TOKEN), when set, for reads as for writes: a page, the
+  list, a run, its record, its live stream and its files answer only with the token
+  (a browser is sent to /login, and back once signed in), unless COUNCIL_WEB_PUBLIC_READ
+  opens reading on purpose; /login and the static files are open; /v1 and the MCP
+  transport need the bearer token for everything, /doctor the token whatever the reading
+  rule. The token is `Authorization: Bearer`, compared in constant time, or the session
+  cookie that /login gives for it. The cookie never holds the token: it is a random
+  value and the time it was issued, signed with a key derived from the token (so a new
+  token signs everyone out), valid for SESSION_SECONDS. Failed sign-ins are limited per
+  client address.
 - The client address is the connection's, unless it comes from a proxy the operator
   named (COUNCIL_WEB_TRUSTED_PROXIES): only then do X-Forwarded-For and
   X-Forwarded-Proto count (uvicorn's proxy headers middleware applies them).
@@ -28,9 +33,11 @@ import time
 from collections import deque
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
-from urllib.parse import urlsplit
+from urllib.parse import quote, urlsplit
 
 from starlette.requests import Request
+from starlette.responses import PlainTextResponse, RedirectResponse
+from starlette.types import ASGIApp, Receive, Scope, Send
 
 # The Host rule is app.hosts' (shared with the codec server); named here as before.
 from app.hosts import LOOPBACK_HOSTS as LOOPBACK_HOSTS
@@ -49,6 +56,11 @@ SESSION_SECONDS = 7 * 24 * 3600
 # Failed sign-ins from one client address: this many within the window, then 429.
 MAX_FAILED_LOGINS = 5
 LOGIN_WINDOW_SECONDS = 300.0
+# Read without the token whatever the setting: the sign-in and what its page needs. /v1
+# and /doctor check the token themselves (each in its own words).
+OPEN_PATHS = ("/login", "/doctor")
+OPEN_PREFIXES = ("/static/", "/v1/")
+READ_METHODS = ("GET", "HEAD")
 
 
 class Forbidden(Exception):
@@ -81,6 +93,8 @@ class Guard:
 
     allowed: Sequence[str]
     token: str | None = None
+    # COUNCIL_WEB_PUBLIC_READ: anyone who reaches the server may read without the token.
+    public_read: bool = False
     _failures: dict[str, deque[float]] = field(default_factory=dict)
 
     def _origin_ok(self, request: Request, source: str) -> bool:
@@ -127,14 +141,15 @@ class Guard:
         return self.session_valid(cookie) if cookie else self.bearer_given(request)
 
     def tenant(self, request: Request) -> str:
-        """Who is asking, as a fairness key (workflows.priority): the sign-in session, else
-        the bearer token, else the client's address; a digest of it, never the value."""
+        """Who is asking, as a fairness key (workflows.priority), from what it proved: its
+        sign-in session, else the server's token as a bearer, else the client's address (a
+        bearer that the server does not check proves nothing, and a name the request gives
+        itself is not who it is); a digest of it, never the value."""
         cookie = request.cookies.get(SESSION_COOKIE)
         if cookie and self.session_valid(cookie):
             return tenant_of("session", cookie)
-        scheme, _, given = request.headers.get("authorization", "").partition(" ")
-        if scheme.lower() == "bearer" and given.strip():
-            return tenant_of("bearer", given.strip())
+        if self.token and self.bearer_given(request):
+            return tenant_of("bearer", self.token)
         return tenant_of("address", request.client.host if request.client else "?")
 
     # ---- sessions ---------------------------------------------------------------------
@@ -162,6 +177,16 @@ class Guard:
             return False
         return -60 <= time.time() - issued <= SESSION_SECONDS
 
+    def read_allowed(self, request: Request) -> bool:
+        """A read of this path needs nothing more, or the request has what it needs."""
+        path = request.url.path
+        return (
+            self.public_read
+            or path in OPEN_PATHS
+            or path.startswith(OPEN_PREFIXES)
+            or self.token_given(request)
+        )
+
     def check_write(self, request: Request) -> None:
         """Start, stop or steer: same origin, and the token when the server has one."""
         self.check_origin(request)
@@ -186,3 +211,47 @@ class Guard:
 
     def login_failed(self, client: str) -> None:
         self._recent_failures(client).append(time.monotonic())
+
+
+def sign_in_target(value: str | None) -> str:
+    """Where the sign-in leads back to: a path of this server, else the front page."""
+    if (
+        not value
+        or not value.startswith("/")
+        or value.startswith("//")
+        or "\\" in value
+        or not value.isprintable()
+    ):
+        return "/"
+    return value
+
+
+class ReadsNeedToken:
+    """The reading rule in front of every route (Guard.read_allowed): a browser's page
+    request without the token goes to the sign-in, and comes back after it; anything else
+    (the live stream, a record, a file, /statuses) is a 403 that says how to sign in."""
+
+    def __init__(self, app: ASGIApp, guard: Guard) -> None:
+        self.app = app
+        self.guard = guard
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http" or scope["method"] not in READ_METHODS:
+            await self.app(scope, receive, send)
+            return
+        request = Request(scope)
+        if self.guard.read_allowed(request):
+            await self.app(scope, receive, send)
+            return
+        if "text/html" in request.headers.get("accept", ""):
+            target = request.url.path + (f"?{request.url.query}" if request.url.query else "")
+            refused: PlainTextResponse | RedirectResponse = RedirectResponse(
+                f"/login?next={quote(target, safe='')}", status_code=303
+            )
+        else:
+            refused = PlainTextResponse(
+                "this server needs its access token to read: sign in at /login, or send "
+                "Authorization: Bearer TOKEN",
+                status_code=403,
+            )
+        await refused(scope, receive, send)

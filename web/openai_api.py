@@ -58,7 +58,7 @@ from web.openai_options import OptionError, check_fields
 from web.pages import deliberation_url
 from web.settings import Settings
 from workflows import client as deliberations
-from workflows.priority import Launch, Urgency, tenant_of
+from workflows.priority import Launch, Urgency
 
 MODEL_PREFIX = "council"
 SERVED = ("/v1/models", "/v1/chat/completions")
@@ -142,12 +142,12 @@ class Asked:
         return self.body.stream_options is not None and self.body.stream_options.include_usage
 
     def launch(self, caller: str) -> Launch:
-        """How urgent the run is and for whom: `flex` is batch work; the end user the body
-        names (`safety_identifier`, else `user`) is its tenant, else the caller."""
-        end_user = self.body.safety_identifier or self.body.user
+        """How urgent the run is and for whom: `flex` is batch work; the tenant is the
+        caller as it authenticated (web.guard), whatever end user the body names (`user`
+        and `safety_identifier` are the caller's word: naming others would give one caller
+        the shares of many, and naming another's would take its share)."""
         return Launch(
-            Urgency.BATCH if self.body.service_tier == "flex" else Urgency.INTERACTIVE,
-            tenant_of("user", end_user) if end_user else caller,
+            Urgency.BATCH if self.body.service_tier == "flex" else Urgency.INTERACTIVE, caller
         )
 
     @property

@@ -236,8 +236,8 @@ class ChatBody(BaseModel):
     response_format: StructuredReply | None = None
     # Read with its neutral value only (web.openai_options.REFUSED): one answer.
     n: Any = None
-    # Who the run is for and how urgent (workflows.priority): the caller's end user (its
-    # fairness key, as a digest), and `flex` for batch work that may wait.
+    # The caller's end user (read and bounded, never its fairness key: web.guard.tenant is
+    # who the run is for), and how urgent: `flex` for batch work that may wait.
     user: str | None = Field(None, strict=True, max_length=MAX_USER_CHARS)
     safety_identifier: str | None = Field(None, strict=True, max_length=MAX_USER_CHARS)
     service_tier: Literal["auto", "default", "flex", "scale", "priority"] | None = None

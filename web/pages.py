@@ -45,6 +45,7 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, PlainTextResponse, RedirectResponse, Response
 from starlette.routing import Route
 from starlette.templating import Jinja2Templates
+from starlette.types import Message
 from temporalio.client import Client
 
 from app import attachments as files
@@ -57,7 +58,7 @@ from council.limits import MAX_STOP_REASON_CHARS
 from council.models import DeliberationRecord
 from council.steering import HumanCritique, rounds_problem
 from web import markdown, reading, views
-from web.guard import SESSION_COOKIE, SESSION_SECONDS, Forbidden, Guard
+from web.guard import SESSION_COOKIE, SESSION_SECONDS, Forbidden, Guard, sign_in_target
 from web.settings import Settings
 from workflows import client as deliberations
 from workflows.priority import Launch
@@ -151,6 +152,7 @@ class Pages:
 
     def page(self, request: Request, name: str, code: int = 200, **context: Any) -> Response:
         context.setdefault("token_required", bool(self.settings.token))
+        context.setdefault("public_read", self.settings.public_read)
         context.setdefault("simulated", self.settings.simulated)
         return self.templates.TemplateResponse(request, name, context, status_code=code)
 
@@ -175,7 +177,9 @@ class Pages:
             except Forbidden as refused:
                 return PlainTextResponse(str(refused), status_code=403)
             try:
-                form = await request.form(max_files=UPLOADS_READ, max_part_size=FIELD_BYTES)
+                form = await read_form(request, FORM_MAX_BYTES, max_files=UPLOADS_READ)
+            except FormTooLarge as refused:
+                return PlainTextResponse(refused.message, status_code=413)
             except MultiPartException as error:
                 return PlainTextResponse(f"the form cannot be read: {error}", status_code=400)
             return await handler(request, form)
@@ -461,7 +465,9 @@ class Pages:
 
     async def login(self, request: Request) -> Response:
         if request.method == "GET":
-            return self.page(request, "login.html")
+            return self.page(
+                request, "login.html", then=sign_in_target(request.query_params.get("next"))
+            )
         try:
             self.guard.check_origin(request)
         except Forbidden as refused:
@@ -473,12 +479,19 @@ class Pages:
             response = self.page(request, "login.html", 429, error=error)
             response.headers["Retry-After"] = f"{wait:.0f}"
             return response
-        form = await request.form()
+        try:
+            form = await read_form(request, LOGIN_FORM_BYTES, max_files=0)
+        except FormTooLarge as refused:
+            return PlainTextResponse(refused.message, status_code=413)
+        except MultiPartException as error:
+            return PlainTextResponse(f"the form cannot be read: {error}", status_code=400)
         given = str(form.get("token") or "")
+        then = sign_in_target(str(form.get("next") or ""))
         if not self.guard.token_matches(given):
             self.guard.login_failed(client)
-            return self.page(request, "login.html", 403, error="that is not this server's token")
-        response = RedirectResponse("/", status_code=303)
+            error = "that is not this server's token"
+            return self.page(request, "login.html", 403, error=error, then=then)
+        response = RedirectResponse(then, status_code=303)
         response.set_cookie(
             SESSION_COOKIE,
             self.guard.new_session(),
@@ -493,10 +506,57 @@ class Pages:
 # A start form's uploads: more than a run may carry are read (and refused in the form, in one
 # line); past this many, the form is not read at all.
 UPLOADS_READ = 100
-# Starlette's bound on each field of a form that is not a file: as long as the longest
-# question (UTF-8: at most 4 bytes a character), so that a question over its limit is
-# refused by the front door in words, not by the form's parser.
-FIELD_BYTES = 4 * limits.QUESTION_MAX_CHARS + 1_024
+# The files of one form together, as uploaded: the largest PDF a run may read, and as much
+# again as a run's texts and images may hold in all.
+UPLOADS_MAX_BYTES = limits.MAX_ATTACHMENT_PDF_BYTES + limits.MAX_ATTACHMENTS_TOTAL_BYTES
+# The most a form may send, counted as it arrives (a 413 past it, the rest never read):
+# a question at its limit (4 bytes a character in UTF-8, 12 percent-encoded: a urlencoded
+# form carries no files) with the uploads, and room for the other fields. It bounds each
+# field too, so that a question over its limit is read and refused by the front door in
+# its own words, not by the form's parser.
+FORM_MAX_BYTES = (
+    max(12 * limits.QUESTION_MAX_CHARS, 4 * limits.QUESTION_MAX_CHARS + UPLOADS_MAX_BYTES)
+    + 1_000_000
+)
+LOGIN_FORM_BYTES = 64_000
+
+
+class FormTooLarge(MultiPartException):
+    """A form over its cap (a MultiPartException, so that the parser closes the files it
+    spooled when it is raised mid-read)."""
+
+    def __init__(self, most: int) -> None:
+        super().__init__(
+            f"the form is too large: at most {limits.size_text(most)} in all (a question, and "
+            f"files of at most {limits.size_text(UPLOADS_MAX_BYTES)} together)"
+            if most == FORM_MAX_BYTES
+            else f"the form is too large: at most {limits.size_text(most)}"
+        )
+
+
+async def read_form(request: Request, most: int, *, max_files: int) -> FormData:
+    """The request's form, its body counted as it arrives: FormTooLarge as soon as it is
+    over `most` bytes (at once when its Content-Length says so), before the rest is read or
+    spooled to disk. Each field may be as long as the whole."""
+    declared = numbers.whole(request.headers.get("content-length", ""), signed=False)
+    if declared is not None and declared > most:
+        raise FormTooLarge(most)
+    received = 0
+
+    async def receive() -> Message:
+        nonlocal received
+        message = await request.receive()
+        if message["type"] == "http.request":
+            received += len(message.get("body", b""))
+            if received > most:
+                raise FormTooLarge(most)
+        return message
+
+    # A Request of its own over the capped stream; Starlette would answer the parser's own
+    # errors with a bare 400 of its words where the scope names the app.
+    scope = {key: value for key, value in request.scope.items() if key != "app"}
+    capped = Request(scope, receive)
+    return await capped.form(max_files=max_files, max_part_size=most)
 
 
 async def read_uploads(uploads: list[UploadFile]) -> list[files.Attached]:

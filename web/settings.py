@@ -14,6 +14,8 @@ from web.guard import LOOPBACK_HOSTS
 class Settings:
     task_queue: str
     token: str | None = None
+    # COUNCIL_WEB_PUBLIC_READ (web.guard): reading needs no token.
+    public_read: bool = False
     temporal_address: str = "localhost:7233"
     # The Host names the server answers to (web.guard.allowed_hosts).
     allowed_hosts: tuple[str, ...] = LOOPBACK_HOSTS

@@ -15,11 +15,11 @@ import asyncio
 import dataclasses
 import re
 import uuid
-from collections.abc import AsyncIterator, Callable, Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from contextlib import aclosing
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
-from typing import Any
+from typing import Any, TypeVar
 
 from pydantic import ValidationError
 from temporalio.api.common.v1 import Payload
@@ -71,6 +71,7 @@ STEER_WAIT_SECONDS = 6.0
 # A worker that polled the task queue this recently may still be there.
 POLLER_SEEN = timedelta(minutes=2)
 QUESTION_MEMO_CHARS = 300
+T = TypeVar("T")
 # The memo holds the question, so that a listing can show it: encrypted with the other
 # payloads when a payload key is set.
 QUESTION_MEMO = "question"
@@ -345,7 +346,7 @@ async def steer(found: Found, update: Any, argument: Callable[[datetime], Any]) 
         )
     deadline = datetime.now(UTC) + STEER_DEADLINE
     try:
-        return await asyncio.wait_for(
+        return await _within(
             found.handle.execute_update(update, argument(deadline)), STEER_WAIT_SECONDS
         )
     except WorkflowUpdateFailedError as failed:
@@ -798,7 +799,7 @@ async def _follow_run(handle: WorkflowHandle[Any, Any]) -> AsyncIterator[_Seen]:
                 return
             continue
         try:
-            asked = await asyncio.wait_for(
+            asked = await _within(
                 handle.start_update(
                     Deliberation.wait_progress,
                     since,
@@ -844,6 +845,16 @@ async def _follow_run(handle: WorkflowHandle[Any, Any]) -> AsyncIterator[_Seen]:
                 # A cancelled wait can still end in the SDK's own error: read it, so that
                 # asyncio does not log it as never retrieved.
                 answer.add_done_callback(_read_outcome)
+
+
+async def _within(call: Awaitable[T], seconds: float) -> T:
+    """asyncio.wait_for of an update call, whose error is read however the wait ends: the
+    SDK turns a cancelled call into WorkflowUpdateRPCTimeoutOrCancelledError, which
+    wait_for leaves unread (and asyncio logs as never retrieved) when the waiter itself is
+    cancelled, as a follower is when its last reader leaves."""
+    task = asyncio.ensure_future(call)
+    task.add_done_callback(_read_outcome)
+    return await asyncio.wait_for(task, seconds)
 
 
 def _read_outcome(task: asyncio.Future[Any]) -> None:
