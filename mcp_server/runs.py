@@ -23,6 +23,7 @@ from mcp_server import results
 from mcp_server.inputs import Problem, deliberation_request, stop_reason
 from workflows import client as deliberations
 from workflows.priority import Launch
+from workflows.quota import Quota, QuotaExceeded
 
 # A progress query from this sequence number returns where the run is and no events.
 NO_EVENTS = 2**31 - 1
@@ -45,15 +46,18 @@ class Backend:
     @property
     def launch(self) -> Launch:
         """A person's run (an assistant asks for its user), under COUNCIL_TENANT if set."""
-        return Launch(tenant=self.settings.tenant or "mcp")
+        return Launch(tenant=self.settings.tenant or "mcp", quota=Quota.of(self.settings))
 
 
 async def begin(backend: Backend, **arguments: Any) -> WorkflowHandle[Any, DeliberationRecord]:
     """Start the deliberation the arguments ask for (a Problem when they cannot be used)."""
     request = deliberation_request(backend.config, settings=backend.settings, **arguments)
-    return await deliberations.start(
-        backend.client, request, backend.task_queue, launch=backend.launch
-    )
+    try:
+        return await deliberations.start(
+            backend.client, request, backend.task_queue, launch=backend.launch
+        )
+    except QuotaExceeded as over:
+        raise Problem(str(over)) from None
 
 
 async def start(backend: Backend, **arguments: Any) -> CallToolResult:

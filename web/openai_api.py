@@ -59,6 +59,7 @@ from web.pages import deliberation_url
 from web.settings import Settings
 from workflows import client as deliberations
 from workflows.priority import Launch, Urgency, tenant_of
+from workflows.quota import Quota, QuotaExceeded
 
 MODEL_PREFIX = "council"
 SERVED = ("/v1/models", "/v1/chat/completions")
@@ -141,13 +142,14 @@ class Asked:
     def include_usage(self) -> bool:
         return self.body.stream_options is not None and self.body.stream_options.include_usage
 
-    def launch(self, caller: str) -> Launch:
+    def launch(self, caller: str, quota: Quota) -> Launch:
         """How urgent the run is and for whom: `flex` is batch work; the end user the body
         names (`safety_identifier`, else `user`) is its tenant, else the caller."""
         end_user = self.body.safety_identifier or self.body.user
         return Launch(
             Urgency.BATCH if self.body.service_tier == "flex" else Urgency.INTERACTIVE,
             tenant_of("user", end_user) if end_user else caller,
+            quota,
         )
 
     @property
@@ -495,12 +497,17 @@ class OpenAIApi:
         thread = await self.thread_of(asked.conversation)
         if thread.follow_up_of:
             wanted = self.deliberation_request(asked, thread)
-        handle = await deliberations.start(
-            self.client,
-            wanted,
-            self.settings.task_queue,
-            launch=asked.launch(self.guard.tenant(request)),
-        )
+        try:
+            handle = await deliberations.start(
+                self.client,
+                wanted,
+                self.settings.task_queue,
+                launch=asked.launch(self.guard.tenant(request), self.settings.quota),
+            )
+        except QuotaExceeded as over:
+            raise ApiError(
+                429, str(over), "quota_exceeded", "rate_limit_error", retry=False
+            ) from None
         started = Started(
             handle=handle,
             asked=asked,
