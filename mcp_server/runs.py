@@ -14,7 +14,7 @@ from mcp.types import CallToolResult
 from temporalio.client import Client, WorkflowFailureError, WorkflowHandle
 from temporalio.service import RPCError
 
-from app import connection
+from app import connection, store
 from app.settings import Settings
 from council.config import Config
 from council.models import DeliberationRecord
@@ -126,5 +126,7 @@ async def answered(backend: Backend, call: Awaitable[CallToolResult]) -> CallToo
         return await call
     except Problem as problem:
         return results.problem(str(problem))
+    except store.StoreError as error:  # a blob gone or corrupt: the store's one line
+        return results.problem(str(error))
     except RPCError as error:
         return results.problem(connection.described(error, backend.address))

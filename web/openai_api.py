@@ -43,7 +43,7 @@ from starlette.types import Receive, Scope, Send
 from temporalio.client import Client, WorkflowFailureError, WorkflowHandle
 from temporalio.service import RPCError
 
-from app import connection, councils, front_door
+from app import connection, councils, front_door, store
 from council import limits, numbers
 from council.agreement import verdict
 from council.calls import CallProgress, Stage
@@ -432,6 +432,8 @@ class OpenAIApi:
                 return refused.response()
             except RPCError as error:
                 return self.temporal_error(error).response()
+            except store.StoreError as error:  # a blob gone or corrupt: the store's line
+                return ApiError(502, str(error), "payload_unreadable", "api_error").response()
 
         return answer
 
