@@ -339,6 +339,9 @@ async def cmd_mcp(args: argparse.Namespace) -> int:
 async def cmd_store_prune(args: argparse.Namespace) -> int:
     from app import prune
 
+    warning = prune.grace_floor_warning(args.grace)
+    if warning:
+        print(f"{command().removeprefix('python ')}: {warning}", file=sys.stderr)
     client = await connection.connect()
     try:
         pruned = await prune.prune(client, args.grace, dry_run=args.dry_run)
@@ -505,7 +508,8 @@ def parser() -> argparse.ArgumentParser:
         type=numbers.whole_argument,
         default=3600,
         metavar="SECONDS",
-        help="keep blobs younger than this, whatever references them (default 3600)",
+        help="keep blobs younger than this, whatever references them (default 3600; at "
+        "least 600, the time a starting run's input may wait for the run)",
     )
     prune.add_argument("--dry-run", action="store_true", help="count, delete nothing")
     prune.add_argument("--json", action="store_true", help="the counts as JSON")

@@ -7,13 +7,21 @@ its retention ends or it is deleted) is read, its whole history and, while it ru
 pending activities' heartbeat details; every store reference they hold is kept. Sweep:
 a blob of this namespace (a directory store: NAMESPACE/sha256/...; S3: PREFIX/v0/ns/
 NAMESPACE/...) that nothing references and that is older than the grace period (default one
-hour, so that a payload written just now, whose event is not in a history yet, stays) is
-deleted. When any history cannot be read, nothing is deleted.
+hour) is deleted. When any history cannot be read, nothing is deleted.
+
+The grace period never goes below MIN_GRACE_SECONDS, whatever is asked: a blob is written
+before the event that names it exists (a client stores a run's input, then asks the server
+to start the run; a worker stores a call's result, then reports it), and the server lists a
+new run a moment after it starts, so a blob written a moment ago may belong to a run the
+mark cannot see yet. The floor covers that time, the retries of the request that carries
+the reference, and clocks that differ between the hosts that write and the one that prunes,
+with a wide margin.
 """
 
 from __future__ import annotations
 
 import asyncio
+import os
 import time
 from collections.abc import AsyncIterator
 from dataclasses import asdict, dataclass, field
@@ -32,6 +40,7 @@ from app import store
 from app.store import LocalStore, S3Store
 
 DEFAULT_GRACE_SECONDS = 3600
+MIN_GRACE_SECONDS = 600
 CONCURRENT_READS = 8
 
 
@@ -43,6 +52,7 @@ class PruneError(RuntimeError):
 class Pruned:
     store: str
     namespace: str
+    grace_seconds: float = DEFAULT_GRACE_SECONDS
     runs: int = 0
     referenced: int = 0
     blobs: int = 0
@@ -58,11 +68,21 @@ class Pruned:
             f"payload store {self.store} (namespace {self.namespace}): {self.runs} run(s) read, "
             f"{self.referenced} blob(s) referenced; of {self.blobs} blob(s), {verb} "
             f"{self.deleted} ({self.deleted_bytes:,} bytes), kept {self.kept_recent} newer "
-            "than the grace period"
+            f"than the grace period ({self.grace_seconds:g} s)"
         )
 
     def as_json(self) -> dict[str, object]:
         return asdict(self)
+
+
+def grace_floor_warning(asked: float) -> str | None:
+    """The warning for a grace period below the floor (None when it is not)."""
+    if asked >= MIN_GRACE_SECONDS:
+        return None
+    return (
+        f"a grace of {asked:g} s is below the floor of {MIN_GRACE_SECONDS} s (a run's input "
+        f"is stored before the run exists): blobs younger than {MIN_GRACE_SECONDS} s are kept"
+    )
 
 
 def _key(driver_name: str, claim: dict[str, str]) -> str | None:
@@ -151,8 +171,9 @@ def _sweep_directory(
     for path in base.rglob("*"):
         if not path.is_file():
             continue
-        partial = path.name.startswith(".partial-")
-        if not partial:
+        # A writer's temporary file, or one that an interrupted prune set aside.
+        leftover = path.name.startswith((".partial-", _SET_ASIDE))
+        if not leftover:
             pruned.blobs += 1
             if path.name in keep:
                 continue
@@ -161,13 +182,35 @@ def _sweep_directory(
         except FileNotFoundError:
             continue
         if stat.st_mtime > cutoff:
-            pruned.kept_recent += 0 if partial else 1
+            pruned.kept_recent += 0 if leftover else 1
+            continue
+        if not pruned.dry_run and not leftover and not _set_aside_unless_touched(path, cutoff):
+            pruned.kept_recent += 1
             continue
         pruned.deleted += 1
         pruned.deleted_bytes += stat.st_size
         pruned.deleted_ids.append(path.name)
-        if not pruned.dry_run:
-            Path(path).unlink(missing_ok=True)
+
+
+_SET_ASIDE = ".pruning-"
+
+
+def _set_aside_unless_touched(path: Path, cutoff: float) -> bool:
+    """Delete an old blob unless a writer stored the same bytes again since the sweep read
+    its age (the store then touches the blob instead of writing it, and hands out a
+    reference to it). The blob is renamed first: a writer's touch lands before the rename
+    (and shows on the renamed file, which goes back) or after it (and finds no file, so the
+    writer writes the blob anew). True when it was deleted."""
+    aside = path.with_name(f"{_SET_ASIDE}{path.name}")
+    try:
+        os.rename(path, aside)
+    except FileNotFoundError:
+        return False
+    if aside.stat().st_mtime > cutoff:
+        os.replace(aside, path)
+        return False
+    aside.unlink(missing_ok=True)
+    return True
 
 
 async def _sweep_s3(
@@ -201,16 +244,18 @@ async def _sweep_s3(
 async def prune(
     client: Client, grace_seconds: float = DEFAULT_GRACE_SECONDS, dry_run: bool = False
 ) -> Pruned:
-    """Delete the namespace's unreferenced blobs older than the grace period (with
-    dry_run, only count them) in the store of the client's data converter."""
+    """Delete the namespace's unreferenced blobs older than the grace period (at least
+    MIN_GRACE_SECONDS; with dry_run, only count them) in the store of the client's data
+    converter."""
     storage = client.data_converter.external_storage
     if storage is None:
         raise PruneError("this client has no payload store: nothing to prune")
     [driver] = storage.drivers
     where = str(getattr(driver, "root", None) or getattr(driver, "location", driver))
-    pruned = Pruned(store=where, namespace=client.namespace, dry_run=dry_run)
+    grace = max(grace_seconds, MIN_GRACE_SECONDS)
+    pruned = Pruned(store=where, namespace=client.namespace, grace_seconds=grace, dry_run=dry_run)
     # The cut-off is taken before the mark: a blob written after it is never swept.
-    cutoff = time.time() - grace_seconds
+    cutoff = time.time() - grace
     pruned.runs, keep = await referenced(client)
     pruned.referenced = len(keep)
     if isinstance(driver, LocalStore):

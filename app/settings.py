@@ -55,6 +55,13 @@ CHECKOUT_DATA = Path(__file__).resolve().parent.parent / "data"
 # scheduled at once stay far below Temporal's 4 MiB message, and no payload above 256 KiB
 # stays in a history.
 DEFAULT_STORE_THRESHOLD = 32 * 1024
+# What one tenant may start within the window (workflows.quota); 0: no limit.
+DEFAULT_QUOTA_RUNS = 300
+DEFAULT_QUOTA_BYTES = 256 * 1024 * 1024
+DEFAULT_QUOTA_WINDOW = 3600
+MAX_QUOTA_RUNS = 1_000_000
+MAX_QUOTA_BYTES = 1 << 40
+QUOTA_WINDOW_RANGE = (60, 30 * 86_400)
 MAX_STORE_THRESHOLD = 256 * 1024
 STORE_FORMS = "a directory, file:PATH or s3://BUCKET[/PREFIX]"
 _BUCKET = re.compile(r"[a-z0-9][a-z0-9.-]{1,61}[a-z0-9]")
@@ -148,6 +155,10 @@ class Settings(BaseSettings):
     # Whose runs this client starts (workflows.priority): the fairness key of `start`,
     # `eval` and the MCP server, unless --tenant names another.
     tenant: str | None = Field(None, validation_alias="COUNCIL_TENANT")
+    # What each tenant of the page, /v1 and MCP may start within a window (workflows.quota).
+    quota_runs: int = Field(DEFAULT_QUOTA_RUNS, validation_alias="COUNCIL_QUOTA_RUNS")
+    quota_bytes: int = Field(DEFAULT_QUOTA_BYTES, validation_alias="COUNCIL_QUOTA_BYTES")
+    quota_window: int = Field(DEFAULT_QUOTA_WINDOW, validation_alias="COUNCIL_QUOTA_WINDOW")
     # Set by whatever starts the worker against the bundled simulator: pages say so.
     simulated: bool = Field(False, validation_alias="COUNCIL_SIMULATED")
 
@@ -303,6 +314,39 @@ class Settings(BaseSettings):
                 f"(got {value!r})"
             )
         return size
+
+    @field_validator("quota_runs", mode="before")
+    @classmethod
+    def _quota_runs(cls, value: Any) -> int:
+        runs = _whole(value, 0, MAX_QUOTA_RUNS)
+        if runs is None:
+            raise ValueError(
+                f"must be a whole number of runs from 0 (no limit) to {MAX_QUOTA_RUNS} "
+                f"(got {value!r})"
+            )
+        return runs
+
+    @field_validator("quota_bytes", mode="before")
+    @classmethod
+    def _quota_bytes(cls, value: Any) -> int:
+        size = _whole(value, 0, MAX_QUOTA_BYTES)
+        if size is None:
+            raise ValueError(
+                f"must be a whole number of bytes from 0 (no limit) to {MAX_QUOTA_BYTES} "
+                f"(1 TiB) (got {value!r})"
+            )
+        return size
+
+    @field_validator("quota_window", mode="before")
+    @classmethod
+    def _quota_window(cls, value: Any) -> int:
+        low, high = QUOTA_WINDOW_RANGE
+        seconds = _whole(value, low, high)
+        if seconds is None:
+            raise ValueError(
+                f"must be a whole number of seconds from {low} to {high} (30 days) (got {value!r})"
+            )
+        return seconds
 
     @field_validator("web_port", "codec_port", "sim_port", mode="before")
     @classmethod

@@ -47,6 +47,7 @@ from temporalio.converter import (
     StorageDriverRetrieveContext,
     StorageDriverStoreContext,
 )
+from temporalio.exceptions import ApplicationError
 
 from app import settings as app_settings
 from app.settings import CHECKOUT_DATA, Settings, StoreLocation
@@ -70,6 +71,16 @@ class StoreError(RuntimeError):
 class OutsideReference(StoreError):
     """A reference to a blob that the reader may not read: another namespace's, or another
     bucket's (one line)."""
+
+
+class LostBlob(StoreError, ApplicationError):
+    """A blob that is missing or corrupt: no retry brings it back. A non-retryable
+    application error, so that a workflow task that cannot read its run's input (or any
+    payload of its history) fails the run with this line instead of retrying for good
+    (the SDK fails the workflow on such an error while it decodes an activation)."""
+
+    def __init__(self, message: str) -> None:
+        ApplicationError.__init__(self, message, non_retryable=True)
 
 
 def namespace_dir(namespace: str) -> str:
@@ -156,23 +167,23 @@ class LocalStore(StorageDriver):
     def _read(self, claim: StorageDriverClaim) -> Payload:
         digest = claim.claim_data.get("sha256", "")
         if not _DIGEST.fullmatch(digest):
-            raise StoreError(f"payload store {self.root}: a reference without a valid sha256")
+            raise LostBlob(f"payload store {self.root}: a reference without a valid sha256")
         where = f"payload store {self.root}: blob sha256:{digest}"
         try:
             blob = self.path(claim.claim_data.get("namespace", ""), digest).read_bytes()
         except FileNotFoundError:
-            raise StoreError(
+            raise LostBlob(
                 f"{where} is missing (removed by store prune, or written to another store: "
                 f"check {STORE_VARIABLE})"
             ) from None
         except OSError as error:
             raise StoreError(f"{where} cannot be read ({error.strerror or error})") from None
         if hashlib.sha256(blob).hexdigest() != digest:
-            raise StoreError(f"{where} is corrupt: its content does not match its hash")
+            raise LostBlob(f"{where} is corrupt: its content does not match its hash") from None
         try:
             return Payload.FromString(blob)
         except DecodeError:
-            raise StoreError(f"{where} is corrupt: not a payload") from None
+            raise LostBlob(f"{where} is corrupt: not a payload") from None
 
 
 class S3Client(S3StorageDriverClient):
@@ -273,12 +284,17 @@ class S3Store(S3StorageDriver):
             except (RuntimeError, ValueError) as error:
                 digest = claim.claim_data.get("hash_value", "?")
                 cause = _cause(error)
-                state = "is missing" if "NoSuchKey" in cause else f"cannot be read ({cause})"
+                where = f"payload store {self.location}: blob sha256:{digest}"
                 if "integrity check failed" in str(error):
-                    state = "is corrupt: its content does not match its hash"
-                raise StoreError(
-                    f"payload store {self.location}: blob sha256:{digest} {state}"
-                ) from None
+                    raise LostBlob(
+                        f"{where} is corrupt: its content does not match its hash"
+                    ) from None
+                if "NoSuchKey" in cause:
+                    raise LostBlob(
+                        f"{where} is missing (removed by store prune, or written to another "
+                        f"store: check {STORE_VARIABLE})"
+                    ) from None
+                raise StoreError(f"{where} cannot be read ({cause})") from None
             return payload
 
         return list(await asyncio.gather(*(one(claim) for claim in claims)))

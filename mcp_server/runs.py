@@ -14,7 +14,7 @@ from mcp.types import CallToolResult
 from temporalio.client import Client, WorkflowFailureError, WorkflowHandle
 from temporalio.service import RPCError
 
-from app import connection
+from app import connection, store
 from app.settings import Settings
 from council.config import Config
 from council.models import DeliberationRecord
@@ -23,6 +23,7 @@ from mcp_server import results
 from mcp_server.inputs import Problem, deliberation_request, stop_reason
 from workflows import client as deliberations
 from workflows.priority import Launch
+from workflows.quota import Quota, QuotaExceeded
 
 # A progress query from this sequence number returns where the run is and no events.
 NO_EVENTS = 2**31 - 1
@@ -44,8 +45,9 @@ class Backend:
 
     def launch(self, caller: str | None = None) -> Launch:
         """A person's run (an assistant asks for its user) for its caller: over HTTP, who
-        it proved to be (mcp_server.http_transport), else COUNCIL_TENANT, else "mcp"."""
-        return Launch(tenant=caller or self.settings.tenant or "mcp")
+        it proved to be (mcp_server.http_transport), else COUNCIL_TENANT, else "mcp"; held
+        to the callers' quota."""
+        return Launch(tenant=caller or self.settings.tenant or "mcp", quota=Quota.of(self.settings))
 
 
 def caller_of(request: Any) -> str | None:
@@ -59,9 +61,12 @@ async def begin(
 ) -> WorkflowHandle[Any, DeliberationRecord]:
     """Start the deliberation the arguments ask for (a Problem when they cannot be used)."""
     request = await deliberation_request(backend.config, settings=backend.settings, **arguments)
-    return await deliberations.start(
-        backend.client, request, backend.task_queue, launch=backend.launch(caller)
-    )
+    try:
+        return await deliberations.start(
+            backend.client, request, backend.task_queue, launch=backend.launch(caller)
+        )
+    except QuotaExceeded as over:
+        raise Problem(str(over)) from None
 
 
 async def start(backend: Backend, caller: str | None = None, **arguments: Any) -> CallToolResult:
@@ -130,5 +135,7 @@ async def answered(backend: Backend, call: Awaitable[CallToolResult]) -> CallToo
         return await call
     except Problem as problem:
         return results.problem(str(problem))
+    except store.StoreError as error:  # a blob gone or corrupt: the store's one line
+        return results.problem(str(error))
     except RPCError as error:
         return results.problem(connection.described(error, backend.address))

@@ -449,6 +449,8 @@ def test_search_attributes_match_the_workflow(compose: dict[str, Any]) -> None:
         "CouncilTerminationReason": "Keyword",
         "CouncilThread": "Keyword",
         "CouncilAgreement": "Keyword",
+        "CouncilTenant": "Keyword",
+        "CouncilInputBytes": "Int",
     }
 
 

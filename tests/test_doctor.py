@@ -185,7 +185,8 @@ async def test_missing_search_attributes_come_with_the_commands_that_add_them(
     assert found["status"] == "failed"
     assert found["detail"] == (
         f"missing on namespace {namespace}: CouncilStage, CouncilRound, "
-        "CouncilTerminationReason, CouncilThread, CouncilAgreement"
+        "CouncilTerminationReason, CouncilThread, CouncilAgreement, CouncilTenant, "
+        "CouncilInputBytes"
     )
     # The fix, run as it is written, registers them.
     words = shlex.split(found["fix"].split("or: ", 1)[1])

@@ -40,6 +40,11 @@ def test_unset_and_empty_variables_give_the_defaults() -> None:
         assert settings.max_calls_per_tenant is settings.max_calls_per_run is None
         assert settings.max_waiting_calls is None
         assert settings.log_level == "INFO" and settings.simulated is False
+        assert (settings.quota_runs, settings.quota_bytes, settings.quota_window) == (
+            300,
+            256 * 1024 * 1024,
+            3600,
+        )
 
 
 def test_each_variable_is_read_into_its_type() -> None:
@@ -94,6 +99,9 @@ def test_each_variable_is_read_into_its_type() -> None:
         ("COUNCIL_MAX_WAITING_CALLS", "-1", "COUNCIL_MAX_WAITING_CALLS must be a whole number"),
         ("COUNCIL_SIMULATED", "maybe", "COUNCIL_SIMULATED must be one of 1/0, true/false"),
         ("COUNCIL_LOG_LEVEL", "loud", "COUNCIL_LOG_LEVEL must be one of DEBUG, INFO"),
+        ("COUNCIL_QUOTA_RUNS", "-1", "COUNCIL_QUOTA_RUNS must be a whole number of runs from 0"),
+        ("COUNCIL_QUOTA_BYTES", "1e9", "COUNCIL_QUOTA_BYTES must be a whole number of bytes"),
+        ("COUNCIL_QUOTA_WINDOW", "59", "COUNCIL_QUOTA_WINDOW must be a whole number of seconds"),
         *(
             (
                 "COUNCIL_MCP_PROGRESS_SECONDS",

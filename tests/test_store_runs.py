@@ -8,6 +8,7 @@ from __future__ import annotations
 import asyncio
 import json
 import os
+import time
 import uuid
 from pathlib import Path
 
@@ -157,6 +158,12 @@ async def test_prune_removes_the_blobs_of_a_deleted_run_only(
         assert asyncio.get_running_loop().time() < deadline, "the run was never deleted"
         await asyncio.sleep(0.5)
 
+    # The deleted run's blobs as they are once its retention ended: older than the floor
+    # on the grace period (which keeps what a starting run may need).
+    aged = time.time() - 2 * prune.MIN_GRACE_SECONDS
+    for digest in gone_blobs:
+        os.utime(blobs[digest], (aged, aged))
+
     # Within the grace period nothing goes; a dry run deletes nothing.
     status, out, err = await starter("store", "prune", "--json", env=cli)
     assert status == 0, err
@@ -172,7 +179,10 @@ async def test_prune_removes_the_blobs_of_a_deleted_run_only(
 
     status, out, err = await starter("store", "prune", "--grace", "0", "--json", env=cli)
     assert status == 0, err
+    assert err.endswith(f"blobs younger than {prune.MIN_GRACE_SECONDS} s are kept\n")
+    assert err.count("\n") == 1
     pruned = json.loads(out)
+    assert pruned["grace_seconds"] == prune.MIN_GRACE_SECONDS
     assert gone_blobs <= set(pruned["deleted_ids"])
     assert not kept_blobs & set(pruned["deleted_ids"])
     assert not any(blobs[d].exists() for d in gone_blobs)

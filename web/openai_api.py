@@ -43,7 +43,7 @@ from starlette.types import Receive, Scope, Send
 from temporalio.client import Client, WorkflowFailureError, WorkflowHandle
 from temporalio.service import RPCError
 
-from app import connection, councils, front_door
+from app import connection, councils, front_door, store
 from council import limits, numbers
 from council.agreement import verdict
 from council.calls import CallProgress, Stage
@@ -59,6 +59,7 @@ from web.pages import deliberation_url
 from web.settings import Settings
 from workflows import client as deliberations
 from workflows.priority import Launch, Urgency
+from workflows.quota import Quota, QuotaExceeded
 
 MODEL_PREFIX = "council"
 SERVED = ("/v1/models", "/v1/chat/completions")
@@ -141,13 +142,15 @@ class Asked:
     def include_usage(self) -> bool:
         return self.body.stream_options is not None and self.body.stream_options.include_usage
 
-    def launch(self, caller: str) -> Launch:
+    def launch(self, caller: str, quota: Quota) -> Launch:
         """How urgent the run is and for whom: `flex` is batch work; the tenant is the
         caller as it authenticated (web.guard), whatever end user the body names (`user`
         and `safety_identifier` are the caller's word: naming others would give one caller
-        the shares of many, and naming another's would take its share)."""
+        the shares of many, and naming another's would take its share); held to `quota`."""
         return Launch(
-            Urgency.BATCH if self.body.service_tier == "flex" else Urgency.INTERACTIVE, caller
+            Urgency.BATCH if self.body.service_tier == "flex" else Urgency.INTERACTIVE,
+            caller,
+            quota,
         )
 
     @property
@@ -432,6 +435,8 @@ class OpenAIApi:
                 return refused.response()
             except RPCError as error:
                 return self.temporal_error(error).response()
+            except store.StoreError as error:  # a blob gone or corrupt: the store's line
+                return ApiError(502, str(error), "payload_unreadable", "api_error").response()
 
         return answer
 
@@ -497,12 +502,17 @@ class OpenAIApi:
         thread = await self.thread_of(asked.conversation)
         if thread.follow_up_of:
             wanted = self.deliberation_request(asked, thread)
-        handle = await deliberations.start(
-            self.client,
-            wanted,
-            self.settings.task_queue,
-            launch=asked.launch(self.guard.tenant(request)),
-        )
+        try:
+            handle = await deliberations.start(
+                self.client,
+                wanted,
+                self.settings.task_queue,
+                launch=asked.launch(self.guard.tenant(request), self.settings.quota),
+            )
+        except QuotaExceeded as over:
+            raise ApiError(
+                429, str(over), "quota_exceeded", "rate_limit_error", retry=False
+            ) from None
         started = Started(
             handle=handle,
             asked=asked,

@@ -62,6 +62,7 @@ from web.guard import SESSION_COOKIE, SESSION_SECONDS, Forbidden, Guard, sign_in
 from web.settings import Settings
 from workflows import client as deliberations
 from workflows.priority import Launch
+from workflows.quota import QuotaExceeded
 
 HERE = Path(__file__).parent
 ATTACHMENT_LIMITS = (
@@ -226,12 +227,16 @@ class Pages:
         )
         if wanted is None:
             return await self.index(request, state, status=400)
-        handle = await deliberations.start(
-            self.client,
-            wanted,
-            self.settings.task_queue,
-            launch=Launch(tenant=self.guard.tenant(request)),
-        )
+        try:
+            handle = await deliberations.start(
+                self.client,
+                wanted,
+                self.settings.task_queue,
+                launch=Launch(tenant=self.guard.tenant(request), quota=self.settings.quota),
+            )
+        except QuotaExceeded as over:
+            state.errors[views.FORM_WIDE] = str(over)
+            return await self.index(request, state, status=429)
         return RedirectResponse(deliberation_url(handle.id), status_code=303)
 
     # ---- one deliberation -------------------------------------------------------------
@@ -387,12 +392,16 @@ class Pages:
                 wanted = None
         if wanted is None:
             return await self.deliberation_page(request, workflow, ask_form=state, code=409)
-        handle = await deliberations.start(
-            self.client,
-            wanted,
-            self.settings.task_queue,
-            launch=Launch(tenant=self.guard.tenant(request)),
-        )
+        try:
+            handle = await deliberations.start(
+                self.client,
+                wanted,
+                self.settings.task_queue,
+                launch=Launch(tenant=self.guard.tenant(request), quota=self.settings.quota),
+            )
+        except QuotaExceeded as over:
+            state.errors[views.FORM_WIDE] = str(over)
+            return await self.deliberation_page(request, workflow, ask_form=state, code=429)
         return RedirectResponse(deliberation_url(handle.id), status_code=303)
 
     async def download(self, request: Request) -> Response:

@@ -12,7 +12,7 @@ from typing import Any
 from temporalio.client import Client, WorkflowFailureError
 from temporalio.service import RPCError
 
-from app import connection
+from app import connection, store
 from app.render import event_line
 from council.calls import Stage
 from council.models import DeliberationRecord
@@ -24,12 +24,15 @@ from workflows.deliberation import Deliberation
 
 async def read_record(handle: Any) -> tuple[DeliberationRecord | None, str | None]:
     """The record (the record so far while it runs), or None and why there is none, in our
-    words. A server that does not answer is raised (the app answers 503)."""
+    words. A server that does not answer is raised (the app answers 503); a blob the store
+    cannot give back is the store's own line (naming the blob and the store)."""
     try:
         return await deliberations.read_record(handle), None
     except WorkflowFailureError as failure:
         why = f"the deliberation failed: {deliberations.failure_reason(failure)}"
         return deliberations.failed_record(failure), why
+    except store.StoreError as error:
+        return None, str(error)
     except RPCError as error:
         if connection.unavailable(error):
             raise

@@ -8,6 +8,7 @@ from dataclasses import dataclass, field
 from app.settings import Settings as Variables
 from council.config import Config
 from web.guard import LOOPBACK_HOSTS
+from workflows.quota import Quota
 
 
 @dataclass(frozen=True)
@@ -28,6 +29,11 @@ class Settings:
     def simulated(self) -> bool:
         """The models are the simulator's: the page says so."""
         return self.variables.simulated
+
+    @property
+    def quota(self) -> Quota:
+        """What each caller may start (COUNCIL_QUOTA_*)."""
+        return Quota.of(self.variables)
 
     @property
     def ui_url(self) -> str | None:

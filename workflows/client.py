@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
+import json
 import re
 import uuid
 from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
@@ -58,7 +59,7 @@ from council.models import DeliberationRecord, DeliberationRequest
 from council.progress import Progress, ProgressEvent, shown_status
 from council.steering import HumanCritique, RoundsChange, bounded_reason
 from council.thread import Thread, Turn
-from workflows import search_attributes
+from workflows import quota, search_attributes
 from workflows.deliberation import Deliberation
 from workflows.priority import INTERACTIVE, Launch
 from workflows.shared import Shared
@@ -198,21 +199,29 @@ async def start(
     `launch` says how urgent it is and for whom (workflows.priority): a person's run by
     default.
     An id that already names a workflow (running or finished) is refused with IdTaken: an
-    id names one deliberation for good. The caller checks a given id with council.ids."""
+    id names one deliberation for good. The caller checks a given id with council.ids.
+    A launch with a tenant and a quota is checked against it first (QuotaExceeded, from
+    workflows.quota)."""
     readable = client.data_converter.payload_codec is None
+    wanted = request.model_dump(mode="json")
+    input_bytes = len(json.dumps(wanted, separators=(",", ":")).encode())
+    if launch.tenant is not None and launch.quota:
+        await quota.check(client, launch.tenant, input_bytes, launch.quota)
     wid = id or workflow_id(request.question, readable)
     originals = await _kept_originals(client, request, wid)
     for first in (True, False):
         try:
             return await client.start_workflow(
                 Deliberation.run,
-                request.model_dump(mode="json"),
+                wanted,
                 id=wid,
                 task_queue=task_queue,
                 static_summary=request.question[:200],
                 static_details=details(request),
                 memo={QUESTION_MEMO: request.question[:QUESTION_MEMO_CHARS], **originals},
-                search_attributes=search_attributes.at_start(request.thread_id or wid),
+                search_attributes=search_attributes.at_start(
+                    request.thread_id or wid, launch.tenant, input_bytes
+                ),
                 id_reuse_policy=WorkflowIDReusePolicy.REJECT_DUPLICATE,
                 id_conflict_policy=WorkflowIDConflictPolicy.FAIL,
                 priority=launch.priority(),

@@ -26,6 +26,7 @@ from enum import StrEnum
 from temporalio.common import Priority
 
 from council.ids import tenant_problem
+from workflows.quota import Quota
 
 # Temporal's priority keys run from 1 (first) to 5; its default is 3.
 INTERACTIVE_KEY = 1
@@ -46,10 +47,12 @@ def tenant_of(kind: str, identity: str) -> str:
 
 @dataclass(frozen=True)
 class Launch:
-    """How a run starts: how urgent, and for whom (None: the server's default key)."""
+    """How a run starts: how urgent, and for whom (None: the server's default key); and the
+    quota the tenant's starts are held to (None: none, as for the operator's own runs)."""
 
     urgency: Urgency = Urgency.INTERACTIVE
     tenant: str | None = None
+    quota: Quota | None = None
 
     def __post_init__(self) -> None:
         if self.tenant is not None and (problem := tenant_problem(self.tenant)):

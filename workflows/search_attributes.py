@@ -3,6 +3,8 @@ and registering them on a server that lacks them (the worker does at start)."""
 
 from __future__ import annotations
 
+from typing import Any
+
 from temporalio.api.enums.v1 import IndexedValueType
 from temporalio.api.operatorservice.v1 import (
     AddSearchAttributesRequest,
@@ -25,23 +27,32 @@ TERMINATION_REASON = SearchAttributeKey.for_keyword("CouncilTerminationReason")
 THREAD = SearchAttributeKey.for_keyword("CouncilThread")
 # How far the final review agreed: high, medium or low (set when the run ends).
 AGREEMENT = SearchAttributeKey.for_keyword("CouncilAgreement")
+# Whom the run is for (its fairness key) and the size of its input: what a tenant's quota
+# counts (workflows.quota). Set at start, for runs that have a tenant.
+TENANT = SearchAttributeKey.for_keyword("CouncilTenant")
+INPUT_BYTES = SearchAttributeKey.for_int("CouncilInputBytes")
 
-ALL = (STAGE, ROUND, TERMINATION_REASON, THREAD, AGREEMENT)
+ALL = (STAGE, ROUND, TERMINATION_REASON, THREAD, AGREEMENT, TENANT, INPUT_BYTES)
 
 # Where every deliberation starts: set with the run's start, so that it costs no update.
 FIRST_PLACE = (Stage.ANSWER.value, 0)
 
 
-def at_start(thread: str) -> TypedSearchAttributes:
-    """The search attributes a deliberation starts with: its thread and its first place."""
+def at_start(thread: str, tenant: str | None = None, input_bytes: int = 0) -> TypedSearchAttributes:
+    """The search attributes a deliberation starts with: its thread and its first place;
+    its tenant and the size of its input, when it has a tenant."""
     stage, round_number = FIRST_PLACE
-    return TypedSearchAttributes(
-        [
-            SearchAttributePair(THREAD, thread),
-            SearchAttributePair(STAGE, stage),
-            SearchAttributePair(ROUND, round_number),
+    pairs: list[SearchAttributePair[Any]] = [
+        SearchAttributePair(THREAD, thread),
+        SearchAttributePair(STAGE, stage),
+        SearchAttributePair(ROUND, round_number),
+    ]
+    if tenant is not None:
+        pairs += [
+            SearchAttributePair(TENANT, tenant),
+            SearchAttributePair(INPUT_BYTES, input_bytes),
         ]
-    )
+    return TypedSearchAttributes(pairs)
 
 
 def place_of(attributes: TypedSearchAttributes) -> tuple[str, int] | None:
