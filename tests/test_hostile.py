@@ -63,7 +63,19 @@ async def test_a_critique_flood_is_refused_beyond_the_limits_and_the_run_complet
     council: Council,
 ) -> None:
     # Every reviewer rates sim/atlas's answer 2/5, with a critique: its peers have a say.
-    council.sim.set_faults({"*": {"latency": 1.5, "ratings_by_author": {"sim/atlas": 2}}})
+    # The reviews take 8 s, so that the whole flood reaches the run while it can still take
+    # critiques, however slowly a busy machine applies them.
+    council.sim.set_faults(
+        {
+            "*": {
+                "latency": 1.5,
+                "ratings_by_author": {"sim/atlas": 2},
+                "slow": 1.0,
+                "slow_seconds": 8.0,
+                "stages": ["stage2"],
+            }
+        }
+    )
     handle = await council.start(max_rounds=1, **EVERY_ROUND)
     await until(handle, stage_started(Stage.REVIEW))
     await wait_until(lambda: council.sim.log()["in_flight"] > 0, timeout=5)

@@ -22,7 +22,7 @@ MODELS = ["sim/atlas", "sim/borealis", "sim/cirrus", "sim/drift"]
 LATE_ANSWER = {"slow": 1.0, "max_faults": 1, "stages": ["stage1"]}
 LATE_REVIEW = {"slow": 1.0, "max_faults": 1, "stages": ["stage2"]}
 # Patience enough for a busy machine's ordinary calls, far short of the slow ones' 30 s.
-QUICK = {"grace_seconds": 3.0, "factor": 2.0}
+QUICK = {"grace_seconds": 6.0, "factor": 2.0}
 
 
 async def wait_for_status(page: Any, status: str, timeout: float = 60) -> None:

@@ -251,6 +251,8 @@ async def test_a_cut_stream_is_retried_and_never_stored(council: Council) -> Non
 
 
 async def test_answers_cut_by_the_token_limit_say_so(council: Council) -> None:
+    # Every reply at least 400 bytes, so that every answer is longer than its 20 tokens.
+    council.sim.set_faults({"*": {"pad_to_bytes": 400}})
     handle = await council.start(max_rounds=1, max_tokens={"answer": 20})
     record = await handle.result()
     assert {r.finish_reason for r in record.stage1} == {"length"}
