@@ -29,8 +29,10 @@ demo: $(STAMP)
 up: $(STAMP)
 	SIM_LATENCY="$(SIM_LATENCY)" $(BIN)/python up.py
 
+# The whole suite, in two processes (each with its own Temporal dev server, simulator and
+# browser): most of a test's time is spent waiting for a run, so two share two cores well.
 test: $(STAMP) browser
-	$(BIN)/python -m pytest -q
+	$(BIN)/python -m pytest -q -n 2
 
 # The fast tier, in well under a minute: the unit, property, replay and specification tests
 # and the workflow's rules on Temporal's time-skipping test environment with a fake model
