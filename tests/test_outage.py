@@ -49,22 +49,28 @@ async def test_a_provider_down_for_a_minute_costs_no_member_its_place(
     env = {"TEMPORAL_ADDRESS": temporal.client.service_client.config.target_host}
     try:
         async with council_worker(temporal.client, None, settings=settings) as council:
-            handle = await council.start(max_rounds=1)
+            # A heartbeat missed on a busy machine must not spend an attempt of its own.
+            handle = await council.start(max_rounds=1, policy={"heartbeat_timeout_seconds": 10})
             await until(handle, stage_started(Stage.REVIEW), timeout=60)
             provider.stop()
             down_at = time.monotonic()
 
             # The stage's calls fail, the provider is found down, and every call in flight
             # waits, paused, saying for what: no attempt is spent while they wait.
+            seen: list[deliberations.CallInFlight] = []
+
             async def all_paused() -> list[deliberations.CallInFlight]:
                 while True:
-                    calls = await deliberations.calls_in_flight(handle)
+                    seen[:] = await deliberations.calls_in_flight(handle)
                     waiting = f"waiting for provider {DEFAULT_PROVIDER} since"
-                    if calls and all(c.paused and waiting in (c.failure or "") for c in calls):
-                        return calls
+                    if seen and all(c.paused and waiting in (c.failure or "") for c in seen):
+                        return list(seen)
                     await asyncio.sleep(0.5)
 
-            paused = await asyncio.wait_for(all_paused(), 30)
+            try:
+                paused = await asyncio.wait_for(all_paused(), 60)
+            except TimeoutError:
+                raise AssertionError(f"not every call paused: {seen}") from None
             # Each spent one attempt on the outage, not all of them: the first call that
             # found no connection had the outage confirmed at once.
             assert all(c.attempt <= 2 for c in paused), [c.attempt for c in paused]
