@@ -46,7 +46,7 @@ from starlette.responses import JSONResponse, PlainTextResponse, RedirectRespons
 from starlette.routing import Route
 from starlette.templating import Jinja2Templates
 from starlette.types import Message
-from temporalio.client import Client
+from temporalio.client import Client, WorkflowHandle
 
 from app import attachments as files
 from app import councils, front_door
@@ -55,7 +55,7 @@ from council import limits, numbers
 from council.attachments import PDF_TYPE, Attachment, count_problem
 from council.ids import ID_RULE, is_valid_id
 from council.limits import MAX_STOP_REASON_CHARS
-from council.models import DeliberationRecord
+from council.models import DeliberationRecord, DeliberationRequest
 from council.steering import HumanCritique, rounds_problem
 from web import markdown, reading, views
 from web.guard import SESSION_COOKIE, SESSION_SECONDS, Forbidden, Guard, sign_in_target
@@ -228,16 +228,22 @@ class Pages:
         if wanted is None:
             return await self.index(request, state, status=400)
         try:
-            handle = await deliberations.start(
-                self.client,
-                wanted,
-                self.settings.task_queue,
-                launch=Launch(tenant=self.guard.tenant(request), quota=self.settings.quota),
-            )
+            handle = await self.start_for(request, wanted)
         except QuotaExceeded as over:
             state.errors[views.FORM_WIDE] = str(over)
             return await self.index(request, state, status=429)
         return RedirectResponse(deliberation_url(handle.id), status_code=303)
+
+    async def start_for(
+        self, request: Request, wanted: DeliberationRequest
+    ) -> WorkflowHandle[Any, DeliberationRecord]:
+        """Start the run as whoever asked: its fairness key and its quota (QuotaExceeded)."""
+        return await deliberations.start(
+            self.client,
+            wanted,
+            self.settings.task_queue,
+            launch=Launch(tenant=self.guard.tenant(request), quota=self.settings.quota),
+        )
 
     # ---- one deliberation -------------------------------------------------------------
 
@@ -393,12 +399,7 @@ class Pages:
         if wanted is None:
             return await self.deliberation_page(request, workflow, ask_form=state, code=409)
         try:
-            handle = await deliberations.start(
-                self.client,
-                wanted,
-                self.settings.task_queue,
-                launch=Launch(tenant=self.guard.tenant(request), quota=self.settings.quota),
-            )
+            handle = await self.start_for(request, wanted)
         except QuotaExceeded as over:
             state.errors[views.FORM_WIDE] = str(over)
             return await self.deliberation_page(request, workflow, ask_form=state, code=429)
