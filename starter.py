@@ -358,9 +358,10 @@ async def cmd_store_prune(args: argparse.Namespace) -> int:
 async def cmd_providers(args: argparse.Namespace) -> int:
     """The model calls paused while their provider is down; `resume` unpauses them."""
     from activities import outage
+    from workflows.registry import MODEL_CALLS
 
     client = await connection.connect()
-    paused = await outage.paused_calls(client, args.provider)
+    paused = await outage.paused_calls(client, MODEL_CALLS, args.provider)
     if args.action == "resume":
         resumed = await outage.resume(client, paused)
         print(f"resumed {resumed} paused call(s)")

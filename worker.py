@@ -67,9 +67,7 @@ from council.config import DEFAULT_PROVIDER, ConfigProblem
 from council.limits import MAX_MODELS
 from workflows import search_attributes
 from workflows.calls import provider_queue
-from workflows.deliberation import Deliberation
-from workflows.judge import JudgeAnswers
-from workflows.sampling import SelfConsistency
+from workflows.registry import MODEL_CALLS, WORKFLOWS
 from workflows.search_attributes import ensure_search_attributes
 
 log = logging.getLogger("council.worker")
@@ -102,7 +100,7 @@ def build_worker(
     client: Client,
     gateway: ModelGateway,
     queue: str | None = None,
-    workflows: Sequence[type] = (Deliberation, JudgeAnswers, SelfConsistency),
+    workflows: Sequence[type] = WORKFLOWS,
     activities: Sequence[Callable[..., Any]] = (),
     build: str | None = None,
     **options: Any,
@@ -254,7 +252,7 @@ async def serving(
     queue = queue or task_queue()
     build = options.pop("build", None) or deployment.build_id()
     await set_provider_rates(client, queue, gateway.limited())
-    gateway.watch_outages(client)
+    gateway.watch_outages(client, MODEL_CALLS)
     gateway.shares = call_shares()
     outages = getattr(gateway, "outages", None)  # (a test's fake gateway has none)
     if outages is not None:

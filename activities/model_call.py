@@ -31,7 +31,7 @@ from activities.completion import Completion, token_usage
 from activities.errors import CallFailure, ErrorType, application_error, one_line
 from activities.llm_client import ChatClient, make_http_client
 from activities.metrics import CallMetrics
-from activities.outage import Outages
+from activities.outage import ModelCalls, Outages
 from activities.settings import GatewaySettings
 from activities.shares import DEFAULT_PRIORITY, Caller, CallShares
 from activities.slots import AnswerClock, Slots
@@ -251,11 +251,14 @@ class ModelGateway:
         # Each tenant's and run's share of the calls sent at once (set by the worker).
         self.shares = CallShares()
 
-    def watch_outages(self, client: Client) -> None:
-        """Pause a provider's calls while it is down (activities.outage)."""
+    def watch_outages(self, client: Client, calls: ModelCalls) -> None:
+        """Pause a provider's calls while it is down (activities.outage); `calls` says
+        where the namespace's model calls are."""
         if self.outages is None:
             self.outages = Outages(
-                client, {name: provider.answers for name, provider in self.providers.items()}
+                client,
+                {name: provider.answers for name, provider in self.providers.items()},
+                calls,
             )
 
     @classmethod

@@ -63,6 +63,21 @@ def waiting_line(provider: str, since: datetime) -> str:
 
 
 @dataclass(frozen=True)
+class ModelCalls:
+    """Where a namespace's model calls are: the pending activities of `activity_type` in its
+    running workflows of `workflow_types` (named by the layer that defines them:
+    workflows.registry)."""
+
+    workflow_types: tuple[str, ...]
+    activity_type: str
+
+    def running(self) -> str:
+        """The visibility query of the running workflows that make these calls."""
+        types = ", ".join(f'"{name}"' for name in self.workflow_types)
+        return f'ExecutionStatus="Running" AND WorkflowType IN ({types})'
+
+
+@dataclass(frozen=True)
 class PausedCall:
     """A model call paused while its provider is down."""
 
@@ -151,8 +166,14 @@ class Health:
 class Outages:
     """Every provider's Health in this worker process; pauses and resumes calls."""
 
-    def __init__(self, client: Client, probes: dict[str, Callable[[], Awaitable[bool]]]) -> None:
+    def __init__(
+        self,
+        client: Client,
+        probes: dict[str, Callable[[], Awaitable[bool]]],
+        calls: ModelCalls,
+    ) -> None:
         self.client = client
+        self.calls = calls
         self.health = {name: Health(name, probe) for name, probe in probes.items()}
         self._closed = False
 
@@ -178,7 +199,7 @@ class Outages:
         have died): each is watched as if this process had paused it, under the provider
         its last failure names (else `default`), and resumed once that answers. How many."""
         try:
-            found = await paused_calls(self.client, any_provider=True)
+            found = await paused_calls(self.client, self.calls, any_provider=True)
         except RPCError as error:
             log.warning("could not look for paused calls: %s", error.message)
             return 0
@@ -220,7 +241,7 @@ class Outages:
         health.down_since = None
         health.succeeded()
         mine, health.paused = health.paused, set()
-        others = await paused_calls(self.client, health.name)
+        others = await paused_calls(self.client, self.calls, health.name)
         resumed = await resume(self.client, {*mine, *others})
         log.warning(
             "provider %s answers again (down since %s): %d paused call(s) resumed",
@@ -272,16 +293,11 @@ async def resume(client: Client, calls: Iterable[PausedCall]) -> int:
     return done
 
 
-MODEL_CALL = "call_model"
 UNKNOWN = "?"
-RUNNING = (
-    'ExecutionStatus="Running" AND '
-    'WorkflowType IN ("Deliberation", "JudgeAnswers", "SelfConsistency")'
-)
 
 
 async def paused_calls(
-    client: Client, provider: str | None = None, any_provider: bool = False
+    client: Client, calls: ModelCalls, provider: str | None = None, any_provider: bool = False
 ) -> list[PausedCall]:
     """The model calls paused in the namespace's running deliberations (and judges), of
     one provider or of all: from each run's pending activities, the provider named by the
@@ -289,7 +305,7 @@ async def paused_calls(
     names none (a process that paused its call and died before it ended the attempt),
     under the provider "?"."""
     found = []
-    async for execution in client.list_workflows(RUNNING):
+    async for execution in client.list_workflows(calls.running()):
         try:
             described = await client.get_workflow_handle(
                 execution.id, run_id=execution.run_id
@@ -297,7 +313,7 @@ async def paused_calls(
         except RPCError:
             continue  # closed meanwhile
         for pending in described.raw_description.pending_activities:
-            if pending.activity_type.name != MODEL_CALL or not pending.paused:
+            if pending.activity_type.name != calls.activity_type or not pending.paused:
                 continue
             message = pending.last_failure.message if pending.HasField("last_failure") else ""
             named = _provider_in(message)

@@ -24,6 +24,7 @@ from typing import Any
 from temporalio import activity
 
 from activities.errors import application_error, status_failure
+from activities.model_call import ModelGateway
 from council.attachments import Attachment
 from council.calls import ModelCall, ModelReply, Stage, TokenUsage
 from simulator import persona_for, wire
@@ -78,14 +79,14 @@ class FakeModels:
     def limited(self) -> dict[str, float]:
         return {}
 
-    def watch_outages(self, client: Any) -> None:
+    def watch_outages(self, client: Any, calls: Any) -> None:
         pass
 
-    @activity.defn(name="limited_providers")
+    @activity.defn(name=ModelGateway.limited_providers.__name__)
     async def limited_providers(self, models: list[str]) -> dict[str, str]:
         return {}
 
-    @activity.defn(name="call_model")
+    @activity.defn(name=ModelGateway.call_model.__name__)
     async def call_model(
         self, call: ModelCall, attachments: list[Attachment] | None = None
     ) -> ModelReply:

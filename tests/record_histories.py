@@ -3,13 +3,15 @@
     .venv/bin/python -m tests.record_histories [NAME ...] [--force]
 
 Runs are pinned to the build they started on (app.deployment), so the histories are those
-of the current build's protocol: a protocol change is a new build, and its histories are
-recorded again (`--force`), replacing those of the build before (whose runs finish on
-their own workers). It records the scenarios that have no file yet (or those named). Add a
-scenario for each path a change takes. Each scenario runs on a throwaway dev server with
-the simulator, through a payload store in a temporary directory as the suite runs; the
-committed file holds every stored payload in place of its reference, so that it replays
-without the store.
+of the current build's protocol, recorded at the package's version (pyproject.toml): a
+protocol change is a new build, so its version is raised and its histories are recorded
+again (`--force`), replacing those of the build before (whose runs finish on their own
+workers). The recorder refuses to record over histories of the package's own version, and
+tests/test_replay.py fails while the histories are of another build. It records the
+scenarios that have no file yet (or those named). Add a scenario for each path a change
+takes. Each scenario runs on a throwaway dev server with the simulator, through a payload
+store in a temporary directory as the suite runs; the committed file holds every stored
+payload in place of its reference, so that it replays without the store.
 """
 
 from __future__ import annotations
@@ -20,13 +22,14 @@ import os
 import sys
 import tempfile
 import uuid
+from collections.abc import Iterable
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 from temporalio.client import Client, WorkflowHistory
 from temporalio.common import TypedSearchAttributes
 
-from app import connection, store
+from app import connection, deployment, store
 from app.attachments import from_bytes
 from council.calls import Stage
 from council.progress import EventKind
@@ -39,6 +42,38 @@ from workflows.deliberation import Deliberation
 from workflows.search_attributes import ensure_search_attributes
 
 HERE = Path(__file__).parent / "histories"
+
+
+def recorded_builds(path: Path) -> set[str]:
+    """The builds of the workers that ran a recorded history's workflow tasks (each
+    completed task names its worker's deployment version; "" an unversioned worker)."""
+    events = json.loads(path.read_text())["events"]
+    return {
+        event["workflowTaskCompletedEventAttributes"]
+        .get("deploymentVersion", {})
+        .get("buildId", "")
+        for event in events
+        if "workflowTaskCompletedEventAttributes" in event
+    }
+
+
+def refusal(directory: Path, names: Iterable[str], version: str) -> str | None:
+    """Why these scenarios may not be recorded into `directory` at `version`: histories of
+    that build are there already (its protocol is recorded; a changed one is a new build)."""
+    recorded = [
+        name
+        for name in names
+        if (directory / f"{name}.json").exists()
+        and version in recorded_builds(directory / f"{name}.json")
+    ]
+    if not recorded:
+        return None
+    which = ", ".join(recorded) if len(recorded) <= 3 else f"{len(recorded)} scenarios"
+    return (
+        f"build {version} has its histories recorded already ({which}): a "
+        "protocol change is a new build, so raise the version in pyproject.toml, then "
+        "record again with --force"
+    )
 
 
 async def _until_stage(handle, stage: Stage) -> None:
@@ -232,8 +267,20 @@ async def main(argv: list[str]) -> None:
         raise SystemExit(f"no scenario {', '.join(unknown)} (known: {', '.join(SCENARIOS)})")
     names = [n for n in names if force or not (HERE / f"{n}.json").exists()]
     if not names:
-        print("every scenario has its history; name one with --force to record it again")
+        print(
+            "every scenario has its history; after a protocol change, raise the version in "
+            "pyproject.toml and record them again with --force"
+        )
         return
+    version = deployment.package_version()
+    if deployment.build_id() != version:
+        raise SystemExit(
+            f"COUNCIL_BUILD_ID is {deployment.build_id()}: histories are recorded at the "
+            f"package's version ({version}); unset it"
+        )
+    refused = refusal(HERE, names, version)
+    if refused is not None:
+        raise SystemExit(refused)
     HERE.mkdir(exist_ok=True)
     with tempfile.TemporaryDirectory() as tmp:
         os.environ["COUNCIL_STORE"] = str(Path(tmp) / "store")
@@ -249,6 +296,12 @@ async def main(argv: list[str]) -> None:
                 await record(client, sim, names)
         finally:
             server.stop()
+    others = [p.stem for p in sorted(HERE.glob("*.json")) if recorded_builds(p) != {version}]
+    if others:
+        print(
+            f"not of build {version} yet: {', '.join(others)} (record them with --force, "
+            "or delete those of scenarios that are gone)"
+        )
 
 
 if __name__ == "__main__":

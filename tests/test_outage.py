@@ -34,6 +34,7 @@ from tests.temporal_fixtures import (
     until,
 )
 from workflows import client as deliberations
+from workflows.registry import MODEL_CALLS
 
 OUTAGE_SECONDS = 60
 # Models the provider answers with 503, every time: one caller's trouble, not an outage.
@@ -94,7 +95,7 @@ async def test_a_provider_down_for_a_minute_costs_no_member_its_place(
     assert record.stage3 is not None
     assert len(record.stage1) == len(FOUR_MODELS)
     assert len(record.stage2) == len(FOUR_MODELS)
-    left = await outage.paused_calls(temporal.client)
+    left = await outage.paused_calls(temporal.client, MODEL_CALLS)
     assert all(call.workflow_id != handle.id for call in left)
 
 
@@ -142,7 +143,8 @@ async def test_a_provider_is_down_only_when_its_model_list_does_not_answer_eithe
         return answers
 
     health = outage.Health("p", probe)
-    outages = outage.Outages(None, {})  # type: ignore[arg-type]  # (no call is paused here)
+    # No call is paused here: no client.
+    outages = outage.Outages(None, {}, MODEL_CALLS)  # type: ignore[arg-type]
     outages.health["p"] = health
     health.succeeded()
     for model in "abab":

@@ -61,7 +61,7 @@ async def activity_queues(handle: WorkflowHandle) -> set[str]:
     async for event in handle.fetch_history_events():
         if event.event_type == EventType.EVENT_TYPE_ACTIVITY_TASK_SCHEDULED:
             attrs = event.activity_task_scheduled_event_attributes
-            if attrs.activity_type.name == "call_model":
+            if attrs.activity_type.name == ModelGateway.call_model.__name__:
                 queues.add(attrs.task_queue.name)
     return queues
 

@@ -62,6 +62,7 @@ from council.thread import Thread, Turn
 from workflows import quota, search_attributes
 from workflows.deliberation import Deliberation
 from workflows.priority import INTERACTIVE, Launch
+from workflows.registry import MODEL_CALLS
 from workflows.shared import Shared
 
 QUERY_TIMEOUT = timedelta(seconds=5)
@@ -637,11 +638,6 @@ def failed_record(failure: WorkflowFailureError) -> DeliberationRecord | None:
         return None
 
 
-# The model-call activity's name (ModelGateway.call_model): the run's other activity, the
-# straggler watch, is not a model call.
-MODEL_CALL = "call_model"
-
-
 async def partial_replies(handle: WorkflowHandle[Any, Any]) -> list[CallProgress]:
     """The replies the models are writing now, as far as they have arrived: the heartbeat
     details of the model calls in flight."""
@@ -687,7 +683,7 @@ async def calls_in_flight(handle: WorkflowHandle[Any, Any]) -> list[CallInFlight
     converter = description.data_converter
     calls = []
     for pending in description.raw_description.pending_activities:
-        if pending.activity_type.name != MODEL_CALL:
+        if pending.activity_type.name != MODEL_CALLS.activity_type:
             continue  # the straggler watch
         progress = None
         payloads = list(pending.heartbeat_details.payloads)
