@@ -30,12 +30,14 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parent.parent
-GUIDES = ("docs/architecture.md",)
+GUIDES = ("docs/architecture.md", "CONTRIBUTING.md")
 # The guides speak of the code: a name the tests alone define does not count.
 TESTS = ROOT / "tests"
 SKIPPED_DIRS = {".venv", ".venv-real", ".git", "data", "node_modules", "__pycache__"}
 # Library modules a guide names by their usual short name.
 ALIASES = {"workflow": "temporalio.workflow", "activity": "temporalio.activity"}
+# Commands a guide names on their own.
+COMMANDS = {"make", "python3", "pip", "git", "pytest", "ruff", "mypy"}
 
 SPAN = re.compile(r"`([^`]+)`")
 FENCE = re.compile(r"^```.*?^```", re.DOTALL | re.MULTILINE)
@@ -220,8 +222,8 @@ def problem(span: str) -> str | None:
         if "/" not in span and not span.endswith((".py", ".md")):
             return None  # a file of the user's, such as council.toml
         return None if (ROOT / span.rstrip("/")).exists() else f"no file {span}"
-    if CONSTANT.fullmatch(span):
-        return None  # an environment variable or a library's constant
+    if CONSTANT.fullmatch(span) or span in COMMANDS:
+        return None  # an environment variable, a library's constant, a command
     if DOTTED.fullmatch(span):
         return code().dotted(span)
     if NAME.fullmatch(span):
