@@ -33,7 +33,7 @@ ROOT = Path(__file__).resolve().parent.parent
 GUIDES = ("docs/architecture.md", "CONTRIBUTING.md")
 # The guides speak of the code: a name the tests alone define does not count.
 TESTS = ROOT / "tests"
-SKIPPED_DIRS = {".venv", ".venv-real", ".git", "data", "node_modules", "__pycache__"}
+SKIPPED_DIRS = {"data", "node_modules", "build", "dist"}
 # Library modules a guide names by their usual short name.
 ALIASES = {"workflow": "temporalio.workflow", "activity": "temporalio.activity"}
 # Commands a guide names on their own.
@@ -58,11 +58,15 @@ MAKE_TARGET = re.compile(r"^([\w-]+(?: [\w-]+)*):(?!=)", re.MULTILINE)
 
 
 def python_files() -> list[Path]:
+    """The checkout's Python, never descending into an environment or the data."""
     found = []
-    for path in sorted(ROOT.rglob("*.py")):
-        parts = path.relative_to(ROOT).parts
-        if not SKIPPED_DIRS & set(parts) and not any(p.startswith(".") for p in parts):
-            found.append(path)
+    for top in sorted(ROOT.iterdir()):
+        if top.name.startswith(".") or top.name in SKIPPED_DIRS:
+            continue
+        if top.is_dir():
+            found += [p for p in sorted(top.rglob("*.py")) if "__pycache__" not in p.parts]
+        elif top.suffix == ".py":
+            found.append(top)
     return found
 
 
