@@ -75,6 +75,24 @@ def parsed(path: Path) -> ast.Module:
     return ast.parse(path.read_text(encoding="utf-8"), filename=str(path))
 
 
+@cache
+def classes_in(path: Path) -> list[ast.ClassDef]:
+    """The classes a module defines at its top level (under `if` and `try` too) and the
+    classes inside them."""
+    found: list[ast.ClassDef] = []
+    pending: list[ast.stmt] = list(parsed(path).body)
+    while pending:
+        node = pending.pop()
+        if isinstance(node, ast.ClassDef):
+            found.append(node)
+            pending += node.body
+        elif isinstance(node, ast.If | ast.Try | ast.With):
+            pending += [*node.body, *getattr(node, "orelse", []), *getattr(node, "finalbody", [])]
+            for handler in getattr(node, "handlers", []):
+                pending += handler.body
+    return found
+
+
 def assigned(targets: list[ast.expr]) -> set[str]:
     names = set()
     for target in targets:
@@ -132,8 +150,8 @@ class Code:
         return [
             node
             for path in self.class_files.get(name, [])
-            for node in ast.walk(parsed(path))
-            if isinstance(node, ast.ClassDef) and node.name == name
+            for node in classes_in(path)
+            if node.name == name
         ]
 
     def class_has(self, name: str, attribute: str) -> bool:
