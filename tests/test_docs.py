@@ -24,6 +24,7 @@ from __future__ import annotations
 import ast
 import importlib
 import re
+import shlex
 from functools import cache
 from pathlib import Path
 
@@ -233,7 +234,8 @@ def problem(span: str) -> str | None:
     if " " in span:
         first, _, rest = span.partition(" ")
         if first == "make":
-            missing = [t for t in rest.split() if "=" not in t and t not in make_targets()]
+            words = shlex.split(rest)  # VARIABLE="a value" is one word
+            missing = [t for t in words if "=" not in t and t not in make_targets()]
             return f"the Makefile has no target {missing[0]}" if missing else None
         if "/" in first or FILE.search(first):
             return problem(first)
@@ -282,6 +284,7 @@ def test_the_guide_names_its_layers() -> None:
         ("FanOut", True),
         ("make test-fast", True),
         ("make no-such-target", False),
+        ('make eval EVAL_ARGS="--limit 10"', True),
         ("bin/council doctor", True),
         ("workflow.wait_condition", True),
         ("COUNCIL_STORE", True),
