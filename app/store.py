@@ -10,7 +10,9 @@ below Temporal's 4 MiB message limit, and no history holds a payload above 256 K
     COUNCIL_STORE            unset: the directory DATA/store (DATA: COUNCIL_DATA or the
                              checkout's data/); a directory or file:PATH; s3://BUCKET[/PREFIX]
                              (endpoint, region and credentials from AWS's own variables,
-                             such as AWS_ENDPOINT_URL, AWS_REGION, AWS_PROFILE); off
+                             such as AWS_ENDPOINT_URL, AWS_REGION, AWS_PROFILE). There
+                             is no "off" (app.settings refuses it): the store is what
+                             keeps every Temporal message within its limit
     COUNCIL_STORE_THRESHOLD  bytes from which a payload is stored (default 32768)
 
 A directory store is content-addressed: NAMESPACE/sha256/ab/cd/<sha256 of the blob>,
