@@ -6,7 +6,6 @@ pinned to the build it started on (app.deployment): a protocol change is a new b
 
 from __future__ import annotations
 
-from functools import partial
 from typing import Any
 
 from temporalio import workflow
@@ -19,7 +18,7 @@ with workflow.unsafe.imports_passed_through():
     from council.agreement import Agreement
     from council.calls import Stage
     from council.critiques import critiques_from_parsed
-    from council.echo import ECHO, ECHO_PROBLEM, echoes
+    from council.echo import ECHO, ECHO_PROBLEM
     from council.iteration import (
         CritiqueItem,
         IterationState,
@@ -39,12 +38,10 @@ with workflow.unsafe.imports_passed_through():
     from council.progress import EventKind, Progress
     from council.record import fit_record
     from council.refinement import (
-        answer_ending,
         plan_refinements,
         record_refinements,
         refinement_result,
     )
-    from council.stages import Stage3Result
     from council.steering import (
         HumanCritique,
         RoundsChange,
@@ -56,16 +53,14 @@ with workflow.unsafe.imports_passed_through():
         max_rounds_problem,
     )
     from council.structured import (
-        read_synthesis,
         refinement_schema,
         review_schema,
-        synthesis_schema,
     )
     from council.thread import summarize_context
     from council.validation import InvalidRequest, validate_request
     from workflows import search_attributes
     from workflows.fan_out import FanOut
-    from workflows.final_answer import conform
+    from workflows.final_answer import best_answer_stands, candidates, synthesize
     from workflows.live import Live, ReviewRound, answer
 
 
@@ -288,66 +283,20 @@ class Deliberation:
             structured=disputed,
             answer_format=wanted,
         )
-        chairman = self.record.chairman
-        candidates = [chairman] + [e.model for e in rankings if e.model != chairman]
-        candidates += [m for m in self.answers if m not in candidates]
         round_number = self.state.current_round
-        self._stage_started(Stage.SYNTHESIS, round_number, candidates[:1])
-        for model in candidates:
-            if model != chairman:
-                self.live.event(
-                    EventKind.FALLBACK,
-                    stage=Stage.SYNTHESIS,
-                    model=model,
-                    message=f"the chairman call failed; {model} synthesizes instead",
-                )
-            fmt = wanted or (synthesis_schema() if disputed else None)
-            reply = await self.calls.call(Stage.SYNTHESIS, round_number, model, messages, fmt)
-            if reply is not None and echoes(
-                reply.content, messages, [*self.answers.values(), *self.request.user_texts()]
-            ):
-                self.calls.failed(
-                    Stage.SYNTHESIS, round_number, model, message=ECHO_PROBLEM, error_type=ECHO
-                )
-                continue
-            if reply is None:
-                continue
-            text, points = read_synthesis(reply.content) if disputed else (reply.content, [])
-            problem = None
-            if wanted is not None:
-                reply, text, problem = await conform(
-                    partial(self.calls.call, Stage.SYNTHESIS, round_number, model),
-                    partial(self.live.event, EventKind.NOTICE, stage=Stage.SYNTHESIS, model=model),
-                    messages,
-                    reply,
-                    wanted,
-                )
-            self.record.stage3 = Stage3Result(
-                model=model,
-                response=text,
-                disagreements=points,
-                format_problem=problem,
-                **reply.ending.model_dump(),
-            )
-            self.live.event(EventKind.STAGE_COMPLETE, stage=Stage.SYNTHESIS, model=model)
-            return
-        # No model could write it (every call failed or echoed its prompt): the council's
-        # best answer stands, and the record says so.
-        best = next(
-            (e.model for e in rankings if e.model in self.answers), next(iter(self.answers))
+        models = candidates(self.record.chairman, rankings, self.answers)
+        self._stage_started(Stage.SYNTHESIS, round_number, models[:1])
+        material = [*self.answers.values(), *self.request.user_texts()]
+        written = await synthesize(
+            self.calls, self.live.event, round_number, models, messages, material, wanted, disputed
         )
-        why = f"no model could write the synthesis: {best}'s answer, the best rated, stands"
-        self.live.event(EventKind.FALLBACK, stage=Stage.SYNTHESIS, model=best, message=why)
-        self.record.stage3 = Stage3Result(
-            model=best,
-            response=self.answers[best],
-            fallback=why,
-            **answer_ending(
-                best, self.answers[best], self.record.stage1, self.record.rounds
-            ).model_dump(),
-            format_problem="no model wrote the final answer in the requested format"
-            if wanted is not None
-            else None,
+        self.record.stage3 = written or best_answer_stands(
+            self.live.event,
+            rankings,
+            self.answers,
+            self.record.stage1,
+            self.record.rounds,
+            wanted,
         )
 
     def _failure(self, message: str, kind: str) -> ApplicationError:
