@@ -1,6 +1,6 @@
 """The bare-Temporal baseline's worker: `python -m bench.bare_worker`.
 
-The worker a user runs (worker.build_worker: the same connection, data converter and
+The worker a user runs (service.worker.build_worker: the same connection, data converter and
 options), with bench.bare_workflow's BareGraph and SameCalls as its workflows and a no-op
 activity beside the model-call activity.
 """
@@ -16,7 +16,7 @@ from activities.model_call import ModelGateway
 from app import connection
 from app.connection import connect, task_queue
 from bench.bare_workflow import BareGraph, SameCalls, bare_step
-from worker import serving
+from service.worker import serving
 
 log = logging.getLogger("council.bench.bare_worker")
 

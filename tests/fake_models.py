@@ -70,8 +70,8 @@ class FakeModels:
     def tried(self, model: str) -> int:
         return sum(1 for attempted, _, _ in self.attempts if attempted == model)
 
-    # What worker.serving asks of a gateway besides its calls: no provider has a limit,
-    # and none is watched for outages.
+    # What service.worker.serving asks of a gateway besides its calls: no provider has a
+    # limit, and none is watched for outages.
     @property
     def providers(self) -> dict[str, Any]:
         return {}

@@ -4,8 +4,8 @@
   the search attributes registered the way the worker registers them.
 - Every client and worker here uses the data converter users have
   (app.connection.data_converter), through the session's payload store (tests/conftest.py).
-- `council`: an in-process worker (the same worker.serving as worker.py) on its own task
-  queue, calling the session simulator over HTTP; `council.run(...)` runs a deliberation.
+- `council`: an in-process worker (the same service.worker.serving as worker.py) on its own
+  task queue, calling the session simulator over HTTP; `council.run(...)` runs a deliberation.
 """
 
 from __future__ import annotations
@@ -32,8 +32,8 @@ from council.models import DeliberationRecord
 from council.progress import EventKind, ProgressEvent
 from council.validation import validate_request
 from harness.processes import FAIRNESS, MANY_DEPLOYMENTS, ROOT, temporal_binary
+from service.worker import serving
 from simulator import SimulatorServer
-from worker import serving
 from workflows import client as deliberations
 from workflows.calls import scheduled_call
 from workflows.client import QUESTION_MEMO

@@ -25,11 +25,11 @@ from council import limits, prompts
 from council.attachments import UNSEEN_IMAGE, Attachment, fair_shares
 from council.calls import Stage
 from council.config import Config, ConfigProblem, ProviderConfig, parse_config
+from service.worker import serving
 from simulator import SimulatorServer
 from simulator.reading import attachments_seen, prompt_text, read_prompt
 from tests.attachment_files import encrypted_pdf, notes, pdf, png
 from tests.temporal_fixtures import FOUR_MODELS, TEST_API_KEY, TEST_POLICY, Council
-from worker import serving
 from workflows import client as deliberations
 
 SEER = FOUR_MODELS[0]  # its provider takes images

@@ -9,8 +9,8 @@ from __future__ import annotations
 import pytest
 
 import starter
-import worker
 from app import commands
+from service import command as worker_command
 from web import __main__ as web
 
 CHECKOUT = {
@@ -23,7 +23,7 @@ CHECKOUT = {
 def usage(command: str, capsys: pytest.CaptureFixture[str]) -> str:
     if command == commands.CLI:
         return starter.parser().format_usage()
-    parse = worker.parse_args if command == commands.WORKER else web.parse_args
+    parse = worker_command.parse_args if command == commands.WORKER else web.parse_args
     with pytest.raises(SystemExit):
         parse(["--help"])
     return capsys.readouterr().out

@@ -6,6 +6,7 @@
     app                               the front door, the settings, connecting to Temporal,
                                       payload codec, terminal output
     doctor                            the setup checks: Temporal, a worker, the providers
+    service                           the worker: what it runs, and its command
     simulator                         a fake provider: council and grading only
     harness, evaluation, bench, web,
     mcp_server, worker.py,
@@ -39,9 +40,10 @@ BELOW = {
         "app",
         "simulator",
         "harness",
-        "worker",
+        "service",
     },
-    "worker": {"council", "activities", "workflows", "app"},
+    "service": {"council", "activities", "workflows", "app"},
+    "worker": {"app", "service"},
     "starter": {"council", "activities", "workflows", "app", "evaluation", "mcp_server", "doctor"},
     "web": {"council", "workflows", "app", "doctor"},
     "mcp_server": {"council", "workflows", "app", "web"},

@@ -44,6 +44,7 @@ RUNTIME = (
     "evaluation",
     "grading",
     "mcp_server",
+    "service",
     "web",
     "workflows",
 )

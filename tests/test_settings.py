@@ -12,10 +12,10 @@ from pathlib import Path
 import pytest
 
 import starter
-import worker
 from app import settings as app_settings
 from app.settings import Settings, SettingsError
 from harness.processes import ROOT
+from service import command as worker_command
 from web import __main__ as web_main
 
 
@@ -146,7 +146,7 @@ def test_read_once_at_start_and_kept(monkeypatch: pytest.MonkeyPatch) -> None:
     assert app_settings.load().task_queue == "second"  # the next start reads again
 
 
-@pytest.mark.parametrize("main", [starter.main, worker.main, web_main.main])
+@pytest.mark.parametrize("main", [starter.main, worker_command.main, web_main.main])
 def test_every_entry_point_refuses_a_bad_setting_before_anything_starts(
     main, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
@@ -161,7 +161,16 @@ def test_every_entry_point_refuses_a_bad_setting_before_anything_starts(
 # Where a process's code lives: every COUNCIL_* it reads is read by app.settings, except
 # the worker's provider settings (COUNCIL_LLM_*, activities.settings), the simulator's
 # own, and the environment a command hands to the processes it starts.
-SURFACES = ("app", "web", "mcp_server", "workflows", "starter.py", "worker.py", "up.py")
+SURFACES = (
+    "app",
+    "web",
+    "mcp_server",
+    "workflows",
+    "service",
+    "starter.py",
+    "worker.py",
+    "up.py",
+)
 READERS = ("get", "getenv", "__getitem__", "pop")
 
 

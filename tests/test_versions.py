@@ -22,9 +22,9 @@ from activities.model_call import ModelGateway
 from activities.settings import GatewaySettings
 from app import deployment
 from council.calls import Stage
+from service.worker import serving
 from simulator import SimulatorServer
 from tests.temporal_fixtures import TEST_API_KEY, Council, stage_started, until
-from worker import serving
 
 NEW_RUNS = ": new runs start on it"
 

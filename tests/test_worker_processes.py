@@ -23,11 +23,11 @@ from temporalio.api.workflowservice.v1 import DescribeTaskQueueRequest
 from temporalio.client import WorkflowHandle
 from temporalio.testing import WorkflowEnvironment
 
-import worker
 from app import supervisor
 from app.supervisor import Supervisor
 from council.models import DeliberationRecord
 from harness.processes import ROOT, Process, free_port, start_worker, worker_processes
+from service import command as worker_command
 from simulator import SimulatorServer
 from tests.sim_fixtures import wait_until
 from tests.temporal_fixtures import request, worker_env
@@ -185,14 +185,14 @@ def test_bad_process_counts_are_one_line_before_anything_starts(
     monkeypatch.setenv("TEMPORAL_ADDRESS", "127.0.0.1:1")  # nothing may try to connect
     wanted = "must be a whole number from 1 to 128, or auto"
     for value in ("0", "-1", "two", "1.5", "129", ""):
-        assert worker.main(["--processes", value]) == 2
+        assert worker_command.main(["--processes", value]) == 2
         assert capsys.readouterr().err == f"worker: --processes {wanted} (got {value!r})\n"
     monkeypatch.setenv("COUNCIL_WORKER_PROCESSES", "many")
-    assert worker.main([]) == 2
+    assert worker_command.main([]) == 2
     assert capsys.readouterr().err == f"worker: COUNCIL_WORKER_PROCESSES {wanted} (got 'many')\n"
     # The flag wins over the variable; each process needs its own metrics port.
     monkeypatch.setenv("COUNCIL_METRICS_PORT", "65535")
-    assert worker.main(["--processes", "2"]) == 2
+    assert worker_command.main(["--processes", "2"]) == 2
     assert capsys.readouterr().err == (
         "worker: COUNCIL_METRICS_PORT must be at most 65534 with 2 worker processes, which "
         "use the ports from it upwards (got 65535)\n"

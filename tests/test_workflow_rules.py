@@ -22,9 +22,9 @@ from council.calls import Stage
 from council.models import DeliberationRecord
 from council.validation import validate_request
 from harness.processes import temporal_binary
+from service.worker import serving
 from tests.fake_models import FakeModels
 from tests.temporal_fixtures import FOUR_MODELS, request
-from worker import serving
 from workflows import client as deliberations
 from workflows.search_attributes import ensure_search_attributes
 
