@@ -137,3 +137,12 @@ def test_the_check_sees_a_climbing_import(tmp_path: Path) -> None:
     path.write_text("from workflows.deliberation import Deliberation\n")
     found = imports("council.bad", path, set(modules()))
     assert "workflows.deliberation" in found
+
+
+def test_nothing_imports_the_worker_script() -> None:
+    """worker.py only starts the worker (service/): tests, benchmarks and tools import
+    service.worker and service.command, never the script."""
+    known = set(modules())
+    files = {**modules(), **{f"tests.{p.stem}": p for p in sorted((ROOT / "tests").glob("*.py"))}}
+    importing = [name for name, path in files.items() if "worker" in imports(name, path, known)]
+    assert importing == []
