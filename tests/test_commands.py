@@ -13,6 +13,8 @@ import worker
 from app import commands
 from web import __main__ as web
 
+pytestmark = pytest.mark.fast
+
 CHECKOUT = {
     commands.CLI: "starter.py",
     commands.WORKER: "worker.py",
