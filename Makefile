@@ -36,7 +36,7 @@ test: $(STAMP) browser
 
 # The fast tier, in well under a minute: the unit, property, replay and specification tests
 # and the workflow's rules on Temporal's time-skipping test environment with a fake model
-# call; no dev server, browser or process of its own (tests/conftest.py says which).
+# call; no dev server, browser or process of its own (each test module marks its own).
 test-fast: $(STAMP)
 	$(BIN)/python -m pytest -q -m fast
 

@@ -2,8 +2,12 @@
 
 from __future__ import annotations
 
+import pytest
+
 from council.aggregate import aggregate_rankings, mean_ratings
 from council.stages import Stage2Result
+
+pytestmark = pytest.mark.fast
 
 A, B, C = "Response A", "Response B", "Response C"
 LABELS = {A: "m1", B: "m2", C: "m3"}

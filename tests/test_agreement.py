@@ -27,6 +27,8 @@ from council.agreement import (
     verdict,
 )
 
+pytestmark = pytest.mark.fast
+
 FAST = settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 NAN = math.nan
 

@@ -80,6 +80,7 @@ def _loop(per_minute: float) -> LoopResult:
     return LoopResult(completed=int(per_minute), window=60, ramp_up=1, started=0, failed=0)
 
 
+@pytest.mark.fast
 def test_repetitions_report_medians_and_ratios_within_each_repetition() -> None:
     turns = {
         "council": [_loop(90), _loop(200), _loop(80)],
@@ -91,6 +92,7 @@ def test_repetitions_report_medians_and_ratios_within_each_repetition() -> None:
     assert _median_ratio(turns, "council", "same") == 0.8
 
 
+@pytest.mark.fast
 def test_repeat_takes_1_to_20(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(throughput, "REPEAT", throughput.REPEAT)  # put back after the test
     with pytest.raises(SystemExit):
@@ -110,6 +112,7 @@ class _Run:
         pass
 
 
+@pytest.mark.fast
 async def test_the_closed_loop_ramps_up_and_counts_inside_the_window() -> None:
     started: list[float] = []
 
@@ -124,6 +127,7 @@ async def test_the_closed_loop_ramps_up_and_counts_inside_the_window() -> None:
     assert result.cpu["bench driver"] is not None
 
 
+@pytest.mark.fast
 def test_a_py_spy_profile_is_read_by_function(tmp_path: Path) -> None:
     raw = tmp_path / "profile.txt"
     raw.write_text(
@@ -141,6 +145,7 @@ def test_a_py_spy_profile_is_read_by_function(tmp_path: Path) -> None:
     assert packages["httpx"] == 30 and packages["council"] == 10
 
 
+@pytest.mark.fast
 def test_the_scale_benchmark_names_the_process_that_saturates() -> None:
     def cpu(window: float, **cores: float) -> dict[str, float | None]:
         names = {"worker_1": "worker 1", "worker_2": "worker 2", "server": "temporal server"}

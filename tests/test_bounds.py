@@ -26,6 +26,8 @@ from council.steering import (
     reason_problem,
 )
 
+pytestmark = pytest.mark.fast
+
 NOW = datetime(2026, 1, 2, 12, 0, tzinfo=UTC)
 
 

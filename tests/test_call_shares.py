@@ -147,6 +147,7 @@ async def test_a_tenants_hanging_calls_leave_the_others_their_share(
                 await handle.terminate("test over")
 
 
+@pytest.mark.fast
 def test_a_workers_shares_by_default() -> None:
     """Each tenant sends at most half the worker's calls, a run a stage's worth (at most its
     tenant's share), and twice as many calls as are sent wait for their turn."""
@@ -158,6 +159,7 @@ def test_a_workers_shares_by_default() -> None:
     assert CallShares.of_worker(8, per_tenant=6, per_run=7).per_run == 6
 
 
+@pytest.mark.fast
 async def test_a_tenant_over_its_share_waits_and_the_others_go_first() -> None:
     shares = CallShares(total=4, per_tenant=2, per_run=2)
     held: list[asyncio.Event] = []

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from difflib import SequenceMatcher
 
+import pytest
+
 from council.calls import Stage, TokenUsage
 from council.changes import (
     detect_significant_changes,
@@ -12,6 +14,8 @@ from council.changes import (
     summarize_changes,
 )
 from council.models import Usage
+
+pytestmark = pytest.mark.fast
 
 # --- the specification's unit tests -----------------------------------------------------------
 

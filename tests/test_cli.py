@@ -99,11 +99,13 @@ def start_parser() -> argparse.ArgumentParser:
     return commands.choices["start"]
 
 
+@pytest.mark.fast
 def test_every_contract_flag_is_an_option_of_start() -> None:
     options = {name for action in start_parser()._actions for name in action.option_strings}
     assert set(CONTRACT) <= options
 
 
+@pytest.mark.fast
 def test_each_flag_is_a_field_of_the_request_and_its_help_comes_from_it() -> None:
     parser = start_parser()
     helps = {
@@ -120,6 +122,7 @@ def test_each_flag_is_a_field_of_the_request_and_its_help_comes_from_it() -> Non
     assert f"from {limits.MIN_ROUNDS} to {limits.MAX_ROUNDS} (default 2)" in helps["--max-rounds"]
 
 
+@pytest.mark.fast
 def test_the_flags_given_reach_their_fields() -> None:
     args = start_parser().parse_args(
         [
@@ -153,6 +156,7 @@ def test_the_flags_given_reach_their_fields() -> None:
     assert request.context_tokens == 1000
 
 
+@pytest.mark.fast
 @pytest.mark.parametrize(
     ("args", "message"),
     [
@@ -207,6 +211,7 @@ async def test_bad_input_exits_2_with_one_line_naming_the_flag(
     assert err.startswith("starter: ") and err.count("\n") == 1 and message in err, err
 
 
+@pytest.mark.fast
 async def test_a_long_question_comes_from_standard_input(
     cli: Cli, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -223,6 +228,7 @@ async def test_a_long_question_comes_from_standard_input(
     assert code == 2 and "QUESTION: standard input is not UTF-8 text" in err, err
 
 
+@pytest.mark.fast
 @pytest.mark.parametrize(
     ("args", "message"),
     [
@@ -243,6 +249,7 @@ async def test_other_commands_refuse_bad_input_the_same_way(
     assert err.count("\n") == 1 and message in err and "Traceback" not in err, err
 
 
+@pytest.mark.fast
 async def test_an_unreachable_server_is_one_line_naming_it(cli: Cli) -> None:
     for command in (["start", "Q?"], ["list"], ["show", "some-run"], ["watch", "some-run"]):
         code, out, err = await cli(*command, env=UNREACHABLE)
@@ -384,6 +391,7 @@ async def test_a_follow_up_that_cannot_be_made_names_the_flag(
     assert err == "starter: --follow-up: no deliberation with id 'no-such-run' to follow up\n"
 
 
+@pytest.mark.fast
 async def test_start_on_a_server_no_worker_has_used_yet(cli: Cli) -> None:
     """A fresh server lacks Council's search attributes until a worker registers them: the
     starter registers them itself rather than failing with a traceback."""
@@ -401,6 +409,7 @@ async def test_start_on_a_server_no_worker_has_used_yet(cli: Cli) -> None:
         await fresh.shutdown()
 
 
+@pytest.mark.fast
 def test_a_temporal_error_has_one_description() -> None:
     """What every surface says of a Temporal error (the CLI's line, the page's notice,
     the API's 503 and 502, MCP's tool error): the server's address, and whether it did not
@@ -464,6 +473,7 @@ async def test_start_attach_reads_text_csv_a_pdf_and_an_image(
     assert "## Attachments" in out and "report.pdf (application/pdf" in out
 
 
+@pytest.mark.fast
 async def test_start_attach_refuses_in_one_line_before_anything_starts(
     cli: Cli, tmp_path: Path
 ) -> None:

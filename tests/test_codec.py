@@ -35,6 +35,8 @@ from app.codec_server import (
 )
 from tests.stored_payloads import converter_of, stored_in
 
+pytestmark = pytest.mark.fast
+
 KEY = new_key()
 OTHER_KEY = new_key()
 

@@ -13,6 +13,8 @@ from app import commands
 from service import command as worker_command
 from web import __main__ as web
 
+pytestmark = pytest.mark.fast
+
 CHECKOUT = {
     commands.CLI: "starter.py",
     commands.WORKER: "worker.py",

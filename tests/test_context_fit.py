@@ -5,12 +5,15 @@ named (the newest MAX_THREAD_TURNS) or counted; a request carries only what fits
 
 from __future__ import annotations
 
+import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
 from council.limits import MAX_THREAD_TURNS
 from council.thread import CUT_MARK, Turn, fit_context, summarize_context
 from council.validation import validate_request
+
+pytestmark = pytest.mark.fast
 
 MODELS = ["sim/a", "sim/b"]
 

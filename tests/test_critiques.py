@@ -11,6 +11,8 @@ from council.prompts import critiques_as_text, format_critiques_for_refinement
 from council.stages import Stage2Result
 from tests.review_cases import critiques_of
 
+pytestmark = pytest.mark.fast
+
 LABELS = {
     "Response A": "openai/gpt-4o",
     "Response B": "anthropic/claude",

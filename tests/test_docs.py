@@ -30,6 +30,8 @@ from pathlib import Path
 
 import pytest
 
+pytestmark = pytest.mark.fast
+
 ROOT = Path(__file__).resolve().parent.parent
 GUIDES = ("docs/architecture.md", "CONTRIBUTING.md")
 # The guides speak of the code: a name the tests alone define does not count.

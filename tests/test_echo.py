@@ -12,6 +12,7 @@ from __future__ import annotations
 
 from difflib import SequenceMatcher
 
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -37,6 +38,7 @@ def synthesis() -> str:
     return prompts.synthesis_prompt(QUESTION, {"sim/atlas": ANSWER}, [], 1, 100_000)[0].content
 
 
+@pytest.mark.fast
 def test_the_prompts_own_words_are_an_echo() -> None:
     placeholder = "your complete refined response, self-contained, written for the person who asked"
     assert repeats_prompt(placeholder, refinement(), [QUESTION, ANSWER])
@@ -58,6 +60,7 @@ def longest_shared_run(said: list[str], asked: list[str]) -> int:
 WORDS = st.lists(st.sampled_from(["a", "b", "c"]), max_size=60)
 
 
+@pytest.mark.fast
 @settings(max_examples=400, deadline=None)
 @given(said=WORDS, asked=WORDS)
 def test_the_quick_check_never_misses_a_run_long_enough_to_echo(said, asked) -> None:
@@ -68,6 +71,7 @@ def test_the_quick_check_never_misses_a_run_long_enough_to_echo(said, asked) -> 
         assert _longest_shared_streak(said, asked) >= run
 
 
+@pytest.mark.fast
 def test_an_answer_from_the_material_or_with_a_quotation_is_no_echo() -> None:
     # A member keeps its own answer; a chairman adopts a member's answer word for word.
     assert not repeats_prompt(ANSWER, refinement(), [QUESTION, ANSWER])
@@ -81,6 +85,7 @@ def test_an_answer_from_the_material_or_with_a_quotation_is_no_echo() -> None:
     assert not repeats_prompt("", refinement()) and not repeats_prompt("Yes.", refinement())
 
 
+@pytest.mark.fast
 def test_a_refinement_that_echoes_keeps_the_previous_answer() -> None:
     task = RefinementTask(
         model="sim/drift", label="Response A", original=ANSWER, critiques=[CRITIQUE]

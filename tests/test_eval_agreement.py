@@ -28,6 +28,8 @@ from evaluation.report import (
 from evaluation.scoring import ProblemScore, failed_problem, score_problem
 from grading.dataset import Dataset, Problem
 
+pytestmark = pytest.mark.fast
+
 MEMBERS = ["m/a", "m/b", "m/c"]
 A, B, C = MEMBERS
 RIGHT, WRONG = "Work.\nFinal answer: 42", "Work.\nFinal answer: 41"

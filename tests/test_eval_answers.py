@@ -23,6 +23,8 @@ from grading.answers import (
     parse_number,
 )
 
+pytestmark = pytest.mark.fast
+
 
 @pytest.mark.parametrize(
     ("reply", "value"),

@@ -24,6 +24,8 @@ from grading.dataset import load_dataset
 from grading.sampling import SamplingResult, samples_for
 from simulator.problems import SKILLS, chance, stage1_value
 
+pytestmark = pytest.mark.fast
+
 STAGES = [STAGE1, "round 1"]
 MODELS = ["a", "b", "c"]
 GSM8K = Path(__file__).resolve().parents[1] / "datasets" / "gsm8k_test_subset.jsonl"

@@ -17,6 +17,8 @@ from simulator import problems
 from simulator.personas import PERSONAS, persona_for, reply
 from simulator.reading import read_prompt
 
+pytestmark = pytest.mark.fast
+
 BUNDLED = Path(__file__).resolve().parents[1] / "datasets" / "arithmetic_logic.jsonl"
 CAP = 37_500
 

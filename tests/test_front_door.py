@@ -19,6 +19,8 @@ from tests.attachment_files import png
 from web.openai_body import read_body
 from web.views import request_from_form
 
+pytestmark = pytest.mark.fast
+
 CONFIG = parse_config(
     """
 [councils.default]

@@ -25,6 +25,8 @@ from council.calls import CallProgress, ModelCall, ModelReply, Stage
 from council.redaction import REDACTED
 from tests.sim_fixtures import wait_until
 
+pytestmark = pytest.mark.fast
+
 QUESTION = "What are the trade-offs between SQL and NoSQL databases?"
 KEY = "sk-council-test-KEY-7f3a9c51e2-never-print"
 

@@ -31,6 +31,8 @@ from activities.sse import DONE_EVENT, SSEDecoder
 from council.calls import ChatMessage, ModelCall, Stage
 from council.changes import estimate_tokens
 
+pytestmark = pytest.mark.fast
+
 BASE = "http://llm.test/v1"
 CALL = ModelCall(
     model="acme/model-1",

@@ -5,6 +5,8 @@ in a critique from the user."""
 
 from __future__ import annotations
 
+import pytest
+
 from council.calls import Stage
 from council.labels import labels_shown_to
 from council.reviews import parse_review
@@ -70,6 +72,7 @@ async def test_hostile_answer_cannot_steer_reviews_or_critiques(council: Council
             assert "ignore your previous instructions" not in prompt
 
 
+@pytest.mark.fast
 def test_quoted_injection_in_a_review_is_not_parsed() -> None:
     """The same attack at the parser level, with the quote inline and unmarked after it."""
     shown = ["Response A", "Response B", "Response C"]

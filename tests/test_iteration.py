@@ -18,6 +18,8 @@ from council.iteration import (
 )
 from council.stages import AggregateRanking
 
+pytestmark = pytest.mark.fast
+
 NOW = datetime(2026, 1, 2, 12, 0, tzinfo=UTC)
 
 

@@ -31,6 +31,8 @@ from doctor.checks import failed
 from doctor.checks import redact as doctor_redact
 from tests.hostile_provider import HostileProvider, error_name
 
+pytestmark = pytest.mark.fast
+
 KEY = "sk-canary-7Qm2Xv9Lr4Tz8Wb3Nd6Hj1Kp"
 QUESTION = "What are the trade-offs between SQL and NoSQL databases?"
 CAP = 4_000

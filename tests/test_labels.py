@@ -11,6 +11,8 @@ from hypothesis import strategies as st
 
 from council.labels import assign_labels, labels_shown_to, presentation_orders
 
+pytestmark = pytest.mark.fast
+
 
 def orders_for(models: list[str], seed: int) -> tuple[dict[str, str], dict[str, list[str]]]:
     rng = random.Random(seed)

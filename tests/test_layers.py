@@ -20,7 +20,11 @@ from __future__ import annotations
 import ast
 from pathlib import Path
 
+import pytest
+
 from harness.processes import ROOT
+
+pytestmark = pytest.mark.fast
 
 BELOW = {
     "council": set(),

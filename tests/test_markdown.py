@@ -10,6 +10,8 @@ import pytest
 
 from web.markdown import REL, render, safe_url
 
+pytestmark = pytest.mark.fast
+
 
 class Elements(HTMLParser):
     """Every start tag with its attributes, and the text, of some HTML."""

@@ -410,6 +410,7 @@ async def test_neutral_and_bookkeeping_fields_pass_and_max_tokens_bounds_the_cha
 # ---- the simulator held to a client's schema ----------------------------------------------
 
 
+@pytest.mark.fast
 @pytest.mark.parametrize(
     "schema",
     [
@@ -435,6 +436,7 @@ def test_the_simulators_value_for_a_schema_is_valid_against_it(schema: dict[str,
     assert list(Draft202012Validator(schema).iter_errors(value)) == []
 
 
+@pytest.mark.fast
 def test_the_simulators_value_carries_its_reply_in_the_first_string() -> None:
     value = instance(to_strict_json_schema(Tradeoff), "The council's answer.")
     assert value["answer"] == "The council's answer." and value["caveats"] == [

@@ -44,6 +44,7 @@ ONE_ROUND = {"max_rounds": 1, "min_rounds": 1, "stop_on_convergence": False}
 # ---- the pieces ---------------------------------------------------------------------
 
 
+@pytest.mark.fast
 def test_a_calls_own_time_counts_only_its_current_attempt_while_it_is_answered() -> None:
     answering = CallClock(
         attempt=2, running=True, beat_attempt=2, answering=True, answer_seconds=3, since_beat=1
@@ -65,6 +66,7 @@ def test_a_calls_own_time_counts_only_its_current_attempt_while_it_is_answered()
     assert due(4, clocks) == ["a"] and due(1, clocks) == ["a", "b"] and due(5, clocks) == []
 
 
+@pytest.mark.fast
 def test_which_providers_are_our_own() -> None:
     for url in (
         "http://127.0.0.1:8080/v1",
@@ -81,6 +83,7 @@ def test_which_providers_are_our_own() -> None:
     assert props_url("http://127.0.0.1:8080/llm/v1/") == "http://127.0.0.1:8080/llm/props"
 
 
+@pytest.mark.fast
 async def test_how_many_requests_a_server_of_our_own_is_sent_at_once(
     sim: SimulatorServer,
 ) -> None:
@@ -96,6 +99,7 @@ async def test_how_many_requests_a_server_of_our_own_is_sent_at_once(
         assert await Slots(None, "https://provider.invalid/v1").decide(http) is None
 
 
+@pytest.mark.fast
 async def test_a_one_at_a_time_server_elsewhere_is_one_setting_away() -> None:
     """A server at an address that is not ours gets no limit unless it is told one:
     `max_concurrent_requests = 1` in council.toml, or COUNCIL_LLM_MAX_CONCURRENT_REQUESTS=1

@@ -128,6 +128,7 @@ async def test_a_browser_signs_in_and_comes_back_to_the_run(
     assert "What does the report say?" in await page.content()
 
 
+@pytest.mark.fast
 def test_the_sign_in_leads_back_only_to_this_server() -> None:
     assert sign_in_target("/deliberations/council-1?x=1") == "/deliberations/council-1?x=1"
     for elsewhere in ("https://evil.example/", "//evil.example/", "/\\evil.example", "", None):

@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import string
 
+import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -13,6 +14,8 @@ from council.refinement import parse_refinement
 from council.reviews import MAX_CRITIQUE_CHARS, parse_review
 from council.stages import Stage2Result
 from tests.review_cases import critiques_of
+
+pytestmark = pytest.mark.fast
 
 FAST = settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 

@@ -43,6 +43,7 @@ async def test_a_deliberation_parses_each_review_once(
     assert len(parsed) == review_stages * 4  # was 32: 12 + 8 for the critiques + 12 again
 
 
+@pytest.mark.fast
 async def test_a_call_shorter_than_the_heartbeat_interval_sends_no_heartbeat(sim) -> None:
     """The first heartbeat used to go out as the call started: one write on the server
     for every model call, however short."""
@@ -61,6 +62,7 @@ async def test_a_call_shorter_than_the_heartbeat_interval_sends_no_heartbeat(sim
     assert beats == []
 
 
+@pytest.mark.fast
 def test_httpcore_finds_sniffio() -> None:
     """httpcore imports sniffio whenever it sets up a lock, several times per request.
     Without the package each of those was a failed import that searched sys.path: the

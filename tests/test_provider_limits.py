@@ -146,6 +146,7 @@ async def test_two_workers_share_a_providers_concurrency_limit(
     assert most_at_once(sim) <= 2
 
 
+@pytest.mark.fast
 def test_a_rate_is_a_positive_number_of_requests_per_second() -> None:
     parsed = parse_config(council_toml("http://127.0.0.1:9/v1", 0.5))
     assert parsed.providers["quota"].max_requests_per_second == 0.5
@@ -157,6 +158,7 @@ def test_a_rate_is_a_positive_number_of_requests_per_second() -> None:
         GatewaySettings.from_env({"COUNCIL_LLM_MAX_REQUESTS_PER_SECOND": "fast"})
 
 
+@pytest.mark.fast
 async def test_only_the_models_of_a_limited_provider_have_a_queue_of_their_own() -> None:
     config = parse_config(council_toml("http://127.0.0.1:9/v1", 2).replace('"sim/*"', '"sim/a*"'))
     async with ModelGateway(

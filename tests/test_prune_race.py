@@ -161,6 +161,7 @@ async def test_a_run_whose_input_is_gone_fails_in_one_line(
     assert (await handle.describe()).status == WorkflowExecutionStatus.FAILED
 
 
+@pytest.mark.fast
 def test_a_blob_stored_again_while_the_sweep_decides_stays(tmp_path: Path) -> None:
     """The sweep read an old blob's age; before it deletes, a writer stores the same bytes
     again (the store touches the blob and hands out a reference to it): the blob stays."""

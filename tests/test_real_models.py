@@ -39,6 +39,7 @@ LABELS = {"Response A": "m/a", "Response B": "m/b", "Response C": "m/c"}
 # ---- a stream is whole only with a finish reason -------------------------------------
 
 
+@pytest.mark.fast
 @pytest.mark.parametrize("done", [True, False])
 async def test_a_stream_without_a_finish_reason_is_a_retryable_cut(done: bool) -> None:
     body = sse(chunk("Tides are caused by"), chunk(" the"), done=done)
@@ -50,12 +51,14 @@ async def test_a_stream_without_a_finish_reason_is_a_retryable_cut(done: bool) -
     assert error.type == ErrorType.TRUNCATED_STREAM and not error.non_retryable
 
 
+@pytest.mark.fast
 async def test_a_reply_cut_by_the_token_limit_is_stored_and_says_so() -> None:
     reply = await run(replying(sse(chunk("Tides are caused"), chunk(finish="length"))))
     assert reply.content == "Tides are caused" and reply.finish_reason == "length"
     assert reply.ending.cut_by_token_limit
 
 
+@pytest.mark.fast
 async def test_an_empty_stream_is_asked_again_unstreamed_to_read_the_real_error() -> None:
     seen: list[bool] = []
     overflow = {
@@ -84,6 +87,7 @@ async def test_an_empty_stream_is_asked_again_unstreamed_to_read_the_real_error(
     assert seen == [False] and error.type == ErrorType.CONTEXT_TOO_LONG
 
 
+@pytest.mark.fast
 async def test_an_empty_stream_whose_unstreamed_retry_answers_is_an_answer() -> None:
     def handle(request: httpx.Request) -> httpx.Response:
         if json.loads(request.content).get("stream"):
@@ -101,6 +105,7 @@ async def test_an_empty_stream_whose_unstreamed_retry_answers_is_an_answer() -> 
 # ---- a known context window ------------------------------------------------------------
 
 
+@pytest.mark.fast
 def test_a_known_context_window_lowers_max_tokens_or_refuses_the_prompt() -> None:
     call = CALL.model_copy(update={"max_tokens": 4_000})
     prompt_chars = len(CALL.messages[0].content)
@@ -110,6 +115,7 @@ def test_a_known_context_window_lowers_max_tokens_or_refuses_the_prompt() -> Non
     assert fit_context(call, None) is call
 
 
+@pytest.mark.fast
 async def test_a_prompt_over_the_known_window_is_refused_before_any_call() -> None:
     calls: list[httpx.Request] = []
 
@@ -127,6 +133,7 @@ async def test_a_prompt_over_the_known_window_is_refused_before_any_call() -> No
 # ---- structured reviews ----------------------------------------------------------------
 
 
+@pytest.mark.fast
 def test_the_councils_own_schemas_travel_by_name_and_a_clients_whole() -> None:
     """A call's payload names the council's schema (and the labels a review was shown); the
     worker reading it has the same schema again. A client's answer format keeps its own."""
@@ -151,6 +158,7 @@ def test_the_councils_own_schemas_travel_by_name_and_a_clients_whole() -> None:
         )
 
 
+@pytest.mark.fast
 def test_the_review_schema_asks_each_shown_label_a_critique_and_a_rating() -> None:
     schema = review_schema(["Response B", "Response C"]).json_schema
     assert schema["required"] == ["Response B", "Response C", "ranking"]
@@ -172,6 +180,7 @@ def test_the_review_schema_asks_each_shown_label_a_critique_and_a_rating() -> No
     assert RefinementReply.model_validate(sample).final_answer == "f"
 
 
+@pytest.mark.fast
 def test_a_json_review_reads_like_a_text_one() -> None:
     reply = json.dumps(
         {

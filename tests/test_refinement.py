@@ -29,6 +29,8 @@ from council.refinement import (
 )
 from council.stages import Stage1Result
 
+pytestmark = pytest.mark.fast
+
 NOW = datetime(2026, 1, 2, 12, 0, tzinfo=UTC)
 
 # --- the refinement step as one function (the specification's shape) -------------------------

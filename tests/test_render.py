@@ -10,6 +10,8 @@ from app.render import event_line
 from council.calls import Stage
 from council.progress import EventKind, ProgressEvent
 
+pytestmark = pytest.mark.fast
+
 AT = datetime(2026, 1, 1, tzinfo=UTC)
 
 

@@ -18,6 +18,8 @@ from app import connection, deployment
 from tests.record_histories import recorded_builds, refusal
 from workflows.deliberation import Deliberation
 
+pytestmark = pytest.mark.fast
+
 HISTORIES = sorted((Path(__file__).parent / "histories").glob("*.json"))
 
 

@@ -7,6 +7,8 @@ import pytest
 from council.reviews import INFERRED_BEST, INFERRED_WORST, parse_review
 from tests.review_cases import CASES, ReviewCase
 
+pytestmark = pytest.mark.fast
+
 A, B, C, D = (f"Response {x}" for x in "ABCD")
 
 

@@ -18,6 +18,8 @@ from harness.processes import ROOT
 from service import command as worker_command
 from web import __main__ as web_main
 
+pytestmark = pytest.mark.fast
+
 
 @pytest.fixture(autouse=True)
 def settings_read_again() -> Iterator[None]:

@@ -25,6 +25,8 @@ from council.iteration import (
 )
 from council.prompts import build_refinement_prompt
 
+pytestmark = pytest.mark.fast
+
 
 @pytest.fixture(autouse=True)
 def models_over_http(sim, monkeypatch):

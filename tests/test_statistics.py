@@ -10,6 +10,8 @@ from pydantic import ValidationError
 
 from evaluation.statistics import Z_95, Paired, mcnemar_exact, paired, wilson_interval
 
+pytestmark = pytest.mark.fast
+
 # ---- Wilson's score interval ------------------------------------------------------------
 
 

@@ -8,6 +8,8 @@ from council import limits
 from council.models import DeliberationRequest
 from council.validation import InvalidRequest, validate_request
 
+pytestmark = pytest.mark.fast
+
 BASE = {
     "question": "Why is the sky blue?",
     "models": ["openai/gpt-4o", "anthropic/claude-3.5-sonnet"],

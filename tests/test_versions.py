@@ -12,6 +12,7 @@ import asyncio
 import contextlib
 import uuid
 
+import pytest
 from temporalio.api.enums.v1 import VersioningBehavior
 from temporalio.api.workflowservice.v1 import SetWorkerDeploymentCurrentVersionRequest
 from temporalio.client import Client, WorkflowHandle
@@ -99,6 +100,7 @@ async def test_a_run_finishes_on_the_build_it_started_on(
     assert await builds_that_ran(second) == {"new"}
 
 
+@pytest.mark.fast
 def test_the_build_id_is_the_package_version_unless_set() -> None:
     from app.settings import Settings, SettingsError
 

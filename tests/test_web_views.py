@@ -6,6 +6,8 @@ import json
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 
+import pytest
+
 from app.render import record_markdown
 from app.settings import Settings
 from council.calls import Stage
@@ -31,6 +33,8 @@ from web.views import (
     word_diff,
 )
 from workflows.client import Listed
+
+pytestmark = pytest.mark.fast
 
 # The default council's members, as COUNCIL_MODELS gives them; no council.toml.
 DEFAULTS = (Config(), Settings.read({"COUNCIL_MODELS": "a/x, b/y"}))

@@ -28,6 +28,8 @@ from tests.temporal_fixtures import FOUR_MODELS, request
 from workflows import client as deliberations
 from workflows.search_attributes import ensure_search_attributes
 
+pytestmark = pytest.mark.fast
+
 WITH_MULE = ["sim/atlas", "sim/borealis", "sim/drift", "sim/mule"]
 
 
