@@ -72,8 +72,10 @@ async def test_two_workers_send_a_limited_provider_at_most_its_rate(
     """With 2 requests per second for the provider and two worker processes: after the
     opening burst (the server's limiter starts with a full bucket: about one second's
     worth, which may straddle two clock seconds), no second sees more than 3 of its
-    calls, and no span of k seconds more than 2k + 2; the same run without the limit
-    sends many more in its busiest second."""
+    calls, and no span of k seconds more than 2k + 3; the same run without the limit
+    sends many more in its busiest second. The seconds are those the simulator received
+    the calls in: on a busy machine a call sent at the end of one second may arrive in the
+    next, so the spans allow one call more than the rate."""
     queue = f"limits-{uuid.uuid4().hex[:8]}"
     config = tmp_path / "council.toml"
     config.write_text(council_toml(sim.url, 2))
@@ -89,12 +91,12 @@ async def test_two_workers_send_a_limited_provider_at_most_its_rate(
     seconds = per_second(sim)
     assert sum(seconds.values()) == record.usage.calls
     first, last = min(seconds), max(seconds)
-    assert last - first >= record.usage.calls / 2 - 2, sorted(seconds.items())
+    assert last - first >= (record.usage.calls - 1) / 2 - 2, sorted(seconds.items())
     assert max(seconds[s] for s in range(first + 2, last + 1)) <= 3, sorted(seconds.items())
     for start in range(first, last + 1):
         for span in range(1, last - start + 2):
             sent = sum(seconds[s] for s in range(start, start + span))
-            assert sent <= 2 * span + 2, sorted(seconds.items())
+            assert sent <= 2 * span + 3, sorted(seconds.items())
 
     sim.reset()
     free = f"free-{uuid.uuid4().hex[:8]}"
