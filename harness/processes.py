@@ -16,9 +16,10 @@ import signal
 import socket
 import subprocess
 import sys
+import threading
 import time
-from collections.abc import Mapping
-from contextlib import ExitStack
+from collections.abc import Iterator, Mapping
+from contextlib import ExitStack, contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -106,6 +107,30 @@ class Process:
         return peak_rss_mb(self.pid)
 
 
+_STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM)
+
+
+@contextmanager
+def _stop_signals_held() -> Iterator[list[int]]:
+    """While the block runs, SIGINT and SIGTERM are only noted (in the list it gives);
+    their own handlers are back afterwards. A handler that raises (Ctrl-C in `make up`)
+    would otherwise raise between the fork and the Popen object, leaving a child that no
+    one holds. Only the main thread has signal handlers: elsewhere nothing is held."""
+    held: list[int] = []
+    if threading.current_thread() is not threading.main_thread():
+        yield held
+        return
+    handlers = {signum: signal.getsignal(signum) for signum in _STOP_SIGNALS}
+    for signum in _STOP_SIGNALS:
+        signal.signal(signum, lambda signum, frame: held.append(signum))
+    try:
+        yield held
+    finally:
+        for signum, handler in handlers.items():
+            if handler is not None:  # None: not set from Python, nothing to put back
+                signal.signal(signum, handler)
+
+
 def spawn(
     name: str,
     command: list[str],
@@ -113,8 +138,8 @@ def spawn(
     env: Mapping[str, str] | None = None,
     cwd: Path = ROOT,
 ) -> Process:
-    with ExitStack() as files:  # the child keeps its own copy of the log's descriptor
-        out: Any = subprocess.DEVNULL
+    with ExitStack() as files, _stop_signals_held() as held:
+        out: Any = subprocess.DEVNULL  # the child keeps its own copy of the log's descriptor
         if log_path is not None:
             log_path.parent.mkdir(parents=True, exist_ok=True)
             out = files.enter_context(open(log_path, "ab"))
@@ -127,7 +152,11 @@ def spawn(
             stdin=subprocess.DEVNULL,
             start_new_session=True,
         )
-    return Process(name, popen, log_path)
+    process = Process(name, popen, log_path)
+    if held:  # a stop came as it started: it is stopped, and the signal goes where it goes
+        process.stop()
+        signal.raise_signal(held[0])
+    return process
 
 
 def wait_for(check, what: str, process: Process | None = None, timeout: float = 60) -> None:

@@ -30,6 +30,8 @@ from temporalio.client import Client
 from app import connection, store
 from app.settings import Settings
 from council.models import DeliberationRecord
+from harness import processes
+from harness.foreground import Stopped, stop_on_signals
 from harness.processes import ROOT, free_port, port_open
 from tests.temporal_fixtures import temporal_address
 from workflows import client as deliberations
@@ -377,6 +379,32 @@ async def test_make_up_reuses_a_running_server_and_leaves_it_running(
     host, port = address.rsplit(":", 1)
     assert port_open(host, int(port))
     await temporal.client.count_workflows()  # and it still answers
+
+
+def test_a_ctrl_c_that_lands_inside_a_start_leaves_no_process(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    """Ctrl-C between the fork and the Popen object (the signal sent from inside Popen, as
+    a machine under load may deliver it): the child is stopped, then Stopped is raised."""
+    children: list[subprocess.Popen[bytes]] = []
+    real_popen = subprocess.Popen
+
+    def interrupted(*args: Any, **kwargs: Any) -> subprocess.Popen[bytes]:
+        children.append(real_popen(*args, **kwargs))
+        signal.raise_signal(signal.SIGINT)
+        return children[-1]
+
+    monkeypatch.setattr(processes.subprocess, "Popen", interrupted)
+    handlers = {s: signal.getsignal(s) for s in (signal.SIGINT, signal.SIGTERM)}
+    try:
+        stop_on_signals()
+        with pytest.raises(Stopped):
+            processes.spawn("sleeper", [sys.executable, "-c", "import time; time.sleep(60)"])
+    finally:
+        for signum, handler in handlers.items():
+            signal.signal(signum, handler)
+    [child] = children
+    assert child.poll() is not None  # stopped, not left running
 
 
 async def test_ctrl_c_while_it_starts_stops_what_it_started_so_far(
