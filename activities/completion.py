@@ -79,22 +79,31 @@ class Completion:
         self.received_bytes = 0
         self.chunks = 0
         self.streaming = False
+        self._final_for: tuple[int, bool] | None = None
+        self._final_text, self._final_cut = "", False
 
-    def _redacted(self) -> str:
-        text = self.redactor.redact("".join(self._parts))
-        if self.cut:  # what was not read may have finished a secret this text begins
-            text = text[: len(text) - self.redactor.unsettled(text)]
-        return text
+    def _final(self) -> tuple[str, bool]:
+        """The text redacted then cut to the cap, and whether it was cut; worked out once
+        for what has arrived (a reply of megabytes is read after its call, more than once)."""
+        key = (len(self._parts), self.cut)
+        if self._final_for != key:
+            text = self.redactor.redact("".join(self._parts))
+            if self.cut:  # what was not read may have finished a secret this text begins
+                text = text[: len(text) - self.redactor.unsettled(text)]
+            kept = _utf8_prefix(text, self.max_content_bytes)
+            self._final_text, self._final_cut = kept, self.cut or len(kept) < len(text)
+            self._final_for = key
+        return self._final_text, self._final_cut
 
     @property
     def content(self) -> str:
         """The reply's text: redacted, then cut to the cap (on a character boundary)."""
-        return _utf8_prefix(self._redacted(), self.max_content_bytes)
+        return self._final()[0]
 
     @property
     def truncated(self) -> bool:
         """Whether the reply's text was cut: more came than the cap."""
-        return self.cut or len(self._redacted().encode("utf-8")) > self.max_content_bytes
+        return self._final()[1]
 
     def progress(self, call: ModelCall) -> CallProgress:
         """The call so far, for a heartbeat: the counts and the text received, without an
