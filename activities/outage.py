@@ -117,7 +117,7 @@ class Health:
 
     def failed(self, error_type: str | None, model: str) -> bool:
         """Count a failed call of `model`; whether the provider is down or may be (to be
-        confirmed: Outages.confirmed_down)."""
+        confirmed: confirmed_down)."""
         if error_type in OUTAGE_ERRORS:
             self.failures_in_row += 1
             self.failing_models.add(model)
@@ -143,6 +143,19 @@ class Health:
         """Whether the probe answered a moment ago (CONFIRM_REUSE_SECONDS)."""
         answered = self._probe_answered
         return answered is not None and time.monotonic() - answered < CONFIRM_REUSE_SECONDS
+
+    async def confirmed_down(self, error_type: str | None) -> bool:
+        """Whether the provider is down (failed() said it may be), its probe asked once for
+        the calls that wonder at the same time. After 5xx replies, a probe that answered a
+        moment ago stands; a call that found no connection asks again."""
+        if self.down_since is not None:
+            return True
+        if error_type != ErrorType.CONNECTION_FAILED.value and self.answered_lately():
+            return False
+        if self._confirming is None or self._confirming.done():
+            self._confirming = asyncio.get_running_loop().create_task(self.confirm())
+        # Shielded: a call cancelled meanwhile leaves the probe to the others.
+        return await asyncio.shield(self._confirming)
 
     async def confirm(self) -> bool:
         """Ask the provider's model list: whether the provider is down. If it answers, the
@@ -181,18 +194,7 @@ class Outages:
         return self.health[provider].down_since
 
     async def confirmed_down(self, provider: str, error_type: str | None) -> bool:
-        """Whether the provider is down (Health.failed said it may be), its probe asked
-        once for the calls that wonder at the same time. After 5xx replies, a probe that
-        answered a moment ago stands; a call that found no connection asks again."""
-        health = self.health[provider]
-        if health.down_since is not None:
-            return True
-        if error_type != ErrorType.CONNECTION_FAILED.value and health.answered_lately():
-            return False
-        if health._confirming is None or health._confirming.done():
-            health._confirming = asyncio.get_running_loop().create_task(health.confirm())
-        # Shielded: a call cancelled meanwhile leaves the probe to the others.
-        return await asyncio.shield(health._confirming)
+        return await self.health[provider].confirmed_down(error_type)
 
     async def adopt(self, default: str) -> int:
         """The calls paused in the namespace when this process starts (their process may
