@@ -32,9 +32,10 @@ from pathlib import Path
 from urllib.parse import urlsplit
 
 from app import councils
-from app.settings import Settings
+from app import settings as app_settings
+from app.settings import Settings, SettingsError
 from harness.foreground import Stopped, shown, stop_on_signals, watch
-from harness.local import SIMULATED, LocalServer, local_council, ui_address
+from harness.local import LocalServer, local_council, ui_address
 from harness.processes import DATA, Process, port_open, reachable_host, start_web
 from simulator.config import LATENCY_VARIABLE, Latency, describe_latency, parse_latency
 
@@ -47,13 +48,6 @@ DEFAULT_SIM_LATENCY = "2-5"
 
 def say(message: str) -> None:
     print(f"up: {message}", file=sys.stderr, flush=True)
-
-
-def web_address(env: Mapping[str, str]) -> tuple[str, int]:
-    """The page's host and port (COUNCIL_WEB_HOST, COUNCIL_WEB_PORT, read by app.settings);
-    ValueError with one line naming the variable when a setting cannot be used."""
-    settings = Settings.read(env)
-    return settings.web_host, settings.web_port
 
 
 def sim_latency(env: Mapping[str, str]) -> tuple[str, Latency]:
@@ -74,16 +68,21 @@ def answers(url: str) -> bool:
 
 
 def main(argv: list[str] | None = None) -> int:
+    try:
+        settings = app_settings.load()
+    except SettingsError as error:
+        say(str(error))
+        return 2
     parser = argparse.ArgumentParser(prog="python up.py", description=__doc__.splitlines()[0])
     parser.add_argument(
         "--data",
         type=Path,
-        default=Path(os.environ.get(councils.DATA_VARIABLE) or DATA),
+        default=settings.data_dir or DATA,
         help="state and logs (default COUNCIL_DATA, else data/)",
     )
     args = parser.parse_args(argv)
+    host, port = settings.web_host, settings.web_port
     try:
-        host, port = web_address(os.environ)
         latency_text, latency = sim_latency(os.environ)
         server = LocalServer.of(args.data)
     except ValueError as error:
@@ -107,8 +106,8 @@ def main(argv: list[str] | None = None) -> int:
         with local_council(
             say, SIMULATED_NOTE, simulator_env=pace, data=args.data, started=started
         ) as env:
-            if env.get(SIMULATED) == "1":
-                members = Settings.read(env)  # the simulator's, as the stack's processes get them
+            members = Settings.read(env)  # as the stack's processes get them
+            if members.simulated:
                 [simulator] = [p for p in started if p.name == "simulator"]
                 councils.write_local_council(
                     default_council,
@@ -133,9 +132,8 @@ def main(argv: list[str] | None = None) -> int:
                 if process.name == "simulator":
                     url = process.extra["url"]
                     say(f"  the simulator:    {url} ({describe_latency(latency)}{hint})")
-            variables = Settings.read(os.environ)
-            if variables.web_token:
-                what = "starting" if variables.web_public_read else "reading, starting"
+            if settings.web_token:
+                what = "starting" if settings.web_public_read else "reading, starting"
                 say(f"  {what} and stopping on the page need COUNCIL_WEB_TOKEN (sign in at /login)")
             return watch(started, say)
     except Stopped:

@@ -1,13 +1,15 @@
 """Model calls without Temporal: the worker's HTTP client and settings, called directly.
 
 For code that wants the council's stages in plain asyncio (the specification's functions
-take this form): nothing is retried, recorded or durable here. The worker's environment
-(COUNCIL_LLM_BASE_URL, COUNCIL_LLM_API_KEY, ...) says where the calls go.
+take this form): nothing is retried, recorded or durable here. The default provider's
+variables (COUNCIL_LLM_BASE_URL, COUNCIL_LLM_API_KEY, ...), read as the worker reads them
+(council.config.DefaultProvider), say where the calls go.
 """
 
 from __future__ import annotations
 
 import asyncio
+import os
 import uuid
 from collections.abc import Mapping, Sequence
 from typing import Any
@@ -18,6 +20,7 @@ from activities.llm_client import ChatClient, make_http_client
 from activities.settings import GatewaySettings
 from council import refinement
 from council.calls import ChatMessage, ModelCall
+from council.config import DefaultProvider
 from council.iteration import IterationRound, IterationState
 from council.models import EvaluationCriteria
 
@@ -27,7 +30,7 @@ async def query_models_parallel_with_prompts(
 ) -> dict[str, dict[str, Any]]:
     """Each model's messages sent at once; model -> {"content", "finish_reason", "usage"}.
     A model whose call failed, or whose reply is empty, is left out."""
-    settings = settings or GatewaySettings.from_env()
+    settings = settings or GatewaySettings.of(DefaultProvider.read(os.environ))
     run = uuid.uuid4().hex[:12]
     async with make_http_client(settings) as http:
         chat = ChatClient(settings, http)

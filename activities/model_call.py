@@ -1,6 +1,6 @@
 """The model-call activity: one activity attempt is one chat-completions request.
 
-    gateway = ModelGateway.from_env()
+    gateway = ModelGateway.of(settings.llm, config.providers)
     Worker(..., activities=[gateway.call_model])
     ...
     await gateway.aclose()
@@ -37,7 +37,7 @@ from activities.shares import DEFAULT_PRIORITY, Caller, CallShares
 from activities.slots import AnswerClock, Slots
 from council.attachments import Attachment, AttachmentCut, frame_chars
 from council.calls import ModelCall, ModelReply
-from council.config import DEFAULT_PROVIDER, ProviderConfig, route
+from council.config import DEFAULT_PROVIDER, DefaultProvider, ProviderConfig, route
 from council.prompts import with_attachments
 from council.redaction import Redactor, redact_logs
 
@@ -262,12 +262,16 @@ class ModelGateway:
             )
 
     @classmethod
-    def from_env(
+    def of(
         cls,
-        env: Mapping[str, str] | None = None,
+        default: DefaultProvider,
         providers: Mapping[str, ProviderConfig] | None = None,
+        env: Mapping[str, str] | None = None,
     ) -> ModelGateway:
-        return cls(GatewaySettings.from_env(env), providers=providers, env=env)
+        """The gateway of the default provider's settings (`Settings.llm` of app.settings)
+        and council.toml's providers, their keys from the variables they name (`env`, the
+        process's by default)."""
+        return cls(GatewaySettings.of(default), providers=providers, env=env)
 
     def provider_of(self, model: str) -> Provider:
         return self.providers[route(model, self.routes)]

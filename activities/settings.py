@@ -1,4 +1,6 @@
-"""Where and how the worker calls models: read from the worker's environment only.
+"""Where and how the worker calls models: the view of the default provider's settings
+(COUNCIL_LLM_*: `Settings.llm` of app.settings, a council.config.DefaultProvider) or of a
+council.toml provider that the gateway works with.
 
 The API key lives here and nowhere else: it never enters a workflow input, an activity
 argument or result, an error message, a log line or a heartbeat.
@@ -6,31 +8,15 @@ argument or result, an error message, a log line or a heartbeat.
 
 from __future__ import annotations
 
-import json
 import os
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from fnmatch import fnmatchcase
 from urllib.parse import urlsplit
 
-from council import numbers
-from council.config import ProviderConfig
+from council.config import OPENROUTER_BASE_URL, DefaultProvider, ProviderConfig
 
-OPENROUTER_BASE_URL = "https://openrouter.ai/api/v1"
 APP_TITLE = "Council"
-
-_FALSE = {"0", "false", "no", "off"}
-_TRUE = {"1", "true", "yes", "on"}
-# How a reply's JSON schema is sent: auto tries json_schema, then json_object (with the
-# schema, as llama.cpp's server takes it), then json_object alone, then nothing, keeping
-# for each model the first form the provider accepts; the others send that form or nothing.
-STRUCTURED_OUTPUTS = ("auto", "json_schema", "json_object", "off")
-# The most requests per second a provider may be given (council.config takes the same).
-MAX_REQUESTS_PER_SECOND = 10_000
-
-
-class SettingsError(ValueError):
-    """A worker setting that cannot be used; the message names the variable."""
 
 
 @dataclass(frozen=True)
@@ -66,23 +52,20 @@ class GatewaySettings:
         return any(fnmatchcase(model, pattern) for pattern in self.images)
 
     @classmethod
-    def from_env(cls, env: Mapping[str, str] | None = None) -> GatewaySettings:
-        env = os.environ if env is None else env
-        key = (env.get("COUNCIL_LLM_API_KEY") or "").strip() or (
-            env.get("OPENROUTER_API_KEY") or ""
-        ).strip()
+    def of(cls, llm: DefaultProvider) -> GatewaySettings:
+        """The default provider's settings, as the process read them (app.settings)."""
         return cls(
-            base_url=(env.get("COUNCIL_LLM_BASE_URL") or "").strip() or OPENROUTER_BASE_URL,
-            api_key=key or None,
-            stream=_flag(env, "COUNCIL_LLM_STREAM", default=True),
-            extra_headers=_headers(env, "COUNCIL_LLM_EXTRA_HEADERS"),
-            connect_timeout=_seconds(env, "COUNCIL_LLM_CONNECT_TIMEOUT", 10.0),
-            read_timeout=_seconds(env, "COUNCIL_LLM_READ_TIMEOUT", 300.0),
-            structured_output=_choice(env, "COUNCIL_LLM_STRUCTURED_OUTPUT", STRUCTURED_OUTPUTS),
-            context_window=_tokens(env, "COUNCIL_LLM_CONTEXT_WINDOW"),
-            max_concurrent_requests=_count(env, "COUNCIL_LLM_MAX_CONCURRENT_REQUESTS", 1024),
-            max_requests_per_second=_rate(env, "COUNCIL_LLM_MAX_REQUESTS_PER_SECOND"),
-            images=_flag(env, "COUNCIL_LLM_IMAGES", default=False),
+            base_url=llm.base_url,
+            api_key=llm.key,
+            stream=llm.stream,
+            extra_headers=dict(llm.extra_headers),
+            connect_timeout=llm.connect_timeout,
+            read_timeout=llm.read_timeout,
+            structured_output=llm.structured_output,
+            context_window=llm.context_window,
+            max_concurrent_requests=llm.max_concurrent_requests,
+            max_requests_per_second=llm.max_requests_per_second,
+            images=llm.images,
         )
 
     @classmethod
@@ -142,84 +125,3 @@ class GatewaySettings:
 def _sensitive(header: str) -> bool:
     name = header.lower()
     return any(word in name for word in ("auth", "key", "token", "secret", "cookie"))
-
-
-def _flag(env: Mapping[str, str], name: str, default: bool) -> bool:
-    value = (env.get(name) or "").strip().lower()
-    if not value:
-        return default
-    if value in _TRUE:
-        return True
-    if value in _FALSE:
-        return False
-    raise SettingsError(f"{name} must be one of 1/0, true/false, yes/no, on/off (got {value!r})")
-
-
-def _choice(env: Mapping[str, str], name: str, choices: tuple[str, ...]) -> str:
-    value = (env.get(name) or "").strip().lower()
-    if not value:
-        return choices[0]
-    if value not in choices:
-        raise SettingsError(f"{name} must be one of {', '.join(choices)} (got {value!r})")
-    return value
-
-
-def _tokens(env: Mapping[str, str], name: str) -> int | None:
-    value = (env.get(name) or "").strip().replace("_", "")
-    if not value:
-        return None
-    tokens = numbers.whole(value, signed=False)
-    if tokens is None or not 256 <= tokens <= 10_000_000:
-        raise SettingsError(f"{name} must be a number of tokens, 256 to 10000000 (got {value!r})")
-    return tokens
-
-
-def _count(env: Mapping[str, str], name: str, most: int) -> int | None:
-    value = (env.get(name) or "").strip()
-    if not value:
-        return None
-    count = numbers.whole(value, signed=False)
-    if count is None or not 1 <= count <= most:
-        raise SettingsError(f"{name} must be a whole number, 1 to {most} (got {value!r})")
-    return count
-
-
-def _rate(env: Mapping[str, str], name: str) -> float | None:
-    value = (env.get(name) or "").strip()
-    if not value:
-        return None
-    rate = numbers.decimal(value)
-    if rate is None or not 0 < rate <= MAX_REQUESTS_PER_SECOND:
-        raise SettingsError(
-            f"{name} must be a number of requests per second, above 0, at most "
-            f"{MAX_REQUESTS_PER_SECOND:,} (got {value[:40]!r})"
-        )
-    return rate
-
-
-def _seconds(env: Mapping[str, str], name: str, default: float) -> float:
-    value = (env.get(name) or "").strip()
-    if not value:
-        return default
-    seconds = numbers.decimal(value)
-    if seconds is None:
-        raise SettingsError(f"{name} must be a number of seconds (got {value!r})")
-    if seconds <= 0:
-        raise SettingsError(f"{name} must be positive (got {value!r})")
-    return seconds
-
-
-def _headers(env: Mapping[str, str], name: str) -> dict[str, str]:
-    value = (env.get(name) or "").strip()
-    if not value:
-        return {}
-    # The value may hold credentials: never echo it.
-    try:
-        data = json.loads(value)
-    except ValueError:
-        raise SettingsError(
-            f'{name} must be a JSON object such as {{"X-Header": "value"}}'
-        ) from None
-    if not isinstance(data, dict) or not all(isinstance(v, str) for v in data.values()):
-        raise SettingsError(f"{name} must be a JSON object of string header values")
-    return {str(k): v for k, v in data.items()}

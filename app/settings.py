@@ -4,10 +4,15 @@ Every process that people run (the worker, the web page, the MCP server, the CLI
 codec server) reads its settings here, at start: a variable that cannot be used stops it
 with one line that names the variable and what it allows (numbers in ASCII digits only,
 as everywhere: council.numbers). An empty variable counts as unset (a compose file passes
-`${VAR:-}`), and so does one of white space. The model providers' variables
-(COUNCIL_LLM_*, OPENROUTER_API_KEY) are the worker's alone and are read with its provider
-settings (activities.settings); the configuration file itself (council.toml) is
-app.config's.
+`${VAR:-}`), and so does one of white space. The default model provider's variables
+(COUNCIL_LLM_*, OPENROUTER_API_KEY) are `Settings.llm` (council.config.DefaultProvider),
+which the worker's gateway works with (activities.settings.GatewaySettings.of); the web
+server's view is web.settings.WebSettings. The configuration file itself (council.toml)
+is app.config's; the simulator's own variables are simulator.settings'.
+
+A field says everything about its variable: the name (validation_alias), the default,
+what a value must be (description) and, for a number, its range (Field's ge/gt/le); a
+refusal of any kind becomes one line of those (_one_line).
 
 Some values are checked where they are used, by the rule that owns them, still at start:
 the Host patterns and proxies (web.guard), the origins of the codec server
@@ -21,19 +26,31 @@ the Host patterns and proxies (web.guard), the origins of the codec server
 
 from __future__ import annotations
 
+import argparse
 import os
 import re
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Annotated, Any, Literal
+from typing import Annotated, Any, Literal, get_args, get_origin
 
-from pydantic import Field, SecretStr, ValidationError, ValidationInfo, field_validator
+from pydantic import (
+    BaseModel,
+    Field,
+    SecretStr,
+    TypeAdapter,
+    ValidationError,
+    ValidationInfo,
+    field_validator,
+)
+from pydantic.fields import FieldInfo
+from pydantic_core import PydanticCustomError
 from pydantic_settings import BaseSettings, EnvSettingsSource, NoDecode, SettingsConfigDict
 from pydantic_settings.sources.utils import parse_env_vars
 
-from council import numbers
+from council.config import DefaultProvider
 from council.ids import id_problem, tenant_problem
+from council.numbers import Number, WholeNumber
 
 DEFAULT_TASK_QUEUE = "council"
 DEFAULT_WEB_HOST = "127.0.0.1"
@@ -43,12 +60,12 @@ DEFAULT_WEB_PORT = 8080
 DEFAULT_CODEC_PORT = 8081
 DEFAULT_SIM_PORT = 8800
 DEFAULT_MAX_CONCURRENT_CALLS = 200
+MAX_CONCURRENT_CALLS = 1_000_000
 MAX_WAITING_CALLS = 1_000_000
 # How often the MCP server's ask_council sends a progress notification when nothing else
 # happened: well within the 60 s after which common clients give up on a call, for those
 # that wait longer while progress comes (the TypeScript SDK's resetTimeoutOnProgress).
 DEFAULT_MCP_PROGRESS_SECONDS = 10.0
-MCP_PROGRESS_RANGE = (0.5, 60.0)
 # The checkout's data directory: DATA, unless COUNCIL_DATA moves it.
 CHECKOUT_DATA = Path(__file__).resolve().parent.parent / "data"
 # Payloads from this many bytes go to the payload store (app.store): 12 members' prompts
@@ -60,12 +77,12 @@ DEFAULT_QUOTA_RUNS = 300
 DEFAULT_QUOTA_BYTES = 256 * 1024 * 1024
 DEFAULT_QUOTA_WINDOW = 3600
 MAX_QUOTA_RUNS = 1_000_000
-MAX_QUOTA_BYTES = 1 << 40
-QUOTA_WINDOW_RANGE = (60, 30 * 86_400)
+MAX_QUOTA_BYTES = 1 << 40  # 1 TiB
+MAX_QUOTA_WINDOW = 30 * 86_400  # 30 days
 MAX_STORE_THRESHOLD = 256 * 1024
 STORE_FORMS = "a directory, file:PATH or s3://BUCKET[/PREFIX]"
 _BUCKET = re.compile(r"[a-z0-9][a-z0-9.-]{1,61}[a-z0-9]")
-LOG_LEVELS = ("DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL")
+LogLevel = Literal["DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL"]
 CODEC_ORIGINS = (
     "http://localhost:8233",
     "http://127.0.0.1:8233",
@@ -122,15 +139,14 @@ def parse_store(text: str) -> StoreLocation:
 
 # A comma-separated list ("a, b,c" is three items); read as text, never as JSON.
 Listed = Annotated[list[str], NoDecode]
-
-
-def _whole(value: Any, low: int, high: int) -> int | None:
-    number = numbers.whole(str(value), signed=False)
-    return number if number is not None and low <= number <= high else None
+Port = Annotated[WholeNumber, Field(ge=1, le=65535, description="a port number")]
 
 
 class Settings(BaseSettings):
-    """Every COUNCIL_* variable a process may read, by what it is for."""
+    """Every COUNCIL_* variable a process may read, by what it is for. A field names its
+    variable (validation_alias), its default, and what its value must be: a description
+    ("a number of seconds") and, for a number, its range as Field constraints; _one_line
+    makes any refusal one line of them."""
 
     model_config = SettingsConfigDict(
         case_sensitive=True, env_ignore_empty=True, extra="ignore", frozen=True
@@ -149,23 +165,46 @@ class Settings(BaseSettings):
     store: Annotated[StoreLocation, NoDecode] = Field(
         StoreLocation("file"), validation_alias="COUNCIL_STORE"
     )
-    store_threshold: int = Field(
-        DEFAULT_STORE_THRESHOLD, validation_alias="COUNCIL_STORE_THRESHOLD"
+    store_threshold: WholeNumber = Field(
+        DEFAULT_STORE_THRESHOLD,
+        ge=0,
+        le=MAX_STORE_THRESHOLD,
+        validation_alias="COUNCIL_STORE_THRESHOLD",
+        description="a whole number of bytes",
     )
     # Whose runs this client starts (workflows.priority): the fairness key of `start`,
     # `eval` and the MCP server, unless --tenant names another.
     tenant: str | None = Field(None, validation_alias="COUNCIL_TENANT")
-    # What each tenant of the page, /v1 and MCP may start within a window (workflows.quota).
-    quota_runs: int = Field(DEFAULT_QUOTA_RUNS, validation_alias="COUNCIL_QUOTA_RUNS")
-    quota_bytes: int = Field(DEFAULT_QUOTA_BYTES, validation_alias="COUNCIL_QUOTA_BYTES")
-    quota_window: int = Field(DEFAULT_QUOTA_WINDOW, validation_alias="COUNCIL_QUOTA_WINDOW")
+    # What each tenant of the page, /v1 and MCP may start within a window (workflows.quota);
+    # 0: no limit.
+    quota_runs: WholeNumber = Field(
+        DEFAULT_QUOTA_RUNS,
+        ge=0,
+        le=MAX_QUOTA_RUNS,
+        validation_alias="COUNCIL_QUOTA_RUNS",
+        description="a whole number of runs",
+    )
+    quota_bytes: WholeNumber = Field(
+        DEFAULT_QUOTA_BYTES,
+        ge=0,
+        le=MAX_QUOTA_BYTES,
+        validation_alias="COUNCIL_QUOTA_BYTES",
+        description="a whole number of bytes",
+    )
+    quota_window: WholeNumber = Field(
+        DEFAULT_QUOTA_WINDOW,
+        ge=60,
+        le=MAX_QUOTA_WINDOW,
+        validation_alias="COUNCIL_QUOTA_WINDOW",
+        description="a whole number of seconds",
+    )
     # Set by whatever starts the worker against the bundled simulator: pages say so.
     simulated: bool = Field(False, validation_alias="COUNCIL_SIMULATED")
 
     # -- the web page (and the MCP server's HTTP transport, which keeps the page's rules)
     web_host: str = Field(DEFAULT_WEB_HOST, validation_alias="COUNCIL_WEB_HOST")
-    web_port: int = Field(DEFAULT_WEB_PORT, validation_alias="COUNCIL_WEB_PORT")
-    web_token: SecretStr | None = Field(None, validation_alias="COUNCIL_WEB_TOKEN")
+    web_port: Port = Field(DEFAULT_WEB_PORT, validation_alias="COUNCIL_WEB_PORT")
+    web_token: SecretStr | None = Field(None, validation_alias="COUNCIL_WEB_TOKEN", repr=False)
     # With a token: anyone who reaches the page may still read every run (not start one).
     web_public_read: bool = Field(False, validation_alias="COUNCIL_WEB_PUBLIC_READ")
     web_allowed_hosts: Listed = Field(
@@ -176,61 +215,86 @@ class Settings(BaseSettings):
     )
 
     # -- the MCP server
-    mcp_progress_seconds: float = Field(
-        DEFAULT_MCP_PROGRESS_SECONDS, validation_alias="COUNCIL_MCP_PROGRESS_SECONDS"
+    mcp_progress_seconds: Number = Field(
+        DEFAULT_MCP_PROGRESS_SECONDS,
+        ge=0.5,
+        le=60,
+        validation_alias="COUNCIL_MCP_PROGRESS_SECONDS",
+        description="a number of seconds",
     )
 
     # -- payload encryption (app.codec), in every client and worker, and the codec server
-    payload_key: SecretStr | None = Field(None, validation_alias="COUNCIL_PAYLOAD_KEY")
+    payload_key: SecretStr | None = Field(None, validation_alias="COUNCIL_PAYLOAD_KEY", repr=False)
     payload_key_id: str | None = Field(None, validation_alias="COUNCIL_PAYLOAD_KEY_ID")
-    payload_old_keys: SecretStr | None = Field(None, validation_alias="COUNCIL_PAYLOAD_OLD_KEYS")
+    payload_old_keys: SecretStr | None = Field(
+        None, validation_alias="COUNCIL_PAYLOAD_OLD_KEYS", repr=False
+    )
     codec_cors_origins: Listed = Field(
         default_factory=lambda: list(CODEC_ORIGINS), validation_alias="COUNCIL_CODEC_CORS_ORIGINS"
     )
-    codec_token: SecretStr | None = Field(None, validation_alias="COUNCIL_CODEC_TOKEN")
+    codec_token: SecretStr | None = Field(None, validation_alias="COUNCIL_CODEC_TOKEN", repr=False)
     # Host names the codec server answers to beyond loopback and its --host (app.hosts).
     codec_allowed_hosts: Listed = Field(
         default_factory=list, validation_alias="COUNCIL_CODEC_ALLOWED_HOSTS"
     )
     # Where the codec server listens unless --port says otherwise.
-    codec_port: int = Field(DEFAULT_CODEC_PORT, validation_alias="COUNCIL_CODEC_PORT")
+    codec_port: Port = Field(DEFAULT_CODEC_PORT, validation_alias="COUNCIL_CODEC_PORT")
 
     # -- the simulator as `make simulator` starts it (harness.serve)
-    sim_port: int = Field(DEFAULT_SIM_PORT, validation_alias="COUNCIL_SIM_PORT")
+    sim_port: Port = Field(DEFAULT_SIM_PORT, validation_alias="COUNCIL_SIM_PORT")
 
     # -- the worker
-    max_concurrent_calls: int = Field(
-        DEFAULT_MAX_CONCURRENT_CALLS, validation_alias="COUNCIL_MAX_CONCURRENT_CALLS"
+    max_concurrent_calls: WholeNumber = Field(
+        DEFAULT_MAX_CONCURRENT_CALLS,
+        ge=1,
+        le=MAX_CONCURRENT_CALLS,
+        validation_alias="COUNCIL_MAX_CONCURRENT_CALLS",
+        description="a whole number",
     )
     # Of those, the most one tenant and one run send at once, and how many more calls the
     # worker takes from its queue to wait for their turn (None: the defaults of
     # activities.shares).
-    max_calls_per_tenant: int | None = Field(None, validation_alias="COUNCIL_MAX_CALLS_PER_TENANT")
-    max_calls_per_run: int | None = Field(None, validation_alias="COUNCIL_MAX_CALLS_PER_RUN")
-    max_waiting_calls: int | None = Field(None, validation_alias="COUNCIL_MAX_WAITING_CALLS")
-    max_calls_per_second: float | None = Field(
-        None, validation_alias="COUNCIL_MAX_CALLS_PER_SECOND"
+    max_calls_per_tenant: WholeNumber | None = Field(
+        None,
+        ge=1,
+        validation_alias="COUNCIL_MAX_CALLS_PER_TENANT",
+        description="a whole number",
+        json_schema_extra={"most": "COUNCIL_MAX_CONCURRENT_CALLS"},
     )
-    metrics_port: int | None = Field(None, validation_alias="COUNCIL_METRICS_PORT")
+    max_calls_per_run: WholeNumber | None = Field(
+        None,
+        ge=1,
+        validation_alias="COUNCIL_MAX_CALLS_PER_RUN",
+        description="a whole number",
+        json_schema_extra={"most": "COUNCIL_MAX_CONCURRENT_CALLS"},
+    )
+    max_waiting_calls: WholeNumber | None = Field(
+        None,
+        ge=0,
+        le=MAX_WAITING_CALLS,
+        validation_alias="COUNCIL_MAX_WAITING_CALLS",
+        description="a whole number",
+    )
+    max_calls_per_second: Number | None = Field(
+        None,
+        gt=0,
+        validation_alias="COUNCIL_MAX_CALLS_PER_SECOND",
+        description="a number of calls per second",
+    )
+    metrics_port: WholeNumber | None = Field(
+        None,
+        ge=1,
+        le=65535,
+        validation_alias="COUNCIL_METRICS_PORT",
+        description="a port number",
+    )
     worker_processes: str | None = Field(None, validation_alias="COUNCIL_WORKER_PROCESSES")
-    log_level: str = Field("INFO", validation_alias="COUNCIL_LOG_LEVEL")
+    log_level: LogLevel = Field("INFO", validation_alias="COUNCIL_LOG_LEVEL")
     # The build the worker runs (app.deployment: runs are pinned to it); None: the version.
     build_id: str | None = Field(None, validation_alias="COUNCIL_BUILD_ID")
-
-    @field_validator(
-        "task_queue",
-        "ui_url",
-        "config_file",
-        "default_chairman",
-        "web_host",
-        "payload_key_id",
-        "build_id",
-        "tenant",
-        mode="before",
-    )
-    @classmethod
-    def _stripped(cls, value: Any) -> Any:
-        return value.strip() or None if isinstance(value, str) else value
+    # The default provider of model calls (COUNCIL_LLM_*, OPENROUTER_API_KEY): the worker's
+    # gateway works with it (activities.settings.GatewaySettings.of).
+    llm: DefaultProvider = DefaultProvider()
 
     @field_validator("tenant", mode="after")
     @classmethod
@@ -247,16 +311,6 @@ class Settings(BaseSettings):
         if problem:
             raise ValueError(problem)
         return value
-
-    @field_validator("task_queue", mode="after")
-    @classmethod
-    def _queue(cls, value: str | None) -> str:
-        return value or DEFAULT_TASK_QUEUE
-
-    @field_validator("web_host", mode="after")
-    @classmethod
-    def _host(cls, value: str | None) -> str:
-        return value or DEFAULT_WEB_HOST
 
     @field_validator("ui_url", mode="after")
     @classmethod
@@ -282,159 +336,42 @@ class Settings(BaseSettings):
     def _origins(cls, value: list[str]) -> list[str]:
         return value or list(CODEC_ORIGINS)
 
-    @field_validator("web_token", "codec_token", "payload_key", "payload_old_keys", mode="before")
+    @field_validator("log_level", mode="before")
     @classmethod
-    def _secret(cls, value: Any) -> Any:
-        return value.strip() or None if isinstance(value, str) else value
-
-    @field_validator("simulated", mode="before")
-    @classmethod
-    def _flag(cls, value: Any) -> Any:
-        if not isinstance(value, str):
-            return value
-        text = value.strip().lower()
-        if text in ("1", "true", "yes", "on"):
-            return True
-        if text in ("0", "false", "no", "off", ""):
-            return False
-        raise ValueError(f"must be one of 1/0, true/false, yes/no, on/off (got {value!r})")
+    def _upper(cls, value: Any) -> Any:
+        return value.upper() if isinstance(value, str) else value
 
     @field_validator("store", mode="before")
     @classmethod
     def _store(cls, value: Any) -> Any:
         return parse_store(value) if isinstance(value, str) else value
 
-    @field_validator("store_threshold", mode="before")
+    @field_validator("max_calls_per_tenant", "max_calls_per_run", mode="after")
     @classmethod
-    def _store_threshold(cls, value: Any) -> int:
-        size = _whole(value, 0, MAX_STORE_THRESHOLD)
-        if size is None:
-            raise ValueError(
-                f"must be a whole number of bytes from 0 to {MAX_STORE_THRESHOLD} (256 KiB) "
-                f"(got {value!r})"
-            )
-        return size
-
-    @field_validator("quota_runs", mode="before")
-    @classmethod
-    def _quota_runs(cls, value: Any) -> int:
-        runs = _whole(value, 0, MAX_QUOTA_RUNS)
-        if runs is None:
-            raise ValueError(
-                f"must be a whole number of runs from 0 (no limit) to {MAX_QUOTA_RUNS} "
-                f"(got {value!r})"
-            )
-        return runs
-
-    @field_validator("quota_bytes", mode="before")
-    @classmethod
-    def _quota_bytes(cls, value: Any) -> int:
-        size = _whole(value, 0, MAX_QUOTA_BYTES)
-        if size is None:
-            raise ValueError(
-                f"must be a whole number of bytes from 0 (no limit) to {MAX_QUOTA_BYTES} "
-                f"(1 TiB) (got {value!r})"
-            )
-        return size
-
-    @field_validator("quota_window", mode="before")
-    @classmethod
-    def _quota_window(cls, value: Any) -> int:
-        low, high = QUOTA_WINDOW_RANGE
-        seconds = _whole(value, low, high)
-        if seconds is None:
-            raise ValueError(
-                f"must be a whole number of seconds from {low} to {high} (30 days) (got {value!r})"
-            )
-        return seconds
-
-    @field_validator("web_port", "codec_port", "sim_port", mode="before")
-    @classmethod
-    def _port(cls, value: Any) -> int:
-        port = _whole(value, 1, 65535)
-        if port is None:
-            raise ValueError(f"must be a port number from 1 to 65535 (got {value!r})")
-        return port
-
-    @field_validator("metrics_port", mode="before")
-    @classmethod
-    def _metrics_port(cls, value: Any) -> int | None:
-        if value is None:
-            return None
-        port = _whole(value, 1, 65535)
-        if port is None:
-            raise ValueError(f"must be a port number, 1 to 65535 (got {value!r})")
-        return port
-
-    @field_validator("max_concurrent_calls", mode="before")
-    @classmethod
-    def _concurrent(cls, value: Any) -> int:
-        count = _whole(value, 1, 1_000_000)
-        if count is None:
-            raise ValueError(f"must be a positive whole number (got {value!r})")
-        return count
-
-    @field_validator("max_calls_per_tenant", "max_calls_per_run", mode="before")
-    @classmethod
-    def _share(cls, value: Any, info: ValidationInfo) -> int | None:
-        if value is None:
-            return None
+    def _share(cls, value: int | None, info: ValidationInfo) -> int | None:
+        """Of the calls sent at once, a share: at most all of them."""
         total = info.data.get("max_concurrent_calls", DEFAULT_MAX_CONCURRENT_CALLS)
-        count = _whole(value, 1, total)
-        if count is None:
-            raise ValueError(
-                f"must be a whole number from 1 to COUNCIL_MAX_CONCURRENT_CALLS ({total}) "
-                f"(got {value!r})"
+        if value is not None and value > total:
+            raise PydanticCustomError(
+                "less_than_equal",
+                "Input should be less than or equal to {le}",
+                {"le": f"COUNCIL_MAX_CONCURRENT_CALLS ({total})"},
             )
-        return count
-
-    @field_validator("max_waiting_calls", mode="before")
-    @classmethod
-    def _waiting(cls, value: Any) -> int | None:
-        if value is None:
-            return None
-        count = _whole(value, 0, MAX_WAITING_CALLS)
-        if count is None:
-            raise ValueError(
-                f"must be a whole number from 0 to {MAX_WAITING_CALLS} (got {value!r})"
-            )
-        return count
-
-    @field_validator("max_calls_per_second", mode="before")
-    @classmethod
-    def _rate(cls, value: Any) -> float | None:
-        if value is None:
-            return None
-        rate = numbers.decimal(str(value))
-        if rate is None or rate <= 0:
-            raise ValueError(f"must be a positive number (got {value!r})")
-        return rate
-
-    @field_validator("mcp_progress_seconds", mode="before")
-    @classmethod
-    def _progress_seconds(cls, value: Any) -> float:
-        low, high = MCP_PROGRESS_RANGE
-        seconds = numbers.decimal(str(value))
-        if seconds is None or not low <= seconds <= high:
-            raise ValueError(
-                f"must be a number of seconds from {low:g} to {high:g} (got {value!r})"
-            )
-        return seconds
-
-    @field_validator("log_level", mode="before")
-    @classmethod
-    def _level(cls, value: Any) -> str:
-        level = str(value).strip().upper()
-        if level not in LOG_LEVELS:
-            raise ValueError(f"must be one of {', '.join(LOG_LEVELS)} (got {value!r})")
-        return level
+        return value
 
     # ---- reading ---------------------------------------------------------------------
 
     @classmethod
     def variables(cls) -> dict[str, str]:
-        """Each field's variable, by field name."""
-        return {name: str(field.validation_alias) for name, field in cls.model_fields.items()}
+        """Each field's variable, by field name (the default provider's as llm.NAME)."""
+        found = {
+            name: field.validation_alias
+            for name, field in cls.model_fields.items()
+            if isinstance(field.validation_alias, str)
+        }
+        for name, field in DefaultProvider.model_fields.items():
+            found[f"llm.{name}"] = str(field.validation_alias)
+        return found
 
     @classmethod
     def read(cls, env: Mapping[str, str] | None = None) -> Settings:
@@ -443,7 +380,25 @@ class Settings(BaseSettings):
         try:
             return cls(_build_sources=((source,), {}))
         except ValidationError as error:
-            raise SettingsError(_one_line(error)) from None
+            raise SettingsError(_one_line(error, source.given)) from None
+
+    @classmethod
+    def argument(cls, name: str) -> Callable[[str], Any]:
+        """argparse's `type` for a flag that stands in for a field (--port for web_port):
+        the field's rule, refused in the same words."""
+        field = cls.model_fields[name]
+        shape: Any = Annotated[(field.annotation, *field.metadata)]
+        adapter: TypeAdapter[Any] = TypeAdapter(shape)
+
+        def read(text: str) -> Any:
+            try:
+                return adapter.validate_python(text.strip())
+            except ValidationError as error:
+                ctx = error.errors()[0].get("ctx") or {}
+                must = _allowed(field, ctx) or field.description or "usable"
+                raise argparse.ArgumentTypeError(f"must be {must} (got {text!r})") from None
+
+        return read
 
     def data(self) -> Path:
         """DATA: COUNCIL_DATA, or the checkout's data/."""
@@ -454,32 +409,111 @@ class Settings(BaseSettings):
         value: SecretStr | None = getattr(self, name)
         return value.get_secret_value() if value is not None else None
 
+    def secrets(self) -> list[str]:
+        """Every secret value set: what nothing may show."""
+        held = [self.web_token, self.codec_token, self.payload_key, self.payload_old_keys]
+        held += [self.llm.api_key, self.llm.openrouter_api_key]
+        values = [secret.get_secret_value() for secret in held if secret is not None]
+        return values + list(self.llm.extra_headers.values())
+
 
 class _Variables(EnvSettingsSource):
-    """pydantic-settings' environment source, over a given mapping; a variable that holds
-    only white space counts as unset."""
+    """pydantic-settings' environment source, over a given mapping: values stripped, a
+    variable that holds only white space unset, and the default provider's variables
+    (COUNCIL_LLM_*, OPENROUTER_API_KEY) handed to the nested `llm` by their own names."""
 
     def __init__(self, settings_cls: type[BaseSettings], variables: Mapping[str, str]) -> None:
-        self._variables = {name: value for name, value in variables.items() if value.strip()}
+        stripped = {name: value.strip() for name, value in variables.items()}
+        self.given = {name: value for name, value in stripped.items() if value}
         super().__init__(settings_cls)
 
     def _load_env_vars(self) -> Mapping[str, str | None]:
         return parse_env_vars(
-            self._variables, self.case_sensitive, self.env_ignore_empty, self.env_parse_none_str
+            self.given, self.case_sensitive, self.env_ignore_empty, self.env_parse_none_str
         )
 
+    def __call__(self) -> dict[str, Any]:
+        data = super().__call__()
+        llm = {name: self.given[name] for name in DefaultProvider.variables() if name in self.given}
+        if llm:
+            data["llm"] = llm
+        return data
 
-def _one_line(error: ValidationError) -> str:
-    """The first problem, naming the variable; a value is quoted only by our own checks
-    (which never see a secret: the secrets are only stripped here)."""
+
+# ---- one line for any refusal ------------------------------------------------------------
+
+FLAGS = "one of 1/0, true/false, yes/no, on/off"
+
+
+def _one_line(error: ValidationError, given: Mapping[str, str]) -> str:
+    """The first problem as one line: the variable, what its value must be (the field's
+    description, range, choices), and the value given unless the field is never shown
+    (repr=False: secrets, headers). A check of our own (the store, a tenant, a build id)
+    says in its own words what is wrong."""
     first = error.errors()[0]
-    where = first["loc"][0] if first["loc"] else ""
-    variable = Settings.variables().get(str(where), str(where))
-    message = first["msg"].removeprefix("Value error, ")
-    if first["type"] != "value_error":
-        message = f"cannot be read ({message})"
-    joint = " " if message.startswith(("must ", "is ", "cannot ")) else ": "
-    return f"{variable}{joint}{' '.join(message.split())}"
+    variable, field = _field_at(first["loc"])
+    allowed = _allowed(field, first.get("ctx") or {}) if field is not None else None
+    if allowed is None and first["type"] == "value_error":
+        message = str(first["msg"]).removeprefix("Value error, ")
+        return f"{variable}{_joint(message)}{' '.join(message.split())}"
+    if allowed is None:
+        allowed = field.description if field is not None else None
+    if allowed is None:
+        message = f"cannot be read ({first['msg']})"
+        return f"{variable} {' '.join(message.split())}"
+    shown = field is not None and field.repr
+    got = f" (got {given.get(variable, str(first['input']))[:80]!r})" if shown else ""
+    return f"{variable} must be {allowed}{got}"
+
+
+def _joint(message: str) -> str:
+    return " " if message.startswith(("must ", "is ", "cannot ")) else ": "
+
+
+def _field_at(loc: tuple[int | str, ...]) -> tuple[str, FieldInfo | None]:
+    """The variable and field an error's location names (a field or a variable, nested
+    models followed)."""
+    model: type[BaseModel] | None = Settings
+    field: FieldInfo | None = None
+    for part in loc:  # down to the deepest field named (not, say, a key of a field's dict)
+        fields = model.model_fields.items() if model is not None else ()
+        named = next((info for name, info in fields if part in (name, info.validation_alias)), None)
+        if named is None:
+            break
+        field, kind = named, named.annotation
+        model = kind if isinstance(kind, type) and issubclass(kind, BaseModel) else None
+    if field is None or not isinstance(field.validation_alias, str):
+        return str(loc[-1] if loc else ""), None
+    return field.validation_alias, field
+
+
+def _allowed(field: FieldInfo, ctx: Mapping[str, Any]) -> str | None:
+    """What a flag, a choice or a number must be; None for other fields."""
+    kind = field.annotation
+    if kind is bool:
+        return FLAGS
+    if get_origin(kind) is Literal:
+        return f"one of {', '.join(map(str, get_args(kind)))}"
+    bounds: dict[str, Any] = {}
+    for constraint in field.metadata:
+        for name in ("ge", "gt", "le"):
+            if hasattr(constraint, name):
+                bounds[name] = getattr(constraint, name)
+    if not bounds:
+        return None
+    bounds.update({name: ctx[name] for name in ("ge", "gt", "le") if name in ctx})
+    extra = field.json_schema_extra if isinstance(field.json_schema_extra, dict) else {}
+    most = bounds.get("le", extra.get("most"))
+    what = field.description or "a number"
+    if "ge" in bounds:
+        low = f"from {_figure(bounds['ge'])}"
+        return f"{what} {low} to {_figure(most)}" if most is not None else f"{what} {low} up"
+    low = f"above {_figure(bounds['gt'])}"
+    return f"{what} {low}, at most {_figure(most)}" if most is not None else f"{what} {low}"
+
+
+def _figure(value: Any) -> str:
+    return f"{value:g}" if isinstance(value, float) else str(value)
 
 
 _current: Settings | None = None

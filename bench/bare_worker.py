@@ -14,6 +14,7 @@ import sys
 
 from activities.model_call import ModelGateway
 from app import connection
+from app import settings as app_settings
 from app.connection import connect, task_queue
 from bench.bare_workflow import BareGraph, SameCalls, bare_step
 from service.worker import serving
@@ -23,7 +24,7 @@ log = logging.getLogger("council.bench.bare_worker")
 
 async def run() -> None:
     client = await connect()
-    async with ModelGateway.from_env() as gateway:
+    async with ModelGateway.of(app_settings.load().llm) as gateway:
         stop = asyncio.Event()
         loop = asyncio.get_running_loop()
         for sig in (signal.SIGINT, signal.SIGTERM):

@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import asyncio
 import time
-from pathlib import Path
 from typing import Any
 
 from app import attachments, store
@@ -28,7 +27,7 @@ ROUNDS = 5
 
 def store_bytes(stack: Stack) -> int:
     """Bytes in the stack's directory store."""
-    root = Path(stack.store_env["COUNCIL_STORE"])
+    root = stack.store_dir
     return sum(p.stat().st_size for p in root.rglob("*") if p.is_file()) if root.exists() else 0
 
 

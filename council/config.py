@@ -26,8 +26,17 @@ from collections.abc import Mapping
 from fnmatch import fnmatchcase
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    Json,
+    SecretStr,
+    ValidationError,
+    field_validator,
+)
 
+from council.numbers import Number, WholeNumber
 from council.validation import InvalidRequest, validate_request
 
 DEFAULT_COUNCIL = "default"
@@ -54,6 +63,15 @@ NOT_COUNCIL_OPTIONS = frozenset(
         "attachments",
     }
 )
+
+
+# How a reply's JSON schema is sent: auto tries json_schema, then json_object (with the
+# schema, as llama.cpp's server takes it), then json_object alone, then nothing, keeping
+# for each model the first form the provider accepts; the others send that form or nothing.
+StructuredOutput = Literal["auto", "json_schema", "json_object", "off"]
+# The most requests per second a provider may be given.
+MAX_REQUESTS_PER_SECOND = 10_000
+OPENROUTER_BASE_URL = "https://openrouter.ai/api/v1"
 
 
 class ConfigProblem(ValueError):
@@ -87,7 +105,7 @@ class ProviderConfig(BaseModel):
     extra_headers: dict[str, str] = Field(default_factory=dict)
     connect_timeout: float = Field(default=10.0, gt=0, le=600)
     read_timeout: float = Field(default=300.0, gt=0, le=3600)
-    structured_output: Literal["auto", "json_schema", "json_object", "off"] = "auto"
+    structured_output: StructuredOutput = "auto"
     context_window: int | None = Field(default=None, ge=256, le=10_000_000)
     # Whether its models take images (OpenAI's image_url parts): true for all of them, or
     # the patterns of those that do. The others are told of an image they could not see.
@@ -97,7 +115,7 @@ class ProviderConfig(BaseModel):
     max_concurrent_requests: int | None = Field(default=None, ge=1, le=1024)
     # Requests started per second, by all workers together: the provider's calls go to a
     # task queue of their own whose rate the Temporal server enforces (workflows.routes).
-    max_requests_per_second: float | None = Field(default=None, gt=0, le=10_000)
+    max_requests_per_second: float | None = Field(default=None, gt=0, le=MAX_REQUESTS_PER_SECOND)
 
     @field_validator("api_key_env")
     @classmethod
@@ -129,6 +147,96 @@ class ProviderConfig(BaseModel):
             if problem:
                 raise ValueError(f"the pattern {pattern!r} {problem}")
         return patterns
+
+
+class DefaultProvider(BaseModel):
+    """The default provider (COUNCIL_LLM_*, OPENROUTER_API_KEY): the one a model goes to
+    when no provider of the file claims it. Read with the other variables, as `Settings.llm`
+    (app.settings); each field names its variable and what its value must be."""
+
+    model_config = ConfigDict(frozen=True, extra="ignore")
+
+    base_url: str = Field(
+        OPENROUTER_BASE_URL, validation_alias="COUNCIL_LLM_BASE_URL", description="a URL"
+    )
+    api_key: SecretStr | None = Field(
+        None, validation_alias="COUNCIL_LLM_API_KEY", description="an API key", repr=False
+    )
+    # The key when COUNCIL_LLM_API_KEY is unset.
+    openrouter_api_key: SecretStr | None = Field(
+        None, validation_alias="OPENROUTER_API_KEY", description="an API key", repr=False
+    )
+    stream: bool = Field(True, validation_alias="COUNCIL_LLM_STREAM")
+    # May hold credentials: never shown.
+    extra_headers: Json[dict[str, str]] = Field(
+        default_factory=dict,
+        validation_alias="COUNCIL_LLM_EXTRA_HEADERS",
+        description='a JSON object of string header values, such as {"X-Header": "value"}',
+        repr=False,
+    )
+    connect_timeout: Number = Field(
+        10.0,
+        gt=0,
+        validation_alias="COUNCIL_LLM_CONNECT_TIMEOUT",
+        description="a number of seconds",
+    )
+    read_timeout: Number = Field(
+        300.0, gt=0, validation_alias="COUNCIL_LLM_READ_TIMEOUT", description="a number of seconds"
+    )
+    structured_output: StructuredOutput = Field(
+        "auto", validation_alias="COUNCIL_LLM_STRUCTURED_OUTPUT"
+    )
+    context_window: WholeNumber | None = Field(
+        None,
+        ge=256,
+        le=10_000_000,
+        validation_alias="COUNCIL_LLM_CONTEXT_WINDOW",
+        description="a number of tokens",
+    )
+    max_concurrent_requests: WholeNumber | None = Field(
+        None,
+        ge=1,
+        le=1024,
+        validation_alias="COUNCIL_LLM_MAX_CONCURRENT_REQUESTS",
+        description="a whole number",
+    )
+    max_requests_per_second: Number | None = Field(
+        None,
+        gt=0,
+        le=MAX_REQUESTS_PER_SECOND,
+        validation_alias="COUNCIL_LLM_MAX_REQUESTS_PER_SECOND",
+        description="a number of requests per second",
+    )
+    images: bool = Field(False, validation_alias="COUNCIL_LLM_IMAGES")
+
+    @field_validator("structured_output", mode="before")
+    @classmethod
+    def _lower(cls, value: Any) -> Any:
+        return value.lower() if isinstance(value, str) else value
+
+    @property
+    def key(self) -> str | None:
+        """The API key: COUNCIL_LLM_API_KEY, else OPENROUTER_API_KEY."""
+        value = self.api_key or self.openrouter_api_key
+        return value.get_secret_value() if value is not None else None
+
+    @property
+    def key_variable(self) -> str | None:
+        """The variable the key comes from; None without a key."""
+        if self.api_key is not None:
+            return "COUNCIL_LLM_API_KEY"
+        return "OPENROUTER_API_KEY" if self.openrouter_api_key is not None else None
+
+    @classmethod
+    def variables(cls) -> tuple[str, ...]:
+        return tuple(str(field.validation_alias) for field in cls.model_fields.values())
+
+    @classmethod
+    def read(cls, variables: Mapping[str, str]) -> DefaultProvider:
+        """The default provider of these variables (its own, stripped; an empty one is
+        unset); ValidationError. app.settings reads it with every other variable."""
+        mine = {name: variables[name].strip() for name in cls.variables() if name in variables}
+        return cls.model_validate({name: value for name, value in mine.items() if value})
 
 
 class Config(BaseModel):

@@ -13,6 +13,9 @@ from __future__ import annotations
 import argparse
 import math
 import re
+from typing import Annotated
+
+from pydantic import BeforeValidator
 
 # Python refuses to read an int of more than 4,300 digits; no setting needs a tenth of it.
 MAX_DIGITS = 400
@@ -55,3 +58,28 @@ def decimal_argument(text: str) -> float:
     if value is None:
         raise argparse.ArgumentTypeError(f"must be a number (got {text!r})")
     return value
+
+
+def _whole_text(value: object) -> object:
+    if isinstance(value, str):
+        number = whole(value.replace("_", ""))
+        if number is None:
+            raise ValueError("not a whole number in ASCII digits")
+        return number
+    return value
+
+
+def _decimal_text(value: object) -> object:
+    if isinstance(value, str):
+        number = decimal(value)
+        if number is None:
+            raise ValueError("not a finite number in ASCII digits")
+        return number
+    return value
+
+
+# A setting's whole number or number: text is read in ASCII digits only (and, for a
+# whole number, with "_" between digit groups), as every surface reads it; the field's
+# constraints (Field(ge=..., le=...)) then say which are allowed.
+WholeNumber = Annotated[int, BeforeValidator(_whole_text)]
+Number = Annotated[float, BeforeValidator(_decimal_text)]

@@ -36,12 +36,20 @@ from activities.llm_client import (
     refuses_form,
     request_body,
 )
-from activities.settings import GatewaySettings, SettingsError
+from activities.settings import GatewaySettings
 from activities.slots import reported_slots, self_hosted
 from app import config as app_config
 from app import councils
+from app import settings as app_settings
 from council.calls import ChatMessage, ModelCall
-from council.config import DEFAULT_COUNCIL, DEFAULT_PROVIDER, Config, ConfigProblem, route
+from council.config import (
+    DEFAULT_COUNCIL,
+    DEFAULT_PROVIDER,
+    Config,
+    ConfigProblem,
+    DefaultProvider,
+    route,
+)
 from council.prompts import format_request
 from council.structured import JSON_SCHEMA, StructuredReply, conforming_json
 from council.validation import InvalidRequest, validate_request
@@ -159,26 +167,23 @@ def _names(config: Config, env: Mapping[str, str]) -> dict[str, list[str]]:
     return found
 
 
-def default_source(env: Mapping[str, str]) -> tuple[Mapping[str, str], str]:
-    """The settings of the default provider as the worker has them, and where its base URL
-    comes from: COUNCIL_LLM_BASE_URL; unset, the simulator of a `make up` that runs on this
-    Temporal server and task queue (its worker has no key, so none is sent); else
-    OpenRouter."""
-    if (env.get("COUNCIL_LLM_BASE_URL") or "").strip():
-        return env, "from COUNCIL_LLM_BASE_URL"
+def default_source(env: Mapping[str, str]) -> tuple[DefaultProvider, str]:
+    """The default provider as the worker has it, and where its base URL comes from:
+    COUNCIL_LLM_BASE_URL; unset, the simulator of a `make up` that runs on this Temporal
+    server and task queue (its worker has no key, so none is sent); else OpenRouter.
+    SettingsError when the variables cannot be used."""
+    llm = app_settings.of(env).llm
+    if "base_url" in llm.model_fields_set:
+        return llm, "from COUNCIL_LLM_BASE_URL"
     local = councils.running_local_council(env)
     if local is not None and local.base_url:
         shared = councils.local_council_path(env)
-        return {
-            **env,
-            "COUNCIL_LLM_BASE_URL": local.base_url,
-            "COUNCIL_LLM_API_KEY": "",
-            "OPENROUTER_API_KEY": "",
-        }, (
+        keyless = {"base_url": local.base_url, "api_key": None, "openrouter_api_key": None}
+        return llm.model_copy(update=keyless), (
             "the simulator of the make up running on this Temporal server and task queue "
             f"(from {shared}), as COUNCIL_LLM_BASE_URL is unset"
         )
-    return env, (
+    return llm, (
         "OpenRouter, the default: COUNCIL_LLM_BASE_URL is unset and no make up on the "
         "simulator runs on this Temporal server and task queue"
     )
@@ -187,20 +192,16 @@ def default_source(env: Mapping[str, str]) -> tuple[Mapping[str, str], str]:
 def providers_of(config: Config, path: str, env: Mapping[str, str]) -> list[Provider]:
     """The providers to check, each with the council members that route to it."""
     providers: list[Provider] = []
-    worker_env, source = default_source(env)
+    default: GatewaySettings | None = None
+    problem: str | None = None
+    key_variable: str | None = None
+    source: str | None = None
     try:
-        default = GatewaySettings.from_env(worker_env)
-        problem = None
-    except SettingsError as error:
-        default, problem = None, str(error)
-    key_variable = next(
-        (
-            v
-            for v in ("COUNCIL_LLM_API_KEY", "OPENROUTER_API_KEY")
-            if (worker_env.get(v) or "").strip()
-        ),
-        "COUNCIL_LLM_API_KEY (or OPENROUTER_API_KEY)",
-    )
+        llm, source = default_source(env)
+        default, key_variable = GatewaySettings.of(llm), llm.key_variable
+    except app_settings.SettingsError as error:
+        problem = str(error)
+    key_variable = key_variable or "COUNCIL_LLM_API_KEY (or OPENROUTER_API_KEY)"
     no_variable = "providers.{name}.api_key_env in {path} (the name of the key's variable)"
     providers.append(
         Provider(
@@ -640,7 +641,7 @@ def default_council_check(
 ) -> Check:
     """The members and chairman a plain `starter.py start` uses, each listed by its
     provider."""
-    if (env.get("COUNCIL_MODELS") or "").strip():
+    if app_settings.of(env).default_models:
         source = "COUNCIL_MODELS"
     elif councils.running_local_council(env) is not None:
         source = "the make up running on this Temporal server and task queue"

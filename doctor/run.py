@@ -7,13 +7,14 @@ import asyncio
 import os
 from collections.abc import Mapping
 
+from app import settings as app_settings
 from doctor.checks import Check, cleaned
 from doctor.providers import provider_checks
 from doctor.store import store_check
 from doctor.temporal import temporal_checks
 
-# Other secrets a process may hold: never in a check's text either.
-SECRET_VARIABLES = ("TEMPORAL_API_KEY", "COUNCIL_PAYLOAD_KEY", "COUNCIL_WEB_TOKEN")
+# Temporal's secret (the settings' own: Settings.secrets()): never in a check's text either.
+SECRET_VARIABLES = ("TEMPORAL_API_KEY",)
 
 
 async def diagnose(env: Mapping[str, str] | None = None) -> list[Check]:
@@ -24,4 +25,5 @@ async def diagnose(env: Mapping[str, str] | None = None) -> list[Check]:
         temporal_checks(), store_check(), provider_checks(env)
     )
     secrets += [value for v in SECRET_VARIABLES if len(value := (env.get(v) or "").strip()) >= 4]
+    secrets += [value for value in app_settings.of(env).secrets() if len(value) >= 4]
     return [cleaned(check, secrets) for check in [*temporal, kept, *models]]

@@ -16,7 +16,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from harness.local import local_council
+from harness.local import local_council, simulator_knowing
 from harness.processes import ROOT
 
 DATASET = ROOT / "datasets" / "arithmetic_logic.jsonl"
@@ -29,14 +29,12 @@ def say(message: str) -> None:
 def main(argv: list[str] | None = None) -> int:
     args = list(sys.argv[1:] if argv is None else argv)
     dataset = args.pop(0) if args and not args[0].startswith("-") else str(DATASET)
-    known = [p for p in os.environ.get("COUNCIL_SIM_DATASETS", "").split(os.pathsep) if p]
-    datasets = os.pathsep.join([*known, str(Path(dataset).resolve())])
     try:
         with local_council(
             say,
             "using the built-in SIMULATOR, which knows the dataset's answers and plays solvers "
             "that sometimes slip; the accuracies below measure the harness, not real models",
-            simulator_env={"COUNCIL_SIM_DATASETS": datasets},
+            simulator_env=simulator_knowing(Path(dataset)),
         ) as env:
             result = subprocess.run(
                 [sys.executable, "bin/council", "eval", dataset, *args],

@@ -29,12 +29,19 @@ from harness.processes import (
     url_host,
 )
 from simulator.personas import DEFAULT_MODELS
+from simulator.settings import SimulatorSettings
 from workflows.client import dev_ui_port, temporal_ui
 
 # Set (to 1) for the processes of a council whose members are the simulator's, so that
 # what they show can say the answers are simulated.
 SIMULATED = "COUNCIL_SIMULATED"
 CODEC_PORT_VARIABLE = Settings.variables()["codec_port"]
+
+
+def simulator_knowing(dataset: Path) -> dict[str, str]:
+    """The environment that has a simulator know one more dataset (COUNCIL_SIM_DATASETS:
+    those this process is given, and `dataset`)."""
+    return SimulatorSettings.read().with_dataset(dataset.resolve())
 
 
 def ui_address(env: Mapping[str, str]) -> str:
@@ -198,16 +205,14 @@ def local_council(
                 say(advice)
         else:
             start_server(server, say, started)
-        has_key = os.environ.get("COUNCIL_LLM_API_KEY") or os.environ.get("OPENROUTER_API_KEY")
-        if not has_key and not os.environ.get("COUNCIL_LLM_BASE_URL"):
+        given = Settings.read()  # this process's, as the shell sets them now
+        if given.llm.key is None and "base_url" not in given.llm.model_fields_set:
             simulator = start_simulator(log_path=logs / "simulator.log", env=simulator_env)
             started.append(simulator)
-            models = os.environ.get("COUNCIL_MODELS") or ",".join(DEFAULT_MODELS)
+            models = given.default_models or list(DEFAULT_MODELS)
             env["COUNCIL_LLM_BASE_URL"] = simulator.extra["url"]
-            env["COUNCIL_MODELS"] = models
-            env["COUNCIL_CHAIRMAN"] = (
-                os.environ.get("COUNCIL_CHAIRMAN") or models.split(",")[0].strip()
-            )
+            env["COUNCIL_MODELS"] = ",".join(models)
+            env["COUNCIL_CHAIRMAN"] = given.default_chairman or models[0]
             env[SIMULATED] = "1"
             say(f"no API key set (COUNCIL_LLM_API_KEY or OPENROUTER_API_KEY): {simulated_note}")
         say(f"starting a worker (log in {shown(logs / 'worker.log')})")

@@ -30,7 +30,6 @@ from typing import NoReturn
 
 from activities.metrics import HISTOGRAM_BUCKETS
 from activities.model_call import ModelGateway
-from activities.settings import SettingsError
 from app import commands, connection, deployment, supervisor
 from app import config as app_config
 from app import settings as app_settings
@@ -61,7 +60,7 @@ async def run(
     port = metrics_port()
     client = await connect(runtime=connection.runtime(port, HISTOGRAM_BUCKETS))
     await register_search_attributes(client)
-    gateway = ModelGateway.from_env(providers=config.providers)
+    gateway = ModelGateway.of(app_settings.current().llm, config.providers)
     # Before the first deliberation, not during it: connections to the providers.
     for name, opened in (await gateway.warm_up()).items():
         where = gateway.providers[name].settings.host
@@ -115,7 +114,7 @@ async def check_before_starting() -> None:
     config = app_config.load(keys=True)
     metrics_port()
     call_limits()
-    async with ModelGateway.from_env(providers=config.providers):
+    async with ModelGateway.of(app_settings.current().llm, config.providers):
         pass
     await register_search_attributes(await connect())
 
@@ -209,7 +208,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         if count > 1:
             return run_processes(count, args.make_current)
         connection.run(run(args.supervisor_pid, args.process_index, args.make_current))
-    except (ServerUnreachable, ConfigError, ConfigProblem, SettingsError) as err:
+    except (ServerUnreachable, ConfigError, ConfigProblem) as err:
         print(f"worker: {err}", file=sys.stderr)
         return 2
     return 0

@@ -5,7 +5,6 @@ The latency defaults to COUNCIL_SIM_LATENCY (unset: replies come at once)."""
 from __future__ import annotations
 
 import argparse
-import os
 import sys
 
 from council.numbers import whole_argument
@@ -20,6 +19,7 @@ from simulator.config import (
     with_default_latency,
 )
 from simulator.personas import ALL_PERSONAS
+from simulator.settings import SimulatorSettings
 
 
 def _latency(value: str) -> Latency:
@@ -52,7 +52,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     )
     parser.add_argument(
         "--api-key",
-        default=os.environ.get("COUNCIL_SIMULATOR_API_KEY") or None,
+        default=SimulatorSettings.read().key(),
         help="answer only requests with this key (others get a 401); default: any",
     )
     parser.add_argument("--log-level", default="warning", help="uvicorn log level")
@@ -63,9 +63,10 @@ def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
     latency = args.latency
     try:
-        if latency is None and (os.environ.get(LATENCY_VARIABLE) or "").strip():
+        given = SimulatorSettings.read().latency
+        if latency is None and given:
             try:
-                latency = parse_latency(os.environ[LATENCY_VARIABLE])
+                latency = parse_latency(given)
             except ValueError as error:
                 raise FaultConfigError(f"{LATENCY_VARIABLE} {error}") from None
         faults = with_default_latency(parse_faults(args.faults), latency)

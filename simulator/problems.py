@@ -30,7 +30,6 @@ from __future__ import annotations
 
 import functools
 import hashlib
-import os
 import re
 from dataclasses import dataclass
 from fractions import Fraction
@@ -44,9 +43,9 @@ from grading.judge import read_judge_prompt
 from simulator import wire
 from simulator.quality import SIMULATED_MARK
 from simulator.reading import Critique, Prompt
+from simulator.settings import SimulatorSettings
 
 DATASETS = Path(__file__).resolve().parents[1] / "datasets"
-DATASETS_ENV = "COUNCIL_SIM_DATASETS"
 SYNTHESIS_LABEL = "(Simulated council synthesis)"
 # A seeded sample's chance of slipping on a problem that is hard for the persona.
 HARD_SLIP = 0.7
@@ -110,8 +109,7 @@ def _squash(text: str) -> str:
 
 
 def _dataset_paths() -> list[Path]:
-    extra = [Path(p) for p in os.environ.get(DATASETS_ENV, "").split(os.pathsep) if p.strip()]
-    return sorted(DATASETS.glob("*.jsonl")) + extra
+    return sorted(DATASETS.glob("*.jsonl")) + SimulatorSettings.read().datasets
 
 
 @functools.cache

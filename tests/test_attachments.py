@@ -21,6 +21,7 @@ from activities.model_call import ModelGateway
 from activities.settings import GatewaySettings
 from app import attachments
 from app.front_door import Refused, compose
+from app.settings import Settings
 from council import limits, prompts
 from council.attachments import UNSEEN_IMAGE, Attachment, fair_shares
 from council.calls import Stage
@@ -286,8 +287,8 @@ def test_images_are_a_capability_per_provider_or_per_model_pattern() -> None:
     vision = GatewaySettings.from_provider(config.providers["vision"], {})
     assert vision.sees_images("gpt-4o-mini") and not vision.sees_images("gpt-3.5-turbo")
     assert GatewaySettings.from_provider(config.providers["all"], {}).sees_images("pixtral")
-    assert not GatewaySettings.from_env({}).sees_images("any")
-    assert GatewaySettings.from_env({"COUNCIL_LLM_IMAGES": "true"}).sees_images("any")
+    assert not GatewaySettings.of(Settings.read({}).llm).sees_images("any")
+    assert GatewaySettings.of(Settings.read({"COUNCIL_LLM_IMAGES": "true"}).llm).sees_images("any")
     with pytest.raises(ConfigProblem) as bad:
         parse_config(
             '[providers.x]\nbase_url = "http://127.0.0.1:9/v1"\nmodels = ["a"]\nimages = ["a b"]'

@@ -18,6 +18,7 @@ import pytest
 from activities.llm_client import make_http_client
 from activities.settings import GatewaySettings
 from app import councils
+from app.settings import Settings
 from doctor.providers import CONCURRENT, Provider, default_source, measured_concurrency
 from harness.processes import free_port, temporal_binary
 from simulator import SimulatorConfig, SimulatorServer
@@ -397,7 +398,7 @@ async def test_another_shell_checks_the_provider_of_the_running_make_up(
         councils.remove_local_council(shared)
     # Once it stops, the default is OpenRouter again, and the doctor says why.
     assert default_source(shell) == (
-        shell,
+        Settings.read(shell).llm,
         "OpenRouter, the default: COUNCIL_LLM_BASE_URL is unset and no make up on the "
         "simulator runs on this Temporal server and task queue",
     )

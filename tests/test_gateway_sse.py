@@ -26,8 +26,9 @@ from activities.errors import (
     retry_after_from_headers,
 )
 from activities.model_call import ModelGateway, heartbeat_interval
-from activities.settings import OPENROUTER_BASE_URL, GatewaySettings, SettingsError
+from activities.settings import OPENROUTER_BASE_URL, GatewaySettings
 from activities.sse import DONE_EVENT, SSEDecoder
+from app.settings import Settings, SettingsError
 from council.calls import ChatMessage, ModelCall, Stage
 from council.changes import estimate_tokens
 
@@ -434,16 +435,21 @@ def test_every_class_has_its_retry_rule() -> None:
 # ---- settings --------------------------------------------------------------------------
 
 
+def of(variables: dict[str, str]) -> GatewaySettings:
+    """The default provider's settings as the worker reads them from these variables."""
+    return GatewaySettings.of(Settings.read(variables).llm)
+
+
 def test_settings_from_the_environment() -> None:
-    default = GatewaySettings.from_env({})
+    default = of({})
     assert default.base_url == OPENROUTER_BASE_URL and default.api_key is None and default.stream
     assert (
         default.is_openrouter
         and default.chat_url == "https://openrouter.ai/api/v1/chat/completions"
     )
-    fallback = GatewaySettings.from_env({"OPENROUTER_API_KEY": "sk-or", "COUNCIL_LLM_API_KEY": " "})
+    fallback = of({"OPENROUTER_API_KEY": "sk-or", "COUNCIL_LLM_API_KEY": " "})
     assert fallback.api_key == "sk-or"
-    local = GatewaySettings.from_env(
+    local = of(
         {
             "COUNCIL_LLM_BASE_URL": "http://localhost:11434/v1/",
             "COUNCIL_LLM_API_KEY": "sk-own",
@@ -461,12 +467,14 @@ def test_settings_from_the_environment() -> None:
 
 def test_bad_settings_name_the_variable_and_never_echo_headers() -> None:
     with pytest.raises(SettingsError, match="COUNCIL_LLM_STREAM"):
-        GatewaySettings.from_env({"COUNCIL_LLM_STREAM": "maybe"})
+        of({"COUNCIL_LLM_STREAM": "maybe"})
     with pytest.raises(SettingsError, match="COUNCIL_LLM_READ_TIMEOUT"):
-        GatewaySettings.from_env({"COUNCIL_LLM_READ_TIMEOUT": "-1"})
-    with pytest.raises(SettingsError) as caught:
-        GatewaySettings.from_env({"COUNCIL_LLM_EXTRA_HEADERS": "Authorization: hunter2-secret"})
-    assert "hunter2" not in str(caught.value)
+        of({"COUNCIL_LLM_READ_TIMEOUT": "-1"})
+    for headers in ("Authorization: hunter2-secret", '{"Authorization": ["hunter2-secret"]}'):
+        with pytest.raises(SettingsError) as caught:
+            of({"COUNCIL_LLM_EXTRA_HEADERS": headers})
+        assert str(caught.value).startswith("COUNCIL_LLM_EXTRA_HEADERS must be a JSON object")
+        assert "hunter2" not in str(caught.value)
 
 
 def test_credentials_in_the_base_url_are_secrets_too() -> None:

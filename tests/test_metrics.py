@@ -123,5 +123,5 @@ def test_a_bad_metrics_port_is_one_line() -> None:
     assert done.returncode == 2
     assert (
         done.stderr
-        == "worker: COUNCIL_METRICS_PORT must be a port number, 1 to 65535 (got 'eighty')\n"
+        == "worker: COUNCIL_METRICS_PORT must be a port number from 1 to 65535 (got 'eighty')\n"
     )

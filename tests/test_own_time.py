@@ -27,6 +27,7 @@ from temporalio.testing import WorkflowEnvironment
 from activities.model_call import ModelGateway
 from activities.settings import GatewaySettings
 from activities.slots import Slots, props_url, reported_slots, self_hosted
+from app.settings import Settings
 from council.calls import Stage
 from council.config import parse_config
 from council.stragglers import FRESH_BEAT_SECONDS, CallClock, due
@@ -110,10 +111,10 @@ async def test_a_one_at_a_time_server_elsewhere_is_one_setting_away() -> None:
         f'[providers.gpu]\nbase_url = "{url}"\nmodels = ["gpu/*"]\nmax_concurrent_requests = 1\n'
     )
     told = {"COUNCIL_LLM_BASE_URL": url, "COUNCIL_LLM_MAX_CONCURRENT_REQUESTS": "1"}
-    async with ModelGateway.from_env(told, toml.providers) as gateway:
+    async with ModelGateway.of(Settings.read(told).llm, toml.providers) as gateway:
         limits = {name: await p.slots.decide(p.http) for name, p in gateway.providers.items()}
         assert limits == {"default": 1, "gpu": 1}
-    async with ModelGateway.from_env({"COUNCIL_LLM_BASE_URL": url}) as gateway:
+    async with ModelGateway.of(Settings.read({"COUNCIL_LLM_BASE_URL": url}).llm) as gateway:
         default = gateway.providers["default"]
         assert await default.slots.decide(default.http) is None
 

@@ -18,7 +18,8 @@ from temporalio.client import WorkflowHandle
 from temporalio.testing import WorkflowEnvironment
 
 from activities.model_call import ModelGateway
-from activities.settings import GatewaySettings, SettingsError
+from activities.settings import GatewaySettings
+from app.settings import Settings, SettingsError
 from council.config import ConfigProblem, parse_config
 from council.models import DeliberationRecord
 from harness.processes import start_worker
@@ -154,10 +155,10 @@ def test_a_rate_is_a_positive_number_of_requests_per_second() -> None:
     assert parsed.providers["quota"].max_requests_per_second == 0.5
     with pytest.raises(ConfigProblem, match="max_requests_per_second"):
         parse_config(council_toml("http://127.0.0.1:9/v1", 0))
-    settings = GatewaySettings.from_env({"COUNCIL_LLM_MAX_REQUESTS_PER_SECOND": "2.5"})
-    assert settings.max_requests_per_second == 2.5
+    settings = Settings.read({"COUNCIL_LLM_MAX_REQUESTS_PER_SECOND": "2.5"}).llm
+    assert GatewaySettings.of(settings).max_requests_per_second == 2.5
     with pytest.raises(SettingsError, match="COUNCIL_LLM_MAX_REQUESTS_PER_SECOND must be"):
-        GatewaySettings.from_env({"COUNCIL_LLM_MAX_REQUESTS_PER_SECOND": "fast"})
+        Settings.read({"COUNCIL_LLM_MAX_REQUESTS_PER_SECOND": "fast"})
 
 
 @pytest.mark.fast

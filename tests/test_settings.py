@@ -12,6 +12,7 @@ from pathlib import Path
 import pytest
 
 import starter
+from activities.settings import GatewaySettings
 from app import settings as app_settings
 from app.settings import Settings, SettingsError
 from harness.processes import ROOT
@@ -19,6 +20,13 @@ from service import command as worker_command
 from web import __main__ as web_main
 
 pytestmark = pytest.mark.fast
+
+PER_SECOND = "COUNCIL_MAX_CALLS_PER_SECOND"
+CONNECT = "COUNCIL_LLM_CONNECT_TIMEOUT"
+WINDOW = "COUNCIL_LLM_CONTEXT_WINDOW"
+OUTPUT = "COUNCIL_LLM_STRUCTURED_OUTPUT"
+AT_ONCE = "COUNCIL_LLM_MAX_CONCURRENT_REQUESTS"
+RATE = "COUNCIL_LLM_MAX_REQUESTS_PER_SECOND"
 
 
 @pytest.fixture(autouse=True)
@@ -90,9 +98,17 @@ def test_each_variable_is_read_into_its_type() -> None:
     [
         ("COUNCIL_WEB_PORT", "70000", "COUNCIL_WEB_PORT must be a port number from 1 to 65535"),
         ("COUNCIL_WEB_PORT", "8⁰80", "COUNCIL_WEB_PORT must be a port number from 1 to 65535"),
-        ("COUNCIL_METRICS_PORT", "٩٤٦٤", "COUNCIL_METRICS_PORT must be a port number, 1 to 65535"),
-        ("COUNCIL_MAX_CONCURRENT_CALLS", "0", "COUNCIL_MAX_CONCURRENT_CALLS must be a positive"),
-        ("COUNCIL_MAX_CALLS_PER_SECOND", "inf", "COUNCIL_MAX_CALLS_PER_SECOND must be a positive"),
+        ("COUNCIL_METRICS_PORT", "٩٤٦٤", "COUNCIL_METRICS_PORT must be a port number from 1 to"),
+        (
+            "COUNCIL_MAX_CONCURRENT_CALLS",
+            "0",
+            "COUNCIL_MAX_CONCURRENT_CALLS must be a whole number",
+        ),
+        (
+            "COUNCIL_MAX_CALLS_PER_SECOND",
+            "inf",
+            f"{PER_SECOND} must be a number of calls per second",
+        ),
         *(
             (name, value, f"{name} must be a whole number from 1 to COUNCIL_MAX_CONCURRENT_CALLS")
             for name in ("COUNCIL_MAX_CALLS_PER_TENANT", "COUNCIL_MAX_CALLS_PER_RUN")
@@ -112,6 +128,14 @@ def test_each_variable_is_read_into_its_type() -> None:
             )
             for value in ("0", "61", "١٠", "often")
         ),
+        # The default provider's, in the same object and the same words.
+        ("COUNCIL_LLM_STREAM", "maybe", "COUNCIL_LLM_STREAM must be one of 1/0, true/false"),
+        ("COUNCIL_LLM_CONNECT_TIMEOUT", "0", f"{CONNECT} must be a number of seconds above 0"),
+        ("COUNCIL_LLM_READ_TIMEOUT", "١٢", "COUNCIL_LLM_READ_TIMEOUT must be a number of seconds"),
+        ("COUNCIL_LLM_CONTEXT_WINDOW", "4⁰⁹⁶", f"{WINDOW} must be a number of tokens from 256 to"),
+        ("COUNCIL_LLM_STRUCTURED_OUTPUT", "xml", f"{OUTPUT} must be one of auto, json_schema"),
+        ("COUNCIL_LLM_MAX_CONCURRENT_REQUESTS", "0", f"{AT_ONCE} must be a whole number from 1"),
+        ("COUNCIL_LLM_MAX_REQUESTS_PER_SECOND", "1e5", f"{RATE} must be a number of requests"),
     ],
 )
 def test_a_bad_value_is_one_line_naming_its_variable(
@@ -129,6 +153,8 @@ def test_no_secret_is_shown() -> None:
         "COUNCIL_CODEC_TOKEN": "codec-token-98f0",
         "COUNCIL_PAYLOAD_KEY": "payload-key-00b2",
         "COUNCIL_PAYLOAD_OLD_KEYS": "k0:old-key-77aa",
+        "COUNCIL_LLM_API_KEY": "sk-llm-5e1f",
+        "OPENROUTER_API_KEY": "sk-or-c0ffee",
     }
     settings = Settings.read(secrets)
     for value in secrets.values():
@@ -138,6 +164,45 @@ def test_no_secret_is_shown() -> None:
     with pytest.raises(SettingsError) as caught:
         Settings.read({**secrets, "COUNCIL_WEB_PORT": "x"})
     assert not any(value in str(caught.value) for value in secrets.values())
+
+
+def test_the_default_providers_variables_are_fields_of_the_same_object() -> None:
+    settings = Settings.read(
+        {
+            "COUNCIL_LLM_BASE_URL": " http://127.0.0.1:11434/v1 ",
+            "COUNCIL_LLM_API_KEY": " ",
+            "OPENROUTER_API_KEY": "sk-or-c0ffee",
+            "COUNCIL_LLM_STREAM": "off",
+            "COUNCIL_LLM_EXTRA_HEADERS": '{"api-key": "azure-key-1"}',
+            "COUNCIL_LLM_CONTEXT_WINDOW": "32_768",
+            "COUNCIL_LLM_STRUCTURED_OUTPUT": "JSON_Object",
+            "COUNCIL_LLM_MAX_REQUESTS_PER_SECOND": "2.5",
+            "COUNCIL_LLM_IMAGES": "yes",
+        }
+    )
+    gateway = GatewaySettings.of(settings.llm)
+    assert gateway.base_url == "http://127.0.0.1:11434/v1" and not gateway.stream
+    # COUNCIL_LLM_API_KEY unset (white space only): OPENROUTER_API_KEY's key.
+    assert gateway.api_key == "sk-or-c0ffee" and settings.llm.key_variable == "OPENROUTER_API_KEY"
+    assert gateway.extra_headers == {"api-key": "azure-key-1"}
+    assert (gateway.context_window, gateway.structured_output) == (32768, "json_object")
+    assert gateway.max_requests_per_second == 2.5 and gateway.sees_images("any")
+    assert "sk-or" not in repr(settings) and "azure-key-1" not in repr(settings)
+    assert {"sk-or-c0ffee", "azure-key-1"} <= set(settings.secrets())
+    # Unset, the worker's defaults (OpenRouter, streaming, no key).
+    default = GatewaySettings.of(Settings.read({}).llm)
+    assert default == GatewaySettings()
+
+
+def test_a_flag_that_stands_in_for_a_variable_keeps_its_rule_and_words(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    assert web_main.parse_args(["--port", "8090"]).port == 8090
+    for value in ("0", "8⁰80"):
+        with pytest.raises(SystemExit):
+            web_main.parse_args(["--port", value])
+        err = capsys.readouterr().err
+        assert f"--port: must be a port number from 1 to 65535 (got {value!r})" in err
 
 
 def test_read_once_at_start_and_kept(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -157,55 +222,105 @@ def test_every_entry_point_refuses_a_bad_setting_before_anything_starts(
     argv = ["list"] if main is starter.main else []
     assert main(argv) == 2
     err = capsys.readouterr().err
-    assert err.count("\n") == 1 and "COUNCIL_MAX_CALLS_PER_SECOND must be a positive" in err
+    assert err.count("\n") == 1 and "COUNCIL_MAX_CALLS_PER_SECOND must be a number of calls" in err
 
 
-# Where a process's code lives: every COUNCIL_* it reads is read by app.settings, except
-# the worker's provider settings (COUNCIL_LLM_*, activities.settings), the simulator's
-# own, and the environment a command hands to the processes it starts.
-SURFACES = (
-    "app",
-    "web",
-    "mcp_server",
-    "workflows",
-    "service",
-    "starter.py",
-    "worker.py",
-    "up.py",
-)
-READERS = ("get", "getenv", "__getitem__", "pop")
+# Every COUNCIL_* variable is read by the settings object (app.settings; the simulator's
+# own, tooling's, by simulator.settings): no other code reads one from the environment, or
+# from a mapping of variables it was handed. Writing one into the environment of a process
+# it starts is fine.
+SETTINGS_MODULES = {"app/settings.py", "simulator/settings.py"}
+READERS = ("get", "getenv", "pop")
+VARIABLE = re.compile(r"COUNCIL_\w+|OPENROUTER_API_KEY")
 
 
-def reads_of_the_environment(path: Path) -> list[str]:
-    """COUNCIL_* names read as env.get("..."), os.getenv("..."), os.environ["..."]."""
+def python_files() -> list[Path]:
+    """Every module of the code base: all but the tests and virtual environments."""
+    skipped = ("tests", "data", ".git", "node_modules")
+    return sorted(
+        path
+        for path in ROOT.rglob("*.py")
+        if not any(part in skipped or part.startswith(".venv") for part in path.parts)
+        and path.relative_to(ROOT).parts[0] not in skipped
+    )
+
+
+def variable_names(tree: ast.Module) -> dict[str, str]:
+    """Module-level names that hold a variable's name (DATASETS_ENV = "COUNCIL_...")."""
+    names = {}
+    for node in tree.body:
+        if isinstance(node, ast.Assign) and isinstance(node.value, ast.Constant):
+            if isinstance(node.value.value, str) and VARIABLE.fullmatch(node.value.value):
+                for target in node.targets:
+                    if isinstance(target, ast.Name):
+                        names[target.id] = node.value.value
+        elif isinstance(node, ast.Assign) and "variables()" in ast.unparse(node.value):
+            for target in node.targets:
+                if isinstance(target, ast.Name):
+                    names[target.id] = ast.unparse(node.value)
+    return names
+
+
+def reads_of_the_environment(path: Path, named: dict[str, str] | None = None) -> list[str]:
+    """Where `path` reads a COUNCIL_* variable itself: env.get("..."), os.getenv("..."),
+    os.environ["..."], "..." in os.environ, or the same through a name that holds it;
+    one `line: variable` each."""
+    tree = ast.parse(path.read_text())
+    named = {**(named or {}), **variable_names(tree)}
+
+    def variable(node: ast.expr | None) -> str | None:
+        if isinstance(node, ast.Constant) and isinstance(node.value, str):
+            return node.value if VARIABLE.fullmatch(node.value) else None
+        if isinstance(node, ast.Name):
+            return named.get(node.id)
+        if isinstance(node, ast.Attribute):
+            return named.get(node.attr)
+        return None
+
     found = []
-    for node in ast.walk(ast.parse(path.read_text())):
-        name = None
+    for node in ast.walk(tree):
+        key: ast.expr | None = None
         if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute):
             if node.func.attr in READERS and node.args:
-                name = node.args[0]
+                key = node.args[0]
         elif isinstance(node, ast.Subscript) and isinstance(node.ctx, ast.Load):
-            name = node.slice
-        if isinstance(name, ast.Constant) and re.fullmatch(r"COUNCIL_\w+", str(name.value)):
-            found.append(str(name.value))
+            key = node.slice
+        elif isinstance(node, ast.Compare) and isinstance(node.ops[0], ast.In | ast.NotIn):
+            key = node.left
+        if (name := variable(key)) is not None:
+            found.append(f"{node.lineno}: {name}")
     return found
 
 
-def test_no_surface_reads_a_council_variable_itself() -> None:
-    files = []
-    for place in SURFACES:
-        target = ROOT / place
-        files += sorted(target.rglob("*.py")) if target.is_dir() else [target]
-    read = {
-        str(path.relative_to(ROOT)): names
+def test_no_code_reads_a_council_variable_but_the_settings() -> None:
+    files = python_files()
+    named: dict[str, str] = {}
+    for path in files:
+        named.update(variable_names(ast.parse(path.read_text())))
+    reads = [
+        f"{where}:{read}"
         for path in files
-        if path.name != "settings.py" and (names := reads_of_the_environment(path))
-    }
-    assert read == {}
+        if (where := str(path.relative_to(ROOT))) not in SETTINGS_MODULES
+        for read in reads_of_the_environment(path, named)
+    ]
+    assert reads == [], "read outside the settings: " + "; ".join(reads)
 
 
 def test_the_check_sees_a_read(tmp_path: Path) -> None:
-    """Control: a variable read from the environment directly is found."""
+    """Control: each way of reading a variable from the environment is found."""
     sample = tmp_path / "sample.py"
-    sample.write_text('import os\nqueue = os.environ.get("COUNCIL_TASK_QUEUE")\n')
-    assert reads_of_the_environment(sample) == ["COUNCIL_TASK_QUEUE"]
+    sample.write_text(
+        "import os\n"
+        'QUEUE = "COUNCIL_TASK_QUEUE"\n'
+        'queue = os.environ.get("COUNCIL_TASK_QUEUE")\n'
+        'port = os.getenv("COUNCIL_WEB_PORT")\n'
+        "again = env[QUEUE]\n"
+        'key = "OPENROUTER_API_KEY" in os.environ\n'
+        'os.environ["COUNCIL_DATA"] = "written, not read"\n'
+    )
+    assert reads_of_the_environment(sample) == [
+        "3: COUNCIL_TASK_QUEUE",
+        "4: COUNCIL_WEB_PORT",
+        "5: COUNCIL_TASK_QUEUE",
+        "6: OPENROUTER_API_KEY",
+    ]

@@ -25,24 +25,16 @@ import uvicorn
 from app import commands, connection
 from app import config as app_config
 from app import settings as app_settings
-from council import numbers
+from app.settings import Settings
 from council.config import ConfigProblem
 from council.redaction import redact_logs
 from web import guard
-from web.app import Settings, build_app
-
-
-def _port(value: str) -> int:
-    port = numbers.whole(value, signed=False)
-    if port is None:
-        raise argparse.ArgumentTypeError(f"must be a port number (got {value!r})")
-    if not 1 <= port <= 65535:
-        raise argparse.ArgumentTypeError(f"must be between 1 and 65535 (got {port})")
-    return port
+from web.app import build_app
+from web.settings import WebSettings
 
 
 def parse_args(
-    argv: list[str] | None = None, settings: app_settings.Settings | None = None
+    argv: list[str] | None = None, settings: Settings | None = None
 ) -> argparse.Namespace:
     settings = settings or app_settings.current()
     parser = argparse.ArgumentParser(
@@ -50,7 +42,8 @@ def parse_args(
         description="The Council web page.",
     )
     parser.add_argument("--host", default=settings.web_host)
-    parser.add_argument("--port", type=_port, default=settings.web_port)
+    # The same rule as COUNCIL_WEB_PORT's.
+    parser.add_argument("--port", type=Settings.argument("web_port"), default=settings.web_port)
     return parser.parse_args(argv)
 
 
@@ -76,22 +69,13 @@ def access_note(host: str, port: int, token: str | None, public_read: bool = Fal
     )
 
 
-async def serve(args: argparse.Namespace, variables: app_settings.Settings) -> None:
-    hosts = guard.allowed_hosts(args.host, variables.web_allowed_hosts)
+async def serve(args: argparse.Namespace, variables: Settings) -> None:
+    settings = WebSettings.of(variables, args.host, app_config.load(), connection.address())
     proxies = guard.trusted_proxies(variables.web_trusted_proxies)
-    config = app_config.load()
     client = await connection.connect()
-    token = variables.secret("web_token")
+    token = settings.token
     redact_logs([token] if token else [])  # not even part of it in a log line
-    settings = Settings(
-        task_queue=variables.task_queue,
-        token=token,
-        public_read=variables.web_public_read,
-        temporal_address=connection.address(),
-        allowed_hosts=hosts,
-        config=config,
-        variables=variables,
-    )
+    hosts = settings.allowed_hosts
     app = build_app(client, settings)
     access = access_note(args.host, args.port, token, variables.web_public_read)
     print(

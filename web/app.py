@@ -27,7 +27,7 @@ from web.guard import Guard, ReadsNeedToken
 from web.live import Live
 from web.openai_api import OpenAIApi
 from web.pages import Pages, templates
-from web.settings import Settings
+from web.settings import WebSettings
 
 HERE = Path(__file__).parent
 # Scripts and styles from this server only; nothing inline, no plugins, no framing.
@@ -40,10 +40,10 @@ SECURITY_HEADERS = {
     "Referrer-Policy": "same-origin",
 }
 
-__all__ = ["Settings", "build_app"]
+__all__ = ["WebSettings", "build_app"]
 
 
-def build_app(client: Client, settings: Settings) -> Starlette:
+def build_app(client: Client, settings: WebSettings) -> Starlette:
     guard = Guard(settings.allowed_hosts, settings.token, settings.public_read)
     hosts = list(settings.allowed_hosts)
     pages = templates()

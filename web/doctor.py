@@ -17,11 +17,11 @@ from starlette.templating import Jinja2Templates
 
 import doctor
 from web.guard import Guard
-from web.settings import Settings
+from web.settings import WebSettings
 
 
 class DoctorPage:
-    def __init__(self, settings: Settings, guard: Guard, templates: Jinja2Templates) -> None:
+    def __init__(self, settings: WebSettings, guard: Guard, templates: Jinja2Templates) -> None:
         self.settings = settings
         self.guard = guard
         self.templates = templates

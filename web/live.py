@@ -35,7 +35,7 @@ from council.models import DeliberationRecord
 from council.progress import ProgressEvent
 from web import reading, views
 from web.pages import LIST_LIMIT, THREADS_SHOWN, council_choices
-from web.settings import Settings
+from web.settings import WebSettings
 from workflows import client as deliberations
 from workflows.shared import Shared
 
@@ -55,7 +55,7 @@ def since_of(request: Request) -> int | None:
 
 
 class Live:
-    def __init__(self, client: Client, settings: Settings, templates: Jinja2Templates) -> None:
+    def __init__(self, client: Client, settings: WebSettings, templates: Jinja2Templates) -> None:
         self.client = client
         self.settings = settings
         self.templates = templates

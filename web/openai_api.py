@@ -56,7 +56,7 @@ from web.guard import Forbidden, Guard
 from web.openai_body import ChatBody, Conversation, Refusal, read_body
 from web.openai_options import OptionError, check_fields
 from web.pages import deliberation_url
-from web.settings import Settings
+from web.settings import WebSettings
 from workflows import client as deliberations
 from workflows.priority import Launch, Urgency
 from workflows.quota import Quota, QuotaExceeded
@@ -407,7 +407,7 @@ class StopWhenLeft(StreamingResponse):
 
 
 class OpenAIApi:
-    def __init__(self, client: Client, settings: Settings, guard: Guard) -> None:
+    def __init__(self, client: Client, settings: WebSettings, guard: Guard) -> None:
         self.client = client
         self.settings = settings
         self.guard = guard

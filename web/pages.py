@@ -59,7 +59,7 @@ from council.models import DeliberationRecord, DeliberationRequest
 from council.steering import HumanCritique, rounds_problem
 from web import markdown, reading, views
 from web.guard import SESSION_COOKIE, SESSION_SECONDS, Forbidden, Guard, sign_in_target
-from web.settings import Settings
+from web.settings import WebSettings
 from workflows import client as deliberations
 from workflows.priority import Launch
 from workflows.quota import QuotaExceeded
@@ -111,7 +111,7 @@ def templates() -> Jinja2Templates:
 
 class Pages:
     def __init__(
-        self, client: Client, settings: Settings, guard: Guard, templates: Jinja2Templates
+        self, client: Client, settings: WebSettings, guard: Guard, templates: Jinja2Templates
     ) -> None:
         self.client = client
         self.settings = settings
@@ -632,7 +632,7 @@ def _settings_of(record: DeliberationRecord | None) -> dict[str, str]:
     return {"models": "\n".join(record.models), "chairman": record.chairman}
 
 
-def council_choices(settings: Settings) -> tuple[list[str], dict[str, list[str]]]:
+def council_choices(settings: WebSettings) -> tuple[list[str], dict[str, list[str]]]:
     """The councils a user can pick, and each one's members."""
     names = councils.council_names(settings.config)
     return names, {

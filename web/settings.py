@@ -1,29 +1,50 @@
-"""The web server's settings, made once at start (web.__main__) from the process's
-settings (app.settings) and shared by its parts."""
+"""The web server's view of the process's settings (app.settings), made once at start
+(web.__main__) and shared by its parts: what the page, /v1 and the doctor page read, with
+what only the running server knows (the host names it answers to, council.toml, the
+Temporal address)."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
-from app.settings import Settings as Variables
+from app.settings import Settings
 from council.config import Config
-from web.guard import LOOPBACK_HOSTS
+from web import guard
 from workflows.quota import Quota
 
 
 @dataclass(frozen=True)
-class Settings:
-    task_queue: str
-    token: str | None = None
-    # COUNCIL_WEB_PUBLIC_READ (web.guard): reading needs no token.
-    public_read: bool = False
-    temporal_address: str = "localhost:7233"
-    # The Host names the server answers to (web.guard.allowed_hosts).
-    allowed_hosts: tuple[str, ...] = LOOPBACK_HOSTS
+class WebSettings:
+    # The COUNCIL_* settings the server started with.
+    variables: Settings
     # council.toml: the councils a user can pick.
-    config: Config = field(default_factory=Config)
-    # The COUNCIL_* settings the server started with (the default council, the UI's address).
-    variables: Variables = field(default_factory=Variables.read)
+    config: Config
+    temporal_address: str
+    # The Host names the server answers to (web.guard.allowed_hosts).
+    allowed_hosts: tuple[str, ...] = guard.LOOPBACK_HOSTS
+
+    @classmethod
+    def of(
+        cls, settings: Settings, host: str, config: Config, temporal_address: str
+    ) -> WebSettings:
+        """The view of a server on `host`; guard.ConfigError when a host name in
+        COUNCIL_WEB_ALLOWED_HOSTS cannot be used."""
+        hosts = guard.allowed_hosts(host, settings.web_allowed_hosts)
+        return cls(settings, config, temporal_address, hosts)
+
+    @property
+    def task_queue(self) -> str:
+        return self.variables.task_queue
+
+    @property
+    def token(self) -> str | None:
+        """COUNCIL_WEB_TOKEN: starting and stopping (and reading, unless public_read) need it."""
+        return self.variables.secret("web_token")
+
+    @property
+    def public_read(self) -> bool:
+        """COUNCIL_WEB_PUBLIC_READ (web.guard): reading needs no token."""
+        return self.variables.web_public_read
 
     @property
     def simulated(self) -> bool:
