@@ -89,6 +89,7 @@ FLAGS = (
     Flag(("token_budget",), "--token-budget"),
     Flag(("max_cost_usd",), "--max-cost", "USD"),
     Flag(("stop_on_convergence",), "--no-convergence-stop"),
+    Flag(("min_change_threshold",), "--min-change"),
     Flag(
         ("criteria",),
         "--criterion",

@@ -130,6 +130,9 @@ class IterationState(BaseModel):
     context_budget: int = DEFAULT_TOKEN_BUDGET
     quality_threshold: float = DEFAULT_QUALITY_THRESHOLD
     stop_on_convergence: bool = True
+    # A refinement with at most this share of new words, in the middle band of similarity,
+    # counts as unchanged (council.changes).
+    min_change_threshold: float = Field(default=NEW_WORD_RATIO, ge=0, le=1)
     # Cost in USD as the providers reported it (None: no call reported a cost).
     cost_usd: float | None = None
     max_cost_usd: float | None = None
@@ -162,6 +165,7 @@ def initialize_iteration_state(config: IterationConfig) -> IterationState:
         context_budget=config.context_budget,
         quality_threshold=config.quality_threshold,
         stop_on_convergence=config.auto_stop_on_convergence,
+        min_change_threshold=config.min_change_threshold,
         max_cost_usd=config.max_cost_usd,
     )
 

@@ -22,6 +22,7 @@ from council import limits
 from council.agreement import Agreement, AgreementTrend
 from council.attachments import Attachment, AttachmentEntry, attachments_problem
 from council.calls import ChatMessage, ModelCall, Stage, TokenUsage
+from council.changes import NEW_WORD_RATIO
 from council.iteration import (
     DEFAULT_MAX_ROUNDS,
     DEFAULT_MIN_ROUNDS,
@@ -174,6 +175,13 @@ class DeliberationRequest(BaseModel):
     stop_on_convergence: bool = Field(
         default=True, description="stop refining once no model changed its answer"
     )
+    min_change_threshold: float = Field(
+        default=NEW_WORD_RATIO,
+        ge=0,
+        le=1,
+        description="the share of new words above which a refinement that reads much like "
+        "the answer before it counts as a change",
+    )
     criteria: EvaluationCriteria | None = Field(
         default=None, description="what reviewers judge answers on"
     )
@@ -315,6 +323,7 @@ class DeliberationRequest(BaseModel):
             max_rounds=self.max_rounds,
             min_rounds=self.min_rounds,
             auto_stop_on_convergence=self.stop_on_convergence,
+            min_change_threshold=self.min_change_threshold,
             quality_threshold=self.quality_threshold,
             context_budget=self.token_budget,
             max_cost_usd=self.max_cost_usd,

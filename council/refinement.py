@@ -373,6 +373,7 @@ async def stage2_5_refine_responses(
             task,
             contents.get(task.model),
             error=None if contents.get(task.model) else "the refinement call failed",
+            min_change=iteration_state.min_change_threshold,
         )
         for task in tasks
     ]

@@ -39,6 +39,7 @@ KEY_SETTINGS = {
     "token_budget",
     "max_cost_usd",
     "stop_on_convergence",
+    "min_change_threshold",
     "criteria",
     "temperature",
     "max_tokens",

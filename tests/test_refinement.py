@@ -11,12 +11,16 @@ import pytest
 from activities import direct
 from council.iteration import (
     CritiqueItem,
+    IterationConfig,
     IterationRound,
     IterationState,
     RefinementResult,
+    TerminationReason,
+    initialize_iteration_state,
+    should_continue_iteration,
     start_new_round,
 )
-from council.models import Criterion, EvaluationCriteria
+from council.models import Criterion, DeliberationRequest, EvaluationCriteria
 from council.prompts import build_refinement_prompt, refinement_prompt
 from council.refinement import (
     RefinementTask,
@@ -119,6 +123,52 @@ async def test_a_failed_refinement_call_keeps_the_original_answer():
     ]
     assert round_data.models_that_changed == []
     assert {r.error for r in round_data.refinements} == {"the refinement call failed"}
+
+
+PLAIN = (
+    "Python is a general purpose programming language that reads like plain English and "
+    "runs almost everywhere"
+)
+
+
+async def refine_with_a_fifth_new(config: IterationConfig) -> tuple[IterationState, list[str]]:
+    """One round where gpt-4 adds four words to its sixteen (a fifth of its words new, the
+    text still much like it was) and claude keeps its answer; the state and who changed."""
+
+    async def query_models(prompts):
+        return {
+            "gpt-4": {"content": PLAIN + " on small servers too"},
+            "claude": {"content": "Another answer about Python"},
+        }
+
+    state = initialize_iteration_state(config)
+    stage1 = [{"model": "gpt-4", "response": PLAIN}, STAGE1[1]]
+    _, round_data = await stage2_5_refine_responses(
+        "What is Python?", stage1, STAGE2, LABELS, state, query_models=query_models, now=NOW
+    )
+    return state, round_data.models_that_changed
+
+
+async def test_the_change_threshold_decides_what_counts_as_a_change():
+    # The default (a tenth of the words new) counts gpt-4's refinement as a change: the
+    # loop goes on.
+    state, changed = await refine_with_a_fifth_new(IterationConfig(max_rounds=3, min_rounds=1))
+    assert changed == ["gpt-4"]
+    assert should_continue_iteration(state) == (True, None)
+    # At half the words, the same refinement is no change: nothing changed, the models
+    # have converged.
+    state, changed = await refine_with_a_fifth_new(
+        IterationConfig(max_rounds=3, min_rounds=1, min_change_threshold=0.5)
+    )
+    assert changed == []
+    assert should_continue_iteration(state) == (False, TerminationReason.CONVERGENCE)
+
+
+def test_the_request_carries_the_change_threshold_to_the_loop():
+    request = DeliberationRequest(question="Q", models=["a/x", "b/y"], min_change_threshold=0.5)
+    assert initialize_iteration_state(request.iteration_config()).min_change_threshold == 0.5
+    default = DeliberationRequest(question="Q", models=["a/x", "b/y"])
+    assert initialize_iteration_state(default.iteration_config()).min_change_threshold == 0.1
 
 
 async def test_the_specification_function_calls_the_models_over_http(sim, monkeypatch):

@@ -8,6 +8,7 @@ record over the histories of the version it runs at."""
 from __future__ import annotations
 
 import asyncio
+import re
 from pathlib import Path
 
 import pytest
@@ -20,7 +21,10 @@ from workflows.deliberation import Deliberation
 
 pytestmark = pytest.mark.fast
 
+ROOT = Path(__file__).parent.parent
 HISTORIES = sorted((Path(__file__).parent / "histories").glob("*.json"))
+# Where the image of a build is named by its tag: the tag is the package's version.
+IMAGE_TAGGED = ("docker-compose.yml", "Dockerfile", "docs/deployment.md")
 
 
 def test_histories_are_committed() -> None:
@@ -61,3 +65,15 @@ def test_the_recorder_refuses_to_record_over_its_own_build(tmp_path: Path) -> No
     # A new build, or a scenario with no history yet, is recorded.
     assert refusal(tmp_path, ["invalid_request"], f"{build}.1") is None
     assert refusal(tmp_path, ["quality_threshold_met"], build) is None
+
+
+def test_the_image_tags_are_the_package_version() -> None:
+    """The image a deployment runs is tagged with its build: a new version is a new tag."""
+    version = deployment.package_version()
+    tags = {
+        name: sorted(set(re.findall(r"\bcouncil:([\w.\-]+)", (ROOT / name).read_text())))
+        for name in IMAGE_TAGGED
+    }
+    assert all(tags.values()), f"no council:VERSION tag in {tags}"
+    others = {name: found for name, found in tags.items() if found != [version]}
+    assert not others, f"image tags not of version {version} (pyproject.toml's): {others}"

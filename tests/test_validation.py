@@ -101,6 +101,13 @@ def test_threshold_at_the_bounds_is_fine(threshold):
     assert validate_request({**BASE, "quality_threshold": threshold}).quality_threshold == threshold
 
 
+@pytest.mark.parametrize("threshold", [-0.1, 1.5])
+def test_change_threshold_outside_zero_to_one(threshold):
+    assert reason(min_change_threshold=threshold) == (
+        f"min_change_threshold must be between 0 and 1 (got {threshold})"
+    )
+
+
 @pytest.mark.parametrize("budget", [0, -100])
 def test_non_positive_budget(budget):
     message = reason(token_budget=budget)

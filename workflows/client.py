@@ -34,6 +34,8 @@ from temporalio.client import (
     WorkflowExecutionStatus,
     WorkflowFailureError,
     WorkflowHandle,
+    WorkflowQueryFailedError,
+    WorkflowQueryRejectedError,
     WorkflowUpdateFailedError,
     WorkflowUpdateHandle,
     WorkflowUpdateRPCTimeoutOrCancelledError,
@@ -748,9 +750,10 @@ async def follow(
     seen (from `since`), each time there are new ones and every POLL_SECONDS between (for
     readers of what is being written); None while no worker answers. Every reader of a run
     in this process shares one follower, which waits on the run (Deliberation.wait_progress)
-    rather than asking it on a clock."""
+    rather than asking it on a clock; the run is named by its run id, which no other run of
+    any server has."""
     offset = since
-    key = (id(handle._client), handle._client.namespace, handle.id)
+    key = (handle.id, (await handle.describe()).run_id)
     async with aclosing(_followers.subscribe(key, lambda: _follow_run(handle))) as seen_all:
         async for seen in seen_all:
             if seen.progress is None:
@@ -761,13 +764,23 @@ async def follow(
             yield seen.progress.model_copy(update={"events": fresh})
 
 
+# What an ask of a run can end in besides its answer: no worker took it in time (the SDK's
+# timeout, or ours), or the run closed under it.
+_ASK_ERRORS = (
+    TimeoutError,
+    WorkflowUpdateFailedError,
+    WorkflowUpdateRPCTimeoutOrCancelledError,
+    RPCError,
+)
+
+
 async def _follow_run(handle: WorkflowHandle[Any, Any]) -> AsyncIterator[_Seen]:
     """A run's one follower in this process: every event once, from the first. It reads
     where the run is with the progress query (no history), then waits with the
     wait_progress update for each next batch of events (a few history events each, the
     same however many read it: an ask is named by its offset, so that the followers of
-    other processes share it too); with a build that has no such update, it asks the
-    query every POLL_SECONDS. The run closed: the rest by the query, and the end."""
+    other processes share it too). An ask no worker takes says None (waiting) and is asked
+    again; once the run has closed, the rest comes by the query, and the end."""
     events: list[ProgressEvent] = []
     current: Progress | None = None
 
@@ -781,28 +794,21 @@ async def _follow_run(handle: WorkflowHandle[Any, Any]) -> AsyncIterator[_Seen]:
         current = progress
         return _Seen(events, len(events), progress)
 
-    waits = True  # the run's build answers wait_progress
     progress = await _progress_query(handle, 0)
+    if progress is None and not await _running(handle):
+        return  # closed, and no worker answers for it
+    failed = False
     while True:
-        if progress is not None:
-            yield seen(progress)
-            if progress.finished:
-                return
-            await asyncio.sleep(POLL_SECONDS)  # the events of this moment come in one answer
-        else:
-            if not await _running(handle):
-                return
-            yield seen(None)
-            await asyncio.sleep(POLL_SECONDS * 2)
-            if current is None and not events:
-                progress = await _progress_query(handle, 0)
-                continue
+        if failed and not await _running(handle):
+            last = await _progress_query(handle, len(events))
+            if last is not None:
+                yield seen(last)
+            return
+        yield seen(progress)
+        if progress is not None and progress.finished:
+            return
+        await asyncio.sleep(POLL_SECONDS)  # the events of this moment come in one answer
         since = len(events)
-        if not waits:
-            progress = await _progress_query(handle, since)
-            if progress is None and not await _running(handle):
-                return
-            continue
         try:
             asked = await _within(
                 handle.start_update(
@@ -813,18 +819,8 @@ async def _follow_run(handle: WorkflowHandle[Any, Any]) -> AsyncIterator[_Seen]:
                 ),
                 QUERY_TIMEOUT.total_seconds(),
             )
-        except WorkflowUpdateFailedError:  # refused: a build without it
-            waits = False
-            progress = await _progress_query(handle, since)
-            continue
-        except (TimeoutError, WorkflowUpdateRPCTimeoutOrCancelledError, RPCError):
-            # No worker took it in time, or the run closed.
-            if not await _running(handle):
-                last = await _progress_query(handle, since)
-                if last is not None:
-                    yield seen(last)
-                return
-            progress = None
+        except _ASK_ERRORS:
+            progress, failed = None, True
             continue
         answer = asyncio.ensure_future(_answer(asked))
         try:
@@ -836,14 +832,9 @@ async def _follow_run(handle: WorkflowHandle[Any, Any]) -> AsyncIterator[_Seen]:
                     yield seen(await _progress_query(handle, len(events)))
                 else:
                     yield _Seen(events, len(events), current)
-            progress = answer.result()
-        except (WorkflowUpdateFailedError, WorkflowUpdateRPCTimeoutOrCancelledError, RPCError):
-            if not await _running(handle):
-                last = await _progress_query(handle, len(events))
-                if last is not None:
-                    yield seen(last)
-                return
-            progress = current
+            progress, failed = answer.result(), False
+        except _ASK_ERRORS:
+            progress, failed = current, True
         finally:
             if not answer.done():
                 answer.cancel()
@@ -878,7 +869,7 @@ async def _progress_query(handle: WorkflowHandle[Any, Any], since: int) -> Progr
         progress: Progress = await handle.query(
             Deliberation.progress, since, rpc_timeout=QUERY_TIMEOUT
         )
-    except Exception:
+    except (RPCError, WorkflowQueryFailedError, WorkflowQueryRejectedError):
         return None
     return progress
 

@@ -228,6 +228,7 @@ class Deliberation:
                 task,
                 replies[task.model].content if task.model in replies else None,
                 error=None if task.model in replies else missing.get(task.model, "stopped"),
+                min_change=self.state.min_change_threshold,
                 ending=replies[task.model].ending if task.model in replies else None,
                 late=self.calls.was_cut(Stage.REFINE, n, task.model),
                 prompt=asked[task.model][0].text,

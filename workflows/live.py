@@ -289,7 +289,12 @@ class Live:
                 record.rounds[-1] = record.rounds[-1].model_copy(update={"reviews": read})
         elif stage == Stage.REFINE and record.rounds and not record.rounds[-1].refinements:
             refined = [
-                refinement_result(self.tasks[m], r.content, ending=r.ending)
+                refinement_result(
+                    self.tasks[m],
+                    r.content,
+                    min_change=request.min_change_threshold,
+                    ending=r.ending,
+                )
                 for m, r in replies
                 if m in self.tasks
             ]
