@@ -19,6 +19,7 @@ import pytest
 
 from app.record_view import RecordView, record_view
 from app.render import view_markdown
+from council.attachments import CutFor
 from council.models import DeliberationRecord
 from council.thread import ContextSummary
 from mcp_server.results import finished_view
@@ -66,12 +67,15 @@ def everything() -> DeliberationRecord:
     """One record with a part of every kind: the stragglers' run, with the others' failed
     calls, steering, stop, attachment and earlier turns."""
     cut, failing, steered, stopped, attached, _ = (recorded(name) for name in RECORDED)
+    [attachment] = attached.attachments
+    # Its text cut to fit one member's context window.
+    cut_to_fit = CutFor(model="sim/atlas", stage="stage1", kept_chars=1200, chars=5300)
     return follow_up(cut).model_copy(
         update={
             "errors": failing.errors,
             "steering": steered.steering,
             "stop_reason": stopped.stop_reason,
-            "attachments": attached.attachments,
+            "attachments": [attachment.model_copy(update={"cut": [cut_to_fit]})],
         }
     )
 
