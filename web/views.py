@@ -271,15 +271,15 @@ def where_line(
     round_number: int,
     max_rounds: int,
     min_rounds: int,
-    record: DeliberationRecord | None,
+    view: RecordView | None,
 ) -> str:
     """Where a running deliberation is, in one line: the stage, the refinement round once
     one runs, and the tokens and cost so far."""
     parts = [stage.heading if stage else "starting"]
     if round_number and stage in (Stage.REFINE, Stage.REVIEW):
         parts.append(f"refinement round {round_number} of {max_rounds} (at least {min_rounds})")
-    if record is not None:
-        parts.append(record_view(record).usage.short)
+    if view is not None:
+        parts.append(view.usage.short)
     return " · ".join(parts)
 
 
