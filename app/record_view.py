@@ -540,11 +540,6 @@ class RecordView:
         first = [self.first_review] if self.first_review else []
         return first + [r.review for r in self.rounds if r.review is not None]
 
-    @property
-    def labels(self) -> dict[str, str]:
-        """model -> its anonymous label."""
-        return {a.model: a.label for a in self.answers if a.label}
-
 
 def _context(record: DeliberationRecord) -> ContextView | None:
     context = record.context

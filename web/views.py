@@ -313,13 +313,12 @@ class Turn:
     @property
     def stopping(self) -> bool:
         return self.running and (
-            self.stop_requested or (self.record is not None and self.record.stop_reason is not None)
+            self.stop_requested or (self.view is not None and self.view.stop_reason is not None)
         )
 
     @property
     def shown(self) -> str:
-        reason = self.record.iteration.terminated_reason if self.record else None
-        return shown_status(self.status, reason, self.stopping)
+        return shown_status(self.status, self.view.ended if self.view else None, self.stopping)
 
     @property
     def question(self) -> str:
@@ -333,8 +332,7 @@ class Turn:
 
     @property
     def final(self) -> str | None:
-        record = self.record
-        return record.stage3.response if record and record.stage3 else None
+        return self.view.final.text if self.view and self.view.final else None
 
     @property
     def steerable(self) -> bool:
@@ -350,13 +348,7 @@ class Turn:
     @property
     def critique_models(self) -> list[str]:
         """The members that answered: those a critique can be addressed to."""
-        return [r.model for r in self.record.stage1] if self.record else []
-
-    @property
-    def verdict(self) -> str | None:
-        """How far the council agreed in its final review, in one line."""
-        agreement = self.view.agreement if self.view else None
-        return agreement.verdict if agreement is not None else None
+        return [answer.model for answer in self.view.answers] if self.view else []
 
     def writing(self, stage: Stage, round_number: int | None = None) -> list[Call]:
         """The calls of this stage (and round) still under way: not yet in the record."""
