@@ -2,15 +2,18 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 
-from council.agreement import verdict
-from council.calls import Stage
-from council.labels import labels_shown_to
+from app.record_view import (
+    ContextView,
+    Matrix,
+    RecordView,
+    RoundView,
+    UsageView,
+    record_view,
+)
 from council.models import DeliberationRecord
 from council.progress import EventKind, ProgressEvent
-from council.reviews import readable_review
-from council.stages import Ending
 
 
 def _where(event: ProgressEvent) -> str:
@@ -24,13 +27,6 @@ def event_line(event: ProgressEvent) -> str:
     where = _where(event)
     line = _LINES.get(event.kind)
     return line(event, where) if line else f"{event.kind.value} {where} {event.message}".strip()
-
-
-def _cut(result: Ending) -> str:
-    """How a stored reply ended, when it was cut."""
-    if result.cut_by_token_limit:
-        return " (cut by the token limit)"
-    return " (cut at the size cap)" if result.truncated else ""
 
 
 def _model_complete(event: ProgressEvent, where: str) -> str:
@@ -106,116 +102,96 @@ def _fmt(value: float | None, pattern: str = "{:.2f}") -> str:
     return "-" if value is None else pattern.format(value)
 
 
-def _usage_line(record: DeliberationRecord) -> str:
-    usage = record.usage
-    estimated = f" ({usage.estimated_calls} estimated)" if usage.estimated_calls else ""
-    return (
-        f"{usage.total_tokens:,} tokens ({usage.prompt_tokens:,} prompt, "
-        f"{usage.completion_tokens:,} completion) in {usage.calls} calls{estimated}"
-        f" · {usage.cost_line()}"
-    )
+def _cut(note: str | None) -> str:
+    return f" ({note})" if note else ""
+
+
+def _ratings(ratings: Mapping[str, float]) -> str:
+    return ", ".join(f"{label} {rating:g}" for label, rating in ratings.items())
 
 
 def record_markdown(record: DeliberationRecord) -> str:
     """The whole record, final answer first."""
-    reason = record.iteration.terminated_reason or "-"
-    rounds = record.iteration.rounds_completed
+    return view_markdown(record_view(record))
+
+
+def view_markdown(view: RecordView) -> str:
+    """A record's view as Markdown (model text as written, as a transcript keeps it)."""
     out = [
-        f"# Council deliberation `{record.id}`",
+        f"# Council deliberation `{view.id}`",
         "",
-        f"**Question:** {record.query}",
+        f"**Question:** {view.question}",
         "",
-        f"**Status:** {record.status} · ended: {reason} after {rounds} refinement round(s)"
-        + (f" · stop: {record.stop_reason}" if record.stop_reason else ""),
+        f"**Status:** {view.status} · ended: {view.ended or '-'} after "
+        f"{view.rounds_completed} refinement round(s) of {view.min_rounds} to "
+        f"{view.max_rounds} · quality threshold {view.quality_threshold}/5"
+        + (f" · stop: {view.stop_reason}" if view.stop_reason else ""),
         "",
-        f"**Usage:** {_usage_line(record)}",
+        f"**Usage:** {view.usage.line}",
         "",
     ]
-    if record.agreement is not None:
-        trend = record.agreement_trend
-        raised = (
-            f" (review by review: {' → '.join(level or '-' for level in trend.levels)})"
-            if trend is not None and len(trend.levels) > 1
-            else ""
-        )
-        out += [f"**Verdict:** {verdict(record.agreement)}{raised}", ""]
-    if record.context:
-        context = record.context
-        unnamed = context.dropped_count - len(context.dropped)
-        dropped = f"; left out: {', '.join(context.dropped)}" if context.dropped else ""
-        dropped += f" and {unnamed} older turn(s)" if unnamed > 0 else ""
-        cut = "; the last turn cut to fit" if context.cut else ""
-        origin = (
-            f"**Follow-up of** `{record.follow_up_of}` in thread `{record.thread_id}`"
-            if record.follow_up_of
-            else "**A conversation the client brought**"
-        )
-        out += [
-            f"{origin}: {len(context.turns)} earlier turn(s) in the prompts ({context.tokens} of "
-            f"{context.max_tokens} tokens){dropped}{cut}",
-            "",
-        ]
-    if record.attachments:
+    if view.agreement is not None:
+        trend = view.agreement.trend
+        raised = f" (review by review: {' → '.join(trend)})" if trend else ""
+        out += [f"**Verdict:** {view.agreement.verdict}{raised}", ""]
+    if view.context:
+        out += [_context_line(view.context), ""]
+    if view.attachments:
         out += ["## Attachments", ""]
-        for attachment in record.attachments:
-            cut = attachment.cuts_line()
+        for attachment in view.attachments:
             out.append(
-                f"- {attachment.described()} · sha256 {attachment.sha256}"
-                + (f" · cut to fit a context window: {cut}" if cut else "")
+                f"- {attachment.described} · sha256 {attachment.sha256}"
+                + (f" · cut to fit a context window: {attachment.cuts}" if attachment.cuts else "")
             )
         out.append("")
-    for action in record.steering:
-        if action.kind == "max_rounds":
+    for action in view.steering:
+        if action.max_rounds is not None:
             what = f"set the maximum rounds to {action.max_rounds}"
         else:
-            where = (
-                f"handed over in round {action.delivered_in_round}"
-                if action.delivered_in_round
-                else "never handed over"
-            )
-            what = f"added a critique of {action.model} ({where}): {action.text}"
-        out += [f"**Steering** (during round {action.during_round}): the user {what}", ""]
-    if record.stage3:
+            what = f"added a critique of {action.model} ({action.handed}): {action.text}"
+        out += [f"**Steering** ({action.when}): the user {what}", ""]
+    if view.final:
         out += [
-            f"## Final answer (chairman: {record.stage3.model}){_cut(record.stage3)}",
+            f"## Final answer (chairman: {view.final.chairman}){_cut(view.final.cut)}",
             "",
-            record.stage3.response,
+            view.final.text,
             "",
         ]
     else:
-        out += [
-            "## Final answer",
-            "",
-            "_Not written yet._" if record.status == "running" else "_None._",
-            "",
-        ]
+        out += ["## Final answer", "", "_Not written yet._" if view.running else "_None._", ""]
 
-    labels = {model: label for label, model in record.label_to_model.items()}
     out += [
         "## Council",
         "",
         "| model | label | mean peer rating | lowest rating | average rank | rated by |",
         "| --- | --- | --- | --- | --- | --- |",
     ]
-    for entry in record.aggregate_rankings:
+    for member in view.members:
         out.append(
-            f"| {entry.model} | {entry.label} | {_fmt(entry.mean_rating)} | "
-            f"{_fmt(entry.lowest_rating, '{:g}')} | {_fmt(entry.average_rank)} | "
-            f"{entry.ratings_count} |"
+            f"| {member.model} | {member.label or 'dropped'} | {_fmt(member.mean_rating)} | "
+            f"{_fmt(member.lowest_rating, '{:g}')} | {_fmt(member.average_rank)} | "
+            f"{member.rated_by} |"
         )
-    for model in record.models:
-        if model not in labels:
-            out.append(f"| {model} | dropped | - | - | - | 0 |")
     out.append("")
 
     out += ["## Stage 1: answers", ""]
-    for result in record.stage1:
-        head = f"### {result.model} ({labels.get(result.model, '-')}){_cut(result)}"
-        out += [head, "", result.response, ""]
+    for answer in view.answers:
+        out += [
+            f"### {answer.model} ({answer.label or '-'}){_cut(answer.cut)}",
+            "",
+            answer.text,
+            "",
+        ]
+    for cut in view.cut_answers:
+        out += [
+            f"### {cut.model} ({cut.note})",
+            "",
+            "_No answer: the straggler rule cut its call._",
+            "",
+        ]
 
     out += ["## Stage 2: reviews", ""]
-    for review in record.stage2:
-        ratings = ", ".join(f"{label} {rating:g}" for label, rating in review.ratings.items())
+    for review in view.first_review.reviews if view.first_review else []:
         inferred = " (inferred from the ranking)" if review.ratings_inferred else ""
         shown = (
             f" · shown in the order {', '.join(review.presented_order)}"
@@ -223,73 +199,105 @@ def record_markdown(record: DeliberationRecord) -> str:
             else ""
         )
         out += [
-            f"### Review by {review.model}{_cut(review)}",
+            f"### Review by {review.model}{_cut(review.cut)}",
             "",
-            f"Ranking: {' > '.join(review.parsed_ranking) or '-'} · "
-            f"ratings: {ratings or '-'}{inferred}{shown} · read as {review.read_as}",
+            f"Ranking: {' > '.join(review.ranking) or '-'} · "
+            f"ratings: {_ratings(review.ratings) or '-'}{inferred}{shown} · "
+            f"read as {review.read_as}",
             "",
-            readable_review(review.ranking, labels_shown_to(review.model, record.label_to_model)),
-            "",
-        ]
-
-    for round_data in record.rounds:
-        out += [
-            f"## Round {round_data.round_number}: "
-            ""
-            f"{len(round_data.models_that_changed)} changed, "
-            f"{len(round_data.models_unchanged)} unchanged",
+            review.text,
             "",
         ]
-        for refinement in round_data.refinements:
-            if refinement.error:
-                status = f"kept its answer ({refinement.error})"
-            elif refinement.changes_made:
-                status = refinement.change_summary or "changed"
-            else:
-                status = "no significant change"
-            confidence = (
-                f" · confidence {refinement.confidence:.2f}"
-                if refinement.confidence is not None
-                else ""
-            )
-            out += [
-                f"### {refinement.model}: {status}{confidence}{_cut(refinement)}",
-                "",
-                f"Critiques addressed: {len(refinement.critiques_addressed)}"
-                + (
-                    f" · accepted {len(refinement.critiques_accepted)}"
-                    if refinement.critiques_accepted
-                    else ""
-                )
-                + (
-                    f" · rejected {len(refinement.critiques_rejected)}"
-                    if refinement.critiques_rejected
-                    else ""
-                ),
-                "",
-            ]
-            if refinement.reasoning_steps:
-                out += [
-                    f"{i}. {step}" for i, step in enumerate(refinement.reasoning_steps, start=1)
-                ]
-                out.append("")
-            out += [refinement.refined_response, ""]
-        if round_data.reviews:
-            out.append(
-                "Ratings after the round: "
-                + "; ".join(
-                    f"{r.model}: " + ", ".join(f"{label} {v:g}" for label, v in r.ratings.items())
-                    for r in round_data.reviews
-                )
-            )
-            out.append("")
+    out += _late_reviewers(view.first_review)
 
-    if record.late:
+    for round_view in view.rounds:
+        out += _round_markdown(round_view)
+
+    out += _usage_markdown(view.usage)
+    if view.late:
         out += ["## Late calls (cut by the straggler rule)", ""]
-        out += [f"- {late.describe()}" for late in record.late]
+        out += [f"- {late}" for late in view.late]
         out.append("")
-    if record.errors:
+    if view.failed:
         out += ["## Failed calls", ""]
-        out += [f"- {Stage(e.stage).place(e.round)}: {e.describe()}" for e in record.errors]
+        out += [f"- {f.line}" for f in view.failed]
         out.append("")
     return "\n".join(out)
+
+
+def _usage_markdown(usage: UsageView) -> list[str]:
+    out = ["## Usage", ""]
+    for title, rows in usage.tables:
+        out += [
+            f"| {title.lower()} | calls | prompt | completion | total | cost |",
+            "| --- | --- | --- | --- | --- | --- |",
+        ]
+        for row in rows:
+            name = row.name + (f" ({row.note})" if row.note else "")
+            t = row.totals
+            if t is None:
+                out.append(f"| {name} | 0 | - | - | - | - |")
+                continue
+            cost = "not reported" if t.cost_usd is None else f"${t.cost_usd:.4f}"
+            out.append(
+                f"| {name} | {t.calls} | {t.prompt_tokens:,} | {t.completion_tokens:,} | "
+                f"{t.total_tokens:,} | {cost} |"
+            )
+        out.append("")
+    return out
+
+
+def _context_line(context: ContextView) -> str:
+    dropped = f"; left out: {', '.join(context.dropped)}" if context.dropped else ""
+    dropped += f" and {context.unnamed} older turn(s)" if context.unnamed else ""
+    cut = "; the last turn cut to fit" if context.cut else ""
+    origin = (
+        f"**Follow-up of** `{context.follow_up_of}` in thread `{context.thread_id}`"
+        if context.follow_up_of
+        else "**A conversation the client brought**"
+    )
+    return (
+        f"{origin}: {context.turns} earlier turn(s) in the prompts ({context.tokens} of "
+        f"{context.max_tokens} tokens){dropped}{cut}"
+    )
+
+
+def _late_reviewers(review: Matrix | None) -> list[str]:
+    if review is None or not review.late:
+        return []
+    return [*(f"- {model}: no review, {note}" for model, note in review.late), ""]
+
+
+def _round_markdown(round_view: RoundView) -> list[str]:
+    head = (
+        f"{len(round_view.changed)} changed, {len(round_view.unchanged)} unchanged"
+        if round_view.complete
+        else "under way"
+    )
+    out = [f"## Round {round_view.number}: {head}", ""]
+    for refinement in round_view.refinements:
+        confidence = (
+            f" · confidence {refinement.confidence:.2f}"
+            if refinement.confidence is not None
+            else ""
+        )
+        out += [
+            f"### {refinement.model}: {refinement.verdict}{confidence}{_cut(refinement.cut)}",
+            "",
+            f"Critiques addressed: {refinement.addressed}"
+            + (f" · accepted {len(refinement.accepted)}" if refinement.accepted else "")
+            + (f" · rejected {len(refinement.rejected)}" if refinement.rejected else ""),
+            "",
+        ]
+        if refinement.reasoning_steps:
+            out += [f"{i}. {step}" for i, step in enumerate(refinement.reasoning_steps, start=1)]
+            out.append("")
+        out += [refinement.text, ""]
+    review = round_view.review
+    if review is not None and review.reviews:
+        out += [
+            "Ratings after the round: "
+            + "; ".join(f"{r.model}: {_ratings(r.ratings)}" for r in review.reviews),
+            "",
+        ]
+    return out + _late_reviewers(review)

@@ -7,9 +7,10 @@ from __future__ import annotations
 from mcp.types import CallToolResult, TextContent
 from pydantic import BaseModel, Field
 
-from council.agreement import Agreement, verdict
+from app.record_view import RecordView, record_view
+from council.agreement import Agreement
 from council.models import DeliberationRecord
-from council.progress import Progress, shown_status
+from council.progress import Progress
 
 
 class DeliberationState(BaseModel):
@@ -38,6 +39,19 @@ class DeliberationState(BaseModel):
         description="once completed: how far the final review agreed (level, alpha, Kendall's "
         "W, each answer's ratings, the dissents with their critiques)",
     )
+    chairman: str | None = Field(default=None, description="the member that wrote the answer")
+    rounds_completed: int | None = Field(
+        default=None, description="once completed: the refinement rounds run"
+    )
+    stop_reason: str | None = Field(default=None, description="the user's stop, with its reason")
+    late: list[str] = Field(
+        default_factory=list,
+        description="the calls the straggler rule cut: whose, where, after how long, and what "
+        "that did (a member whose answer was cut took no further part)",
+    )
+    failed: list[str] = Field(
+        default_factory=list, description="the calls that failed for good: where, whose, why"
+    )
 
 
 def _result(state: DeliberationState, *texts: str) -> CallToolResult:
@@ -52,30 +66,38 @@ def problem(message: str) -> CallToolResult:
     return CallToolResult(content=[TextContent(text=message)], is_error=True)
 
 
-def summary_line(record: DeliberationRecord) -> str:
-    """ "ID · ended: REASON · N tokens in M calls · cost $X"."""
-    usage = record.usage
-    return (
-        f"{record.id} · ended: {record.iteration.terminated_reason or '-'} · "
-        f"{usage.total_tokens:,} tokens in {usage.calls} calls · {usage.cost_line()}"
-        + (f" · {verdict(record.agreement)}" if record.agreement is not None else "")
+def summary_line(view: RecordView) -> str:
+    """ "ID · ended: REASON · N tokens in M calls · cost $X · agreement ..."."""
+    return f"{view.id} · ended: {view.ended or '-'} · {view.usage.short}" + (
+        f" · {view.agreement.verdict}" if view.agreement is not None else ""
     )
 
 
 def finished(record: DeliberationRecord) -> CallToolResult:
     """A completed deliberation (stopped, when it ended on a stop): its final answer, then
     the summary line."""
-    answer = record.stage3.response if record.stage3 else None
+    return finished_view(record_view(record))
+
+
+def finished_view(view: RecordView) -> CallToolResult:
+    """A record's view as a tool returns it: the final answer, then the summary line; the
+    same as data."""
+    answer = view.final.text if view.final else None
     state = DeliberationState(
-        id=record.id,
-        status=shown_status("completed", record.iteration.terminated_reason),
+        id=view.id,
+        status=view.status,
         answer=answer,
-        terminated_reason=record.iteration.terminated_reason,
-        total_tokens=record.usage.total_tokens,
-        calls=record.usage.calls,
-        cost_usd=record.usage.cost_usd,
-        summary=summary_line(record),
-        agreement=record.agreement,
+        terminated_reason=view.ended,
+        total_tokens=view.usage.total_tokens,
+        calls=view.usage.calls,
+        cost_usd=view.usage.cost_usd,
+        summary=summary_line(view),
+        agreement=view.agreement.agreement if view.agreement else None,
+        chairman=view.final.chairman if view.final else None,
+        rounds_completed=view.rounds_completed,
+        stop_reason=view.stop_reason,
+        late=view.late,
+        failed=[f.line for f in view.failed],
     )
     return _result(state, answer or "(no synthesis)", state.summary)
 

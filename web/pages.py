@@ -99,13 +99,10 @@ def deliberation_url(workflow: str, suffix: str = "") -> str:
 
 def templates() -> Jinja2Templates:
     found = Jinja2Templates(directory=HERE / "templates")
-    found.env.globals["stage_title"] = views.stage_title
     found.env.globals["deliberation_url"] = deliberation_url
     found.env.filters["markdown"] = markdown.render
     found.env.globals["shown_status"] = views.shown_status
-    found.env.globals["usage_tables"] = views.usage_tables
     found.env.globals["attachment_limits"] = ATTACHMENT_LIMITS
-    found.env.globals["size_text"] = limits.size_text
     return found
 
 

@@ -80,7 +80,7 @@ async def read_turn(
     turn.events = [(e.seq, event_line(e)) for e in events]
     if progress is not None:
         turn.where = views.where_line(
-            progress.stage, progress.round, progress.max_rounds, progress.min_rounds, record
+            progress.stage, progress.round, progress.max_rounds, progress.min_rounds, turn.view
         )
     else:
         turn.where = deliberations.WAITING

@@ -8,23 +8,20 @@ import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
-from difflib import SequenceMatcher
 from typing import Any
 
 from app import front_door
 from app.attachments import Attached
+from app.record_view import RecordView, record_view, review_matrices, review_matrix, word_diff
 from app.settings import Settings
-from council.agreement import Agreement, Dissent, verdict
 from council.calls import Stage
 from council.config import Config
-from council.iteration import CritiqueItem, IterationRound, RefinementResult
-from council.labels import labels_shown_to
-from council.models import DeliberationRecord, DeliberationRequest, UsageTotals
+from council.models import DeliberationRecord, DeliberationRequest
 from council.progress import EventKind, ProgressEvent, shown_status
-from council.reviews import read_review, readable_review
-from council.stages import Stage2Result
-from council.stragglers import LateCall
 from council.validation import Loc
+
+# The record's view is app.record_view's; the names a page's reader knows stay here too.
+__all__ = ["review_matrices", "review_matrix", "shown_status", "word_diff"]
 
 # ---- the start form -----------------------------------------------------------------------
 
@@ -126,203 +123,6 @@ class TypedCritique:
 
     model: str
     text: str
-
-
-# ---- reviews ------------------------------------------------------------------------------
-
-
-@dataclass
-class Cell:
-    rating: float | None
-    critique: str
-
-
-@dataclass
-class Matrix:
-    """Reviewer x answer: each rating, with the critique that came with it."""
-
-    title: str
-    answers: list[tuple[str, str]]  # (label, model), in label order
-    rows: list[tuple[str, dict[str, Cell]]]  # (reviewer, label -> cell)
-    orders: dict[str, list[str]]  # reviewer -> the order it was shown the answers in
-    reviews: list[Stage2Result] = field(default_factory=list)  # the texts, as written
-    key: str = ""  # names the review on the page (what stays open as the page refreshes)
-    agreement: Agreement | None = None  # how far this review agreed
-    dissents: dict[tuple[str, str], Dissent] = field(default_factory=dict)  # (reviewer, label)
-    # (reviewer, "cut as late after 8.6 s"): the members whose review the straggler rule cut
-    late: list[tuple[str, str]] = field(default_factory=list)
-    # reviewer -> its review as a person reads it (one given as JSON, written out)
-    texts: dict[str, str] = field(default_factory=dict)
-
-    @property
-    def verdict(self) -> str | None:
-        return verdict(self.agreement) if self.agreement is not None else None
-
-
-def review_matrix(
-    title: str,
-    reviews: Sequence[Stage2Result],
-    label_to_model: Mapping[str, str],
-    agreement: Agreement | None = None,
-) -> Matrix:
-    labels = dict(label_to_model)
-    rows = []
-    for review in reviews:
-        _, parsed = read_review(review.model, review.ranking, labels)
-        cells = {
-            label: Cell(review.ratings.get(label), parsed.critiques.get(label, ""))
-            for label, model in labels.items()
-            if model != review.model
-        }
-        rows.append((review.model, cells))
-    return Matrix(
-        title=title,
-        answers=sorted(labels.items()),
-        rows=rows,
-        orders={review.model: review.presented_order for review in reviews},
-        reviews=list(reviews),
-        texts={
-            review.model: readable_review(review.ranking, labels_shown_to(review.model, labels))
-            for review in reviews
-        },
-        agreement=agreement,
-        dissents={
-            (d.reviewer, label): d
-            for d in (agreement.dissent if agreement else [])
-            for label, model in labels.items()
-            if model == d.author
-        },
-    )
-
-
-def review_matrices(record: DeliberationRecord) -> list[Matrix]:
-    """One matrix per review: the first, then the one after each refinement round; each
-    with a row for every reviewer the straggler rule cut, labelled so."""
-    first = record.stage2_agreement or (record.agreement if not record.rounds else None)
-    matrices = [review_matrix("Review round 1", record.stage2, record.label_to_model, first)]
-    matrices[0].key = "review-1"
-    matrices[0].late = late_reviewers(record, 0)
-    for round_data in record.rounds:
-        n = round_data.round_number
-        late = late_reviewers(record, n)
-        if round_data.reviews or late:
-            title = f"Review round {n + 1} (after refinement round {n})"
-            matrices.append(
-                review_matrix(
-                    title, round_data.reviews, record.label_to_model, round_data.agreement
-                )
-            )
-            matrices[-1].key = f"review-{n + 1}"
-            matrices[-1].late = late
-    return [m for m in matrices if m.rows or m.late]
-
-
-def late_reviewers(record: DeliberationRecord, round_number: int) -> list[tuple[str, str]]:
-    """(reviewer, "cut as late after 8.6 s") for each review of this round (0: the first
-    review) that the straggler rule cut."""
-    rounds = {d.round_number: d.reviews for d in record.rounds}
-    reviewed = {r.model for r in (rounds.get(round_number, []) if round_number else record.stage2)}
-    return [
-        (cut.model, late_note([cut], where=False))
-        for cut in record.late
-        if cut.stage == Stage.REVIEW and cut.round == round_number and cut.model not in reviewed
-    ]
-
-
-# ---- refinements --------------------------------------------------------------------------
-
-_TOKEN = re.compile(r"\s+|[^\s]+")
-
-
-def word_diff(old: str, new: str) -> list[tuple[str, str]]:
-    """(op, text) pieces from old to new, word by word: op is "same", "del" or "ins";
-    white space goes with the words around it."""
-    a, b = _TOKEN.findall(old), _TOKEN.findall(new)
-    pieces: list[tuple[str, str]] = []
-    for op, i1, i2, j1, j2 in SequenceMatcher(None, a, b, autojunk=False).get_opcodes():
-        if op == "equal":
-            pieces.append(("same", "".join(a[i1:i2])))
-            continue
-        if i2 > i1:
-            pieces.append(("del", "".join(a[i1:i2])))
-        if j2 > j1:
-            pieces.append(("ins", "".join(b[j1:j2])))
-    return pieces
-
-
-@dataclass
-class Refined:
-    result: RefinementResult
-    label: str
-    critiques: list[CritiqueItem]
-    diff: list[tuple[str, str]]
-
-
-def refinements(round_data: IterationRound, label_to_model: Mapping[str, str]) -> list[Refined]:
-    """Each refinement of the round: the critiques the model received, what it did with
-    them, and its answer's change word by word."""
-    model_to_label = {model: label for label, model in label_to_model.items()}
-    out = []
-    for result in round_data.refinements:
-        label = model_to_label.get(result.model, "")
-        received = [
-            c for c in round_data.critiques.get(label, []) if c.source_model != result.model
-        ]
-        out.append(
-            Refined(
-                result,
-                label,
-                received,
-                word_diff(result.original_response, result.refined_response),
-            )
-        )
-    return out
-
-
-# ---- usage --------------------------------------------------------------------------------
-
-
-def usage_rows(totals: Mapping[str, Any]) -> list[tuple[str, Any]]:
-    """(name, totals) sorted by name, for a table."""
-    return sorted(totals.items())
-
-
-@dataclass
-class UsageRow:
-    name: str
-    totals: UsageTotals | None  # None: no call of this member completed
-    note: str = ""  # its calls the straggler rule cut
-
-
-def late_note(cuts: Sequence[LateCall], *, where: bool = True) -> str:
-    """ "cut as late after 8.6 s (stage 1 answer)", one part per cut."""
-    return "; ".join(
-        f"cut as late after {c.seconds:.1f} s" + (f" ({c.stage.place(c.round)})" if where else "")
-        for c in cuts
-    )
-
-
-def usage_tables(record: DeliberationRecord) -> list[tuple[str, list[UsageRow]]]:
-    """The usage tables: by model (every member, a member cut as late too, with its cuts),
-    by stage, and by provider where there is more than one."""
-    usage = record.usage
-    cuts: dict[str, list[LateCall]] = {}
-    for cut in record.late:
-        cuts.setdefault(cut.model, []).append(cut)
-    names = sorted({*usage.by_model, *cuts})
-    by_model = [UsageRow(n, usage.by_model.get(n), late_note(cuts.get(n, []))) for n in names]
-    by_stage = [UsageRow(stage_title(n), t) for n, t in sorted(usage.by_stage.items())]
-    tables = [("By model", by_model), ("By stage", by_stage)]
-    if len(usage.by_provider) > 1:
-        tables.append(("By provider", [UsageRow(n, t) for n, t in usage_rows(usage.by_provider)]))
-    return [(title, rows) for title, rows in tables if rows]
-
-
-def stage_title(stage: str) -> str:
-    try:
-        return Stage(stage).heading
-    except ValueError:
-        return stage
 
 
 # ---- a running deliberation ---------------------------------------------------------------
@@ -471,17 +271,15 @@ def where_line(
     round_number: int,
     max_rounds: int,
     min_rounds: int,
-    record: DeliberationRecord | None,
+    view: RecordView | None,
 ) -> str:
     """Where a running deliberation is, in one line: the stage, the refinement round once
     one runs, and the tokens and cost so far."""
     parts = [stage.heading if stage else "starting"]
     if round_number and stage in (Stage.REFINE, Stage.REVIEW):
         parts.append(f"refinement round {round_number} of {max_rounds} (at least {min_rounds})")
-    if record is not None:
-        usage = record.usage
-        parts.append(f"{usage.total_tokens:,} tokens in {usage.calls} calls")
-        parts.append(usage.cost_line())
+    if view is not None:
+        parts.append(view.usage.short)
     return " · ".join(parts)
 
 
@@ -503,6 +301,10 @@ class Turn:
     chairman_text: str | None = None  # the final answer as the chairman writes it
     chairman_writing: str | None = None
     events: list[tuple[int, str]] = field(default_factory=list)  # (seq, line)
+    view: RecordView | None = field(init=False, default=None)  # the record, as shown
+
+    def __post_init__(self) -> None:
+        self.view = record_view(self.record) if self.record is not None else None
 
     @property
     def running(self) -> bool:
@@ -511,17 +313,16 @@ class Turn:
     @property
     def stopping(self) -> bool:
         return self.running and (
-            self.stop_requested or (self.record is not None and self.record.stop_reason is not None)
+            self.stop_requested or (self.view is not None and self.view.stop_reason is not None)
         )
 
     @property
     def shown(self) -> str:
-        reason = self.record.iteration.terminated_reason if self.record else None
-        return shown_status(self.status, reason, self.stopping)
+        return shown_status(self.status, self.view.ended if self.view else None, self.stopping)
 
     @property
     def question(self) -> str:
-        return self.record.query if self.record else self.id
+        return self.view.question if self.view else self.id
 
     @property
     def thread(self) -> str:
@@ -531,8 +332,7 @@ class Turn:
 
     @property
     def final(self) -> str | None:
-        record = self.record
-        return record.stage3.response if record and record.stage3 else None
+        return self.view.final.text if self.view and self.view.final else None
 
     @property
     def steerable(self) -> bool:
@@ -548,43 +348,7 @@ class Turn:
     @property
     def critique_models(self) -> list[str]:
         """The members that answered: those a critique can be addressed to."""
-        return [r.model for r in self.record.stage1] if self.record else []
-
-    @property
-    def cut_answers(self) -> list[tuple[str, str]]:
-        """(model, "cut as late after 8.6 s") for each member whose answer the straggler
-        rule cut: it has no answer in this deliberation."""
-        if self.record is None:
-            return []
-        answered = {r.model for r in self.record.stage1}
-        cuts: dict[str, list[LateCall]] = {}
-        for cut in self.record.late:
-            if cut.stage == Stage.ANSWER and cut.model not in answered:
-                cuts.setdefault(cut.model, []).append(cut)
-        return [(model, late_note(c, where=False)) for model, c in cuts.items()]
-
-    @property
-    def verdict(self) -> str | None:
-        """How far the council agreed in its final review, in one line."""
-        agreement = self.record.agreement if self.record else None
-        return verdict(agreement) if agreement is not None else None
-
-    @property
-    def matrices(self) -> list[Matrix]:
-        return review_matrices(self.record) if self.record else []
-
-    @property
-    def labels(self) -> dict[str, str]:
-        """model -> its anonymous label."""
-        if self.record is None:
-            return {}
-        return {model: label for label, model in self.record.label_to_model.items()}
-
-    @property
-    def rounds(self) -> list[tuple[IterationRound, list[Refined]]]:
-        if self.record is None:
-            return []
-        return [(r, refinements(r, self.record.label_to_model)) for r in self.record.rounds]
+        return [answer.model for answer in self.view.answers] if self.view else []
 
     def writing(self, stage: Stage, round_number: int | None = None) -> list[Call]:
         """The calls of this stage (and round) still under way: not yet in the record."""
@@ -593,25 +357,6 @@ class Turn:
         if round_number is not None and self.round != round_number:
             return []
         return [c for c in self.calls if c.state in ("writing", "retrying")]
-
-    def final_answers(self) -> dict[str, tuple[int, str]]:
-        """model -> (the last round it refined in, its final answer), for the members whose
-        final answer (the record's stage2_5) is not their first."""
-        out: dict[str, tuple[int, str]] = {}
-        record = self.record
-        if record is None or not record.stage2_5:
-            return out
-        first = {result.model: result.response for result in record.stage1}
-        refined_in = {
-            result.model: round_data.round_number
-            for round_data in record.rounds
-            for result in round_data.refinements
-            if result.error is None
-        }
-        for result in record.stage2_5:
-            if result.corrected_response != first.get(result.model, result.corrected_response):
-                out[result.model] = (refined_in.get(result.model, 0), result.corrected_response)
-        return out
 
 
 @dataclass

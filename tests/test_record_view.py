@@ -1,0 +1,314 @@
+"""The record's one view model, and the three surfaces that render it: the page, the
+Markdown transcript and the MCP results. Every field of the view has a probe (what a
+reader sees of it); each surface must show every field it does not leave out by name. A
+field added to the view and to no probe, or dropped by one surface, fails here."""
+
+from __future__ import annotations
+
+import base64
+import html
+import json
+from collections.abc import Callable
+from dataclasses import fields, replace
+from datetime import UTC, datetime
+from functools import cache
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from app.record_view import RecordView, record_view
+from app.render import view_markdown
+from council.attachments import CutFor
+from council.models import DeliberationRecord
+from council.thread import ContextSummary
+from mcp_server.results import finished_view
+from web import views
+from web.pages import templates
+
+pytestmark = pytest.mark.fast
+
+HISTORIES = Path(__file__).parent / "histories"
+# Between them: members cut as late in each stage, failed calls and a fallback chairman,
+# the user's critique and more rounds, a stop, an attachment, dissent.
+RECORDED = (
+    "stragglers_cut_in_each_stage",
+    "failing_model_and_chairman_fallback",
+    "user_critique_and_more_rounds",
+    "stopped_mid_refinement",
+    "small_text_attachment",
+    "agreement_dissent_and_structured_synthesis",
+)
+
+
+def recorded(name: str) -> DeliberationRecord:
+    """The record a recorded run returned (its history's last event)."""
+    events = json.loads((HISTORIES / f"{name}.json").read_text())["events"]
+    result = events[-1]["workflowExecutionCompletedEventAttributes"]["result"]
+    return DeliberationRecord.model_validate_json(base64.b64decode(result["payloads"][0]["data"]))
+
+
+def follow_up(record: DeliberationRecord) -> DeliberationRecord:
+    """The record as a follow-up's: no recorded run carried earlier turns."""
+    context = ContextSummary(
+        turns=["t-1", "t-2"], dropped=["t-0"], dropped_count=3, cut=True, tokens=812
+    )
+    return record.model_copy(update={"context": context, "follow_up_of": "t-2", "thread_id": "t-0"})
+
+
+@cache
+def records() -> list[DeliberationRecord]:
+    found = [recorded(name) for name in RECORDED]
+    return [*found, follow_up(found[0])]
+
+
+@cache
+def everything() -> DeliberationRecord:
+    """One record with a part of every kind: the stragglers' run, with the others' failed
+    calls, steering, stop, attachment and earlier turns."""
+    cut, failing, steered, stopped, attached, _ = (recorded(name) for name in RECORDED)
+    [attachment] = attached.attachments
+    # Its text cut to fit one member's context window.
+    cut_to_fit = CutFor(model="sim/atlas", stage="stage1", kept_chars=1200, chars=5300)
+    return follow_up(cut).model_copy(
+        update={
+            "errors": failing.errors,
+            "steering": steered.steering,
+            "stop_reason": stopped.stop_reason,
+            "attachments": [attachment.model_copy(update={"cut": [cut_to_fit]})],
+        }
+    )
+
+
+# ---- the three surfaces, as text a reader sees --------------------------------------------
+
+PAGES = templates().env  # compiled once
+
+
+def page_text(record: DeliberationRecord, view: RecordView | None = None) -> str:
+    """The page's text, its entities read back: the page escapes every string."""
+    return html.unescape(page_html(record, view))
+
+
+def page_html(record: DeliberationRecord, view: RecordView | None = None) -> str:
+    """The deliberation's page (of `view`, when given)."""
+    turn = views.Turn(record.id, "completed", record)
+    turn.view = view or turn.view
+    page = PAGES.get_template("deliberation.html").render(
+        current=turn,
+        before=[],
+        after=[],
+        follow_ups=[],
+        ui_url="http://127.0.0.1:1/ui",
+        originals=set(),
+        threads=[],
+        here=turn.thread,
+        ask_of=None,
+        ask_waiting=False,
+        ask_form=views.StartForm(),
+        councils=[],
+        members={},
+    )
+    return page
+
+
+def markdown_text(view: RecordView) -> str:
+    return view_markdown(view)
+
+
+def mcp_text(view: RecordView) -> str:
+    """The tool's result: its texts, and its structured content as JSON."""
+    result = finished_view(view)
+    texts = [part.text for part in result.content if part.type == "text"]
+    return "\n".join([*texts, json.dumps(result.structured_content, ensure_ascii=False)])
+
+
+# ---- what a reader sees of each field -----------------------------------------------------
+
+Probe = Callable[[RecordView], list[str]]
+
+
+def _context(v: RecordView) -> list[str]:
+    c = v.context
+    if c is None:
+        return []
+    return [f"{c.turns} earlier turn(s)", f"{c.tokens} of {c.max_tokens} tokens", *c.dropped]
+
+
+def _reviews(v: RecordView) -> list[str]:
+    m = v.first_review
+    if m is None:
+        return []
+    shown = [r.model for r in m.reviews] + [r.read_as for r in m.reviews]
+    return shown + [r.text.splitlines()[0] for r in m.reviews] + [n for _, n in m.late]
+
+
+def _rounds(v: RecordView) -> list[str]:
+    out = [f"Round {r.number}" for r in v.rounds]
+    out += [f.verdict for r in v.rounds for f in r.refinements]
+    out += [f.text.splitlines()[0] for r in v.rounds for f in r.refinements if f.text]
+    return out + [n for r in v.rounds if r.review for _, n in r.review.late]
+
+
+def _steering(v: RecordView) -> list[str]:
+    out = []
+    for s in v.steering:
+        out.append(s.when)
+        if s.max_rounds is not None:
+            out.append(f"set the maximum rounds to {s.max_rounds}")
+        else:
+            out += [f"critique of {s.model}", s.handed, s.text or ""]
+    return out
+
+
+# Every field of the view, and what each surface shows of it.
+PROBES: dict[str, Probe] = {
+    "id": lambda v: [v.id],
+    "question": lambda v: [v.question],
+    "status": lambda v: [v.status],
+    "ended": lambda v: [v.ended or ""],
+    "stop_reason": lambda v: [v.stop_reason or ""],
+    "rounds_completed": lambda v: [f"{v.rounds_completed} refinement round(s)"],
+    "min_rounds": lambda v: [f"of {v.min_rounds} to"],
+    "max_rounds": lambda v: [f"to {v.max_rounds}"],
+    "quality_threshold": lambda v: [f"quality threshold {v.quality_threshold}/5"],
+    "context": _context,
+    "attachments": lambda v: [x for a in v.attachments for x in (a.name, a.size, a.cuts)],
+    "final": lambda v: [v.final.chairman, v.final.text] if v.final else [],
+    "agreement": lambda v: [v.agreement.verdict] if v.agreement else [],
+    "usage": lambda v: (
+        [v.usage.line] + [x for _, rows in v.usage.tables for r in rows for x in (r.name, r.note)]
+    ),
+    "members": lambda v: [x for m in v.members for x in (m.model, m.label or "")],
+    "answers": lambda v: [x for a in v.answers for x in (a.model, a.text, a.final_text or "")],
+    "cut_answers": lambda v: [x for c in v.cut_answers for x in (c.model, c.note)],
+    "first_review": _reviews,
+    "rounds": _rounds,
+    "steering": _steering,
+    "late": lambda v: v.late,
+    "failed": lambda v: [f.line for f in v.failed],
+}
+# What the MCP result leaves out: a tool returns the final answer with a summary of how
+# the run went (the models that call it read the answer, not the transcript).
+MCP_LEAVES_OUT = {
+    "question",
+    "min_rounds",
+    "max_rounds",
+    "quality_threshold",
+    "context",
+    "attachments",
+    "members",
+    "answers",
+    "cut_answers",
+    "first_review",
+    "rounds",
+    "steering",
+}
+# The MCP result's summary of usage: the totals.
+MCP_PROBES: dict[str, Probe] = {
+    "usage": lambda v: [v.usage.short],
+    "final": lambda v: [v.final.chairman, json.dumps(v.final.text)[1:-1]] if v.final else [],
+    "late": lambda v: [json.dumps(line, ensure_ascii=False)[1:-1] for line in v.late],
+    "failed": lambda v: [json.dumps(f.line, ensure_ascii=False)[1:-1] for f in v.failed],
+    "rounds_completed": lambda v: [f'"rounds_completed": {v.rounds_completed}'],
+}
+
+
+def test_every_field_of_the_view_has_a_probe() -> None:
+    named = {f.name for f in fields(RecordView)}
+    assert named == set(PROBES), "a field of the view needs a probe here, and every surface"
+    assert named >= MCP_LEAVES_OUT and set(MCP_PROBES) <= named - MCP_LEAVES_OUT
+
+
+def test_the_record_of_everything_gives_every_field_something_to_show() -> None:
+    view = record_view(everything())
+    assert {name for name, probe in PROBES.items() if any(probe(view))} == set(PROBES)
+
+
+@pytest.mark.parametrize("record", [*records(), everything()], ids=lambda r: r.id)
+def test_each_surface_shows_each_field_of_the_view(record: DeliberationRecord) -> None:
+    view = record_view(record)
+    surfaces = {
+        "page": (page_text(record), PROBES, set[str]()),
+        "markdown": (markdown_text(view), PROBES, set[str]()),
+        "mcp": (mcp_text(view), PROBES | MCP_PROBES, MCP_LEAVES_OUT),
+    }
+    missing = [
+        f"{surface}: {name}: {text!r}"
+        for surface, (shown, probes, left_out) in surfaces.items()
+        for name, probe in probes.items()
+        if name not in left_out
+        for text in probe(view)
+        if text and text not in shown
+    ]
+    assert missing == []
+
+
+# The page names the run by its workflow id and shows its state as Temporal reports it:
+# the same as the record's, once the run has ended.
+PAGE_FROM_TEMPORAL = {"status", "id"}
+# How a field's value is changed to see that a surface shows it.
+CHANGES: dict[str, Callable[[Any], Any]] = {
+    "usage": lambda u: replace(u, total_tokens=u.total_tokens + 7, tables=[]),
+}
+
+
+def _changed(name: str, value: Any) -> Any:
+    """Another value of the field: a text or a number changed, a list emptied, an
+    optional part taken away."""
+    if name in CHANGES:
+        return CHANGES[name](value)
+    if isinstance(value, str):
+        return f"{value} (changed)"
+    if isinstance(value, int | float):
+        return value + 7
+    if isinstance(value, list):
+        return []
+    return None
+
+
+def test_each_surface_changes_with_each_field_it_shows() -> None:
+    """Each field changed in turn (a list emptied, a part taken away): every surface that
+    shows it reads differently."""
+    record = everything()
+    view = record_view(record)
+
+    def surfaces(v: RecordView) -> dict[str, str]:
+        return {"page": page_text(record, v), "markdown": markdown_text(v), "mcp": mcp_text(v)}
+
+    left_out = {"page": PAGE_FROM_TEMPORAL, "markdown": set[str](), "mcp": MCP_LEAVES_OUT}
+    before = surfaces(view)
+    unmoved = []
+    for f in fields(RecordView):
+        value = getattr(view, f.name)
+        assert value not in (None, [], ""), f"{f.name}: the record of everything has none"
+        other = _changed(f.name, value)
+        after = surfaces(replace(view, **{f.name: other}))
+        unmoved += [
+            f"{surface}: {f.name}"
+            for surface, text in after.items()
+            if f.name not in left_out[surface] and text == before[surface]
+        ]
+    assert unmoved == []
+
+
+def test_the_view_keeps_model_text_as_written() -> None:
+    record = recorded("stragglers_cut_in_each_stage")
+    hostile = "<b>bold</b> & *stars* `ticks` [link](javascript:x)"
+    first = record.stage1[0].model_copy(update={"response": hostile})
+    view = record_view(record.model_copy(update={"stage1": [first, *record.stage1[1:]]}))
+    assert view.answers[0].text == hostile  # each renderer escapes it for its medium
+    page = page_html(record, view)
+    assert "<b>bold</b>" not in page and "&lt;b&gt;bold&lt;/b&gt;" in page
+
+
+def test_a_steering_critique_not_yet_handed_over_waits_while_the_run_goes() -> None:
+    record = recorded("user_critique_and_more_rounds")
+    critique = next(a for a in record.steering if a.kind == "critique")
+    pending = critique.model_copy(update={"delivered_in_round": None, "at": datetime.now(UTC)})
+    running = record.model_copy(update={"status": "running", "steering": [pending]})
+    assert record_view(running).steering[0].handed == "waiting for the next round"
+    done = record_view(running.model_copy(update={"status": "completed"}))
+    assert done.steering[0].handed == "never handed over (no round followed)"
+    # One wording, whichever surface shows it.
+    assert done.steering[0].handed in markdown_text(done)
