@@ -34,6 +34,7 @@ from council.validation import validate_request
 from harness.processes import FAIRNESS, MANY_DEPLOYMENTS, ROOT, temporal_binary
 from service.worker import serving
 from simulator import SimulatorServer
+from tests.forked_cli import run_starter
 from workflows import client as deliberations
 from workflows.calls import scheduled_call
 from workflows.client import QUESTION_MEMO
@@ -164,7 +165,15 @@ async def starter(
     *args: str, env: dict[str, str] | None = None, timeout: float = 60, stdin: bytes = b""
 ) -> tuple[int, str, str]:
     """`python starter.py ARGS...` as a user runs it, `stdin` on its standard input:
-    (exit status, stdout, stderr)."""
+    (exit status, stdout, stderr). The process is forked from one that has made the
+    imports already (tests.forked_cli); `exec_starter` starts the interpreter anew."""
+    return await run_starter(*args, env={**os.environ, **(env or {})}, timeout=timeout, stdin=stdin)
+
+
+async def exec_starter(
+    *args: str, env: dict[str, str] | None = None, timeout: float = 60, stdin: bytes = b""
+) -> tuple[int, str, str]:
+    """`python starter.py ARGS...` in a new interpreter: (exit status, stdout, stderr)."""
     process = await asyncio.create_subprocess_exec(
         sys.executable,
         "starter.py",

@@ -15,7 +15,8 @@ import pytest
 
 from council.models import DeliberationRecord
 from harness.processes import ROOT
-from tests.temporal_fixtures import Council, starter, temporal_address
+from tests.temporal_fixtures import Council, temporal_address
+from tests.temporal_fixtures import exec_starter as starter  # the interpreter started anew
 
 
 @pytest.mark.parametrize(

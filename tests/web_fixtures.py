@@ -10,8 +10,8 @@
 
 from __future__ import annotations
 
+import os
 import shutil
-import sys
 from collections.abc import AsyncIterator, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
@@ -20,7 +20,8 @@ from typing import Any
 
 import pytest
 
-from harness.processes import Process, free_port, port_open, spawn, start_temporal, wait_for
+from harness.processes import Process, free_port, port_open, start_temporal, wait_for
+from tests.forked_cli import fork_module
 from tests.temporal_fixtures import FOUR_MODELS, Council, temporal_address
 
 CHROMIUM = "/usr/bin/chromium"
@@ -48,12 +49,20 @@ class WebServer:
         return self.process.log_text()
 
 
+def web_process(port: int, log_path: Path, env: dict[str, str]) -> Process:
+    """`python -m web --port PORT` as a user starts it, its output in `log_path`; forked
+    from a process that has made the imports already (tests.forked_cli)."""
+    log_path.parent.mkdir(parents=True, exist_ok=True)
+    with log_path.open("ab") as log:
+        popen = fork_module("web", ["--port", str(port)], {**os.environ, **env}, log.fileno())
+    return Process("web", popen, log_path)  # type: ignore[arg-type]
+
+
 @contextmanager
 def web_server(temporal: Any, council: Council, tmp: Path, **env: str) -> Iterator[WebServer]:
     port = free_port()
-    process = spawn(
-        "web",
-        [sys.executable, "-m", "web", "--port", str(port)],
+    process = web_process(
+        port,
         tmp / "web.log",
         {
             "TEMPORAL_ADDRESS": temporal_address(temporal),
@@ -76,12 +85,7 @@ def web_without_temporal(tmp_path: Path) -> Iterator[WebServer]:
     port = free_port()
     server = start_temporal(None, port=port, ui_port=None)
     web_port = free_port()
-    process = spawn(
-        "web",
-        [sys.executable, "-m", "web", "--port", str(web_port)],
-        tmp_path / "web.log",
-        {"TEMPORAL_ADDRESS": f"127.0.0.1:{port}"},
-    )
+    process = web_process(web_port, tmp_path / "web.log", {"TEMPORAL_ADDRESS": f"127.0.0.1:{port}"})
     try:
         wait_for(lambda: port_open("127.0.0.1", web_port), "web page", process, timeout=30)
         server.stop()
