@@ -32,6 +32,7 @@ from pydantic import Field, SecretStr, ValidationError, ValidationInfo, field_va
 from pydantic_settings import BaseSettings, EnvSettingsSource, NoDecode, SettingsConfigDict
 from pydantic_settings.sources.utils import parse_env_vars
 
+from app import data_dir
 from council import numbers
 from council.ids import id_problem, tenant_problem
 
@@ -446,8 +447,8 @@ class Settings(BaseSettings):
             raise SettingsError(_one_line(error)) from None
 
     def data(self) -> Path:
-        """DATA: COUNCIL_DATA, or the checkout's data/."""
-        return self.data_dir or CHECKOUT_DATA
+        """DATA: COUNCIL_DATA, else the checkout's data/ or the user's (app.data_dir)."""
+        return self.data_dir or data_dir.default_data()
 
     def secret(self, name: Literal["web_token", "codec_token"]) -> str | None:
         """A token's value, for the one place that compares it."""
