@@ -88,7 +88,7 @@ format: $(STAMP)
 # resumes. Another dataset or options: make eval DATASET=my.jsonl EVAL_ARGS="--limit 10".
 DATASET ?= datasets/arithmetic_logic.jsonl
 eval: $(STAMP)
-	$(BIN)/python -m evaluation.local $(DATASET) $(EVAL_ARGS)
+	$(BIN)/python -m harness.local_eval $(DATASET) $(EVAL_ARGS)
 
 # The Temporal dev server and its Web UI, to browse past runs, with the codec server that
 # shows the UI the texts kept in the payload store; in the foreground until Ctrl-C. Where

@@ -226,6 +226,44 @@ def test_the_installed_commands_name_themselves(installed: Installed) -> None:
     assert tooling == "[]"
 
 
+# Imports every module of the installed packages, and prints those that fail and why.
+IMPORT_ALL = """
+import importlib, pkgutil, sys
+names = ["worker", "starter"]
+for top in sys.argv[1:]:
+    package = importlib.import_module(top)
+    names += [info.name for info in pkgutil.walk_packages(package.__path__, top + ".")]
+for name in names:
+    try:
+        importlib.import_module(name)
+    except Exception as error:
+        print(f"{name}: {type(error).__name__}: {error}")
+"""
+
+
+def test_every_installed_module_imports_without_the_tooling(installed: Installed) -> None:
+    """Each module of the wheel imports where only the wheel and its dependencies are: none
+    reaches for the harness, the simulator, the benchmarks or the tests (nor for an extra)."""
+    found = installed.run("python", "-c", IMPORT_ALL, *RUNTIME)
+    assert found.returncode == 0, found.stderr[-2000:]
+    assert found.stdout == ""
+
+
+def test_an_installed_council_keeps_its_data_in_the_users_data_directory(
+    installed: Installed, tmp_path: Path
+) -> None:
+    probe = "from app import settings, store; s = settings.current(); print(s.data())"
+    probe += "; print(store.location(s))"
+    # The suite's store (tests/conftest.py) unset: an empty variable counts as unset.
+    env = {"XDG_DATA_HOME": str(tmp_path / "share"), "COUNCIL_STORE": "", "COUNCIL_DATA": ""}
+    found = installed.run("python", "-c", probe, env=env)
+    assert found.returncode == 0, found.stderr[-2000:]
+    data = tmp_path / "share" / "council"
+    assert found.stdout.splitlines() == [str(data), str(data / "store")]
+    moved = installed.run("python", "-c", probe, env={**env, "COUNCIL_DATA": str(tmp_path)})
+    assert moved.stdout.splitlines() == [str(tmp_path), str(tmp_path / "store")]
+
+
 async def test_the_installed_commands_deliberate_and_serve_the_page_and_mcp(
     installed: Installed, temporal: WorkflowEnvironment, sim: SimulatorServer, tmp_path: Path
 ) -> None:
