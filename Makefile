@@ -73,8 +73,9 @@ $(REAL_STAMP):
 test-real: $(STAMP) $(REAL_STAMP)
 	COUNCIL_REAL_PYTHON=$(REAL_VENV)/bin/python $(BIN)/python -m pytest -q -s -m real tests/test_real_tier.py
 
-# Ruff's checks and its formatting, and mypy (strict on the protocol, the workflows and the
-# activities), as CI runs them; `make format` rewrites the files.
+# Ruff's checks and its formatting, and mypy (strict on the protocol, the workflows, the
+# activities, the front door, the page, the MCP server and the worker's service), as CI runs
+# them; `make format` rewrites the files.
 lint: $(STAMP)
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .

@@ -412,7 +412,7 @@ def payloads_in(message: Message) -> Iterator[Payload]:
         yield message
         return
     for field, value in message.ListFields():
-        if field.type != field.TYPE_MESSAGE:
+        if field.type != field.TYPE_MESSAGE or field.message_type is None:
             continue
         if field.message_type.GetOptions().map_entry:
             values = value.values()
