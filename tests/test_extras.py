@@ -4,6 +4,7 @@ wheel, without its extras, is tested in test_packaging.py."""
 
 from __future__ import annotations
 
+import asyncio
 import sys
 from pathlib import Path
 
@@ -16,14 +17,15 @@ from harness.processes import ROOT, temporal_binary
 pytestmark = pytest.mark.fast
 
 
-def test_eval_without_matplotlib_names_the_plot_extra_before_anything_starts(
+async def test_eval_without_matplotlib_names_the_plot_extra_before_anything_starts(
     monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
     monkeypatch.setitem(sys.modules, "matplotlib", None)  # import matplotlib: not installed
     # A closed local port: the line comes before any connection is tried.
     monkeypatch.setenv("TEMPORAL_ADDRESS", "127.0.0.1:1")
     dataset = ROOT / "datasets" / "arithmetic_logic.jsonl"
-    code = starter.main(["eval", str(dataset), "--limit", "1"])
+    # In a thread, as the CLI's tests run it: its asyncio.run leaves this loop alone.
+    code = await asyncio.to_thread(starter.main, ["eval", str(dataset), "--limit", "1"])
     err = capsys.readouterr().err
     assert code == 2 and err.count("\n") == 1, err
     assert "eval's plots needs matplotlib" in err and "council[plot]" in err
