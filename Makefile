@@ -10,7 +10,7 @@ STAMP := $(VENV)/.installed
 
 install: $(STAMP)
 
-$(STAMP): requirements.txt requirements-dev.txt
+$(STAMP): requirements.txt requirements-server.txt requirements-plot.txt requirements-dev.txt
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install --quiet --disable-pip-version-check -r requirements-dev.txt
 	touch $(STAMP)
@@ -73,8 +73,9 @@ $(REAL_STAMP):
 test-real: $(STAMP) $(REAL_STAMP)
 	COUNCIL_REAL_PYTHON=$(REAL_VENV)/bin/python $(BIN)/python -m pytest -q -s -m real tests/test_real_tier.py
 
-# Ruff's checks and its formatting, and mypy (strict on the protocol, the workflows and the
-# activities), as CI runs them; `make format` rewrites the files.
+# Ruff's checks and its formatting, and mypy (strict on the protocol, the workflows, the
+# activities, the front door, the page, the MCP server and the worker's service), as CI runs
+# them; `make format` rewrites the files.
 lint: $(STAMP)
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
@@ -88,7 +89,7 @@ format: $(STAMP)
 # resumes. Another dataset or options: make eval DATASET=my.jsonl EVAL_ARGS="--limit 10".
 DATASET ?= datasets/arithmetic_logic.jsonl
 eval: $(STAMP)
-	$(BIN)/python -m evaluation.local $(DATASET) $(EVAL_ARGS)
+	$(BIN)/python -m harness.local_eval $(DATASET) $(EVAL_ARGS)
 
 # The Temporal dev server and its Web UI, to browse past runs, with the codec server that
 # shows the UI the texts kept in the payload store; in the foreground until Ctrl-C. Where

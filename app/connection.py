@@ -206,7 +206,7 @@ def store_note(converter: DataConverter) -> str:
 
 
 def address() -> str:
-    return connect_options()["target_host"]
+    return str(connect_options()["target_host"])
 
 
 # The process's Temporal runtime (the SDK's Rust core and its Tokio threads), created here

@@ -155,7 +155,7 @@ def attachments(args: argparse.Namespace) -> list[Attached]:
 def field_at(loc: Sequence[str]) -> FieldInfo:
     """The request's field at `loc` (a nested model's field for a longer one)."""
     model: Any = DeliberationRequest
-    field = None
+    field: FieldInfo | None = None
     for part in loc:
         field = model.model_fields[part]
         model = next((k for k in _kinds(field) if _is_model(k)), None)

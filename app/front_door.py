@@ -192,7 +192,8 @@ def _read(model: type[BaseModel], loc: Loc, value: Any, found: list[Problem]) ->
 
 def bounds(metadata: list[Any]) -> str:
     """ " from 1 to 5", " above 0, at most 10,000": a numeric field's range, for a person."""
-    low = high = None
+    low: Any = None
+    high: Any = None
     above = False
     for meta in metadata:
         if isinstance(meta, annotated_types.Ge):

@@ -27,13 +27,12 @@ from collections.abc import AsyncIterator
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
-from temporalio.api.common.v1 import Payload
-from temporalio.api.enums.v1 import WorkflowExecutionStatus
+from temporalio.api.common.v1 import Payload, WorkflowExecution
 from temporalio.api.workflowservice.v1 import (
     DescribeWorkflowExecutionRequest,
     GetWorkflowExecutionHistoryRequest,
 )
-from temporalio.client import Client
+from temporalio.client import Client, WorkflowExecutionStatus
 from temporalio.service import RPCError, RPCStatusCode
 
 from app import store
@@ -115,7 +114,7 @@ async def referenced(client: Client) -> tuple[int, set[str]]:
             page = await client.workflow_service.get_workflow_execution_history(
                 GetWorkflowExecutionHistoryRequest(
                     namespace=client.namespace,
-                    execution={"workflow_id": workflow_id, "run_id": run_id},
+                    execution=WorkflowExecution(workflow_id=workflow_id, run_id=run_id),
                     next_page_token=token,
                 )
             )
@@ -130,7 +129,7 @@ async def referenced(client: Client) -> tuple[int, set[str]]:
         described = await client.workflow_service.describe_workflow_execution(
             DescribeWorkflowExecutionRequest(
                 namespace=client.namespace,
-                execution={"workflow_id": workflow_id, "run_id": run_id},
+                execution=WorkflowExecution(workflow_id=workflow_id, run_id=run_id),
             )
         )
         for pending in described.pending_activities:
@@ -153,10 +152,7 @@ async def referenced(client: Client) -> tuple[int, set[str]]:
 
     runs = []
     async for execution in client.list_workflows():
-        running = execution.status in (
-            None,
-            WorkflowExecutionStatus.WORKFLOW_EXECUTION_STATUS_RUNNING,
-        )
+        running = execution.status in (None, WorkflowExecutionStatus.RUNNING)
         runs.append(mark(execution.id, execution.run_id, running))
     await asyncio.gather(*runs)
     return len(runs), keys

@@ -48,6 +48,7 @@ from pydantic_core import PydanticCustomError
 from pydantic_settings import BaseSettings, EnvSettingsSource, NoDecode, SettingsConfigDict
 from pydantic_settings.sources.utils import parse_env_vars
 
+from app import data_dir
 from council.config import DefaultProvider
 from council.ids import id_problem, tenant_problem
 from council.numbers import Number, WholeNumber
@@ -66,8 +67,6 @@ MAX_WAITING_CALLS = 1_000_000
 # happened: well within the 60 s after which common clients give up on a call, for those
 # that wait longer while progress comes (the TypeScript SDK's resetTimeoutOnProgress).
 DEFAULT_MCP_PROGRESS_SECONDS = 10.0
-# The checkout's data directory: DATA, unless COUNCIL_DATA moves it.
-CHECKOUT_DATA = Path(__file__).resolve().parent.parent / "data"
 # Payloads from this many bytes go to the payload store (app.store): 12 members' prompts
 # scheduled at once stay far below Temporal's 4 MiB message, and no payload above 256 KiB
 # stays in a history.
@@ -401,8 +400,8 @@ class Settings(BaseSettings):
         return read
 
     def data(self) -> Path:
-        """DATA: COUNCIL_DATA, or the checkout's data/."""
-        return self.data_dir or CHECKOUT_DATA
+        """DATA: COUNCIL_DATA, else the checkout's data/ or the user's (app.data_dir)."""
+        return self.data_dir or data_dir.default_data()
 
     def secret(self, name: Literal["web_token", "codec_token"]) -> str | None:
         """A token's value, for the one place that compares it."""

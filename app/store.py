@@ -7,8 +7,8 @@ second, so a blob holds ciphertext) is written to the store, and the history hol
 small reference in its place: a stage that sends 12 members long prompts at once stays far
 below Temporal's 4 MiB message limit, and no history holds a payload above 256 KiB.
 
-    COUNCIL_STORE            unset: the directory DATA/store (DATA: COUNCIL_DATA or the
-                             checkout's data/); a directory or file:PATH; s3://BUCKET[/PREFIX]
+    COUNCIL_STORE            unset: the directory DATA/store (DATA: app.data_dir); a
+                             directory or file:PATH; s3://BUCKET[/PREFIX]
                              (endpoint, region and credentials from AWS's own variables,
                              such as AWS_ENDPOINT_URL, AWS_REGION, AWS_PROFILE). There
                              is no "off" (app.settings refuses it): the store is what
@@ -52,7 +52,7 @@ from temporalio.converter import (
 from temporalio.exceptions import ApplicationError
 
 from app import settings as app_settings
-from app.settings import CHECKOUT_DATA, Settings, StoreLocation
+from app.settings import Settings, StoreLocation
 
 STORE_VARIABLE = Settings.variables()["store"]
 THRESHOLD_VARIABLE = Settings.variables()["store_threshold"]
@@ -315,7 +315,7 @@ def _cause(error: BaseException) -> str:
 def location(settings: Settings) -> StoreLocation:
     """The store's location: COUNCIL_STORE, the default directory made DATA/store."""
     if settings.store.kind == "file" and settings.store.path is None:
-        return StoreLocation("file", path=(settings.data_dir or CHECKOUT_DATA) / "store")
+        return StoreLocation("file", path=settings.data() / "store")
     return settings.store
 
 
@@ -412,7 +412,7 @@ def payloads_in(message: Message) -> Iterator[Payload]:
         yield message
         return
     for field, value in message.ListFields():
-        if field.type != field.TYPE_MESSAGE:
+        if field.type != field.TYPE_MESSAGE or field.message_type is None:
             continue
         if field.message_type.GetOptions().map_entry:
             values = value.values()

@@ -223,7 +223,7 @@ def providers_of(config: Config, path: str, env: Mapping[str, str]) -> list[Prov
                 None,
                 f"providers.{name}.base_url in {path}",
                 variable or no_variable.format(name=name, path=path),
-                bool(variable) and not (env.get(variable) or "").strip(),
+                bool(variable and not (env.get(variable) or "").strip()),
             )
         )
     by_name = {p.name: p for p in providers}

@@ -6,7 +6,11 @@ from __future__ import annotations
 import os
 
 from temporalio.api.common.v1 import Payload
-from temporalio.converter import StorageDriverRetrieveContext, StorageDriverStoreContext
+from temporalio.converter import (
+    StorageDriver,
+    StorageDriverRetrieveContext,
+    StorageDriverStoreContext,
+)
 
 from app import settings as app_settings
 from app import store
@@ -42,7 +46,7 @@ async def store_check() -> Check:
     )
 
 
-async def _remove(driver: store.StorageDriver, claim: dict[str, str]) -> None:
+async def _remove(driver: StorageDriver, claim: dict[str, str]) -> None:
     if isinstance(driver, store.LocalStore):
         driver.path(claim["namespace"], claim["sha256"]).unlink(missing_ok=True)
     elif isinstance(driver, store.S3Store):

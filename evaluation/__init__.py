@@ -7,8 +7,11 @@ and score every stage.
     evaluation.report    accuracy tables, report.json, raw outputs
     evaluation.plot      the PNGs of accuracy by stage and round and by agreement level
     evaluation.outputs   report.json, the plots and raw outputs on disk
-    evaluation.cli       `python starter.py eval DATASET.jsonl`
-    evaluation.local     `make eval`: the above, starting the server, simulator and worker
+    evaluation.cli       `bin/council eval DATASET.jsonl`
+
+`make eval` runs the above with a local stack around it (harness.local_eval): that part is
+development tooling and stays in the checkout; the installed `council eval` talks to the
+Temporal server and providers its settings name.
 
 The dataset format, answer reading and the judge's prompt live in grading/ (used by the
 simulator and the JudgeAnswers workflow too). Importing this package starts nothing and

@@ -16,6 +16,7 @@ from pathlib import Path
 from rich.console import Console
 from temporalio.client import Client
 
+from app import extras
 from council import numbers
 from council.models import MODEL_ID, DeliberationRequest
 from evaluation.outputs import Outputs
@@ -78,6 +79,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 def prepare(args: argparse.Namespace, template: DeliberationRequest, task_queue: str) -> EvalPlan:
     """Everything checked before anything starts; BadInput says what is wrong."""
+    try:
+        extras.require_plotting("eval's plots")
+    except extras.MissingExtra as error:
+        raise BadInput(str(error)) from None
     try:
         dataset = load_dataset(args.dataset)
     except DatasetError as error:

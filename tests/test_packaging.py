@@ -69,8 +69,12 @@ MCP_TOOLS = {"ask_council", "start_deliberation", "get_deliberation", "stop_deli
 QUESTION = "Is a pinned dependency worth its upkeep?"
 
 
-def pins() -> list[str]:
-    lines = (ROOT / "requirements.txt").read_text().splitlines()
+# The extras, and the features that need them (app/extras.py).
+EXTRAS = {"server": "requirements-server.txt", "plot": "requirements-plot.txt"}
+
+
+def pins(file: str = "requirements.txt") -> list[str]:
+    lines = (ROOT / file).read_text().splitlines()
     return [line.strip() for line in lines if line.strip() and not line.startswith("#")]
 
 
@@ -99,8 +103,12 @@ def test_the_wheel_holds_what_the_commands_run_and_leaves_the_tooling_out(wheel:
             next(n for n in names if n.endswith(".dist-info/METADATA"))
         ).decode()
         entry_points = archive.read(next(n for n in names if n.endswith("entry_points.txt")))
-    requires = re.findall(r"^Requires-Dist: (.+)$", metadata_text, re.MULTILINE)
-    assert [r.replace(" ", "") for r in requires] == pins()
+    requires = [Requirement(r) for r in re.findall(r"^Requires-Dist: (.+)$", metadata_text, re.M)]
+    assert [str(r) for r in requires if r.marker is None] == pins()
+    for extra, file in EXTRAS.items():
+        assert re.search(rf"^Provides-Extra: {extra}$", metadata_text, re.M)
+        wanted = [r for r in requires if r.marker and r.marker.evaluate({"extra": extra})]
+        assert [f"{r.name}{r.specifier}" for r in wanted] == pins(file)
     for package in RUNTIME:
         assert f"{package}/__init__.py" in names, package
     assert {"worker.py", "starter.py", "workflows/deliberation.py"} <= set(names)
@@ -224,6 +232,63 @@ def test_the_installed_commands_name_themselves(installed: Installed) -> None:
     files, tooling = found.stdout.splitlines()
     assert all("site-packages" in f and not Path(f).is_relative_to(ROOT) for f in files.split())
     assert tooling == "[]"
+
+
+# Imports every module of the installed packages, and prints those that fail and why.
+IMPORT_ALL = """
+import importlib, pkgutil, sys
+names = ["worker", "starter"]
+for top in sys.argv[1:]:
+    package = importlib.import_module(top)
+    names += [info.name for info in pkgutil.walk_packages(package.__path__, top + ".")]
+for name in names:
+    try:
+        importlib.import_module(name)
+    except Exception as error:
+        print(f"{name}: {type(error).__name__}: {error}")
+"""
+
+
+def test_every_installed_module_imports_without_the_tooling(installed: Installed) -> None:
+    """Each module of the wheel imports where only the wheel and its dependencies are: none
+    reaches for the harness, the simulator, the benchmarks or the tests (nor for an extra)."""
+    found = installed.run("python", "-c", IMPORT_ALL, *RUNTIME)
+    assert found.returncode == 0, found.stderr[-2000:]
+    assert found.stdout == ""
+
+
+def test_a_feature_that_needs_a_missing_extra_says_which_in_one_line(
+    installed: Installed, tmp_path: Path
+) -> None:
+    """Installed without its extras, the commands run; `council eval`, which draws plots,
+    stops before anything starts and names the extra to install."""
+    dataset = tmp_path / "one.jsonl"
+    dataset.write_text('{"id": "a", "kind": "number", "question": "1 + 1?", "answer": "2"}\n')
+    shown = installed.run(
+        "python", "-c", "import importlib.util as u; print(u.find_spec('matplotlib'))"
+    )
+    assert shown.stdout.strip() == "None"
+    refused = installed.run(
+        "council", "eval", str(dataset), env={"TEMPORAL_ADDRESS": "127.0.0.1:9"}
+    )
+    assert refused.returncode == 2, refused.stderr[-2000:]
+    assert refused.stderr.count("\n") == 1 and "council[plot]" in refused.stderr
+    assert "matplotlib" in refused.stderr
+
+
+def test_an_installed_council_keeps_its_data_in_the_users_data_directory(
+    installed: Installed, tmp_path: Path
+) -> None:
+    probe = "from app import settings, store; s = settings.current(); print(s.data())"
+    probe += "; print(store.location(s))"
+    # The suite's store (tests/conftest.py) unset: an empty variable counts as unset.
+    env = {"XDG_DATA_HOME": str(tmp_path / "share"), "COUNCIL_STORE": "", "COUNCIL_DATA": ""}
+    found = installed.run("python", "-c", probe, env=env)
+    assert found.returncode == 0, found.stderr[-2000:]
+    data = tmp_path / "share" / "council"
+    assert found.stdout.splitlines() == [str(data), str(data / "store")]
+    moved = installed.run("python", "-c", probe, env={**env, "COUNCIL_DATA": str(tmp_path)})
+    assert moved.stdout.splitlines() == [str(tmp_path), str(tmp_path / "store")]
 
 
 async def test_the_installed_commands_deliberate_and_serve_the_page_and_mcp(

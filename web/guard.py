@@ -123,7 +123,9 @@ class Guard:
 
     def token_matches(self, given: str) -> bool:
         """Whether `given` is the server's token (compared in constant time)."""
-        return bool(self.token) and hmac.compare_digest(given.encode(), self.token.encode())
+        if not self.token:
+            return False
+        return hmac.compare_digest(given.encode(), self.token.encode())
 
     def bearer_given(self, request: Request) -> bool:
         """The request's `Authorization: Bearer` is the server's token (always true without

@@ -83,7 +83,8 @@ class Live:
 
     async def sidebar(self, turn: views.Turn) -> str:
         """The recent conversations, with this run's state as the page shows it."""
-        parts = self.templates.env.get_template("_turn.html").module
+        # A template's macros: attributes of a module that Jinja makes as it loads it.
+        parts: Any = self.templates.env.get_template("_turn.html").module
         rows = await deliberations.list_deliberations(self.client, LIST_LIMIT, conversations=True)
         return str(parts.threads(views.sidebar(rows, turn, THREADS_SHOWN), turn.thread))
 

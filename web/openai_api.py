@@ -669,7 +669,7 @@ class OpenAIApi:
         async for progress in deliberations.follow(handle):
             partial = None
             writing = progress is not None and progress.stage is Stage.SYNTHESIS
-            if partials and writing and not progress.finished:
+            if partials and writing and progress is not None and not progress.finished:
                 partial = chairman_text(await deliberations.partial_replies(handle))
             seen.put_nowait(Seen(progress, partial))
 

@@ -400,7 +400,9 @@ def turns_of(messages: list[tuple[int, str, str]]) -> list[Turn]:
     """The earlier exchanges as turns: user messages, then the assistant messages that
     answer them. A turn's id names the message it starts with."""
     turns: list[Turn] = []
-    start, asked, answered = 0, [], []
+    start = 0
+    asked: list[str] = []
+    answered: list[str] = []
     for index, role, text in messages:
         if role == "user" and answered:
             turns.append(_turn(start, asked, answered))

@@ -56,6 +56,7 @@ from council.attachments import PDF_TYPE, Attachment, count_problem
 from council.ids import ID_RULE, is_valid_id
 from council.limits import MAX_STOP_REASON_CHARS
 from council.models import DeliberationRecord, DeliberationRequest
+from council.progress import shown_status
 from council.steering import HumanCritique, rounds_problem
 from web import markdown, reading, views
 from web.guard import SESSION_COOKIE, SESSION_SECONDS, Forbidden, Guard, sign_in_target
@@ -101,7 +102,7 @@ def templates() -> Jinja2Templates:
     found = Jinja2Templates(directory=HERE / "templates")
     found.env.globals["deliberation_url"] = deliberation_url
     found.env.filters["markdown"] = markdown.render
-    found.env.globals["shown_status"] = views.shown_status
+    found.env.globals["shown_status"] = shown_status
     found.env.globals["attachment_limits"] = ATTACHMENT_LIMITS
     return found
 
@@ -465,7 +466,7 @@ class Pages:
             )
         rows = await deliberations.list_deliberations(self.client, len(ids), ids=ids)
         return JSONResponse(
-            {"statuses": {row.id: views.shown_status(row.status, row.reason) for row in rows}}
+            {"statuses": {row.id: shown_status(row.status, row.reason) for row in rows}}
         )
 
     # ---- the access token ---------------------------------------------------------------
@@ -496,8 +497,8 @@ class Pages:
         then = sign_in_target(str(form.get("next") or ""))
         if not self.guard.token_matches(given):
             self.guard.login_failed(client)
-            error = "that is not this server's token"
-            return self.page(request, "login.html", 403, error=error, then=then)
+            refusal = "that is not this server's token"
+            return self.page(request, "login.html", 403, error=refusal, then=then)
         response = RedirectResponse(then, status_code=303)
         response.set_cookie(
             SESSION_COOKIE,

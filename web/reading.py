@@ -44,7 +44,10 @@ async def read_record(handle: Any) -> tuple[DeliberationRecord | None, str | Non
 async def progress_of(handle: Any) -> Progress | None:
     """The run's progress from its first event; None while no worker answers."""
     try:
-        return await handle.query(Deliberation.progress, 0, rpc_timeout=deliberations.QUERY_TIMEOUT)
+        progress: Progress = await handle.query(
+            Deliberation.progress, 0, rpc_timeout=deliberations.QUERY_TIMEOUT
+        )
+        return progress
     except RPCError as error:
         if connection.unavailable(error):
             raise
@@ -114,6 +117,10 @@ async def read_thread(
             continue
         earlier, problem = await read_record(deliberations.handle(client, row.id))
         turn = views.Turn(row.id, row.status, earlier, problem)
-        later = record.started_at is not None and row.started is not None
-        (after if later and row.started > record.started_at else before).append(turn)
+        later = (
+            record.started_at is not None
+            and row.started is not None
+            and row.started > record.started_at
+        )
+        (after if later else before).append(turn)
     return before, after

@@ -46,9 +46,14 @@ class Quota:
 
 
 class QuotaSettings(Protocol):
-    quota_runs: int
-    quota_bytes: int
-    quota_window: int
+    """What a quota is read from (read-only: the settings are frozen)."""
+
+    @property
+    def quota_runs(self) -> int: ...
+    @property
+    def quota_bytes(self) -> int: ...
+    @property
+    def quota_window(self) -> int: ...
 
 
 class QuotaExceeded(Exception):

@@ -1,11 +1,11 @@
 """`make eval`: the bundled dataset through the council, starting whatever is not running.
 
-    python -m evaluation.local [DATASET.jsonl] [starter.py eval options...]
+    python -m harness.local_eval [DATASET.jsonl] [bin/council eval options...]
 
 Like demo.py: starts the embedded Temporal dev server unless one answers at
 TEMPORAL_ADDRESS (with its codec server), the simulator when no API key is set (and says
 so: its answers are simulated; it is told about the dataset through COUNCIL_SIM_DATASETS),
-and a worker; runs `starter.py eval`; then stops what it started. The server's SQLite file
+and a worker; runs `bin/council eval`; then stops what it started. The server's SQLite file
 keeps the runs, so running it again resumes instead of deliberating again.
 """
 
