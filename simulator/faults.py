@@ -77,6 +77,12 @@ class FaultSpec(BaseModel):
     stages: list[Stage] | None = Field(
         default=None, description="apply the faults (not the latency) only in these stages"
     )
+    hold: bool = Field(
+        default=False,
+        description="keep the replies back, the client waiting, for as long as the config "
+        "says so (only in `stages`, when given): setting faults without it lets them go, "
+        "as a test does once it has done what must happen while they are pending",
+    )
     max_faults: int | None = Field(
         default=None, ge=0, description="inject at most this many faults per model, then behave"
     )
@@ -260,6 +266,12 @@ class FaultInjector:
             structured=spec.structured,
             refuse_formats=dict(spec.refuse_formats),
         )
+
+    def holds(self, model: str, stage: Stage) -> bool:
+        """Whether the current config keeps this model's replies in this stage back."""
+        with self._lock:
+            spec = self._config.for_model(model)
+        return spec.hold and (spec.stages is None or stage in spec.stages)
 
     def _over_quota(self, per_second: float) -> bool:
         """Whether a request now goes over the quota (refused requests do not count)."""

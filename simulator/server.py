@@ -196,6 +196,9 @@ class _Exchange:
 
     async def run(self) -> None:
         plan = self.plan
+        if await self.held():
+            self.finish("disconnected")
+            return
         if plan.fault == "hang":
             await self.wait(self.sim.config.hang_seconds)
             self.finish("disconnected" if self.client.gone.is_set() else "hang")
@@ -223,6 +226,15 @@ class _Exchange:
             await self.send_stream(content, finish_reason)
         else:
             await self.send_json(content, finish_reason)
+
+    async def held(self) -> bool:
+        """Wait while the config holds this reply back; True if the client left first. The
+        latency counts from the request's arrival: a reply held longer comes at once."""
+        stage = Stage(self.entry.stage)
+        while self.sim.faults.holds(self.model, stage):
+            if await self.wait(_WAIT_STEP):
+                return True
+        return False
 
     def time_left(self) -> float:
         return max(0.0, self.ends_at - asyncio.get_running_loop().time())

@@ -47,7 +47,7 @@ FOUR_MODELS = ["sim/atlas", "sim/borealis", "sim/cirrus", "sim/drift"]
 QUESTION = "How should a small team choose between SQLite and PostgreSQL?"
 # Short timeouts so that a killed worker or a hung call is noticed quickly in tests.
 TEST_POLICY = {
-    "heartbeat_timeout_seconds": 2,
+    "heartbeat_timeout_seconds": 5,
     "call_timeout_seconds": 30,
     "initial_retry_seconds": 0.2,
     "max_retry_seconds": 1,

@@ -82,7 +82,11 @@ def cli_env(council: Council, temporal) -> dict[str, str]:
 
 
 def stage1_calls(council: Council) -> int:
-    return sum(stages.get("stage1", 0) for stages in council.sim.log()["counts"].values())
+    """The stage 1 calls made, each once however often it was tried: every attempt of one
+    call carries the same call id, and a busy machine retries calls whose heartbeat came late."""
+    calls = [e["call_id"] for e in council.sim.log()["entries"] if e["stage"] == "stage1"]
+    assert None not in calls, "a stage 1 request without its call id"
+    return len(set(calls))
 
 
 def png_size(path: Path) -> tuple[int, int]:

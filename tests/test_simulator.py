@@ -3,6 +3,7 @@ run, fault injection and the request log."""
 
 from __future__ import annotations
 
+import asyncio
 import functools
 import json
 import os
@@ -434,6 +435,21 @@ def test_a_reply_can_be_held_back_before_its_first_byte(sim, sim_faults) -> None
         assert first_byte >= 0.6 and whole >= 0.8, (stream, first_byte, whole)
     [entry, _] = sim.log()["entries"]
     assert entry["outcome"] == "ok" and entry["fault"] is None
+
+
+async def test_a_held_stage_waits_until_the_faults_let_it_go(sim, sim_faults) -> None:
+    """A test holds a stage's replies until it has done its step, then lets them go."""
+    sim_faults({"*": {"hold": True, "stages": ["stage1"]}})
+    held = asyncio.create_task(
+        asyncio.to_thread(post, sim, "sim/atlas", prompts.answer_prompt(QUESTION, CAP))
+    )
+    await wait_until(lambda: sim.log()["in_flight"] == 1, timeout=30)
+    review = prompts.review_prompt(QUESTION, {"Response A": "An answer."}, CAP)
+    assert (await asyncio.to_thread(post, sim, "sim/atlas", review)).status_code == 200
+    assert not held.done() and sim.log()["in_flight"] == 1  # another stage went by
+    sim_faults({})
+    assert (await asyncio.wait_for(held, 30)).status_code == 200
+    assert [e["outcome"] for e in sim.log()["entries"]] == ["ok", "ok"]
 
 
 def test_faults_can_target_stages_and_stop_after_a_count(sim, sim_faults) -> None:

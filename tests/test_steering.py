@@ -203,8 +203,11 @@ async def test_the_cli_extends_and_critiques(council: Council, cli_env: dict[str
 async def test_a_critique_of_an_answer_that_arrived_during_stage_1_is_taken(
     council: Council, cli_env: dict[str, str]
 ) -> None:
-    # drift answers at once; the others take a while: stage 1 is still under way.
-    council.sim.set_faults({"*": {"latency": 4}, "sim/drift": {"latency": 0.1}})
+    # drift answers at once; the others' answers are held until the critique is in: stage 1
+    # is still under way however long the CLI takes.
+    council.sim.set_faults(
+        {"*": {"hold": True, "stages": ["stage1"]}, "sim/drift": {"hold": False}}
+    )
     handle = await council.start(max_rounds=1, **EVERY_ROUND)
     await until(
         handle,
@@ -221,6 +224,7 @@ async def test_a_critique_of_an_answer_that_arrived_during_stage_1_is_taken(
     assert "(round 1)" in out + err
     progress = await handle.query(Deliberation.progress, 0)
     assert progress.stage == Stage.ANSWER  # taken while stage 1 ran
+    council.sim.set_faults({})
     record = await handle.result()
     drift = next(label for label, model in record.label_to_model.items() if model == "sim/drift")
     assert [c.critique_text for c in record.rounds[0].critiques[drift] if c.from_user] == [NOTE]

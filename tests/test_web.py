@@ -305,8 +305,9 @@ async def test_a_follow_up_more_rounds_and_a_critique_from_the_page(
     assert await conversation.locator("h2.question").text_content() == first.query
     assert "carried 1 earlier turn(s)" in await text_of(page, "#context")
 
-    # A running deliberation: one more round, and a critique for the next one.
-    council.sim.set_faults({"*": {"latency": 0.8}})
+    # A running deliberation: one more round, and a critique for the next one. The first
+    # round's refinements are held until both are in, so that a round follows the critique.
+    council.sim.set_faults({"*": {"latency": 0.8, "hold": True, "stages": ["stage2_5"]}})
     handle = await council.start(max_rounds=1, quality_threshold=5, stop_on_convergence=False)
     await until(handle, stage_started(Stage.REVIEW))
     await page.goto(f"{web.url}/deliberations/{handle.id}")
@@ -321,6 +322,7 @@ async def test_a_follow_up_more_rounds_and_a_critique_from_the_page(
     await page.fill("#critique-text", "")
     await page.click("#critique-button")
     assert await text_of(page, "#refused") == "the critique is empty"
+    council.sim.set_faults({"*": {"latency": 0.8}})
     await wait_for_status(page, "completed")
     record = await handle.result()
     assert len(record.rounds) == 2 and [a.kind for a in record.steering] == [
