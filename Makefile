@@ -36,9 +36,10 @@ test: $(STAMP) browser
 
 # The fast tier, in well under a minute: the unit, property, replay and specification tests
 # and the workflow's rules on Temporal's time-skipping test environment with a fake model
-# call; no dev server, browser or process of its own (each test module marks its own).
+# call; no dev server, browser or process of its own (each test module marks its own). In
+# two processes, as the full suite.
 test-fast: $(STAMP)
-	$(BIN)/python -m pytest -q -m fast
+	$(BIN)/python -m pytest -q -m fast -n 2
 
 # The web page's tests drive Debian's chromium: installed here when it is missing and we
 # may (root, apt-get); elsewhere those tests are skipped, saying why.
