@@ -410,9 +410,9 @@ class Settings(BaseSettings):
 
     def secrets(self) -> list[str]:
         """Every secret value set: what nothing may show."""
-        held = [self.web_token, self.codec_token, self.payload_key, self.payload_old_keys]
-        held += [self.llm.api_key, self.llm.openrouter_api_key]
-        values = [secret.get_secret_value() for secret in held if secret is not None]
+        held = [getattr(self, name) for name in type(self).model_fields]
+        held += [getattr(self.llm, name) for name in type(self.llm).model_fields]
+        values = [value.get_secret_value() for value in held if isinstance(value, SecretStr)]
         return values + list(self.llm.extra_headers.values())
 
 

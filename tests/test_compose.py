@@ -183,8 +183,9 @@ def import_closure(*roots: str) -> dict[str, Path]:
 
 def variables_read_by(*roots: str) -> set[str]:
     """COUNCIL_* and OPENROUTER_* names that the closure reads: those that appear as string
-    constants, and the variables of the settings object's fields (app.settings) that it
-    reads as attributes (the settings module itself, which names them all, aside)."""
+    constants (the settings module itself, which names them all, aside), and the variables
+    of the settings object's fields (app.settings) that it reads as attributes or, for a
+    token, by name."""
     names = set()
     fields = Settings.variables()
     for module, path in import_closure(*roots).items():
@@ -198,6 +199,15 @@ def variables_read_by(*roots: str) -> set[str]:
                 names.add(node.value)
             elif isinstance(node, ast.Attribute) and node.attr in fields:
                 names.add(fields[node.attr])
+            elif (  # a token read by name: settings.secret("web_token")
+                isinstance(node, ast.Call)
+                and isinstance(node.func, ast.Attribute)
+                and node.func.attr == "secret"
+                and node.args
+                and isinstance(node.args[0], ast.Constant)
+                and node.args[0].value in fields
+            ):
+                names.add(fields[str(node.args[0].value)])
     return names
 
 
