@@ -337,6 +337,9 @@ async def test_waiting_for_a_worker_is_said_once(
             await asyncio.sleep(0.05)
     await asyncio.sleep(1.5)  # queries that no worker answers (each given up after 0.3 s)
     assert not waiting.done()
+    # A worker comes: the queries are answered again, the last one (the closed run's final
+    # events) within the production timeout, however slow the machine.
+    monkeypatch.setattr(deliberations, "QUERY_TIMEOUT", timedelta(seconds=5))
     async with council_worker(temporal.client, council.sim, queue=queue):
         code, out, err = await asyncio.wait_for(waiting, 60)
     assert out.strip()  # the answer
