@@ -54,19 +54,7 @@ class GatewaySettings:
     @classmethod
     def of(cls, llm: DefaultProvider) -> GatewaySettings:
         """The default provider's settings, as the process read them (app.settings)."""
-        return cls(
-            base_url=llm.base_url,
-            api_key=llm.key,
-            stream=llm.stream,
-            extra_headers=dict(llm.extra_headers),
-            connect_timeout=llm.connect_timeout,
-            read_timeout=llm.read_timeout,
-            structured_output=llm.structured_output,
-            context_window=llm.context_window,
-            max_concurrent_requests=llm.max_concurrent_requests,
-            max_requests_per_second=llm.max_requests_per_second,
-            images=llm.images,
-        )
+        return cls._read(llm, llm.key)
 
     @classmethod
     def from_provider(
@@ -75,9 +63,17 @@ class GatewaySettings:
         """A council.toml provider's settings, its key from the variable it names."""
         env = os.environ if env is None else env
         key = (env.get(provider.api_key_env) or "").strip() if provider.api_key_env else ""
+        return cls._read(provider, key or None)
+
+    @classmethod
+    def _read(
+        cls, provider: DefaultProvider | ProviderConfig, api_key: str | None
+    ) -> GatewaySettings:
+        """A provider's fields (the default one's and council.toml's have the same names)."""
+        images = provider.images
         return cls(
             base_url=provider.base_url,
-            api_key=key or None,
+            api_key=api_key,
             stream=provider.stream,
             extra_headers=dict(provider.extra_headers),
             connect_timeout=provider.connect_timeout,
@@ -86,7 +82,7 @@ class GatewaySettings:
             context_window=provider.context_window,
             max_concurrent_requests=provider.max_concurrent_requests,
             max_requests_per_second=provider.max_requests_per_second,
-            images=provider.images if isinstance(provider.images, bool) else tuple(provider.images),
+            images=images if isinstance(images, bool) else tuple(images),
         )
 
     @property

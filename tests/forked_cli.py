@@ -34,7 +34,6 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 SCRIPT = ROOT / "starter.py"
-_KILLED = -int(signal.SIGKILL)
 
 
 # ---- the server -----------------------------------------------------------------------
@@ -155,32 +154,29 @@ def _run(
     in_read, in_write = os.pipe()
     out_read, out_write = os.pipe()
     err_read, err_write = os.pipe()
-    with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as conn:
-        conn.connect(_server.path())
-        request = {"argv": argv, "env": env, "cwd": str(ROOT)}
-        socket.send_fds(conn, [json.dumps(request).encode()], [in_read, out_write, err_write])
-        for fd in (in_read, out_write, err_write):
-            os.close(fd)
-        reply = conn.makefile("rb")
-        started.append(int(reply.readline()))
-        chunks: dict[int, bytes] = {}
+    request = {"argv": argv, "env": env, "cwd": str(ROOT)}
+    process = _fork(request, [in_read, out_write, err_write])
+    for fd in (in_read, out_write, err_write):
+        os.close(fd)
+    started.append(process.pid)
+    chunks: dict[int, bytes] = {}
 
-        def drain(fd: int) -> None:
-            with open(fd, "rb") as pipe:
-                chunks[fd] = pipe.read()
+    def drain(fd: int) -> None:
+        with open(fd, "rb") as pipe:
+            chunks[fd] = pipe.read()
 
-        readers = [threading.Thread(target=drain, args=(fd,)) for fd in (out_read, err_read)]
-        for reader in readers:
-            reader.start()
-        try:
-            with open(in_write, "wb") as pipe:
-                pipe.write(stdin)
-        except BrokenPipeError:  # the command ended without reading it all
-            pass
-        for reader in readers:
-            reader.join()
-        status = reply.readline().strip()
-    return (int(status) if status else _KILLED), chunks[out_read], chunks[err_read]
+    readers = [threading.Thread(target=drain, args=(fd,)) for fd in (out_read, err_read)]
+    for reader in readers:
+        reader.start()
+    try:
+        with open(in_write, "wb") as pipe:
+            pipe.write(stdin)
+    except BrokenPipeError:  # the command ended without reading it all
+        pass
+    for reader in readers:
+        reader.join()
+    code = process.wait()
+    return (code if code is not None else -1), chunks[out_read], chunks[err_read]
 
 
 async def run_starter(
@@ -235,15 +231,21 @@ def fork_module(
 ) -> ForkedPopen:
     """`python -m MODULE ARGS...` forked from the server, in a session of its own, its
     output and errors to the descriptor `log`, nothing on its standard input."""
+    request = {"module": module, "argv": args, "env": env, "cwd": str(cwd), "session": True}
     with open(os.devnull, "rb") as nothing:
-        conn = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-        conn.connect(_server.path())
-        request = {"module": module, "argv": args, "env": env, "cwd": str(cwd), "session": True}
-        socket.send_fds(conn, [json.dumps(request).encode()], [nothing.fileno(), log, log])
-    reply = b""
-    while not reply.endswith(b"\n"):
-        reply += conn.recv(1)
-    return ForkedPopen(conn, int(reply))
+        return _fork(request, [nothing.fileno(), log, log])
+
+
+def _fork(request: dict[str, object], fds: list[int]) -> ForkedPopen:
+    """Ask the server to fork `request` with `fds` as its standard input, output and error;
+    the connection then carries the process's status."""
+    conn = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    conn.connect(_server.path())
+    socket.send_fds(conn, [json.dumps(request).encode()], fds)
+    pid = b""
+    while not pid.endswith(b"\n"):  # byte by byte: the status that follows stays unread
+        pid += conn.recv(1)
+    return ForkedPopen(conn, int(pid))
 
 
 if __name__ == "__main__":
