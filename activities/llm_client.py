@@ -349,27 +349,28 @@ class ChatClient:
     async def _read_body(self, response: httpx.Response, completion: Completion) -> bytes:
         limit = self.settings.max_body_bytes
         parts = []
-        async for chunk in response.aiter_bytes():
-            completion.received_bytes += len(chunk)
-            if completion.received_bytes > limit:
-                raise CallFailure(
-                    ErrorType.PAYLOAD_TOO_LARGE,
-                    f"the reply body is over {limit:,} bytes; not read further",
-                )
-            parts.append(chunk)
+        async with contextlib.aclosing(response.aiter_bytes()) as chunks:
+            async for chunk in chunks:
+                completion.received_bytes += len(chunk)
+                if completion.received_bytes > limit:
+                    raise CallFailure(
+                        ErrorType.PAYLOAD_TOO_LARGE,
+                        f"the reply body is over {limit:,} bytes; not read further",
+                    )
+                parts.append(chunk)
         return b"".join(parts)
 
     async def _read_stream(self, response: httpx.Response, completion: Completion) -> None:
         completion.streaming = True
         decoder = SSEDecoder(self.redactor)
         limit = self.settings.max_body_bytes
-        lines = _lines_within(response, completion, limit)
         try:
-            async for line in lines:
-                if _take_line(decoder, line, completion):
-                    if not completion.cut:
-                        await _read_to_the_end(lines)
-                    return
+            async with contextlib.aclosing(_lines_within(response, completion, limit)) as lines:
+                async for line in lines:
+                    if _take_line(decoder, line, completion):
+                        if not completion.cut:
+                            await _read_to_the_end(lines)
+                        return
         except _OverTheCap:
             if completion.content_bytes:
                 completion.cut = True
@@ -430,15 +431,16 @@ async def _lines_within(
     never ends is read no further than that (then _OverTheCap, after the lines the bytes
     within the limit completed)."""
     lines = _Lines()
-    async for chunk in response.aiter_bytes():
-        room = limit - completion.received_bytes
-        completion.received_bytes += len(chunk)
-        if len(chunk) > room:
-            for line in lines.feed(chunk[: max(room, 0)]):
+    async with contextlib.aclosing(response.aiter_bytes()) as chunks:
+        async for chunk in chunks:
+            room = limit - completion.received_bytes
+            completion.received_bytes += len(chunk)
+            if len(chunk) > room:
+                for line in lines.feed(chunk[: max(room, 0)]):
+                    yield line
+                raise _OverTheCap
+            for line in lines.feed(chunk):
                 yield line
-            raise _OverTheCap
-        for line in lines.feed(chunk):
-            yield line
     for line in lines.close():
         yield line
 
@@ -498,9 +500,10 @@ def _whole(completion: Completion, end: str) -> None:
 async def _read_limited(response: httpx.Response, limit: int) -> bytes:
     parts: list[bytes] = []
     size = 0
-    async for chunk in response.aiter_bytes():
-        parts.append(chunk)
-        size += len(chunk)
-        if size >= limit:
-            break
+    async with contextlib.aclosing(response.aiter_bytes()) as chunks:
+        async for chunk in chunks:
+            parts.append(chunk)
+            size += len(chunk)
+            if size >= limit:
+                break
     return b"".join(parts)[:limit]

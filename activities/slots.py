@@ -82,10 +82,11 @@ async def _props(http: httpx.AsyncClient, url: str) -> bytes | None:
         if response.status_code != 200:
             return None
         body = b""
-        async for chunk in response.aiter_bytes():
-            body += chunk
-            if len(body) > PROPS_BYTES:
-                return None
+        async with contextlib.aclosing(response.aiter_bytes()) as chunks:
+            async for chunk in chunks:
+                body += chunk
+                if len(body) > PROPS_BYTES:
+                    return None
         return body
 
 

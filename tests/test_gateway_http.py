@@ -404,3 +404,41 @@ async def test_warm_up_with_the_provider_down_opens_none_and_raises_nothing() ->
         port = probe.getsockname()[1]
     async with ModelGateway(GatewaySettings(base_url=f"http://127.0.0.1:{port}/v1")) as gw:
         assert await gw.warm_up() == {"default": 0}
+
+
+@contextlib.contextmanager
+def left_to_the_collector() -> Any:
+    """The async generators of this process that were dropped unfinished (left for the
+    garbage collector to close), by qualified name, while the block ran."""
+    import gc
+    import sys
+
+    hooks = sys.get_asyncgen_hooks()
+    dropped: list[str] = []
+
+    def finalizer(agen: Any) -> None:
+        dropped.append(f"{agen.ag_code.co_filename}:{agen.__qualname__}")
+        if hooks.finalizer is not None:
+            hooks.finalizer(agen)
+
+    sys.set_asyncgen_hooks(firstiter=hooks.firstiter, finalizer=finalizer)
+    try:
+        yield dropped
+        gc.collect()
+    finally:
+        sys.set_asyncgen_hooks(*hooks)
+
+
+async def test_a_reply_read_only_in_part_leaves_none_of_our_readers_open(sim, sim_faults) -> None:
+    """A stream cut at the cap and a body over the limit each close the readers the call
+    opened at once, never leaving them to the collector (which
+    would close them later, on another task)."""
+    sim_faults({"*": {"pad_to_bytes": 300_000}})
+    with left_to_the_collector() as dropped:
+        async with gateway(sim) as gw:
+            reply = await call(gw, make_call(max_response_bytes=2_000))
+        async with gateway(sim, stream=False, max_body_bytes=100_000) as gw:
+            err = await failure(gw, make_call())
+    assert reply.truncated and err.type == "PayloadTooLarge"
+    ours = [name for name in dropped if "/activities/" in name]
+    assert ours == [], ours
