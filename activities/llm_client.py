@@ -15,7 +15,7 @@ import codecs
 import contextlib
 import json
 import re
-from collections.abc import AsyncIterator
+from collections.abc import AsyncGenerator, AsyncIterator
 from typing import Any
 from urllib.parse import quote
 
@@ -29,6 +29,7 @@ from activities.errors import (
     retry_after_from_headers,
     status_failure,
 )
+from activities.reading import chunks
 from activities.settings import GatewaySettings
 from activities.slots import AnswerClock
 from activities.sse import DONE_EVENT, SSEDecoder
@@ -349,8 +350,8 @@ class ChatClient:
     async def _read_body(self, response: httpx.Response, completion: Completion) -> bytes:
         limit = self.settings.max_body_bytes
         parts = []
-        async with contextlib.aclosing(response.aiter_bytes()) as chunks:
-            async for chunk in chunks:
+        async with chunks(response) as each:
+            async for chunk in each:
                 completion.received_bytes += len(chunk)
                 if completion.received_bytes > limit:
                     raise CallFailure(
@@ -426,13 +427,13 @@ class _Lines:
 
 async def _lines_within(
     response: httpx.Response, completion: Completion, limit: int
-) -> AsyncIterator[str]:
+) -> AsyncGenerator[str, None]:
     """The stream's lines, each byte counted against `limit` as it arrives: a line that
     never ends is read no further than that (then _OverTheCap, after the lines the bytes
     within the limit completed)."""
     lines = _Lines()
-    async with contextlib.aclosing(response.aiter_bytes()) as chunks:
-        async for chunk in chunks:
+    async with chunks(response) as each:
+        async for chunk in each:
             room = limit - completion.received_bytes
             completion.received_bytes += len(chunk)
             if len(chunk) > room:
@@ -500,8 +501,8 @@ def _whole(completion: Completion, end: str) -> None:
 async def _read_limited(response: httpx.Response, limit: int) -> bytes:
     parts: list[bytes] = []
     size = 0
-    async with contextlib.aclosing(response.aiter_bytes()) as chunks:
-        async for chunk in chunks:
+    async with chunks(response) as each:
+        async for chunk in each:
             parts.append(chunk)
             size += len(chunk)
             if size >= limit:

@@ -36,6 +36,8 @@ from urllib.parse import urlsplit, urlunsplit
 
 import httpx
 
+from activities.reading import chunks
+
 PROBE_SECONDS = 3.0
 MAX_SLOTS = 1024
 # /props is a few KB; a server that sends more is not read further.
@@ -82,8 +84,8 @@ async def _props(http: httpx.AsyncClient, url: str) -> bytes | None:
         if response.status_code != 200:
             return None
         body = b""
-        async with contextlib.aclosing(response.aiter_bytes()) as chunks:
-            async for chunk in chunks:
+        async with chunks(response) as each:
+            async for chunk in each:
                 body += chunk
                 if len(body) > PROPS_BYTES:
                     return None
