@@ -17,11 +17,11 @@ import subprocess
 import sys
 import threading
 import time
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from contextlib import ExitStack, contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
 import httpx
 
@@ -61,7 +61,7 @@ class Process:
     """A child process with its log file; stop() ends it and its children."""
 
     name: str
-    popen: subprocess.Popen
+    popen: Launched
     log_path: Path | None = None
     extra: dict = field(default_factory=dict)
 
@@ -127,6 +127,36 @@ def _stop_signals_held() -> Iterator[list[int]]:
                 signal.signal(signum, handler)
 
 
+class Launched(Protocol):
+    """A started process as Process uses it (subprocess.Popen is one)."""
+
+    pid: int
+    returncode: int | Any
+
+    def poll(self) -> int | None: ...
+
+    def wait(self, timeout: float | None = None) -> int | Any: ...
+
+
+# How `python ARGS...` starts (ARGS, the environment, the descriptor its output and errors
+# go to, the working directory), in a session of its own with nothing on its standard
+# input: None, a new interpreter. The test suite sets one that forks it from a process that
+# has made the imports already (tests/conftest.py): the same command, without two
+# CPU-seconds of imports each time.
+python_launcher: Callable[[list[str], Mapping[str, str], int, Path], Launched] | None = None
+
+
+@contextmanager
+def new_interpreters() -> Iterator[None]:
+    """Within the block, `python ARGS...` starts a new interpreter, whatever the launcher."""
+    global python_launcher
+    launcher, python_launcher = python_launcher, None
+    try:
+        yield
+    finally:
+        python_launcher = launcher
+
+
 def spawn(
     name: str,
     command: list[str],
@@ -139,15 +169,22 @@ def spawn(
         if log_path is not None:
             log_path.parent.mkdir(parents=True, exist_ok=True)
             out = files.enter_context(open(log_path, "ab"))
-        popen = subprocess.Popen(
-            command,
-            cwd=cwd,
-            env={**os.environ, **(env or {})},
-            stdout=out,
-            stderr=subprocess.STDOUT,
-            stdin=subprocess.DEVNULL,
-            start_new_session=True,
-        )
+        environment = {**os.environ, **(env or {})}
+        popen: Launched
+        if python_launcher is not None and command[0] == sys.executable:
+            if out is subprocess.DEVNULL:
+                out = files.enter_context(open(os.devnull, "wb"))
+            popen = python_launcher(command[1:], environment, out.fileno(), cwd)
+        else:
+            popen = subprocess.Popen(
+                command,
+                cwd=cwd,
+                env=environment,
+                stdout=out,
+                stderr=subprocess.STDOUT,
+                stdin=subprocess.DEVNULL,
+                start_new_session=True,
+            )
     process = Process(name, popen, log_path)
     if held:  # a stop came as it started: it is stopped, and the signal goes where it goes
         process.stop()

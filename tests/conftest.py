@@ -12,6 +12,11 @@ when one marked fast uses a fixture that starts a dev server, a browser or a pro
 A test that starts a process in its own body stays unmarked. `make test` runs every
 test, these included.
 
+The Python processes the suite starts (`starter.py`, `worker.py`, `python -m web`, the
+simulator and codec servers) are forked from a process that has made the imports already
+(tests/forked_cli.py); tests/test_starter.py and tests/test_durability.py start new
+interpreters as well.
+
 The suite runs through the payload store (app.store): a directory of the session's, in
 COUNCIL_STORE for every client, worker and process a test starts, with a threshold low
 enough that a run's reviews, refinements and record travel by reference.
@@ -24,6 +29,9 @@ import shutil
 import tempfile
 
 import pytest
+
+from harness import processes
+from tests.forked_cli import fork_python
 
 pytest_plugins = [
     "tests.sim_fixtures",
@@ -38,6 +46,9 @@ SUITE_STORE_THRESHOLD = "4096"
 
 
 def pytest_configure(config: pytest.Config) -> None:
+    # The Python processes the tests start through harness.processes (workers, simulators,
+    # codec servers) are forked from a process that has made the imports already.
+    processes.python_launcher = fork_python
     store = tempfile.mkdtemp(prefix="council-store-")
     config.stash[_STORE] = store
     os.environ["COUNCIL_STORE"] = store

@@ -1,16 +1,18 @@
-"""`python starter.py ARGS...` and `python -m web ...` without paying for the imports
-each time.
+"""Python commands of the suite without paying for the imports each time: `python
+starter.py ARGS...`, `python -m web ...`, `python worker.py ...` and the other Python
+servers harness.processes starts (simulator, codec server).
 
-Most of a command's start is importing Temporal's client, pydantic and the models (about
-two CPU-seconds on the test machine); the suite runs the command and the page's server a
-few hundred times. A fork server, started once per test process, imports `starter` and
-`web` with their dependencies and then forks a child for each command: the child is a
-process of its own, with the standard input, output and error, the environment, the
-working directory and the arguments it is given, runs starter.py (or the web package) as
-`__main__` exactly as `python starter.py` (`python -m web`) does, and exits with the
-command's own status. What is shared is only what the imports left
-in memory (no thread, no connection: the server checks that it has one thread before it
-forks). tests/test_starter.py still runs the real `python starter.py` as well.
+Most of a command's start is importing Temporal's client and worker, pydantic and the
+models (about two CPU-seconds on the test machine); the suite runs the command, the page's
+server and workers a few hundred times. A fork server, started once per test process,
+imports `starter`, `web`, `service` and the other entry points with their dependencies and
+then forks a child for each command: the child is a process of its own, with the standard
+input, output and error, the environment, the working directory and the arguments it is
+given, runs the script (or module) as `__main__` exactly as `python SCRIPT` (`python -m
+MODULE`) does, and exits with the command's own status. What is shared is only what the
+imports left in memory (no thread, no connection: the server checks that it has one thread
+before it forks). tests/test_starter.py still runs the real `python starter.py` as well, and
+tests/test_durability.py a real `python worker.py`.
 
     python -m tests.forked_cli SOCKET   the server (the test process starts it)
 """
@@ -30,6 +32,7 @@ import sys
 import tempfile
 import threading
 import traceback
+from collections.abc import Mapping
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -40,11 +43,16 @@ SCRIPT = ROOT / "starter.py"
 
 
 def _serve(path: str) -> None:
-    import starter  # noqa: F401  (what each child would import: once, here)
+    # What each child would import: once, here.
+    import app.codec_server  # noqa: F401
+    import service.command
+    import service.worker  # noqa: F401
+    import simulator.server  # noqa: F401
+    import starter  # noqa: F401
     import web.app  # noqa: F401
 
     if threading.active_count() != 1:
-        raise SystemExit("forked_cli: importing starter started a thread; cannot fork safely")
+        raise SystemExit("forked_cli: the imports started a thread; cannot fork safely")
     signal.signal(signal.SIGCHLD, signal.SIG_IGN)  # children are reaped as they end
     listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
     listener.bind(path)
@@ -86,12 +94,13 @@ def _child(conn: socket.socket, request: dict[str, object], fds: list[int]) -> N
         settings._current = None  # read from this command's environment, as at a start
         sys.stdin = open(0, closefd=False)  # noqa: SIM115
         module = request.get("module")
-        sys.argv = [str(module or SCRIPT), *request["argv"]]  # type: ignore[misc]
+        script = str(request.get("script") or SCRIPT)
+        sys.argv = [str(module or script), *request["argv"]]  # type: ignore[misc]
         try:
             if module:
                 runpy.run_module(str(module), run_name="__main__", alter_sys=True)
             else:
-                runpy.run_path(str(SCRIPT), run_name="__main__")
+                runpy.run_path(script, run_name="__main__")
             code = 0
         except SystemExit as leaving:
             code = _status(leaving.code)
@@ -227,11 +236,22 @@ class ForkedPopen:
 
 
 def fork_module(
-    module: str, args: list[str], env: dict[str, str], log: int, cwd: Path = ROOT
+    module: str, args: list[str], env: Mapping[str, str], log: int, cwd: Path = ROOT
 ) -> ForkedPopen:
     """`python -m MODULE ARGS...` forked from the server, in a session of its own, its
     output and errors to the descriptor `log`, nothing on its standard input."""
-    request = {"module": module, "argv": args, "env": env, "cwd": str(cwd), "session": True}
+    return fork_python(["-m", module, *args], env, log, cwd)
+
+
+def fork_python(args: list[str], env: Mapping[str, str], log: int, cwd: Path = ROOT) -> ForkedPopen:
+    """`python ARGS...` (`SCRIPT ...` or `-m MODULE ...`) forked from the server, as
+    harness.processes would start it (its launcher in the suite, tests/conftest.py): a
+    session of its own, output and errors to `log`, nothing on its standard input."""
+    if args[0] == "-m":
+        what: dict[str, object] = {"module": args[1], "argv": args[2:]}
+    else:
+        what = {"script": str(Path(cwd, args[0])), "argv": args[1:]}
+    request = {**what, "env": dict(env), "cwd": str(cwd), "session": True}
     with open(os.devnull, "rb") as nothing:
         return _fork(request, [nothing.fileno(), log, log])
 

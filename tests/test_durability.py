@@ -14,7 +14,7 @@ from temporalio.testing import WorkflowEnvironment
 
 from council.calls import Stage
 from council.models import DeliberationRecord
-from harness.processes import start_worker
+from harness.processes import new_interpreters, start_worker
 from simulator import SimulatorServer
 from tests.sim_fixtures import wait_until
 from tests.temporal_fixtures import request, worker_env
@@ -35,7 +35,10 @@ async def test_worker_killed_mid_round_resumes_without_repeating_calls(
     queue = f"council-kill-{uuid.uuid4().hex[:8]}"
     env = worker_env(temporal, sim, queue)
     log = tmp_path / "worker.log"
-    first = await asyncio.to_thread(start_worker, env, log)
+    # `python worker.py` in a new interpreter; the one after the kill is forked, as the
+    # suite's workers are (tests/forked_cli.py).
+    with new_interpreters():
+        first = await asyncio.to_thread(start_worker, env, log)
     second = None
     try:
         handle = await temporal.client.start_workflow(
