@@ -398,7 +398,7 @@ def test_a_ctrl_c_that_lands_inside_a_start_leaves_no_process(
     handlers = {s: signal.getsignal(s) for s in (signal.SIGINT, signal.SIGTERM)}
     try:
         stop_on_signals()
-        with pytest.raises(Stopped):
+        with pytest.raises(Stopped), processes.new_interpreters():  # through Popen, as up.py
             processes.spawn("sleeper", [sys.executable, "-c", "import time; time.sleep(60)"])
     finally:
         for signum, handler in handlers.items():
