@@ -13,8 +13,10 @@ from __future__ import annotations
 import asyncio
 import codecs
 import contextlib
+import functools
 import json
 import re
+import ssl
 from collections.abc import AsyncGenerator, AsyncIterator
 from typing import Any
 from urllib.parse import quote
@@ -48,11 +50,19 @@ QUOTED_CHARS = 80
 _LINE_END = re.compile(r"\r\n|\r|\n")
 
 
+@functools.cache
+def _tls() -> ssl.SSLContext:
+    """The TLS settings of every provider's pool (httpx's defaults: certifi's CA bundle),
+    made once: loading the bundle costs tens of milliseconds of CPU a pool."""
+    return httpx.create_ssl_context()
+
+
 def make_http_client(
     settings: GatewaySettings, transport: httpx.AsyncBaseTransport | None = None
 ) -> httpx.AsyncClient:
     """The worker's one shared connection pool."""
     return httpx.AsyncClient(
+        verify=_tls(),
         timeout=httpx.Timeout(
             connect=settings.connect_timeout,
             read=settings.read_timeout,

@@ -55,6 +55,9 @@ FILLER = " (simulated filler to make this reply large)"
 UNLIMITED_SLOTS = 1024
 _WAIT_STEP = 0.25
 FIRST_TOKEN_SHARE = 0.5
+# Stream chunks due closer together than this go out in one write (send_stream).
+FLUSH_SECONDS = 0.01
+FLUSH_BYTES = 16_384
 
 
 class Authors:
@@ -379,6 +382,10 @@ class _Exchange:
             parts = parts[: max(1, len(parts) // 2)]
         chunk = self._chunk
         await self.body(wire.sse(chunk({"role": "assistant", "content": ""})))
+        # Chunks due within FLUSH_SECONDS of each other go out in one write of at most about
+        # FLUSH_BYTES, as a server's buffer sends them: with no latency, a short reply at once.
+        pending: list[bytes] = []
+        size = 0
         for i, part in enumerate(parts):
             if self.client.gone.is_set():
                 self.finish("disconnected", 200)
@@ -386,15 +393,23 @@ class _Exchange:
             if fault == "malformed" and i == len(parts) // 2:
                 self.finish("malformed", 200)
                 await self.body(
-                    b'data: {"id": "'
+                    b"".join(pending)
+                    + b'data: {"id": "'
                     + self.reply_id.encode()
                     + b'", "choices": [{"delta": {"content": "\n\n'
                 )
                 await self.body(wire.sse("[DONE]"), more=False)
                 return
-            await self.body(wire.sse(chunk({"content": part})))
-            # Sleep to the next chunk's time (never drifting past the end), or just yield.
-            await asyncio.sleep(max(0.0, ends_at - pace * (len(parts) - i - 1) - loop.time()))
+            pending.append(wire.sse(chunk({"content": part})))
+            size += len(pending[-1])
+            # The next chunk's time (never drifting past the end).
+            wait = ends_at - pace * (len(parts) - i - 1) - loop.time()
+            if wait < FLUSH_SECONDS and size < FLUSH_BYTES and i + 1 < len(parts):
+                continue
+            await self.body(b"".join(pending))
+            pending.clear()
+            size = 0
+            await asyncio.sleep(max(0.0, wait))
         if fault == "truncate":
             self.finish("truncated", 200)
             raise _DropConnection

@@ -24,6 +24,7 @@ enough that a run's reviews, refinements and record travel by reference.
 
 from __future__ import annotations
 
+import gc
 import os
 import shutil
 import tempfile
@@ -53,6 +54,14 @@ def pytest_configure(config: pytest.Config) -> None:
     config.stash[_STORE] = store
     os.environ["COUNCIL_STORE"] = store
     os.environ["COUNCIL_STORE_THRESHOLD"] = SUITE_STORE_THRESHOLD
+
+
+def pytest_collection_finish(session: pytest.Session) -> None:
+    # What is alive once the tests are collected (the modules, the test items) stays alive
+    # to the end: kept out of every later full collection, which would otherwise go through
+    # it each time (the CLI's own, at the end of each command run in this process).
+    gc.collect()
+    gc.freeze()
 
 
 def pytest_unconfigure(config: pytest.Config) -> None:

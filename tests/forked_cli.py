@@ -22,6 +22,7 @@ from __future__ import annotations
 import asyncio
 import atexit
 import contextlib
+import gc
 import json
 import os
 import runpy
@@ -53,6 +54,10 @@ def _serve(path: str) -> None:
 
     if threading.active_count() != 1:
         raise SystemExit("forked_cli: the imports started a thread; cannot fork safely")
+    # What the imports made lives as long as each child: out of their full collections (the
+    # CLI makes one at the end of each command), and its pages stay shared with the server.
+    gc.collect()
+    gc.freeze()
     signal.signal(signal.SIGCHLD, signal.SIG_IGN)  # children are reaped as they end
     listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
     listener.bind(path)
