@@ -27,3 +27,11 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
         raise pytest.UsageError(
             "marked fast but needs a dev server, browser or process: " + "; ".join(misplaced)
         )
+
+
+@pytest.hookimpl(trylast=True, specname="pytest_collection_modifyitems")
+def slow_tests_first(items: list[pytest.Item]) -> None:
+    """The slow tests first, each module's in its order, the fast tier after them: the many
+    quick tests fill the end of a run in several processes, where a long test picked up last
+    would keep one process busy while the others wait."""
+    items.sort(key=lambda item: item.get_closest_marker("fast") is not None)
