@@ -29,15 +29,15 @@ demo: $(STAMP)
 up: $(STAMP)
 	SIM_LATENCY="$(SIM_LATENCY)" $(BIN)/python up.py
 
-# The whole suite, in two processes (each with its own Temporal dev server, simulator and
-# browser): most of a test's time is spent waiting for a run, so two share two cores well.
+# The whole suite, in four processes (each with its own Temporal dev server, simulator and
+# browser): most of a test's time is spent waiting for a run, so four keep two cores busy.
 test: $(STAMP) browser
-	$(BIN)/python -m pytest -q -n 2
+	$(BIN)/python -m pytest -q -n 4
 
 # The fast tier, in well under a minute: the unit, property, replay and specification tests
 # and the workflow's rules on Temporal's time-skipping test environment with a fake model
 # call; no dev server, browser or process of its own (each test module marks its own). In
-# two processes, as the full suite.
+# two processes (it waits for nothing).
 test-fast: $(STAMP)
 	$(BIN)/python -m pytest -q -m fast -n 2
 
