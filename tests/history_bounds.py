@@ -9,7 +9,6 @@ from collections.abc import AsyncIterator
 from pathlib import Path
 
 import pytest
-from temporalio.api.enums.v1 import EventType
 from temporalio.client import Client, WorkflowHandle
 from temporalio.testing import WorkflowEnvironment
 
@@ -17,7 +16,12 @@ from app import connection, store
 from app.settings import DEFAULT_STORE_THRESHOLD
 from harness.history import inline_size, task_commands
 from simulator import SimulatorServer
-from tests.temporal_fixtures import Council, council_worker, temporal_address
+from tests.temporal_fixtures import (
+    Council,
+    council_worker,
+    failed_workflow_tasks,
+    temporal_address,
+)
 
 TWELVE = [f"sim/member-{n:02d}" for n in range(12)]
 GRPC_LIMIT = 4 * 1024 * 1024
@@ -29,8 +33,7 @@ async def check_run(handle: WorkflowHandle) -> tuple[int, int, int]:
     been stored), after asserting the first two."""
     history = await handle.fetch_history()
     events = list(history.events)
-    failed = [e for e in events if e.event_type == EventType.EVENT_TYPE_WORKFLOW_TASK_FAILED]
-    assert failed == []
+    assert failed_workflow_tasks(events) == []
     largest_payload = max(p.ByteSize() for e in events for p in store.payloads_in(e))
     tasks = task_commands(events)
     largest_task = max(sum(e.ByteSize() for e in task) for task in tasks)

@@ -15,12 +15,14 @@ import contextlib
 import os
 import sys
 import uuid
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Callable, Iterable
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
 from typing import Any
 
 import pytest
+from temporalio.api.enums.v1 import EventType, WorkflowTaskFailedCause
+from temporalio.api.history.v1 import HistoryEvent
 from temporalio.client import Client, WorkflowHandle
 from temporalio.testing import WorkflowEnvironment
 
@@ -96,6 +98,20 @@ class Council:
     async def run(self, question: str = QUESTION, **fields: Any) -> DeliberationRecord:
         handle = await self.start(question, **fields)
         return await handle.result()
+
+
+def failed_workflow_tasks(events: Iterable[HistoryEvent]) -> list[HistoryEvent]:
+    """The run's failed workflow tasks, but for UNHANDLED_COMMAND: the server's answer when
+    an event (a reply, an update) came in while the task that would have ended the run was
+    completed (the SDK runs a new task at once; the busier the machine, the likelier).
+    Any other failure is the workflow's own."""
+    unhandled = WorkflowTaskFailedCause.WORKFLOW_TASK_FAILED_CAUSE_UNHANDLED_COMMAND
+    return [
+        e
+        for e in events
+        if e.event_type == EventType.EVENT_TYPE_WORKFLOW_TASK_FAILED
+        and e.workflow_task_failed_event_attributes.cause != unhandled
+    ]
 
 
 async def model_calls(handle: WorkflowHandle) -> list[ModelCall]:
