@@ -240,14 +240,6 @@ class ForkedPopen:
         return self.returncode
 
 
-def fork_module(
-    module: str, args: list[str], env: Mapping[str, str], log: int, cwd: Path = ROOT
-) -> ForkedPopen:
-    """`python -m MODULE ARGS...` forked from the server, in a session of its own, its
-    output and errors to the descriptor `log`, nothing on its standard input."""
-    return fork_python(["-m", module, *args], env, log, cwd)
-
-
 def fork_python(args: list[str], env: Mapping[str, str], log: int, cwd: Path = ROOT) -> ForkedPopen:
     """`python ARGS...` (`SCRIPT ...` or `-m MODULE ...`) forked from the server, as
     harness.processes would start it (its launcher in the suite, tests/conftest.py): a

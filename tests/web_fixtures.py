@@ -10,8 +10,8 @@
 
 from __future__ import annotations
 
-import os
 import shutil
+import sys
 from collections.abc import AsyncIterator, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
@@ -20,8 +20,7 @@ from typing import Any
 
 import pytest
 
-from harness.processes import Process, free_port, port_open, start_temporal, wait_for
-from tests.forked_cli import fork_module
+from harness.processes import Process, free_port, port_open, spawn, start_temporal, wait_for
 from tests.temporal_fixtures import FOUR_MODELS, Council, temporal_address
 
 CHROMIUM = "/usr/bin/chromium"
@@ -50,12 +49,9 @@ class WebServer:
 
 
 def web_process(port: int, log_path: Path, env: dict[str, str]) -> Process:
-    """`python -m web --port PORT` as a user starts it, its output in `log_path`; forked
-    from a process that has made the imports already (tests.forked_cli)."""
-    log_path.parent.mkdir(parents=True, exist_ok=True)
-    with log_path.open("ab") as log:
-        popen = fork_module("web", ["--port", str(port)], {**os.environ, **env}, log.fileno())
-    return Process("web", popen, log_path)  # type: ignore[arg-type]
+    """`python -m web --port PORT` as a user starts it, its output in `log_path` (forked in
+    the suite from a process that has made the imports already: tests/forked_cli.py)."""
+    return spawn("web", [sys.executable, "-m", "web", "--port", str(port)], log_path, env)
 
 
 @contextmanager
