@@ -258,11 +258,18 @@ async def test_a_decoy_id_page_points_only_at_itself(
         task_queue=council.task_queue,
         result_type=DeliberationRecord,
     )
-    # The listing links the decoy by its encoded id, which never resolves to the victim.
-    await page.goto(f"{web.url}/?q=x")
-    hrefs = await page.eval_on_selector_all("#runs a", "links => links.map(a => a.href)")
+    # The listing links the decoy by its encoded id, which never resolves to the victim
+    # (read again until the server's list, which follows a start, shows the decoy).
+    decoy_link = f"/deliberations/{quote(decoy_id, safe='')}"
+    deadline = time.monotonic() + 30
+    while True:
+        await page.goto(f"{web.url}/?q=x")
+        hrefs = await page.eval_on_selector_all("#runs a", "links => links.map(a => a.href)")
+        if any(decoy_link in href for href in hrefs) or time.monotonic() > deadline:
+            break
+        await asyncio.sleep(0.2)
     assert hrefs and all(not href.endswith("/" + victim.id) for href in hrefs), hrefs
-    assert f"/deliberations/{quote(decoy_id, safe='')}" in hrefs[0]
+    assert decoy_link in hrefs[0]
     response = await page.goto(hrefs[0])
     assert response is not None and response.status == 404
     targets = await page.eval_on_selector_all(
