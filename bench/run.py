@@ -4,6 +4,7 @@
     python -m bench --quick               small sizes, for development (prints only)
     python -m bench --only throughput     a selection (comma-separated or repeated)
     python -m bench --only throughput --profile   also profile the worker with py-spy
+    python -m bench --only throughput --pin       the worker on a core of its own (bench.pinning)
 
 It starts its own Temporal dev server (headless, a scratch SQLite file), simulator and
 workers, so nothing else needs to run, and stops them at the end. Process logs (and
@@ -35,6 +36,7 @@ from bench import (
     throughput,
     watchers,
 )
+from bench.pinning import Pinning, PinningError
 from bench.stack import BenchStack
 from harness.processes import ROOT
 
@@ -86,6 +88,19 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         help="throughput: profile the council worker with py-spy (pip install py-spy)",
     )
     parser.add_argument(
+        "--pin",
+        action="store_true",
+        help="throughput: the worker process on a core of its own, the dev server, simulator "
+        "and driver on the others (Linux), so that the worker is the limit as on a big machine",
+    )
+    parser.add_argument(
+        "--rows",
+        metavar="KIND[,KIND]",
+        help="throughput: measure only these rows, of "
+        f"{', '.join(throughput.KINDS)} (default all; Council / the same calls needs "
+        "council,same)",
+    )
+    parser.add_argument(
         "--window",
         type=float,
         metavar="SECONDS",
@@ -126,6 +141,13 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         args.only = _names(args.only)
     except argparse.ArgumentTypeError as err:
         parser.error(str(err))
+    if args.rows is not None:
+        try:
+            throughput.ROWS = throughput.rows(args.rows)
+        except ValueError as err:
+            parser.error(str(err))
+    if args.pin and args.only != ["throughput"]:
+        parser.error("--pin applies to the throughput benchmark only: add --only throughput")
     return args
 
 
@@ -162,6 +184,13 @@ async def run(args: argparse.Namespace) -> str:
     machine = report.describe_machine()
     load = report.load_average()
     started = time.monotonic()
+    pinned = None
+    if args.pin:
+        try:
+            pinned = Pinning.split(worker_cores=1)
+        except PinningError as err:
+            raise SystemExit(f"python -m bench: {err}") from None
+        pinned.apply()
     stack = BenchStack(workdir, db_file=workdir / "temporal.db" if args.sqlite_file else None)
     sections = []
     ok = False
@@ -170,7 +199,7 @@ async def run(args: argparse.Namespace) -> str:
         for name in names:
             print(f"bench: {name} ...", file=sys.stderr, flush=True)
             t0 = time.monotonic()
-            options = {"profile": args.profile} if name == "throughput" else {}
+            options = {"profile": args.profile, "pin": pinned} if name == "throughput" else {}
             sections.append(await BENCHMARKS[name](stack, quick=args.quick, **options))
             print(
                 f"bench: {name} done in {time.monotonic() - t0:.0f} s", file=sys.stderr, flush=True
@@ -185,6 +214,8 @@ async def run(args: argparse.Namespace) -> str:
     command = "python -m bench" + (" --quick" if args.quick else "")
     command += "".join(f" --only {name}" for name in args.only)
     command += " --sqlite-file" if args.sqlite_file else ""
+    command += " --pin" if args.pin else ""
+    command += f" --rows {','.join(throughput.ROWS)}" if args.rows is not None else ""
     command += f" --window {args.window:g}" if args.window is not None else ""
     command += f" --repeat {args.repeat}" if args.repeat is not None else ""
     storage = "in a file" if args.sqlite_file else "in memory"

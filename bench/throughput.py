@@ -32,6 +32,7 @@ from pathlib import Path
 from temporalio.client import WorkflowHandle
 
 from bench import profiling, report
+from bench.pinning import Pinning
 from bench.stack import (
     BenchStack,
     CpuMeter,
@@ -227,6 +228,13 @@ async def _recorded_calls(stack: BenchStack, request: dict) -> list[list[ModelCa
 REPEAT = 1
 
 
+def _worker_ms(result: LoopResult) -> str:
+    seconds = result.cpu.get("worker")
+    if seconds is None or not result.completed:
+        return "n/a"
+    return f"{seconds / result.completed * 1000:.0f} ms"
+
+
 def _median(runs: list[LoopResult]) -> LoopResult:
     """The run with the median throughput (of an even number, the lower of the middle two)."""
     ordered = sorted(runs, key=lambda result: result.per_minute)
@@ -244,6 +252,9 @@ def _median_ratio(turns: dict[str, list[LoopResult]], kind: str, baseline: str) 
 
 
 KINDS = ("bare", "calls", "same", "council")
+# The rows measured (`python -m bench --only throughput --rows council,same`): Council's
+# ratio to the same calls needs those two, the others add the question alone and no-ops.
+ROWS: tuple[str, ...] = KINDS
 NAMES = {
     "council": "Council on Temporal (worker.py: the deliberation workflow)",
     "same": "bare Temporal, the very calls of a deliberation made again (its prompts)",
@@ -257,6 +268,15 @@ SHORT = {
     "calls": "bare + model calls",
     "bare": "bare (no-op)",
 }
+
+
+def rows(value: str) -> tuple[str, ...]:
+    """`--rows`: a comma-separated choice of KINDS, measured in KINDS' order."""
+    chosen = {name.strip() for name in value.split(",") if name.strip()}
+    unknown = sorted(chosen - set(KINDS))
+    if unknown or not chosen:
+        raise ValueError(f"--rows must name some of {', '.join(KINDS)} (got {value!r})")
+    return tuple(kind for kind in KINDS if kind in chosen)
 
 
 def _counts_table(results: dict[str, LoopResult]) -> report.Table:
@@ -273,7 +293,7 @@ def _counts_table(results: dict[str, LoopResult]) -> report.Table:
             "history bytes",
         ]
     )
-    for kind in KINDS[::-1]:
+    for kind in ROWS[::-1]:
         counts = results[kind].counts
         if counts is None:
             continue
@@ -291,42 +311,56 @@ def _counts_table(results: dict[str, LoopResult]) -> report.Table:
     return table
 
 
+def _rate(a: LoopResult | None, b: LoopResult | None) -> float | None:
+    """a / b per minute, where both were measured."""
+    if a is None or b is None or not b.per_minute:
+        return None
+    return a.per_minute / b.per_minute
+
+
 def _turns_table(turns: dict[str, list[LoopResult]]) -> report.Table:
     table = report.Table(
         [
             "repetition",
-            *(f"{SHORT[kind]} per minute" for kind in KINDS[::-1]),
-            "Council / bare + the same calls",
-            "Council / bare + model calls",
+            *(f"{SHORT[kind]} per minute" for kind in ROWS[::-1]),
+            *(f"Council / {SHORT[kind]}" for kind in ("same", "calls") if kind in ROWS),
+            *(f"worker CPU per run, {SHORT[kind]}" for kind in ("council", "same") if kind in ROWS),
         ]
     )
     for turn in range(REPEAT):
-        rate = {kind: turns[kind][turn].per_minute for kind in KINDS}
+        now = {kind: turns[kind][turn] for kind in ROWS}
+        council = now.get("council")
         table.add(
             turn + 1,
-            *(f"{rate[kind]:,.0f}" for kind in KINDS[::-1]),
-            report.ratio(rate["council"] / rate["same"] if rate["same"] else None),
-            report.ratio(rate["council"] / rate["calls"] if rate["calls"] else None),
+            *(f"{now[kind].per_minute:,.0f}" for kind in ROWS[::-1]),
+            *(
+                report.ratio(_rate(council, now[kind]))
+                for kind in ("same", "calls")
+                if kind in ROWS
+            ),
+            *(_worker_ms(now[kind]) for kind in ("council", "same") if kind in ROWS),
         )
     return table
 
 
-async def run(stack: BenchStack, quick: bool = False, profile: bool = False) -> report.Section:
+async def run(
+    stack: BenchStack, quick: bool = False, profile: bool = False, pin: Pinning | None = None
+) -> report.Section:
     sizes = QUICK if quick else FULL
     request = council_request(MODELS, ROUNDS)
     plan = council_plan(MODELS, ROUNDS)
     stack.sim.set_latency(0)
-    recorded = await _recorded_calls(stack, request)
+    recorded = await _recorded_calls(stack, request) if "same" in ROWS else []
 
     stamp = time.strftime("%Y%m%d-%H%M%S")
     profiles = {
         kind: stack.workdir.parent / f"profile-{kind}-worker-{stamp}.txt" if profile else None
-        for kind in KINDS
+        for kind in ROWS
     }
-    turns: dict[str, list[LoopResult]] = {kind: [] for kind in KINDS}
+    turns: dict[str, list[LoopResult]] = {kind: [] for kind in ROWS}
     for turn in range(REPEAT):
         # Each repetition starts one row later, so no row is always measured first or last.
-        for kind in KINDS[turn % len(KINDS) :] + KINDS[: turn % len(KINDS)]:
+        for kind in ROWS[turn % len(ROWS) :] + ROWS[: turn % len(ROWS)]:
             # Each row on an empty server: the runs before it would otherwise have filled
             # the server's database, and the row measured last would pay for it.
             await stack.fresh_server()
@@ -340,13 +374,14 @@ async def run(stack: BenchStack, quick: bool = False, profile: bool = False) -> 
                 worker = await asyncio.to_thread(stack.start_bare_worker)
                 members = request["models"] if kind == "calls" else None
                 start = functools.partial(stack.start_bare, worker.queue, plan, 0.0, members)
+            if pin is not None:
+                pin.worker(worker.pid)
             spy = profiles[kind] if turn == 0 else None
             turns[kind].append(await _measure(stack, worker, start, sizes, spy))
     results = {kind: _median(runs) for kind, runs in turns.items()}
-    council, same, calls, bare = (results[kind] for kind in ("council", "same", "calls", "bare"))
-
-    def per(result: LoopResult, baseline: LoopResult) -> float | None:
-        return result.per_minute / baseline.per_minute if baseline.per_minute else None
+    council, same, calls, bare = (
+        results.get(kind) for kind in ("council", "same", "calls", "bare")
+    )
 
     table = report.Table(
         [
@@ -361,23 +396,23 @@ async def run(stack: BenchStack, quick: bool = False, profile: bool = False) -> 
             "worker peak RSS",
         ]
     )
-    for kind in KINDS[::-1]:
+    for kind in ROWS[::-1]:
         result = results[kind]
         mean_latency = sum(result.latencies) / len(result.latencies) if result.latencies else None
         table.add(
             NAMES[kind],
             f"{result.per_minute:,.0f}",
-            report.ratio(per(result, bare)),
-            report.ratio(per(result, calls)) if kind in ("council", "same") else "-",
-            report.ratio(per(result, same)) if kind == "council" else "-",
+            report.ratio(_rate(result, bare)),
+            report.ratio(_rate(result, calls)) if kind in ("council", "same") else "-",
+            report.ratio(_rate(result, same)) if kind == "council" else "-",
             f"{result.completed} in {result.window:.0f} s",
             report.seconds(mean_latency, 1),
             result.failed,
             report.megabytes(result.peak_rss_mb),
         )
-    processes = list(council.cpu)
+    processes = list(results[ROWS[0]].cpu)
     cpu = report.Table(["CPU time per completed run", *processes, "all"])
-    for kind in KINDS[::-1]:
+    for kind in ROWS[::-1]:
         result = results[kind]
         values = [result.cpu.get(name) for name in processes]
         known = [v for v in values if v is not None]
@@ -387,16 +422,25 @@ async def run(stack: BenchStack, quick: bool = False, profile: bool = False) -> 
             *["n/a" if v is None or not done else f"{v / done * 1000:.0f} ms" for v in values],
             f"{sum(known) / done * 1000:.0f} ms" if done else "n/a",
         )
-    ramps = ", ".join(f"{kind} {results[kind].ramp_up:.0f} s" for kind in KINDS)
+    ramps = ", ".join(f"{kind} {results[kind].ramp_up:.0f} s" for kind in ROWS)
+    way = pin.describe() if pin is not None else "not pinned: every process on every core"
     notes = [
+        f"{way[0].upper()}{way[1:]}"
+        + (
+            " (`--pin`): the worker is the limit, as on a machine with many cores, and the "
+            "ratios are its own cost per run."
+            if pin is not None
+            else "; on a machine with few cores the machine, not the worker, may be the limit "
+            "(`--pin` makes the worker the limit)."
+        ),
         f"{sizes.in_flight} runs in flight ({MODELS} models, {ROUNDS} rounds, "
         f"{sum(plan)} calls per run, zero model latency), closed loop: a ramp-up (a tenth "
         f"of the runs, then one more per completed run: {ramps}), {sizes.settle:.0f} s more, "
         f"then {sizes.window:.0f} s measured; runs in flight at the end are terminated, "
         "not counted.",
-        "One worker process each, with the same worker options, one after the other "
-        "(no-op baseline first), each on a dev server restarted empty, so that no row "
-        "pays for the workflows of the rows before it.",
+        "One worker process each, with the same worker options, one after the other, each "
+        "on a dev server restarted empty, so that no row pays for the workflows of the rows "
+        "before it" + ("." if ROWS == KINDS else f" (rows measured: {', '.join(ROWS)}: `--rows`)."),
         "Included in each figure: everything on the machine it took, since all processes "
         "share its cores. Council and the bare rows with model calls pay for the simulator "
         "serving every call over HTTP (its CPU time is in the second table) and for the "
@@ -416,8 +460,8 @@ async def run(stack: BenchStack, quick: bool = False, profile: bool = False) -> 
                 f"{kind}: {profiling.summary_note(path)}" for kind, path in profiles.items() if path
             )
         )
-    ratio = _median_ratio(turns, "council", "calls")
-    own = _median_ratio(turns, "council", "same")
+    ratio = _median_ratio(turns, "council", "calls") if {"council", "calls"} <= set(ROWS) else None
+    own = _median_ratio(turns, "council", "same") if {"council", "same"} <= set(ROWS) else None
     tables = [table, cpu, _counts_table(results)]
     if REPEAT > 1:
         tables.append(_turns_table(turns))
@@ -426,28 +470,40 @@ async def run(stack: BenchStack, quick: bool = False, profile: bool = False) -> 
             "one row later); the first two tables show each row's median run, the headlines "
             "the median of the ratios within each repetition (the last table)."
         )
-    return report.Section(
-        f"2. Throughput: {sizes.in_flight} runs in flight, zero-latency models, one worker",
-        tables,
-        notes,
-        [
+    headlines = []
+    if council is not None and calls is not None:
+        headlines.append(
             report.Headline(
                 "throughput: Council / bare Temporal with the model-call activity",
                 ratio,
                 f">= {GOAL}",
                 None if ratio is None else ratio >= GOAL,
-                f"{council.per_minute:,.0f} vs {calls.per_minute:,.0f} per minute "
-                f"(bare with no-op activities {bare.per_minute:,.0f}: Council is "
-                f"{report.ratio(per(council, bare))} of it); "
-                f"worker peak RSS {report.megabytes(council.peak_rss_mb)}",
-            ),
+                f"{way}; {council.per_minute:,.0f} vs {calls.per_minute:,.0f} per minute"
+                + (
+                    f" (bare with no-op activities {bare.per_minute:,.0f}: Council is "
+                    f"{report.ratio(_rate(council, bare))} of it)"
+                    if bare is not None
+                    else ""
+                )
+                + f"; worker peak RSS {report.megabytes(council.peak_rss_mb)}",
+            )
+        )
+    if council is not None and same is not None:
+        headlines.append(
             report.Headline(
                 "throughput: Council / bare Temporal making the same calls",
                 own,
                 f">= {GOAL_SAME}",
                 None if own is None else own >= GOAL_SAME,
-                f"{council.per_minute:,.0f} vs {same.per_minute:,.0f} per minute: the "
-                "deliberation workflow's own cost at scale",
-            ),
-        ],
+                f"{way}; {council.per_minute:,.0f} vs {same.per_minute:,.0f} per minute: the "
+                "deliberation workflow's own cost at scale; worker CPU per run "
+                f"{_worker_ms(council)} vs {_worker_ms(same)}",
+            )
+        )
+    return report.Section(
+        f"2. Throughput: {sizes.in_flight} runs in flight, zero-latency models, one worker "
+        f"({'pinned' if pin is not None else 'not pinned'})",
+        tables,
+        notes,
+        headlines,
     )

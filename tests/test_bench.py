@@ -5,11 +5,15 @@ The benchmarks themselves run with `make bench`, not here."""
 from __future__ import annotations
 
 import asyncio
+import os
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
 
 from bench import throughput
+from bench.pinning import Pinning, PinningError, affinity
 from bench.plain_asyncio import PlainCouncil
 from bench.profiling import read_profile
 from bench.run import parse_args
@@ -162,3 +166,54 @@ def test_the_scale_benchmark_names_the_process_that_saturates() -> None:
     )
     found = limit(cpu(30, worker_1=0.3, server=0.5, simulator=0.1, machine=0.9), 30, 16)
     assert found == "none saturated (6% of the machine busy; most: temporal server, 0.50 cores)"
+
+
+@pytest.mark.fast
+def test_rows_and_pin_are_checked_before_anything_starts(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(throughput, "ROWS", throughput.ROWS)  # put back after the test
+    parse_args(["--only", "throughput", "--rows", "same, council"])
+    assert throughput.ROWS == ("same", "council")  # measured in the table's order
+    with pytest.raises(ValueError, match="--rows must name some of bare, calls, same, council"):
+        throughput.rows("council,fast")
+    with pytest.raises(SystemExit):
+        parse_args(["--only", "throughput", "--rows", ""])
+    with pytest.raises(SystemExit):
+        parse_args(["--pin"])  # throughput only
+    assert parse_args(["--pin", "--only", "throughput"]).pin
+
+
+@pytest.mark.fast
+def test_pinning_moves_every_thread_of_a_worker_and_its_children() -> None:
+    cores = sorted(os.sched_getaffinity(0))
+    if len(cores) < 2:
+        pytest.skip("pinning needs two cores")
+    with pytest.raises(PinningError, match="more cores than worker processes"):
+        Pinning.split(worker_cores=len(cores))
+    pinning = Pinning.split(worker_cores=1)
+    assert pinning.workers == {cores[0]} and pinning.rest == set(cores[1:])
+    assert pinning.describe().startswith(f"pinned: the worker on CPU {cores[0]}, ")
+    # A process with threads of its own that starts a child once it has been pinned
+    # counts as pinned only when all of them are on the worker's core.
+    script = (
+        "import subprocess, sys, threading, time\n"
+        "stop = threading.Event()\n"
+        "threads = [threading.Thread(target=stop.wait) for _ in range(3)]\n"
+        "[t.start() for t in threads]\n"
+        "child = subprocess.Popen([sys.executable, '-c', 'import time; time.sleep(60)'])\n"
+        "print(child.pid, flush=True)\n"
+        "sys.stdin.read()\n"
+        "child.kill(); stop.set()\n"
+    )
+    worker = subprocess.Popen(
+        [sys.executable, "-c", script], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True
+    )
+    try:
+        assert worker.stdout is not None
+        child = int(worker.stdout.readline())
+        before = affinity(worker.pid)
+        assert len(before) >= 4 and all(cpus == set(cores) for cpus in before.values())
+        pinning.worker(worker.pid)
+        for pid in (worker.pid, child):
+            assert set(affinity(pid).values()) == {pinning.workers}
+    finally:
+        worker.communicate("")
