@@ -22,7 +22,7 @@ from temporalio.api.workflowservice.v1 import (
 )
 from temporalio.client import Client
 from temporalio.service import RPCError
-from temporalio.worker import Worker
+from temporalio.worker import UnsandboxedWorkflowRunner, Worker, WorkflowRunner
 from temporalio.worker.workflow_sandbox import SandboxedWorkflowRunner, SandboxRestrictions
 
 from activities.call_clocks import CallClocks
@@ -46,6 +46,22 @@ log = logging.getLogger("council.worker")
 # The most calls a workflow task may start in this worker at once: a stage's, the largest
 # council's.
 EAGER_CALLS = MAX_MODELS
+
+# The SDK's sandbox with every module passed through (ours define classes and functions
+# only: none is imported again for each run). So configured it refuses the builtins that
+# do I/O (open, ...) but not a module's clock or randomness, which the protocol's tests and
+# the replay of recorded histories catch. Council's own workflows are declared unsandboxed
+# (`sandboxed=False`): the sandbox's work on every workflow task and every payload was an
+# eighth of a saturated worker's CPU (bench/RESULTS.md). The suite's workers and the replay
+# tests still run them in it (`checked`).
+SANDBOX = SandboxedWorkflowRunner(
+    restrictions=SandboxRestrictions.default.with_passthrough_all_modules()
+)
+
+
+def unsandboxed_runner(checked: bool) -> WorkflowRunner:
+    """What runs the workflows declared unsandboxed: the sandbox itself when `checked`."""
+    return SANDBOX if checked else UnsandboxedWorkflowRunner()
 
 
 def call_limits() -> tuple[int, float | None]:
@@ -73,12 +89,14 @@ def build_worker(
     workflows: Sequence[type] = WORKFLOWS,
     activities: Sequence[Callable[..., Any]] = (),
     build: str | None = None,
+    checked: bool = False,
     **options: Any,
 ) -> Worker:
     """The worker's Temporal worker: these workflows, the model-call activity and the
     straggler watch (and any other activities), at this build of the task queue's
     deployment (app.deployment; runs are pinned to the build they start on), with the
-    concurrency, rate limit and shutdown options below."""
+    concurrency, rate limit and shutdown options below; `checked`: Council's workflows in
+    the sandbox too (SANDBOX: the tests)."""
     concurrent_calls, calls_per_second = call_limits()
     queue = queue or task_queue()
     return Worker(
@@ -103,11 +121,8 @@ def build_worker(
         # while the others run, to be taken for a straggler under load.
         max_eager_activity_reservations_per_workflow_task=EAGER_CALLS,
         graceful_shutdown_timeout=timedelta(seconds=5),
-        # Every run in the sandbox, its calls checked (no clock, no randomness), but no
-        # module imported again for each run: ours define classes and functions only.
-        workflow_runner=SandboxedWorkflowRunner(
-            restrictions=SandboxRestrictions.default.with_passthrough_all_modules()
-        ),
+        workflow_runner=SANDBOX,
+        unsandboxed_workflow_runner=unsandboxed_runner(checked),
         # Heartbeats carry a streaming reply's text so far: send them on within a second.
         max_heartbeat_throttle_interval=timedelta(seconds=PARTIAL_TEXT_SECONDS),
         default_heartbeat_throttle_interval=timedelta(seconds=PARTIAL_TEXT_SECONDS),

@@ -140,7 +140,7 @@ async def council_worker(
         settings = GatewaySettings(base_url=sim.url, api_key=TEST_API_KEY)
     gateway = ModelGateway(settings)
     try:
-        async with serving(client, gateway, queue=queue):
+        async with serving(client, gateway, queue=queue, checked=True):
             yield Council(client, queue, sim)
     finally:
         await gateway.aclose()

@@ -62,7 +62,7 @@ async def vision_council(
         env={KEY_VARIABLE: TEST_API_KEY},
     )
     try:
-        async with serving(temporal.client, gateway, queue=queue):
+        async with serving(temporal.client, gateway, queue=queue, checked=True):
             yield Council(temporal.client, queue, sim)
     finally:
         await gateway.aclose()

@@ -16,6 +16,7 @@ from temporalio.client import WorkflowHistory
 from temporalio.worker import Replayer
 
 from app import connection, deployment
+from service.worker import unsandboxed_runner
 from tests.record_histories import recorded_builds, refusal
 from workflows.deliberation import Deliberation
 
@@ -36,7 +37,12 @@ async def test_history_replays(path: Path) -> None:
     history = WorkflowHistory.from_json(
         f"replay-{path.stem}", await asyncio.to_thread(path.read_text)
     )
-    replayer = Replayer(workflows=[Deliberation], data_converter=connection.data_converter())
+    # In the sandbox, whose checks the workers in production skip (service.worker.SANDBOX).
+    replayer = Replayer(
+        workflows=[Deliberation],
+        data_converter=connection.data_converter(),
+        unsandboxed_workflow_runner=unsandboxed_runner(checked=True),
+    )
     result = await replayer.replay_workflow(history, raise_on_replay_failure=True)
     assert result.replay_failure is None
 

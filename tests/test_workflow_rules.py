@@ -9,20 +9,25 @@ suite (test_deliberation.py, test_refinement_loop.py); these keep them in the fa
 
 from __future__ import annotations
 
+import asyncio
+import time
 import uuid
 from collections.abc import AsyncIterator, Iterator
 from typing import Any
 
 import pytest
+from temporalio import workflow
+from temporalio.api.enums.v1 import EventType
 from temporalio.client import Client, WorkflowHandle
 from temporalio.testing import WorkflowEnvironment
+from temporalio.worker import Worker
 
 from app import connection
 from council.calls import Stage
 from council.models import DeliberationRecord
 from council.validation import validate_request
 from harness.processes import temporal_binary
-from service.worker import serving
+from service.worker import SANDBOX, serving, unsandboxed_runner
 from tests.fake_models import FakeModels
 from tests.temporal_fixtures import FOUR_MODELS, request
 from workflows import client as deliberations
@@ -71,7 +76,7 @@ class Rules:
 async def worker(skipping: WorkflowEnvironment) -> AsyncIterator[Rules]:
     models = FakeModels()
     queue = f"rules-{uuid.uuid4().hex[:8]}"
-    async with serving(skipping.client, models, queue=queue):  # type: ignore[arg-type]
+    async with serving(skipping.client, models, queue=queue, checked=True):  # type: ignore[arg-type]
         yield Rules(skipping.client, queue, models)
 
 
@@ -209,3 +214,45 @@ async def test_a_stop_before_any_answer_ends_without_a_synthesis(rules: Rules) -
     record = await handle.result()
     assert record.iteration.terminated_reason == "user_stopped"
     assert record.stage1 == [] and record.stage3 is None
+
+
+@workflow.defn(sandboxed=False)
+class ReadsAFile:
+    """Declared unsandboxed like Council's workflows, and reading a file (I/O)."""
+
+    @workflow.run
+    async def run(self) -> int:
+        with open(__file__) as source:  # noqa: ASYNC230 (what the sandbox refuses)
+            return len(source.read())
+
+
+@pytest.mark.parametrize("checked", [True, False])
+async def test_checked_workers_run_unsandboxed_workflows_in_the_sandbox(
+    skipping: WorkflowEnvironment, checked: bool
+) -> None:
+    """Council's workflows skip the sandbox in production; the suite's workers (`checked`)
+    run them in it, so workflow code that the sandbox refuses fails a test."""
+    queue = f"io-{uuid.uuid4().hex[:8]}"
+    async with Worker(
+        skipping.client,
+        task_queue=queue,
+        workflows=[ReadsAFile],
+        workflow_runner=SANDBOX,
+        unsandboxed_workflow_runner=unsandboxed_runner(checked),
+    ):
+        handle = await skipping.client.start_workflow(ReadsAFile.run, id=queue, task_queue=queue)
+        if not checked:
+            assert await handle.result() > 0
+            return
+        # The sandbox refuses the file: the workflow task fails (and is retried).
+        failures: list[str] = []
+        deadline = time.monotonic() + 60
+        while not failures and time.monotonic() < deadline:
+            failures = [
+                e.workflow_task_failed_event_attributes.failure.message
+                async for e in handle.fetch_history_events()
+                if e.event_type == EventType.EVENT_TYPE_WORKFLOW_TASK_FAILED
+            ]
+            await asyncio.sleep(0.1)
+        await handle.terminate("checked")
+        assert failures and "Cannot access __builtins__.open" in failures[0], failures

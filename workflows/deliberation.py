@@ -64,7 +64,7 @@ with workflow.unsafe.imports_passed_through():
     from workflows.live import Live, ReviewRound, answer
 
 
-@workflow.defn(versioning_behavior=VersioningBehavior.PINNED)
+@workflow.defn(versioning_behavior=VersioningBehavior.PINNED, sandboxed=False)
 class Deliberation:
     @workflow.init
     def __init__(self, request: dict[str, Any]) -> None:

@@ -21,7 +21,7 @@ with workflow.unsafe.imports_passed_through():
 MAX_RESPONSE_BYTES = 16_000
 
 
-@workflow.defn(versioning_behavior=VersioningBehavior.PINNED)
+@workflow.defn(versioning_behavior=VersioningBehavior.PINNED, sandboxed=False)
 class JudgeAnswers:
     @workflow.run
     async def run(self, request: JudgeRequest) -> JudgeResult:

@@ -24,7 +24,7 @@ with workflow.unsafe.imports_passed_through():
     from workflows.calls import Routes, call_model
 
 
-@workflow.defn(versioning_behavior=VersioningBehavior.PINNED)
+@workflow.defn(versioning_behavior=VersioningBehavior.PINNED, sandboxed=False)
 class SelfConsistency:
     @workflow.run
     async def run(self, request: SamplingRequest) -> SamplingResult:
