@@ -1,4 +1,4 @@
-"""Scale: deliberations per minute with 1, 2 and 4 worker processes on one machine.
+"""Scale: deliberations per minute with 1, 2, 4 and 8 worker processes on one machine.
 
 `worker.py --processes N`, as a user runs it (N = 1 is the plain single worker), zero-latency
 models, 200 runs in flight in the throughput benchmark's closed loop (bench.throughput),
@@ -22,7 +22,7 @@ from harness.processes import worker_processes
 
 MODELS = 4
 ROUNDS = 2
-PROCESSES = (1, 2, 4)
+PROCESSES = (1, 2, 4, 8)
 # Longer than the throughput benchmark's quick window: a run takes about as long as its
 # 15 s, so the count would depend on where the window falls.
 QUICK = Sizes(in_flight=50, settle=5.0, window=30.0)

@@ -205,6 +205,7 @@ class HistoryCounts:
     workflow_tasks: int
     activities: int
     timers: int
+    timers_fired: int
     search_attribute_updates: int
     markers: int
     payload_bytes: int
@@ -219,6 +220,7 @@ async def history_counts(handle: WorkflowHandle) -> HistoryCounts:
         workflow_tasks=kinds[EventType.EVENT_TYPE_WORKFLOW_TASK_COMPLETED],
         activities=kinds[EventType.EVENT_TYPE_ACTIVITY_TASK_SCHEDULED],
         timers=kinds[EventType.EVENT_TYPE_TIMER_STARTED],
+        timers_fired=kinds[EventType.EVENT_TYPE_TIMER_FIRED],
         search_attribute_updates=kinds[EventType.EVENT_TYPE_UPSERT_WORKFLOW_SEARCH_ATTRIBUTES],
         markers=kinds[EventType.EVENT_TYPE_MARKER_RECORDED],
         payload_bytes=sum(p.ByteSize() for event in events for p in store.payloads_in(event)),

@@ -62,6 +62,8 @@ FULL = Sizes(in_flight=IN_FLIGHT, settle=10.0, window=60.0)
 QUICK = Sizes(in_flight=50, settle=3.0, window=15.0)
 # The ramp-up starts this share of the lanes, then one more with every completed run.
 FIRST_LANES = 0.1
+# How many of the runs completed inside the window have their histories counted.
+WINDOW_SAMPLE = 20
 
 
 @dataclass
@@ -75,6 +77,13 @@ class LoopResult:
     cpu: dict[str, float | None] = field(default_factory=dict)
     peak_rss_mb: float | None = None
     counts: HistoryCounts | None = None  # of one run of the kind, alone after the window
+    # Runs completed inside the window (the first WINDOW_SAMPLE), for their histories.
+    finished: list[WorkflowHandle] = field(default_factory=list)
+    # Their histories' counts, averaged: what a run writes under the window's load.
+    window_counts: dict[str, float] | None = None
+    # Model calls the simulator served inside the window (runs completed or not): the
+    # worker's CPU per call does not depend on where the window cuts the runs.
+    calls: int | None = None
 
     @property
     def per_minute(self) -> float:
@@ -98,7 +107,7 @@ async def closed_loop(
     loop = asyncio.get_running_loop()
     t0 = loop.time()
     window: list[float] = []  # [start, end] once the ramp-up is over
-    completions: list[tuple[float, float]] = []
+    completions: list[tuple[float, float, WorkflowHandle]] = []
     running: set[WorkflowHandle] = set()
     lanes: list[asyncio.Task] = []
     counts = {"started": 0, "failed": 0}
@@ -121,7 +130,7 @@ async def closed_loop(
             except Exception:
                 counts["failed"] += 1
             else:
-                completions.append((loop.time(), loop.time() - began))
+                completions.append((loop.time(), loop.time() - began, handle))
                 add_lane()
             finally:
                 running.discard(handle)
@@ -145,16 +154,24 @@ async def closed_loop(
         *(handle.terminate("benchmark window over") for handle in list(running)),
         return_exceptions=True,
     )
-    inside = [latency for at, latency in completions if window[0] <= at < window[1]]
+    inside = [
+        (latency, handle) for at, latency, handle in completions if window[0] <= at < window[1]
+    ]
     return LoopResult(
         completed=len(inside),
         window=meter.wall,
         ramp_up=ramp_up,
         started=counts["started"],
         failed=counts["failed"],
-        latencies=inside,
+        latencies=[latency for latency, _ in inside],
         cpu=cpu,
+        finished=[handle for _, handle in inside[:WINDOW_SAMPLE]],
     )
+
+
+def _served(stack: BenchStack) -> int:
+    """Model calls the simulator has served so far (its count, without its log entries)."""
+    return int(stack.sim.log(since=2**62)["total"])
 
 
 def _profile_start(worker: WorkerProcess, seconds: float, out: Path) -> subprocess.Popen | None:
@@ -193,12 +210,19 @@ async def _measure(
     meter = CpuMeter({"worker": worker.pid, **stack.server_pids()})
     spy: list[subprocess.Popen | None] = [None]
 
+    served: list[int] = []
+
     def on_window() -> None:
+        served.append(_served(stack))
         if profile_to is not None:
             spy[0] = _profile_start(worker, sizes.window, profile_to)
 
     try:
         result = await closed_loop(start, sizes, meter, on_window)
+        result.calls = _served(stack) - served[0]
+        result.window_counts = averaged(
+            [await history_counts(handle) for handle in result.finished]
+        )
         alone = await start()
         await alone.result()
         result.counts = await history_counts(alone)
@@ -226,6 +250,13 @@ async def _recorded_calls(stack: BenchStack, request: dict) -> list[list[ModelCa
 # How many times each row is measured (`python -m bench --repeat N`): the tables show each
 # row's median run, and the headlines the median of the ratios within each repetition.
 REPEAT = 1
+
+
+def _worker_ms_per_call(result: LoopResult) -> str:
+    seconds = result.cpu.get("worker")
+    if seconds is None or not result.calls:
+        return "n/a"
+    return f"{seconds / result.calls * 1000:.2f} ms"
 
 
 def _worker_ms(result: LoopResult) -> str:
@@ -279,6 +310,48 @@ def rows(value: str) -> tuple[str, ...]:
     return tuple(kind for kind in KINDS if kind in chosen)
 
 
+def averaged(counts: list[HistoryCounts]) -> dict[str, float] | None:
+    """Each count's mean over these histories (None without any)."""
+    if not counts:
+        return None
+    return {
+        name: statistics.fmean(getattr(each, name) for each in counts)
+        for name in HistoryCounts.__dataclass_fields__
+    }
+
+
+def _window_table(results: dict[str, LoopResult]) -> report.Table:
+    table = report.Table(
+        [
+            "a run's history in the window (mean)",
+            "runs read",
+            "events",
+            "workflow tasks",
+            "activities",
+            "timers (fired)",
+            "search-attribute updates",
+            "markers",
+            "payload bytes",
+        ]
+    )
+    for kind in ROWS[::-1]:
+        counts = results[kind].window_counts
+        if counts is None:
+            continue
+        table.add(
+            SHORT[kind],
+            len(results[kind].finished),
+            f"{counts['events']:.1f}",
+            f"{counts['workflow_tasks']:.1f}",
+            f"{counts['activities']:.1f}",
+            f"{counts['timers']:.1f} ({counts['timers_fired']:.1f})",
+            f"{counts['search_attribute_updates']:.1f}",
+            f"{counts['markers']:.1f}",
+            f"{counts['payload_bytes']:,.0f}",
+        )
+    return table
+
+
 def _counts_table(results: dict[str, LoopResult]) -> report.Table:
     table = report.Table(
         [
@@ -325,6 +398,11 @@ def _turns_table(turns: dict[str, list[LoopResult]]) -> report.Table:
             *(f"{SHORT[kind]} per minute" for kind in ROWS[::-1]),
             *(f"Council / {SHORT[kind]}" for kind in ("same", "calls") if kind in ROWS),
             *(f"worker CPU per run, {SHORT[kind]}" for kind in ("council", "same") if kind in ROWS),
+            *(
+                f"worker CPU per call, {SHORT[kind]}"
+                for kind in ("council", "same")
+                if kind in ROWS
+            ),
         ]
     )
     for turn in range(REPEAT):
@@ -339,6 +417,7 @@ def _turns_table(turns: dict[str, list[LoopResult]]) -> report.Table:
                 if kind in ROWS
             ),
             *(_worker_ms(now[kind]) for kind in ("council", "same") if kind in ROWS),
+            *(_worker_ms_per_call(now[kind]) for kind in ("council", "same") if kind in ROWS),
         )
     return table
 
@@ -411,7 +490,9 @@ async def run(
             report.megabytes(result.peak_rss_mb),
         )
     processes = list(results[ROWS[0]].cpu)
-    cpu = report.Table(["CPU time per completed run", *processes, "all"])
+    cpu = report.Table(
+        ["CPU time per completed run", *processes, "all", "worker, per model call in the window"]
+    )
     for kind in ROWS[::-1]:
         result = results[kind]
         values = [result.cpu.get(name) for name in processes]
@@ -421,6 +502,7 @@ async def run(
             SHORT[kind],
             *["n/a" if v is None or not done else f"{v / done * 1000:.0f} ms" for v in values],
             f"{sum(known) / done * 1000:.0f} ms" if done else "n/a",
+            _worker_ms_per_call(result),
         )
     ramps = ", ".join(f"{kind} {results[kind].ramp_up:.0f} s" for kind in ROWS)
     way = pin.describe() if pin is not None else "not pinned: every process on every core"
@@ -450,7 +532,9 @@ async def run(
         "reviews parsed, rules, state, progress, search attributes, the straggler rule's "
         "timers). The question-alone row's gap to it is what the protocol's longer texts "
         "cost the worker, the server and the simulator.",
-        "The history table: one more run of each kind, alone after the window.",
+        f"The history tables: the first {WINDOW_SAMPLE} runs of each kind completed inside "
+        "the window (their means: what a run writes under the window's load, timers and "
+        "straggler watches included), and one more run of each kind, alone after the window.",
     ]
     if profile:
         notes.append(
@@ -462,7 +546,7 @@ async def run(
         )
     ratio = _median_ratio(turns, "council", "calls") if {"council", "calls"} <= set(ROWS) else None
     own = _median_ratio(turns, "council", "same") if {"council", "same"} <= set(ROWS) else None
-    tables = [table, cpu, _counts_table(results)]
+    tables = [table, cpu, _window_table(results), _counts_table(results)]
     if REPEAT > 1:
         tables.append(_turns_table(turns))
         notes.append(
@@ -497,7 +581,8 @@ async def run(
                 None if own is None else own >= GOAL_SAME,
                 f"{way}; {council.per_minute:,.0f} vs {same.per_minute:,.0f} per minute: the "
                 "deliberation workflow's own cost at scale; worker CPU per run "
-                f"{_worker_ms(council)} vs {_worker_ms(same)}",
+                f"{_worker_ms(council)} vs {_worker_ms(same)}, per model call "
+                f"{_worker_ms_per_call(council)} vs {_worker_ms_per_call(same)}",
             )
         )
     return report.Section(
