@@ -250,7 +250,11 @@ async def test_the_record_so_far_holds_each_reply_as_soon_as_it_arrived(council:
 async def test_a_refused_critique_keeps_its_text_and_the_refusal_goes_once_edited(
     web: WebServer, page: Any, council: Council
 ) -> None:
-    council.sim.set_faults({"*": {"latency": 4}})
+    # The reviews take a minute: the round cannot move on (and take critiques again) while
+    # the page is used, however busy the machine (the run is ended at the test's end).
+    council.sim.set_faults(
+        {"*": {"latency": 4, "slow": 1.0, "slow_seconds": 60.0, "stages": ["stage2"]}}
+    )
     handle = await council.start(max_rounds=1, quality_threshold=5, stop_on_convergence=False)
     await until(handle, stage_started(Stage.REVIEW))
     # As many critiques wait as one round takes: the page's next one is refused.
