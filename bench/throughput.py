@@ -320,11 +320,13 @@ def averaged(counts: list[HistoryCounts]) -> dict[str, float] | None:
     }
 
 
-def _window_table(results: dict[str, LoopResult]) -> report.Table:
+def _history_table(results: dict[str, LoopResult], in_window: bool) -> report.Table:
+    """What a run of each kind wrote to its history: the mean over the runs completed
+    inside the window (`in_window`), or the one run alone after it."""
     table = report.Table(
         [
-            "a run's history in the window (mean)",
-            "runs read",
+            "a run's history in the window (mean)" if in_window else "one run's history",
+            *(["runs read"] if in_window else []),
             "events",
             "workflow tasks",
             "activities",
@@ -332,54 +334,31 @@ def _window_table(results: dict[str, LoopResult]) -> report.Table:
             "search-attribute updates",
             "markers",
             "payload bytes",
-        ]
-    )
-    for kind in ROWS[::-1]:
-        counts = results[kind].window_counts
-        if counts is None:
-            continue
-        table.add(
-            SHORT[kind],
-            len(results[kind].finished),
-            f"{counts['events']:.1f}",
-            f"{counts['workflow_tasks']:.1f}",
-            f"{counts['activities']:.1f}",
-            f"{counts['timers']:.1f} ({counts['timers_fired']:.1f})",
-            f"{counts['search_attribute_updates']:.1f}",
-            f"{counts['markers']:.1f}",
-            f"{counts['payload_bytes']:,.0f}",
-        )
-    return table
-
-
-def _counts_table(results: dict[str, LoopResult]) -> report.Table:
-    table = report.Table(
-        [
-            "one run's history",
-            "events",
-            "workflow tasks",
-            "activities",
-            "timers",
-            "search-attribute updates",
-            "markers",
-            "payload bytes",
             "history bytes",
         ]
     )
+    digits = 1 if in_window else 0
     for kind in ROWS[::-1]:
-        counts = results[kind].counts
+        result = results[kind]
+        alone = [result.counts] if result.counts is not None else []
+        counts = result.window_counts if in_window else averaged(alone)
         if counts is None:
             continue
+
+        def shown(name: str, counts: dict[str, float] = counts) -> str:
+            return f"{counts[name]:,.{digits}f}"
+
         table.add(
             SHORT[kind],
-            counts.events,
-            counts.workflow_tasks,
-            counts.activities,
-            counts.timers,
-            counts.search_attribute_updates,
-            counts.markers,
-            f"{counts.payload_bytes:,}",
-            f"{counts.history_bytes:,}",
+            *([len(result.finished)] if in_window else []),
+            shown("events"),
+            shown("workflow_tasks"),
+            shown("activities"),
+            f"{shown('timers')} ({shown('timers_fired')})",
+            shown("search_attribute_updates"),
+            shown("markers"),
+            f"{counts['payload_bytes']:,.0f}",
+            f"{counts['history_bytes']:,.0f}",
         )
     return table
 
@@ -546,7 +525,7 @@ async def run(
         )
     ratio = _median_ratio(turns, "council", "calls") if {"council", "calls"} <= set(ROWS) else None
     own = _median_ratio(turns, "council", "same") if {"council", "same"} <= set(ROWS) else None
-    tables = [table, cpu, _window_table(results), _counts_table(results)]
+    tables = [table, cpu, _history_table(results, in_window=True), _history_table(results, False)]
     if REPEAT > 1:
         tables.append(_turns_table(turns))
         notes.append(
