@@ -70,8 +70,7 @@ class Pinning:
 
 def pin(pid: int, cpus: frozenset[int]) -> None:
     """Every thread of the process onto these CPUs."""
-    threads = [int(t) for t in os.listdir(f"/proc/{pid}/task")] if _has_proc(pid) else [pid]
-    for tid in threads:
+    for tid in _threads(pid):
         try:
             os.sched_setaffinity(tid, cpus)
         except ProcessLookupError:  # a thread that ended meanwhile
@@ -80,9 +79,8 @@ def pin(pid: int, cpus: frozenset[int]) -> None:
 
 def affinity(pid: int) -> dict[int, frozenset[int]]:
     """Each thread's CPUs (thread id: CPUs): what `pin` set, for a check."""
-    threads = [int(t) for t in os.listdir(f"/proc/{pid}/task")] if _has_proc(pid) else [pid]
     found = {}
-    for tid in threads:
+    for tid in _threads(pid):
         try:
             found[tid] = frozenset(os.sched_getaffinity(tid))
         except ProcessLookupError:
@@ -90,8 +88,10 @@ def affinity(pid: int) -> dict[int, frozenset[int]]:
     return found
 
 
-def _has_proc(pid: int) -> bool:
-    return Path(f"/proc/{pid}/task").is_dir()
+def _threads(pid: int) -> list[int]:
+    """The process's thread ids (itself alone where /proc does not list them)."""
+    tasks = Path(f"/proc/{pid}/task")
+    return [int(t.name) for t in tasks.iterdir()] if tasks.is_dir() else [pid]
 
 
 def _children(pid: int) -> list[int]:

@@ -252,18 +252,20 @@ async def _recorded_calls(stack: BenchStack, request: dict) -> list[list[ModelCa
 REPEAT = 1
 
 
-def _worker_ms_per_call(result: LoopResult) -> str:
-    seconds = result.cpu.get("worker")
-    if seconds is None or not result.calls:
-        return "n/a"
-    return f"{seconds / result.calls * 1000:.2f} ms"
-
-
 def _worker_ms(result: LoopResult) -> str:
-    seconds = result.cpu.get("worker")
-    if seconds is None or not result.completed:
+    """The worker's CPU per completed run."""
+    return _per(result.cpu.get("worker"), result.completed, 0)
+
+
+def _worker_ms_per_call(result: LoopResult) -> str:
+    """The worker's CPU per model call served in the window."""
+    return _per(result.cpu.get("worker"), result.calls, 2)
+
+
+def _per(seconds: float | None, count: int | None, digits: int) -> str:
+    if seconds is None or not count:
         return "n/a"
-    return f"{seconds / result.completed * 1000:.0f} ms"
+    return f"{seconds / count * 1000:.{digits}f} ms"
 
 
 def _median(runs: list[LoopResult]) -> LoopResult:
@@ -273,7 +275,10 @@ def _median(runs: list[LoopResult]) -> LoopResult:
 
 
 def _median_ratio(turns: dict[str, list[LoopResult]], kind: str, baseline: str) -> float | None:
-    """The median over the repetitions of kind / baseline, each measured in the same one."""
+    """The median over the repetitions of kind / baseline, each measured in the same one
+    (None where either row was not measured)."""
+    if kind not in turns or baseline not in turns:
+        return None
     ratios = [
         a.per_minute / b.per_minute
         for a, b in zip(turns[kind], turns[baseline], strict=True)
@@ -523,8 +528,8 @@ async def run(
                 f"{kind}: {profiling.summary_note(path)}" for kind, path in profiles.items() if path
             )
         )
-    ratio = _median_ratio(turns, "council", "calls") if {"council", "calls"} <= set(ROWS) else None
-    own = _median_ratio(turns, "council", "same") if {"council", "same"} <= set(ROWS) else None
+    ratio = _median_ratio(turns, "council", "calls")
+    own = _median_ratio(turns, "council", "same")
     tables = [table, cpu, _history_table(results, in_window=True), _history_table(results, False)]
     if REPEAT > 1:
         tables.append(_turns_table(turns))
