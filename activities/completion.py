@@ -6,6 +6,7 @@ paths obey the same size cap and the same error rules.
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 from activities.errors import (
@@ -19,9 +20,18 @@ from activities.errors import (
 from council.calls import CallProgress, ModelCall, TokenUsage
 from council.changes import estimate_tokens
 from council.redaction import Redactor
+from council.tools import MAX_CALLS_PER_REPLY, ToolCall
 
 MAX_SERVED_BY_CHARS = 200
 MAX_FINISH_REASON_CHARS = 40
+# A tool call as a provider writes it: its id and name are short, its arguments bounded
+# (beyond this they are cut, and no longer JSON: the call then fails as such).
+MAX_TOOL_ID_CHARS = 200
+MAX_TOOL_NAME_CHARS = 64
+MAX_TOOL_ARGUMENT_CHARS = 32_000
+# Tool calls read from one reply (a reply asking for more is cut to these; the workflow
+# runs at most MAX_CALLS_PER_REPLY of them).
+MAX_TOOL_CALLS_READ = 4 * MAX_CALLS_PER_REPLY
 
 
 def _text_of(content: Any) -> str:
@@ -62,6 +72,8 @@ class Completion:
         self.redactor = redactor or Redactor()
         longest = self.redactor.secrets[0].encode("utf-8") if self.redactor else b""
         self._room = self.max_content_bytes + len(longest)
+        # The call's tools were left out: its provider takes none for the model.
+        self.tools_refused = False
         self.reset()
 
     def reset(self) -> None:
@@ -81,6 +93,8 @@ class Completion:
         self.streaming = False
         self._final_for: tuple[int, bool] | None = None
         self._final_text, self._final_cut = "", False
+        # Tool calls by their index in the reply: id, name and the arguments' pieces.
+        self._tools: dict[int, dict[str, Any]] = {}
 
     def _final(self) -> tuple[str, bool]:
         """The text redacted then cut to the cap, and whether it was cut; worked out once
@@ -131,6 +145,49 @@ class Completion:
         self._parts.append(text)
         self.content_bytes += len(text.encode("utf-8"))
 
+    def _add_tool_calls(self, calls: Any) -> None:
+        """Tool calls, whole (a reply) or in pieces (stream deltas, by their index)."""
+        if not isinstance(calls, list):
+            return
+        for position, call in enumerate(calls):
+            if not isinstance(call, dict):
+                continue
+            index = call.get("index", position)
+            if not isinstance(index, int) or isinstance(index, bool):
+                continue
+            if index not in self._tools and len(self._tools) >= MAX_TOOL_CALLS_READ:
+                continue
+            entry = self._tools.setdefault(index, {"id": "", "name": "", "arguments": []})
+            if isinstance(call.get("id"), str) and not entry["id"]:
+                entry["id"] = call["id"][:MAX_TOOL_ID_CHARS]
+            function = call.get("function")
+            if not isinstance(function, dict):
+                continue
+            if isinstance(function.get("name"), str) and not entry["name"]:
+                entry["name"] = function["name"][:MAX_TOOL_NAME_CHARS]
+            arguments = function.get("arguments")
+            if isinstance(arguments, dict):  # some servers send an object, not its text
+                arguments = json.dumps(arguments)
+            if isinstance(arguments, str):
+                room = MAX_TOOL_ARGUMENT_CHARS - sum(map(len, entry["arguments"]))
+                entry["arguments"].append(arguments[: max(0, room)])
+
+    @property
+    def tool_calls(self) -> list[ToolCall]:
+        """The tools the reply asks for, in order, their texts redacted."""
+        calls = []
+        for index, entry in sorted(self._tools.items()):
+            if not entry["name"]:
+                continue
+            calls.append(
+                ToolCall(
+                    id=self.redactor.redact(entry["id"]) or f"call_{index}",
+                    name=self.redactor.redact(entry["name"]),
+                    arguments=self.redactor.redact("".join(entry["arguments"])) or "{}",
+                )
+            )
+        return calls
+
     def _note_model(self, data: dict[str, Any]) -> None:
         model = data.get("model")
         if self.served_by is None and isinstance(model, str) and model:
@@ -167,6 +224,7 @@ class Completion:
             delta = choice.get("delta") or choice.get("message") or {}
             if isinstance(delta, dict):
                 self.add_content(_text_of(delta.get("content")))
+                self._add_tool_calls(delta.get("tool_calls"))
             self._note_finish(choice)
         if self.finish_reason == "error":
             raise CallFailure(
@@ -189,6 +247,8 @@ class Completion:
         message = choice.get("message") or {}
         text = _text_of(message.get("content")) if isinstance(message, dict) else ""
         self.add_content(text or _text_of(choice.get("text")))
+        if isinstance(message, dict):
+            self._add_tool_calls(message.get("tool_calls"))
         self._note_finish(choice)
         self.chunks += 1
         self.done = True

@@ -121,13 +121,27 @@ def refuses_form(failure: CallFailure) -> bool:
     )
 
 
+_TOOL_WORDS = re.compile(r"\btools?\b|tool_choice|function.call|functions")
+
+
+def refuses_tools(failure: CallFailure) -> bool:
+    """The provider refused the tools offered (not the call as such): 400 or 422 naming
+    them (llama.cpp's server and vLLM without a tool parser, Ollama's "does not support
+    tools")."""
+    return (failure.status or 0) in (400, 422, 501) and bool(
+        _TOOL_WORDS.search(failure.detail.lower())
+    )
+
+
 def request_body(
     call: ModelCall, settings: GatewaySettings, stream: bool, form: str | None = None
 ) -> dict[str, Any]:
     body: dict[str, Any] = {
         "model": call.model,
-        "messages": [message.model_dump() for message in call.messages],
+        "messages": [message.wire() for message in call.messages],
     }
+    if call.tools:
+        body["tools"] = [tool.openai() for tool in call.tools]
     if call.temperature is not None:
         body["temperature"] = call.temperature
     if call.seed is not None:
@@ -171,6 +185,8 @@ class ChatClient:
         self.redactor = redactor or Redactor(settings.secrets())
         # Model -> the reply forms its provider refused (each is tried once per process).
         self.refused: dict[str, set[str]] = {}
+        # The models whose provider refused tools (asked without them from then on).
+        self.no_tools: set[str] = set()
 
     def forms(self, call: ModelCall) -> list[str | None]:
         """The forms to ask for the call's reply in, in order (None: free text)."""
@@ -201,6 +217,28 @@ class ChatClient:
         (activities.slots.AnswerClock).
         """
         clock = clock or AnswerClock()
+        if call.tools and not self.takes_tools(call.model):
+            call = call.model_copy(update={"tools": []})
+            completion.tools_refused = True
+        try:
+            return await self._complete(call, completion, call_id, clock)
+        except CallFailure as failure:
+            if not (call.tools and refuses_tools(failure)):
+                raise
+        # The provider takes no tools for this model: remembered, and asked without.
+        self.no_tools.add(call.model)
+        completion.reset()
+        completion.tools_refused = True
+        return await self._complete(
+            call.model_copy(update={"tools": []}), completion, call_id, clock
+        )
+
+    def takes_tools(self, model: str) -> bool:
+        return self.settings.takes_tools(model) and model not in self.no_tools
+
+    async def _complete(
+        self, call: ModelCall, completion: Completion, call_id: str | None, clock: AnswerClock
+    ) -> str | None:
         forms = self.forms(call)
         for form in forms:  # the last one is always tried
             try:

@@ -134,7 +134,7 @@ async def _heartbeat_while_running(
         progress = completion.progress(call)  # its text redacted, and held back (Completion)
         progress.attempt = attempt
         progress.answering = clock.answering
-        progress.answer_seconds = round(clock.seconds(), 3)
+        progress.answer_seconds = round(call.prior_answer_ms / 1000 + clock.seconds(), 3)
         activity.heartbeat(progress)
 
 
@@ -423,7 +423,8 @@ class ModelGateway:
         # A provider may echo what it was sent, a key included: the content is redacted
         # before it is cut to the cap (Completion), and so is served_by.
         content = completion.content
-        if not content.strip():
+        tool_calls = completion.tool_calls if call.tools else []
+        if not content.strip() and not tool_calls:
             reason = completion.finish_reason or "none"
             raise self._error(
                 CallFailure(
@@ -445,6 +446,8 @@ class ModelGateway:
             structured=structured,
             provider=provider.name,
             attachment_cuts=cuts,
+            tool_calls=tool_calls,
+            tools_refused=completion.tools_refused,
         )
 
     def _error(

@@ -45,11 +45,14 @@ class GatewaySettings:
     # Whether the models take images: all (True), none (False), or those these patterns
     # match.
     images: bool | tuple[str, ...] = False
+    # Whether the models take tools (function calling): all, none, or these patterns'.
+    tools: bool | tuple[str, ...] = True
 
     def sees_images(self, model: str) -> bool:
-        if isinstance(self.images, bool):
-            return self.images
-        return any(fnmatchcase(model, pattern) for pattern in self.images)
+        return _matches(self.images, model)
+
+    def takes_tools(self, model: str) -> bool:
+        return _matches(self.tools, model)
 
     @classmethod
     def of(cls, llm: DefaultProvider) -> GatewaySettings:
@@ -70,7 +73,7 @@ class GatewaySettings:
         cls, provider: DefaultProvider | ProviderConfig, api_key: str | None
     ) -> GatewaySettings:
         """A provider's fields (the default one's and council.toml's have the same names)."""
-        images = provider.images
+        images, tools = provider.images, provider.tools
         return cls(
             base_url=provider.base_url,
             api_key=api_key,
@@ -83,6 +86,7 @@ class GatewaySettings:
             max_concurrent_requests=provider.max_concurrent_requests,
             max_requests_per_second=provider.max_requests_per_second,
             images=images if isinstance(images, bool) else tuple(images),
+            tools=tools if isinstance(tools, bool) else tuple(tools),
         )
 
     @property
@@ -116,6 +120,13 @@ class GatewaySettings:
         if self.api_key:
             headers["Authorization"] = f"Bearer {self.api_key}"
         return headers
+
+
+def _matches(which: bool | tuple[str, ...], model: str) -> bool:
+    """All (True), none (False), or the models these patterns match."""
+    if isinstance(which, bool):
+        return which
+    return any(fnmatchcase(model, pattern) for pattern in which)
 
 
 def _sensitive(header: str) -> bool:

@@ -54,6 +54,11 @@ def reply_tokens(given: list[str]) -> dict[str, int]:
     return tokens
 
 
+def tool_names(given: list[str]) -> list[str]:
+    """--tools NAME[,NAME] (repeatable) as the request's tools."""
+    return [name.strip() for item in given for name in item.split(",") if name.strip()]
+
+
 def criteria(given: list[str]) -> dict[str, Any]:
     """--criterion "name[:description]" (repeatable) as the request's criteria."""
     listed = []
@@ -112,6 +117,19 @@ FLAGS = (
     Flag(("stragglers", "wait_for_all"), "--wait-for-all"),
     Flag(("stragglers", "grace_seconds"), "--straggler-grace", "S"),
     Flag(("stragglers", "factor"), "--straggler-factor", "F"),
+    Flag(
+        ("tools",),
+        "--tools",
+        "NAME[,NAME]",
+        tool_names,
+        "tools the members may call: council.toml's [tools] entries, fetch, web_search "
+        "(repeat, or separate with commas)",
+    ),
+    Flag(("tool_options", "reviewers"), "--no-reviewer-tools"),
+    Flag(("tool_options", "chairman"), "--no-chairman-tools"),
+    Flag(("tool_options", "calls_per_stage"), "--tool-calls-per-stage"),
+    Flag(("tool_options", "calls_per_run"), "--tool-calls-per-run"),
+    Flag(("tool_options", "result_bytes"), "--tool-result-bytes"),
 )
 # The options of a follow-up (`start` only).
 FOLLOW_UP_FLAGS = (Flag(("context_tokens",), "--context-tokens"),)

@@ -22,6 +22,8 @@ Rules:
   AttachmentProblem that reading it met: a problem is the field `attachments`' (at its
   index), beside the rest. A file left unread because another was refused (Received) is
   passed over: the request is refused with that problem.
+- The tools named (the council's or the user's) must be configured: council.toml's
+  [tools] entries, fetch, and web_search where a search backend is set.
 - The whole is validated once, and every problem is raised at once as Refused: each with
   the pydantic location of its field, so that a surface names the field its own way (a
   CLI flag, a form's label, a path in a JSON body, an MCP argument) and says the rest in
@@ -116,6 +118,9 @@ def compose(
         seen = {problem.loc[:1] for problem in found}
         found += [problem for problem in problems(error) if problem.loc[:1] not in seen]
         raise Refused(found) from None
+    unknown_tool = config.tool_set().problem(request.tools)
+    if unknown_tool:
+        found.append(Problem(("tools",), unknown_tool.removeprefix("tools")))
     if found:
         raise Refused(found)
     if request.attachments and "token_budget" not in base and "token_budget" not in given:

@@ -20,7 +20,7 @@ from council.calls import Stage
 from council.iteration import CritiqueItem, IterationRound, RejectedCritique
 from council.labels import labels_shown_to
 from council.limits import size_text
-from council.models import DeliberationRecord, UsageTotals
+from council.models import DeliberationRecord, ToolCallEntry, UsageTotals
 from council.progress import shown_status
 from council.reviews import read_review, readable_review
 from council.stages import Ending, Stage2Result
@@ -74,6 +74,62 @@ class AttachmentView:
         return f"{self.name} ({self.media_type}, {self.size})"
 
 
+# ---- tool calls -----------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class ToolCallView:
+    """A member's tool call, as it is shown under the reply whose call asked for it."""
+
+    tool: str
+    arguments: str
+    excerpt: str  # the start of the result ("" when it failed)
+    error: str | None
+    truncated: bool  # the result was cut to the run's cap before the member saw it
+    refused: bool  # not run: the budget was spent
+    size: str  # "1.2 KB"
+    seconds: float
+    where: str  # "stage 1 answer", "stage 2 review after round 1", ...
+    model: str
+
+    @property
+    def line(self) -> str:
+        """ "fetch({"url": ...}) · 1.2 KB in 0.4 s", or how it failed."""
+        if self.refused:
+            how = "not run: the budget was spent"
+        elif self.error:
+            how = f"failed after {self.seconds:.1f} s: {self.error}"
+        else:
+            how = f"{self.size} in {self.seconds:.1f} s" + (", cut" if self.truncated else "")
+        return f"{self.tool}({self.arguments}) · {how}"
+
+
+def _tool_call(c: ToolCallEntry) -> ToolCallView:
+    return ToolCallView(
+        tool=c.tool,
+        arguments=c.arguments,
+        excerpt=c.excerpt,
+        error=c.error,
+        truncated=c.truncated,
+        refused=c.refused,
+        size=size_text(c.bytes),
+        seconds=c.duration_ms / 1000,
+        where=c.stage.place(c.round),
+        model=c.model,
+    )
+
+
+def tool_call_views(
+    record: DeliberationRecord, stage: Stage, round_number: int | None, model: str
+) -> list[ToolCallView]:
+    """The tool calls of one reply (round None: of any round, as for the synthesis)."""
+    return [
+        _tool_call(c)
+        for c in record.tool_calls
+        if c.stage == stage and c.model == model and round_number in (None, c.round)
+    ]
+
+
 # ---- answers --------------------------------------------------------------------------------
 
 
@@ -87,6 +143,7 @@ class AnswerView:
     cut: str | None
     final_text: str | None = None  # its final answer, when not its first
     final_round: int = 0  # the last round it refined in
+    tool_calls: list[ToolCallView] = field(default_factory=list)
 
 
 @dataclass(frozen=True)
@@ -135,6 +192,7 @@ class ReviewView:
     read_as: str
     cut: str | None
     text: str  # the review as a person reads it (one given as JSON, written out)
+    tool_calls: list[ToolCallView] = field(default_factory=list)
 
 
 @dataclass(frozen=True)
@@ -169,7 +227,9 @@ def review_matrix(
     agreement: Agreement | None = None,
     key: str = "",
     late: Sequence[tuple[str, str]] = (),
+    tool_calls: Mapping[str, list[ToolCallView]] | None = None,
 ) -> Matrix:
+    """`tool_calls`: each reviewer's, for this review."""
     labels = dict(label_to_model)
     rows = []
     for review in reviews:
@@ -195,6 +255,7 @@ def review_matrix(
                 read_as=review.read_as,
                 cut=cut_note(review),
                 text=readable_review(review.ranking, labels_shown_to(review.model, labels)),
+                tool_calls=list((tool_calls or {}).get(review.model, [])),
             )
             for review in reviews
         ],
@@ -231,6 +292,7 @@ def _first_review(record: DeliberationRecord) -> Matrix | None:
         first,
         key="review-1",
         late=late_reviewers(record, 0),
+        tool_calls=_reviewers_tools(record, record.stage2, 0),
     )
     return matrix if matrix.rows or matrix.late else None
 
@@ -247,7 +309,14 @@ def _round_review(record: DeliberationRecord, round_data: IterationRound) -> Mat
         round_data.agreement,
         key=f"review-{n + 1}",
         late=late,
+        tool_calls=_reviewers_tools(record, round_data.reviews, n),
     )
+
+
+def _reviewers_tools(
+    record: DeliberationRecord, reviews: Sequence[Stage2Result], round_number: int
+) -> dict[str, list[ToolCallView]]:
+    return {r.model: tool_call_views(record, Stage.REVIEW, round_number, r.model) for r in reviews}
 
 
 def review_matrices(record: DeliberationRecord) -> list[Matrix]:
@@ -297,6 +366,7 @@ class RefinementView:
     previous: str  # its answer before the round
     text: str  # its answer after the round
     cut: str | None
+    tool_calls: list[ToolCallView] = field(default_factory=list)
 
     @cached_property
     def diff(self) -> list[tuple[str, str]]:
@@ -348,6 +418,9 @@ def _round(record: DeliberationRecord, round_data: IterationRound) -> RoundView:
                 previous=result.original_response,
                 text=result.refined_response,
                 cut=cut_note(result),
+                tool_calls=tool_call_views(
+                    record, Stage.REFINE, round_data.round_number, result.model
+                ),
             )
         )
     return RoundView(
@@ -498,6 +571,7 @@ class FinalView:
     chairman: str
     text: str
     cut: str | None
+    tool_calls: list[ToolCallView] = field(default_factory=list)
 
 
 # ---- the record -----------------------------------------------------------------------------
@@ -529,6 +603,10 @@ class RecordView:
     steering: list[SteeringView]
     late: list[str]  # every call the straggler rule cut, described
     failed: list[FailedCall]
+    tools: list[str] = field(default_factory=list)  # the tools the members were given
+    without_tools: list[str] = field(default_factory=list)  # members whose provider takes none
+    tools_unavailable: list[str] = field(default_factory=list)  # "calc: why", not offered
+    tool_calls: list[ToolCallView] = field(default_factory=list)  # every one, in order
 
     @property
     def running(self) -> bool:
@@ -589,6 +667,7 @@ def _answers(record: DeliberationRecord, labels: Mapping[str, str]) -> list[Answ
                 cut=cut_note(result),
                 final_text=final if changed else None,
                 final_round=refined_in.get(result.model, 0) if changed else 0,
+                tool_calls=tool_call_views(record, Stage.ANSWER, 0, result.model),
             )
         )
     return out
@@ -631,7 +710,14 @@ def record_view(record: DeliberationRecord) -> RecordView:
             AttachmentView(a.name, a.media_type, size_text(a.size), a.sha256, a.cuts_line())
             for a in record.attachments
         ],
-        final=FinalView(stage3.model, stage3.response, cut_note(stage3)) if stage3 else None,
+        final=FinalView(
+            stage3.model,
+            stage3.response,
+            cut_note(stage3),
+            tool_call_views(record, Stage.SYNTHESIS, None, stage3.model),
+        )
+        if stage3
+        else None,
         agreement=_agreement(record),
         usage=_usage(record),
         members=_members(record, labels),
@@ -644,4 +730,8 @@ def record_view(record: DeliberationRecord) -> RecordView:
         failed=[
             FailedCall(e.stage.place(e.round), e.provider, e.describe()) for e in record.errors
         ],
+        tools=list(record.tools),
+        without_tools=list(record.without_tools),
+        tools_unavailable=list(record.tools_unavailable),
+        tool_calls=[_tool_call(c) for c in record.tool_calls],
     )

@@ -9,6 +9,7 @@ from app.record_view import (
     Matrix,
     RecordView,
     RoundView,
+    ToolCallView,
     UsageView,
     record_view,
 )
@@ -90,6 +91,7 @@ _LINES: dict[EventKind, Line] = {
     EventKind.MODEL_CANCELLED: lambda e, where: f"  ✗ {e.model} cancelled ({where}) by the stop",
     EventKind.WAITING: lambda e, where: f"  … {where}: {e.message}",
     EventKind.MODEL_LATE: lambda e, _: f"  ⌛ {e.message}",
+    EventKind.TOOL_CALL: lambda e, where: f"  ⚙ {e.model} ({where}): {e.message}",
     EventKind.NOTICE: lambda e, _: f"  ! {e.message}",
     EventKind.STOP_REQUESTED: lambda e, _: f"⏹ stop requested: {e.message}",
     EventKind.FALLBACK: lambda e, _: f"  ↪ {e.message}",
@@ -136,6 +138,21 @@ def view_markdown(view: RecordView) -> str:
         out += [f"**Verdict:** {view.agreement.verdict}{raised}", ""]
     if view.context:
         out += [_context_line(view.context), ""]
+    if view.tools:
+        made = sum(not call.refused for call in view.tool_calls)
+        out += [f"**Tools:** {', '.join(view.tools)} · {made} call(s) made", ""]
+    if view.tools_unavailable:
+        out += [
+            f"**Tools not offered** (their server could not say what it offers): "
+            f"{'; '.join(view.tools_unavailable)}",
+            "",
+        ]
+    if view.without_tools:
+        out += [
+            f"**Answered without tools** (their provider takes none): "
+            f"{', '.join(view.without_tools)}",
+            "",
+        ]
     if view.attachments:
         out += ["## Attachments", ""]
         for attachment in view.attachments:
@@ -156,6 +173,7 @@ def view_markdown(view: RecordView) -> str:
             "",
             view.final.text,
             "",
+            *_tools_markdown(view.final.tool_calls),
         ]
     else:
         out += ["## Final answer", "", "_Not written yet._" if view.running else "_None._", ""]
@@ -181,6 +199,7 @@ def view_markdown(view: RecordView) -> str:
             "",
             answer.text,
             "",
+            *_tools_markdown(answer.tool_calls),
         ]
     for cut in view.cut_answers:
         out += [
@@ -207,6 +226,7 @@ def view_markdown(view: RecordView) -> str:
             "",
             review.text,
             "",
+            *_tools_markdown(review.tool_calls),
         ]
     out += _late_reviewers(view.first_review)
 
@@ -218,11 +238,27 @@ def view_markdown(view: RecordView) -> str:
         out += ["## Late calls (cut by the straggler rule)", ""]
         out += [f"- {late}" for late in view.late]
         out.append("")
+    if view.tool_calls:
+        out += ["## Tool calls", ""]
+        out += [f"- {c.where} · {c.model} · {c.line}" for c in view.tool_calls]
+        out.append("")
     if view.failed:
         out += ["## Failed calls", ""]
         out += [f"- {f.line}" for f in view.failed]
         out.append("")
     return "\n".join(out)
+
+
+def _tools_markdown(calls: list[ToolCallView]) -> list[str]:
+    """The tool calls under a reply: one item each, with the start of its result."""
+    if not calls:
+        return []
+    out = ["Tool calls:", ""]
+    for call in calls:
+        out.append(f"- {call.line}")
+        if call.excerpt:
+            out.append(f"  > {' '.join(call.excerpt.split())}")
+    return [*out, ""]
 
 
 def _usage_markdown(usage: UsageView) -> list[str]:
@@ -292,7 +328,7 @@ def _round_markdown(round_view: RoundView) -> list[str]:
         if refinement.reasoning_steps:
             out += [f"{i}. {step}" for i, step in enumerate(refinement.reasoning_steps, start=1)]
             out.append("")
-        out += [refinement.text, ""]
+        out += [refinement.text, "", *_tools_markdown(refinement.tool_calls)]
     review = round_view.review
     if review is not None and review.reviews:
         out += [
@@ -300,4 +336,7 @@ def _round_markdown(round_view: RoundView) -> list[str]:
             + "; ".join(f"{r.model}: {_ratings(r.ratings)}" for r in review.reviews),
             "",
         ]
+        for r in review.reviews:
+            if r.tool_calls:
+                out += [f"Review by {r.model}:", "", *_tools_markdown(r.tool_calls)]
     return out + _late_reviewers(review)

@@ -7,7 +7,7 @@ no API keys, no base URLs. The worker alone knows where and with which key to ca
 from __future__ import annotations
 
 from enum import StrEnum
-from typing import Annotated, Literal
+from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, Field
 
@@ -15,6 +15,7 @@ from council.attachments import Attachment, AttachmentCut
 from council.limits import MAX_RESPONSE_BYTES
 from council.stages import Ending
 from council.structured import StructuredReply
+from council.tools import ToolCall, ToolSpec
 
 
 class Stage(StrEnum):
@@ -71,6 +72,23 @@ class ChatMessage(BaseModel):
     role: str
     # Text, or (a message that shows images) OpenAI's content parts.
     content: str | list[ContentPart]
+    # An assistant message that asked for tools (its content then may be empty), and a
+    # tool's result (role "tool"): the id of the call it answers.
+    tool_calls: list[ToolCall] | None = None
+    tool_call_id: str | None = None
+
+    def wire(self) -> dict[str, Any]:
+        """As a chat-completions request carries it."""
+        message: dict[str, Any] = {"role": self.role}
+        if isinstance(self.content, str):
+            message["content"] = self.content if self.content or not self.tool_calls else None
+        else:
+            message["content"] = [part.model_dump() for part in self.content]
+        if self.tool_calls:
+            message["tool_calls"] = [call.openai() for call in self.tool_calls]
+        if self.tool_call_id is not None:
+            message["tool_call_id"] = self.tool_call_id
+        return message
 
     @property
     def text(self) -> str:
@@ -106,6 +124,12 @@ class ModelCall(BaseModel):
     # The user's files: the worker shows them before the first message's text, each as
     # this member can take it (council.prompts.with_attachments).
     attachments: list[Attachment] = Field(default_factory=list)
+    # The functions the model may call (council.tools): a reply may then be tool calls.
+    tools: list[ToolSpec] = Field(default_factory=list)
+    # The member's own model time in this stage before this call (its earlier calls,
+    # before their tool calls): the straggler rule counts it with this call's, and never
+    # the time its tools took.
+    prior_answer_ms: int = 0
 
     @property
     def summary(self) -> str:
@@ -164,6 +188,11 @@ class ModelReply(BaseModel):
     provider: str | None = None
     # The attachments whose text was cut to fit the model's context window.
     attachment_cuts: list[AttachmentCut] = Field(default_factory=list)
+    # The tools the model asked for instead of (or before) an answer (council.tools).
+    tool_calls: list[ToolCall] = Field(default_factory=list)
+    # Tools were offered, but the provider takes none (its council.toml entry says
+    # `tools = false`, or it refused them): the call was made without.
+    tools_refused: bool = False
 
     @property
     def ending(self) -> Ending:
@@ -171,3 +200,34 @@ class ModelReply(BaseModel):
         return Ending(
             finish_reason=self.finish_reason, truncated=self.truncated, provider=self.provider
         )
+
+
+def added(a: TokenUsage, b: TokenUsage) -> TokenUsage:
+    """Two calls' usage together."""
+    return TokenUsage(
+        prompt_tokens=a.prompt_tokens + b.prompt_tokens,
+        completion_tokens=a.completion_tokens + b.completion_tokens,
+        total_tokens=a.total_tokens + b.total_tokens,
+        cost_usd=None if a.cost_usd is None or b.cost_usd is None else a.cost_usd + b.cost_usd,
+        estimated=a.estimated or b.estimated,
+    )
+
+
+def joined(steps: list[ModelReply]) -> ModelReply:
+    """A member's reply after its tool calls: the last model call's, with the usage and
+    the times of every model call it made."""
+    last = steps[-1]
+    if len(steps) == 1:
+        return last
+    usage = steps[0].usage
+    for step in steps[1:]:
+        usage = added(usage, step.usage)
+    return last.model_copy(
+        update={
+            "usage": usage,
+            "latency_ms": sum(step.latency_ms for step in steps),
+            "answer_ms": sum(step.answer_ms for step in steps),
+            "attachment_cuts": [cut for step in steps for cut in step.attachment_cuts],
+            "tools_refused": any(step.tools_refused for step in steps),
+        }
+    )

@@ -37,19 +37,13 @@ from pydantic import (
 )
 
 from council.numbers import Number, WholeNumber
+from council.tool_config import Tools
 from council.validation import InvalidRequest, validate_request
+from council.variables import variable_name
 
 DEFAULT_COUNCIL = "default"
 DEFAULT_PROVIDER = "default"
 _NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.\-]{0,63}")
-_VARIABLE = re.compile(r"[A-Za-z_][A-Za-z0-9_]{0,127}")
-# What an API key looks like rather than a variable's name: a provider's key prefix
-# (OpenAI and OpenRouter sk-, Anthropic sk-ant-, Stripe-like sk_/pk_/rk_, GitHub, Hugging
-# Face, Slack, Google, AWS, GitLab, Groq), or a long run of random-looking characters
-# (digits among lower-case letters, or a mix of cases).
-_KEY_PREFIX = re.compile(
-    r"(?:sk|pk|rk)[-_]|gh[pousr]_|github_pat_|hf_|xox[abpr]-|AIza|AKIA|ASIA|glpat-|gsk_"
-)
 # What a council may not set: each request's own question, and a thread's fields.
 NOT_COUNCIL_OPTIONS = frozenset(
     {
@@ -110,6 +104,10 @@ class ProviderConfig(BaseModel):
     # Whether its models take images (OpenAI's image_url parts): true for all of them, or
     # the patterns of those that do. The others are told of an image they could not see.
     images: bool | list[str] = False
+    # Whether its models take tools (function calling): true for all of them (the
+    # default), false for none, or the patterns of those that do. The others answer
+    # without tools, and the record says so.
+    tools: bool | list[str] = True
     # Requests this provider is sent at once, by all worker processes together: each takes
     # its share (activities.slots).
     max_concurrent_requests: int | None = Field(default=None, ge=1, le=1024)
@@ -120,21 +118,9 @@ class ProviderConfig(BaseModel):
     @field_validator("api_key_env")
     @classmethod
     def _variable(cls, name: str | None) -> str | None:
-        # Never echoed: what is written here may be the key itself.
-        if name is None:
-            return name
-        if looks_like_key(name):
-            raise ValueError(
-                "this looks like a key, not a variable name: put the key in an environment "
-                "variable and write that variable's name here"
-            )
-        if not _VARIABLE.fullmatch(name):
-            raise ValueError(
-                "must be a variable's name (letters, digits and _, not starting with a digit)"
-            )
-        return name
+        return variable_name(name)
 
-    @field_validator("images")
+    @field_validator("images", "tools")
     @classmethod
     def _image_patterns(cls, images: bool | list[str]) -> bool | list[str]:
         return images if isinstance(images, bool) else cls._patterns(images)
@@ -208,6 +194,8 @@ class DefaultProvider(BaseModel):
         description="a number of requests per second",
     )
     images: bool = Field(False, validation_alias="COUNCIL_LLM_IMAGES")
+    # Whether its models take tools (function calling).
+    tools: bool = Field(True, validation_alias="COUNCIL_LLM_TOOLS")
 
     @field_validator("structured_output", mode="before")
     @classmethod
@@ -245,6 +233,12 @@ class Config(BaseModel):
     providers: dict[str, ProviderConfig] = Field(default_factory=dict)
     # Council name -> start options (checked against the request when the file is read).
     councils: dict[str, dict[str, Any]] = Field(default_factory=dict)
+    # Tool name -> its entry (council.tool_config), checked when the file is read.
+    tools: dict[str, dict[str, Any]] = Field(default_factory=dict)
+
+    def tool_set(self) -> Tools:
+        """The tools a council can be given (council.tool_config)."""
+        return Tools.of(self.tools)
 
     def council(self, name: str) -> dict[str, Any]:
         """The start options of a named council; KeyError if there is none."""
@@ -255,22 +249,21 @@ class Config(BaseModel):
         return sorted(self.councils, key=lambda n: (n != DEFAULT_COUNCIL, n))
 
 
-def looks_like_key(text: str) -> bool:
-    """Whether a value meant to be a variable's name looks like a secret instead."""
-    value = text.strip()
-    if _KEY_PREFIX.match(value) or not value.isascii():
-        return True
-    if len(value) < 20:
-        return False
-    if not _VARIABLE.fullmatch(value):
-        return True
-    digits = sum(ch.isdigit() for ch in value)
-    lower, upper = any(ch.islower() for ch in value), any(ch.isupper() for ch in value)
-    return (lower and upper and digits >= 2) or (lower and digits >= 4) or len(value) > 64
-
-
 def _where(loc: tuple[Any, ...]) -> str:
     return ".".join(str(part) for part in loc)
+
+
+def _problem(source: str, within: tuple[str, ...], error: ValidationError) -> ConfigProblem:
+    """The first thing wrong, in one line naming the key (never the value)."""
+    first = error.errors()[0]
+    where = _where((*within, *tuple(first["loc"])))
+    message = first["msg"].removeprefix("Value error, ")
+    if first["type"] == "extra_forbidden":
+        message = "is not a known key"
+    elif first["type"] == "string_pattern_mismatch":
+        message = "must be an http:// or https:// URL"
+    joint = " " if message.startswith(("is ", "must ")) else ": "
+    return ConfigProblem(f"{source}: {where}{joint}{message}")
 
 
 def parse_config(text: str, source: str = "council.toml") -> Config:
@@ -282,16 +275,13 @@ def parse_config(text: str, source: str = "council.toml") -> Config:
     try:
         config = Config.model_validate(data)
     except ValidationError as error:
-        first = error.errors()[0]
-        where = _where(tuple(first["loc"]))
-        message = first["msg"].removeprefix("Value error, ")
-        if first["type"] == "extra_forbidden":
-            message = "is not a known key"
-        elif first["type"] == "string_pattern_mismatch":
-            message = "must be an http:// or https:// URL"
-        joint = " " if message.startswith(("is ", "must ")) else ": "
-        raise ConfigProblem(f"{source}: {where}{joint}{message}") from None
-    for name in [*config.providers, *config.councils]:
+        raise _problem(source, (), error) from None
+    try:
+        tools = config.tool_set()
+    except ValidationError as error:
+        failing = next(n for n in config.tools if _tool_fails(n, config.tools[n]))
+        raise _problem(source, ("tools", failing), error) from None
+    for name in [*config.providers, *config.councils, *config.tools]:
         if not _NAME.fullmatch(name):
             raise ConfigProblem(
                 f"{source}: {name!r} is not a name (letters, digits and _ . -, up to 64)"
@@ -303,7 +293,18 @@ def parse_config(text: str, source: str = "council.toml") -> Config:
         )
     for name, options in config.councils.items():
         council_problem(options, f"{source}: councils.{name}")
+        problem = tools.problem(list(options.get("tools") or []))
+        if problem:
+            raise ConfigProblem(f"{source}: councils.{name}.{problem}")
     return config
+
+
+def _tool_fails(name: str, entry: Any) -> bool:
+    try:
+        Tools.of({name: entry})
+    except ValidationError:
+        return True
+    return False
 
 
 def council_problem(options: Mapping[str, Any], where: str) -> None:

@@ -51,6 +51,7 @@ from council.thread import (
     fit_context,
     named_dropped,
 )
+from council.tools import ToolOptions, ToolSpec, ToolUse, tool_names_problem
 
 MODEL_ID = re.compile(r"^[A-Za-z0-9][\w.\-/:@+]*$")
 
@@ -230,6 +231,18 @@ class DeliberationRequest(BaseModel):
     # The user's files (council.attachments): every member, reviewer and the chairman is
     # shown them; within the limits of council.limits.
     attachments: list[Attachment] = Field(default_factory=list)
+    # The tools the members may call (council.toml's [tools] entries, or the built-ins
+    # fetch and web_search), and who uses them how much.
+    tools: list[str] = Field(default_factory=list)
+    tool_options: ToolOptions = Field(default_factory=ToolOptions)
+
+    @field_validator("tools")
+    @classmethod
+    def _tool_names(cls, names: list[str]) -> list[str]:
+        problem = tool_names_problem(names)
+        if problem:
+            raise ValueError(problem)
+        return names
 
     @field_validator("attachments")
     @classmethod
@@ -349,6 +362,7 @@ class DeliberationRequest(BaseModel):
         messages: list[ChatMessage],
         max_tokens: int | None = None,
         response_format: StructuredReply | None = None,
+        tools: list[ToolSpec] | None = None,
     ) -> ModelCall:
         """One model call of this deliberation: its temperature, its reply size cap, and
         (where given) its token limit and the JSON schema of its reply."""
@@ -362,7 +376,18 @@ class DeliberationRequest(BaseModel):
             max_response_bytes=self.response_byte_cap,
             response_format=response_format,
             attachments=self.attachments,
+            tools=tools or [],
         )
+
+    def uses_tools(self, stage: Stage) -> bool:
+        """Whether this stage's calls are offered the run's tools."""
+        if not self.tools:
+            return False
+        if stage is Stage.REVIEW:
+            return self.tool_options.reviewers
+        if stage is Stage.SYNTHESIS:
+            return self.tool_options.chairman
+        return True
 
 
 class UsageTotals(BaseModel):
@@ -452,6 +477,25 @@ class CallError(BaseModel):
         )
 
 
+# The record's parts left out when empty (a run without them reads as before).
+ABSENT_WHEN_EMPTY = (
+    "elided",
+    "attachments",
+    "tools",
+    "tool_calls",
+    "without_tools",
+    "tools_unavailable",
+)
+
+
+class ToolCallEntry(ToolUse):
+    """A tool call in the record: whose call asked for it, where in the protocol."""
+
+    stage: Stage
+    round: int
+    model: str
+
+
 class DeliberationRecord(BaseModel):
     """The workflow's result: the council's assistant message (stage1, stage2, stage2_5,
     stage3), extended with the rounds, the loop's summary, usage and errors."""
@@ -494,13 +538,28 @@ class DeliberationRecord(BaseModel):
     # The user's files (name, type, size, SHA-256) and where each was cut to fit a
     # member's context window; absent when there were none.
     attachments: list[AttachmentEntry] = Field(default_factory=list)
+    # The tools the members were given (council.tools), every tool call in the order they
+    # were made, and the models that answered without tools (their provider takes none);
+    # absent when the run had no tools.
+    tools: list[str] = Field(default_factory=list)
+    tool_calls: list[ToolCallEntry] = Field(default_factory=list)
+    without_tools: list[str] = Field(default_factory=list)
+    # The tools whose server could not say what it offers (each a line): not offered.
+    tools_unavailable: list[str] = Field(default_factory=list)
 
     @model_serializer(mode="wrap")
     def _omit_absent_parts(self, handler: Any) -> dict[str, Any]:
         data: dict[str, Any] = handler(self)
         if data.get("stage2_5") is None:
             data.pop("stage2_5", None)
-        for optional in ("elided", "attachments"):
+        for optional in (
+            "elided",
+            "attachments",
+            "tools",
+            "tool_calls",
+            "without_tools",
+            "tools_unavailable",
+        ):
             if not data.get(optional):
                 data.pop(optional, None)
         return data

@@ -25,6 +25,8 @@ class EventKind(StrEnum):
     # The straggler rule: a stage waits for its late members (until when), then cuts them.
     WAITING = "waiting"
     MODEL_LATE = "model_late"
+    # A member's tool call ran (council.tools): which tool, how it went.
+    TOOL_CALL = "tool_call"
     NOTICE = "notice"
     STOP_REQUESTED = "stop_requested"
     FALLBACK = "fallback"

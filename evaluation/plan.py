@@ -46,6 +46,9 @@ KEY_SETTINGS = {
     "stragglers",
     "instructions",
     "answer_format",
+    # Only where the council has tools: the keys of runs without stay as they were.
+    "tools",
+    "tool_options",
 }
 
 
@@ -87,6 +90,8 @@ def run_key(dataset: Dataset, template: DeliberationRequest, tag: str | None = N
     """A hash of the dataset's content, the council's settings, the answer instruction and
     the tag: the same command gives the same key, any change that matters a new one."""
     settings = template.model_dump(mode="json", include=KEY_SETTINGS)
+    if not template.tools:
+        settings.pop("tools"), settings.pop("tool_options")
     blob = json.dumps(
         {"dataset": dataset.sha256, "settings": settings, "instruction": INSTRUCTION, "tag": tag},
         sort_keys=True,

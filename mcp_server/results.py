@@ -52,6 +52,11 @@ class DeliberationState(BaseModel):
     failed: list[str] = Field(
         default_factory=list, description="the calls that failed for good: where, whose, why"
     )
+    tool_calls: list[str] = Field(
+        default_factory=list,
+        description="the members' tool calls: where, whose, the tool and its arguments, and "
+        "how it went; then the tools not offered and the members that answered without",
+    )
 
 
 def _result(state: DeliberationState, *texts: str) -> CallToolResult:
@@ -98,6 +103,9 @@ def finished_view(view: RecordView) -> CallToolResult:
         stop_reason=view.stop_reason,
         late=view.late,
         failed=[f.line for f in view.failed],
+        tool_calls=[f"{c.where} · {c.model} · {c.line}" for c in view.tool_calls]
+        + [f"not offered: {line}" for line in view.tools_unavailable]
+        + [f"{model} answered without tools" for model in view.without_tools],
     )
     return _result(state, answer or "(no synthesis)", state.summary)
 

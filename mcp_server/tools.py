@@ -66,6 +66,13 @@ MaxRounds = Annotated[
     BeforeValidator(ascii_whole),
     Field(description="refinement rounds at most, 1 to 5 (default: the council's)"),
 ]
+ToolNames = Annotated[
+    list[str] | None,
+    Field(
+        description="tools the members may call: council.toml's [tools] entries, fetch, "
+        "web_search (default: the council's)"
+    ),
+]
 Attachments = Annotated[
     list[AttachmentInput] | None,
     Field(
@@ -164,6 +171,7 @@ def build_server(backend: Backend) -> MCPServer:
         chairman: Chairman = None,
         max_rounds: MaxRounds = None,
         attachments: Attachments = None,
+        tools: ToolNames = None,
     ) -> Outcome:
         """Ask the council a question and wait for its final answer (this takes minutes;
         progress notifications follow each stage and round, the first naming the
@@ -177,6 +185,7 @@ def build_server(backend: Backend) -> MCPServer:
             "chairman": chairman,
             "max_rounds": max_rounds,
             "attachments": attachments,
+            "tools": tools,
         }
         if tasks.as_task():  # the client polls a task: start, and return at once
             caller = runs.caller_of(ctx.request_context.request)
@@ -192,6 +201,7 @@ def build_server(backend: Backend) -> MCPServer:
         chairman: Chairman = None,
         max_rounds: MaxRounds = None,
         attachments: Attachments = None,
+        tools: ToolNames = None,
     ) -> Outcome:
         """Start a deliberation and return its id at once, without waiting for the answer;
         get_deliberation reads its status, and its answer once it is done."""
@@ -202,6 +212,7 @@ def build_server(backend: Backend) -> MCPServer:
             "chairman": chairman,
             "max_rounds": max_rounds,
             "attachments": attachments,
+            "tools": tools,
         }
         caller = runs.caller_of(ctx.request_context.request)
         return await runs.answered(backend, runs.start(backend, caller, **arguments))

@@ -30,6 +30,7 @@ from typing import NoReturn
 
 from activities.metrics import HISTOGRAM_BUCKETS
 from activities.model_call import ModelGateway
+from activities.tools import ToolBox
 from app import commands, connection, deployment, supervisor
 from app import config as app_config
 from app import settings as app_settings
@@ -87,13 +88,15 @@ async def run(
         for name, p in gateway.providers.items()
     )
     which = f" (process {process_index}, pid {os.getpid()})" if process_index else ""
-    async with serving(client, gateway, take_over=take_over) as routing:
+    toolbox = ToolBox(config.tool_set(), secrets=gateway.redactor.secrets)
+    tools = ", ".join(config.tool_set().names())
+    async with serving(client, gateway, take_over=take_over, toolbox=toolbox) as routing:
         log.info("%s", routing)
         # Printed whatever the log level, once the worker polls and new runs can start:
         # harness.processes.start_worker waits for this line.
         print(
             f"worker ready: task queue {task_queue()}, namespace {client.namespace}, build "
-            f"{deployment.build_id()}, models via {providers}{which}",
+            f"{deployment.build_id()}, models via {providers}, tools {tools}{which}",
             file=sys.stderr,
             flush=True,
         )

@@ -28,6 +28,7 @@ from temporalio.worker.workflow_sandbox import SandboxedWorkflowRunner, SandboxR
 from activities.call_clocks import CallClocks
 from activities.model_call import PARTIAL_TEXT_SECONDS, ModelGateway
 from activities.shares import CallShares, waiting_calls
+from activities.tools import ToolBox
 from app import deployment
 from app import settings as app_settings
 from app.connection import (
@@ -90,15 +91,20 @@ def build_worker(
     activities: Sequence[Callable[..., Any]] = (),
     build: str | None = None,
     checked: bool = False,
+    toolbox: ToolBox | None = None,
     **options: Any,
 ) -> Worker:
-    """The worker's Temporal worker: these workflows, the model-call activity and the
-    straggler watch (and any other activities), at this build of the task queue's
+    """The worker's Temporal worker: these workflows, the model-call activity, the
+    straggler watch and the tools (`toolbox`: council.toml's; by default the built-ins
+    alone), and any other activities, at this build of the task queue's
     deployment (app.deployment; runs are pinned to the build they start on), with the
     concurrency, rate limit and shutdown options below; `checked`: Council's workflows in
     the sandbox too (SANDBOX: the tests)."""
     concurrent_calls, calls_per_second = call_limits()
     queue = queue or task_queue()
+    # (a test's fake gateway has no redactor)
+    redactor = getattr(gateway, "redactor", None)
+    toolbox = toolbox or ToolBox(secrets=redactor.secrets if redactor else ())
     return Worker(
         client,
         task_queue=queue,
@@ -108,6 +114,8 @@ def build_worker(
             gateway.call_model,
             gateway.limited_providers,
             CallClocks(client).await_late_calls,
+            toolbox.list_tools,
+            toolbox.call_tool,
             *activities,
         ],
         max_concurrent_activities=concurrent_calls,

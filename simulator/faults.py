@@ -6,6 +6,10 @@ model's entry overrides the default field by field. Every random draw comes from
 generator seeded with (seed, model, prompt hash, how many times this prompt was seen),
 so a run replays identically however concurrent requests interleave, and a retried
 request gets a fresh draw.
+
+A model without tools (function calling): {"sim/cirrus": {"tools": false}}, in --faults,
+POST /_sim/faults or SimulatorServer.set_faults; a request that offers it tools gets 400,
+"sim/cirrus does not support tools" (simulator.tools).
 """
 
 from __future__ import annotations
@@ -130,6 +134,12 @@ class FaultSpec(BaseModel):
         description="response_format types refused, with the HTTP status of the refusal "
         '(llama-cpp-python\'s server answers {"json_schema": 500})',
     )
+    tools: bool = Field(
+        default=True,
+        description="take tools (function calling; simulator.tools); false: a request that "
+        "offers any is refused with 400, the model does not support tools, as a provider "
+        "without function calling refuses it",
+    )
 
     @field_validator("ratings_by_author")
     @classmethod
@@ -203,6 +213,7 @@ class Plan:
     critiques: bool = True
     structured: bool = True
     refuse_formats: dict[str, int] = field(default_factory=dict)
+    tools: bool = True
 
 
 class FaultInjector:
@@ -265,6 +276,7 @@ class FaultInjector:
             critiques=spec.critiques,
             structured=spec.structured,
             refuse_formats=dict(spec.refuse_formats),
+            tools=spec.tools,
         )
 
     def holds(self, model: str, stage: Stage) -> bool:

@@ -30,6 +30,8 @@ class LogEntry:
     # The attachments the prompt showed (simulator.reading.attachments_seen): name, the
     # SHA-256 of the text it was shown (an image: of its bytes) and how it was shown.
     attachments: list[dict[str, Any]] = field(default_factory=list)
+    # The tools the reply asked for (simulator.tools), by function name.
+    tool_calls: list[str] = field(default_factory=list)
     fault: str | None = None
     status: int | None = None
     outcome: str | None = (

@@ -323,10 +323,12 @@ class Refinement:
     rejected: list[dict[str, str]]
     filled: list[str]
     deferred: list[str]
+    # The refined answer says what the tools returned (the original did not).
+    noted: bool = False
 
     @property
     def changed(self) -> bool:
-        return bool(self.filled)
+        return bool(self.filled) or self.noted
 
 
 def refine(persona: Persona, prompt: Prompt) -> Refinement:
@@ -346,12 +348,16 @@ def refine(persona: Persona, prompt: Prompt) -> Refinement:
             accepted.append(_quote(item))
         elif asked and not any(gap in missing for gap in asked):
             rejected.append({"critique": _quote(item), "reason": "the answer already covers this"})
+    note = prompt.tool_note if prompt.tool_note not in original else ""
+    if note:
+        additions.append(note)
     return Refinement(
         final_answer="\n\n".join([original, *additions]) if additions else original,
         accepted=accepted,
         rejected=rejected,
         filled=filled,
         deferred=deferred,
+        noted=bool(note),
     )
 
 
@@ -368,7 +374,9 @@ def refinement_reply(persona: Persona, prompt: Prompt) -> str:
     if persona.refine_format == "plain":
         return result.final_answer
     if result.changed:
-        explanation = "I " + _and([_DONE[g] for g in result.filled]) + "."
+        done = [_DONE[g] for g in result.filled]
+        done += ["used what the tools returned"] if result.noted else []
+        explanation = "I " + _and(done) + "."
         if result.deferred:
             explanation += " Still to do: " + _and([REQUESTS[g] for g in result.deferred]) + "."
         reasoning = "The reviewers pointed at concrete gaps; I filled the ones I could."
@@ -379,6 +387,7 @@ def refinement_reply(persona: Persona, prompt: Prompt) -> str:
     steps = [f"Read the {len(prompt.critiques)} critique(s) of my answer."]
     steps += [f"The reviewers asked me to {REQUESTS[g]}: done." for g in result.filled]
     steps += [f"Left for later: {REQUESTS[g]}." for g in result.deferred]
+    steps += ["Added what the tools returned."] if result.noted else []
     data = {
         "critiques_accepted": result.accepted,
         "critiques_rejected": result.rejected,
@@ -454,6 +463,8 @@ def synthesis(persona: Persona, prompt: Prompt) -> str:
         paragraph = _paragraph_with(texts, words)
         if paragraph and paragraph not in parts:
             parts.append(paragraph)
+    if prompt.tool_note:
+        parts.append(prompt.tool_note)
     parts.append(
         f"(Written by the Council simulator as chairman persona {persona.name}; "
         "no real model was called.)"
@@ -466,14 +477,20 @@ def synthesis(persona: Persona, prompt: Prompt) -> str:
 
 
 def reply(persona: Persona, prompt: Prompt, script: Script = Script()) -> str:
-    """What the persona writes (a review as the script says, when a test scripted one)."""
+    """What the persona writes (a review as the script says, when a test scripted one),
+    with what the tools returned, when the conversation holds tool results (a known
+    dataset problem is answered as without them)."""
     solved = problems.reply(persona, prompt)  # a dataset problem with a known answer
     if solved is not None:
         return solved
+    note = prompt.tool_note
     if prompt.stage is Stage.REVIEW:
-        return review(persona, prompt, script)
+        # First, so that the review still ends with its ranking.
+        text = review(persona, prompt, script)
+        return f"{note}\n\n{text}" if note else text
     if prompt.stage is Stage.REFINE:
         return refinement_reply(persona, prompt)
     if prompt.stage is Stage.SYNTHESIS:
         return synthesis(persona, prompt)
-    return answer(persona, prompt.question)
+    text = answer(persona, prompt.question)
+    return f"{text}\n\n{note}" if note else text

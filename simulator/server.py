@@ -4,7 +4,8 @@
     with SimulatorServer() as sim:                 # in-process, on a free port
         ... sim.url, sim.log(), sim.set_faults({...}), sim.reset()
 
-Endpoints: GET /v1/models, POST /v1/chat/completions (streamed or not), GET /props (how
+Endpoints: GET /v1/models, POST /v1/chat/completions (streamed or not; with `tools`, a
+reply may be tool calls: simulator.tools), GET /props (how
 many requests it answers at once, as llama.cpp's server says it; absent with
 SimulatorConfig.slots, like llama-cpp-python's), and the control endpoints
 GET /_sim/log[?since=N], GET|POST /_sim/faults, POST /_sim/reset.
@@ -37,7 +38,7 @@ from council import numbers
 from council.calls import Stage
 from council.refinement import parse_refinement
 from council.structured import synthesis_schema
-from simulator import wire
+from simulator import tools, wire
 from simulator.config import FaultConfigError, SimulatorConfig, parse_faults
 from simulator.faults import FaultConfig, FaultInjector, Plan
 from simulator.instances import instance_json
@@ -179,6 +180,7 @@ class _Exchange:
         self.model = payload["model"]
         self.messages = payload["messages"]
         self.stream = payload.get("stream") is True
+        self.tools = tools.offered(payload)
         self.reply_id = f"chatcmpl-sim-{entry.prompt_sha256[:12]}-{entry.seq}"
         self.created = int(time.time())
 
@@ -224,11 +226,17 @@ class _Exchange:
                 refused, f"response_format type {self.format_type!r} is not supported"
             )
             return
-        content, finish_reason = self.content()
+        if self.tools and not plan.tools:
+            await self.send_error(400, f"{self.model} does not support tools")
+            return
+        calls = self.tool_calls()
+        if calls:
+            self.entry.tool_calls = [call.name for call in calls]
+        content, finish_reason = ("", "tool_calls") if calls else self.content()
         if self.stream:
-            await self.send_stream(content, finish_reason)
+            await self.send_stream(content, finish_reason, calls)
         else:
-            await self.send_json(content, finish_reason)
+            await self.send_json(content, finish_reason, calls)
 
     async def held(self) -> bool:
         """Wait while the config holds this reply back; True if the client left first. The
@@ -242,6 +250,14 @@ class _Exchange:
     def time_left(self) -> float:
         return max(0.0, self.ends_at - asyncio.get_running_loop().time())
 
+    def tool_calls(self) -> list[tools.Call]:
+        """The tools the member asks for instead of answering (none: it answers). An empty
+        or echoing reply (a fault) stays one."""
+        if not self.tools or self.plan.fault in ("empty", "echo"):
+            return []
+        question = read_prompt(prompt_text(self.messages)).question
+        return tools.plan(self.payload, question)
+
     def content(self) -> tuple[str, str]:
         if self.plan.fault == "empty":
             return "", "stop"
@@ -252,6 +268,7 @@ class _Exchange:
         seed = self.payload.get("seed")
         if isinstance(seed, int) and not isinstance(seed, bool):
             prompt.seed = seed
+        prompt.tool_note = tools.note(self.messages)
         text = reply(persona, prompt, Script(self.scripted_ratings(prompt), self.plan.critiques))
         if prompt.stage is Stage.ANSWER:
             self.sim.authors.note(text, self.model)
@@ -338,9 +355,18 @@ class _Exchange:
         await self.start(status, headers)
         await self.body(body, more=False)
 
-    async def send_json(self, content: str, finish_reason: str) -> None:
+    async def send_json(
+        self, content: str, finish_reason: str, calls: list[tools.Call] | None = None
+    ) -> None:
+        counted = tools.usage_text(calls) if calls else content
         data = wire.completion(
-            self.reply_id, self.created, self.model, content, finish_reason, self.usage(content)
+            self.reply_id,
+            self.created,
+            self.model,
+            content,
+            finish_reason,
+            self.usage(counted),
+            [call.openai() for call in calls] if calls else None,
         )
         raw = json.dumps(data, ensure_ascii=False).encode("utf-8")
         fault = self.plan.fault
@@ -365,7 +391,9 @@ class _Exchange:
             return self.plan.fault
         return "ok"
 
-    async def send_stream(self, content: str, finish_reason: str) -> None:
+    async def send_stream(
+        self, content: str, finish_reason: str, calls: list[tools.Call] | None = None
+    ) -> None:
         await self.start(200, SSE_HEADERS)
         await self.body(b": SIMULATOR PROCESSING\n\n")
         # Like a real model, the reply streams over the call's latency: the first token
@@ -375,13 +403,18 @@ class _Exchange:
         if await self.keepalive(self.time_left() - self.plan.latency * (1 - FIRST_TOKEN_SHARE)):
             self.finish("disconnected", 200)
             return
-        parts = wire.pieces(content, self.sim.config.chunk_chars)
+        chunk_chars = self.sim.config.chunk_chars
+        if calls:
+            first, parts = tools.stream_deltas(calls, chunk_chars)
+        else:
+            first = {"role": "assistant", "content": ""}
+            parts = [{"content": part} for part in wire.pieces(content, chunk_chars)]
         pace = max(0.0, ends_at - loop.time()) / max(len(parts), 1)
         fault = self.plan.fault
         if fault in ("truncate", "interrupt"):
             parts = parts[: max(1, len(parts) // 2)]
         chunk = self._chunk
-        await self.body(wire.sse(chunk({"role": "assistant", "content": ""})))
+        await self.body(wire.sse(chunk(first)))
         # Chunks due within FLUSH_SECONDS of each other go out in one write of at most about
         # FLUSH_BYTES, as a server's buffer sends them: with no latency, a short reply at once.
         pending: list[bytes] = []
@@ -400,7 +433,7 @@ class _Exchange:
                 )
                 await self.body(wire.sse("[DONE]"), more=False)
                 return
-            pending.append(wire.sse(chunk({"content": part})))
+            pending.append(wire.sse(chunk(part)))
             size += len(pending[-1])
             # The next chunk's time (never drifting past the end).
             wait = ends_at - pace * (len(parts) - i - 1) - loop.time()
@@ -418,7 +451,8 @@ class _Exchange:
             await self.body(wire.sse("[DONE]"), more=False)
             return
         await self.body(wire.sse(chunk({}, finish_reason)))
-        await self.body(wire.sse(chunk(usage=self.usage(content))))
+        counted = tools.usage_text(calls) if calls else content
+        await self.body(wire.sse(chunk(usage=self.usage(counted))))
         self.finish(self._outcome(), 200)
         await self.body(wire.sse("[DONE]"), more=False)
 
@@ -520,9 +554,13 @@ def _invalid(payload: Any) -> str | None:
     messages = payload.get("messages")
     if not isinstance(messages, list) or not messages:
         return "'messages' must be a non-empty list"
-    if not all(isinstance(m, dict) and "content" in m for m in messages):
+    if not all(
+        isinstance(m, dict)
+        and ("content" in m or (m.get("role") == "assistant" and m.get("tool_calls")))
+        for m in messages
+    ):
         return "every message needs a role and content"
-    return None
+    return tools.invalid(payload)
 
 
 def build_app(config: SimulatorConfig | Simulator | None = None) -> Starlette:

@@ -131,8 +131,18 @@ def usage(
 
 
 def completion(
-    reply_id: str, created: int, model: str, content: str, finish_reason: str, usage: dict[str, Any]
+    reply_id: str,
+    created: int,
+    model: str,
+    content: str,
+    finish_reason: str,
+    usage: dict[str, Any],
+    tool_calls: list[dict[str, Any]] | None = None,
 ) -> dict[str, Any]:
+    """A non-streamed reply: its text, or (with tool_calls) the tools it asks for."""
+    message: dict[str, Any] = {"role": "assistant", "content": content}
+    if tool_calls:
+        message = {"role": "assistant", "content": None, "tool_calls": tool_calls}
     return {
         "id": reply_id,
         "object": "chat.completion",
@@ -142,7 +152,7 @@ def completion(
         "choices": [
             {
                 "index": 0,
-                "message": {"role": "assistant", "content": content},
+                "message": message,
                 "finish_reason": finish_reason,
             }
         ],

@@ -25,15 +25,18 @@ import uuid
 from collections.abc import Iterable
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
+from typing import Any
 
 from temporalio.client import Client, WorkflowHistory
 from temporalio.common import TypedSearchAttributes
 
+from activities.tools import ToolBox
 from app import connection, deployment, store
 from app.attachments import from_bytes
 from council.calls import Stage
 from council.progress import EventKind
 from council.steering import HumanCritique, RoundsChange
+from council.tool_config import Tools
 from harness.processes import free_port, start_temporal
 from simulator import SimulatorConfig, SimulatorServer
 from tests.temporal_fixtures import council_worker, request
@@ -42,6 +45,7 @@ from workflows.deliberation import Deliberation
 from workflows.search_attributes import ensure_search_attributes
 
 HERE = Path(__file__).parent / "histories"
+ROOT = Path(__file__).resolve().parent.parent
 
 
 def recorded_builds(path: Path) -> set[str]:
@@ -200,7 +204,25 @@ SCENARIOS = {
         },
         None,
     ),
+    # Members that calculate with the example MCP server's tools: each tool call an
+    # activity, its result in the member's next call; a server that cannot start is not
+    # offered; a provider that takes no tools answers without them.
+    "members_use_tools": (
+        {
+            "question": "What is 37*91+12?",
+            "max_rounds": 1,
+            "tools": ["calc", "gone"],
+        },
+        {"sim/drift": {"tools": False}},
+    ),
 }
+# The tools of the recording worker.
+TOOLS = Tools.of(
+    {
+        "calc": {"command": [sys.executable, str(ROOT / "examples" / "calculator_mcp.py")]},
+        "gone": {"command": ["no-such-tool-server"], "max_attempts": 1},
+    }
+)
 
 
 # Started as a client other than the front door starts a run: no search attributes.
@@ -208,7 +230,7 @@ STARTED_ELSEWHERE = {"quality_threshold_met"}
 
 
 async def record(client: Client, sim: SimulatorServer, names: list[str]) -> None:
-    async with council_worker(client, sim) as council:
+    async with council_worker(client, sim, toolbox=ToolBox(TOOLS)) as council:
         for name in names:
             fields, faults = SCENARIOS[name]
             sim.set_faults(faults)
@@ -243,9 +265,19 @@ async def record(client: Client, sim: SimulatorServer, names: list[str]) -> None
                 outcome = f"failed ({error})"
             history = await standalone(client, await handle.fetch_history())
             (HERE / f"{name}.json").write_text(
-                json.dumps(json.loads(history.to_json()), indent=1) + "\n"
+                json.dumps(without_stacks(json.loads(history.to_json())), indent=1) + "\n"
             )
             print(f"recorded {name}: {outcome}, {len(history.events)} events")
+
+
+def without_stacks(value: Any) -> Any:
+    """The history with its failures' stack traces left out: they name the recording
+    machine's files, and a replay never reads them."""
+    if isinstance(value, dict):
+        return {k: "" if k == "stackTrace" else without_stacks(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [without_stacks(v) for v in value]
+    return value
 
 
 async def standalone(client: Client, history: WorkflowHistory) -> WorkflowHistory:

@@ -28,6 +28,7 @@ from temporalio.testing import WorkflowEnvironment
 
 from activities.model_call import ModelGateway
 from activities.settings import GatewaySettings
+from activities.tools import ToolBox
 from app import connection, front_door
 from council.calls import ModelCall, Stage
 from council.models import DeliberationRecord
@@ -131,16 +132,18 @@ async def council_worker(
     sim: SimulatorServer | None,
     queue: str | None = None,
     settings: GatewaySettings | None = None,
+    toolbox: ToolBox | None = None,
 ) -> AsyncIterator[Council]:
     """An in-process worker on its own task queue (or on `queue`), calling the simulator
-    (or the provider `settings` name)."""
+    (or the provider `settings` name), with the tools of `toolbox` (default: the
+    built-ins)."""
     queue = queue or f"council-test-{uuid.uuid4().hex[:8]}"
     if settings is None:
         assert sim is not None
         settings = GatewaySettings(base_url=sim.url, api_key=TEST_API_KEY)
     gateway = ModelGateway(settings)
     try:
-        async with serving(client, gateway, queue=queue, checked=True):
+        async with serving(client, gateway, queue=queue, checked=True, toolbox=toolbox):
             yield Council(client, queue, sim)
     finally:
         await gateway.aclose()

@@ -38,6 +38,7 @@ RECORDED = (
     "stopped_mid_refinement",
     "small_text_attachment",
     "agreement_dissent_and_structured_synthesis",
+    "members_use_tools",
 )
 
 
@@ -66,7 +67,7 @@ def records() -> list[DeliberationRecord]:
 def everything() -> DeliberationRecord:
     """One record with a part of every kind: the stragglers' run, with the others' failed
     calls, steering, stop, attachment and earlier turns."""
-    cut, failing, steered, stopped, attached, _ = (recorded(name) for name in RECORDED)
+    cut, failing, steered, stopped, attached, _, tooled = (recorded(name) for name in RECORDED)
     [attachment] = attached.attachments
     # Its text cut to fit one member's context window.
     cut_to_fit = CutFor(model="sim/atlas", stage="stage1", kept_chars=1200, chars=5300)
@@ -76,6 +77,11 @@ def everything() -> DeliberationRecord:
             "steering": steered.steering,
             "stop_reason": stopped.stop_reason,
             "attachments": [attachment.model_copy(update={"cut": [cut_to_fit]})],
+            # The tools' run's calls, under the answers of the members they share.
+            "tools": tooled.tools,
+            "tool_calls": tooled.tool_calls,
+            "without_tools": tooled.without_tools,
+            "tools_unavailable": tooled.tools_unavailable,
         }
     )
 
@@ -187,6 +193,12 @@ PROBES: dict[str, Probe] = {
     "steering": _steering,
     "late": lambda v: v.late,
     "failed": lambda v: [f.line for f in v.failed],
+    "tools": lambda v: v.tools,
+    "without_tools": lambda v: v.without_tools,
+    "tools_unavailable": lambda v: v.tools_unavailable,
+    "tool_calls": lambda v: [
+        x for c in v.tool_calls for x in (c.line, " ".join(c.excerpt.split()))
+    ],
 }
 # What the MCP result leaves out: a tool returns the final answer with a summary of how
 # the run went (the models that call it read the answer, not the transcript).
@@ -203,6 +215,7 @@ MCP_LEAVES_OUT = {
     "first_review",
     "rounds",
     "steering",
+    "tools",
 }
 # The MCP result's summary of usage: the totals.
 MCP_PROBES: dict[str, Probe] = {
@@ -211,6 +224,11 @@ MCP_PROBES: dict[str, Probe] = {
     "late": lambda v: [json.dumps(line, ensure_ascii=False)[1:-1] for line in v.late],
     "failed": lambda v: [json.dumps(f.line, ensure_ascii=False)[1:-1] for f in v.failed],
     "rounds_completed": lambda v: [f'"rounds_completed": {v.rounds_completed}'],
+    "tool_calls": lambda v: [json.dumps(c.line, ensure_ascii=False)[1:-1] for c in v.tool_calls],
+    "without_tools": lambda v: [f"{m} answered without tools" for m in v.without_tools],
+    "tools_unavailable": lambda v: [
+        json.dumps(line, ensure_ascii=False)[1:-1] for line in v.tools_unavailable
+    ],
 }
 
 

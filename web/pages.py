@@ -204,6 +204,7 @@ class Pages:
             form=form,
             councils=names,
             members=members,
+            tool_choices=tool_choices(self.settings),
         )
 
     def councils(self) -> tuple[list[str], dict[str, list[str]]]:
@@ -211,6 +212,8 @@ class Pages:
 
     async def start(self, request: Request, form: FormData) -> Response:
         fields = {k: v for k, v in form.items() if isinstance(v, str)}
+        # The tools ticked (several values of one field), as one.
+        fields[views.TOOLS] = ",".join(v for v in form.getlist(views.TOOLS) if isinstance(v, str))
         uploads = [
             f
             for f in form.getlist(front_door.ATTACHMENTS)
@@ -637,6 +640,13 @@ def council_choices(settings: WebSettings) -> tuple[list[str], dict[str, list[st
         name: councils.council_options(settings.config, name, settings.variables)["models"]
         for name in names
     }
+
+
+def tool_choices(settings: WebSettings) -> list[str]:
+    """The tools a user can tick: council.toml's, fetch, and web_search where it has a
+    search backend."""
+    tools = settings.config.tool_set()
+    return [name for name in tools.names() if not tools.problem([name])]
 
 
 def ask_target(turns: list[views.Turn]) -> views.Turn | None:

@@ -32,6 +32,7 @@ FORM_LABELS = {
     "council": "Council",
     "models": "Models",
     "chairman": "Chairman",
+    "tools": "Tools",
     "max_rounds": "Max rounds",
     "min_rounds": "Min rounds",
     "quality_threshold": "Quality threshold",
@@ -44,6 +45,8 @@ FORM_FIELDS = tuple(FORM_LABELS)
 # The fields that are no option of the request: the question, the council's name and the
 # files (read apart: app.attachments).
 _NOT_OPTIONS = ("question", front_door.COUNCIL, front_door.ATTACHMENTS)
+# The tools ticked, as the start handler joins them (commas).
+TOOLS = "tools"
 # Where a problem that concerns no one field goes: above the form's button.
 FORM_WIDE = "form"
 
@@ -90,6 +93,8 @@ def request_from_form(
     }
     models = [m.strip() for m in re.split(r"[,\n]", values["models"]) if m.strip()]
     given["models"] = models or None
+    # None ticked: the council's tools.
+    given[TOOLS] = [t.strip() for t in values[TOOLS].split(",") if t.strip()] or None
     try:
         request = front_door.compose(
             values["question"],

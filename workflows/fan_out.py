@@ -26,12 +26,14 @@ from temporalio.exceptions import ActivityError, is_cancelled_exception
 
 with workflow.unsafe.imports_passed_through():
     from activities.call_clocks import CallClocks
-    from council.calls import ChatMessage, ModelReply, Stage
-    from council.models import CallError, DeliberationRecord, DeliberationRequest
+    from council.calls import ChatMessage, ModelCall, ModelReply, Stage, joined
+    from council.models import CallError, DeliberationRecord, DeliberationRequest, ToolCallEntry
     from council.progress import EventKind
     from council.stragglers import LateCall, LateCalls, StragglerPolicy, patience, quorum
     from council.structured import StructuredReply
+    from council.tools import ToolUse
     from workflows.calls import Routes, call_model
+    from workflows.tools import MemberTools
 
 # The straggler watch polls Temporal; its own worker dying is noticed within this.
 WATCH_HEARTBEAT = timedelta(seconds=5)
@@ -63,6 +65,8 @@ class FanOut:
         self.begin = begin
         self.stragglers = stragglers
         self.routes = Routes([*request.models, record.chairman])
+        self.tools = MemberTools(request, self._unavailable)
+        record.tools = list(request.tools)
         # The calls the straggler rule cut: (stage, round, model).
         self.cutting: set[tuple[Stage, int, str]] = set()
         # The replies of the stage under way as they arrive (the record query shows them
@@ -243,28 +247,35 @@ class FanOut:
         messages: list[ChatMessage],
         response_format: StructuredReply | None = None,
     ) -> ModelReply | None:
-        """One model call; None when it failed for good (recorded), was cut or cancelled."""
+        """One member's call: its model call and, while the model asks for tools and the
+        budget allows, the tool calls and the next model call with their results (council
+        .tools). The reply that answered, its usage and time those of every model call
+        made; None when a call failed for good (recorded), was cut or cancelled."""
         max_tokens = self.request.reply_tokens(stage)
-        call = self.request.model_call(
-            stage, round_number, model, messages, max_tokens, response_format
-        )
-        try:
-            reply = await call_model(call, self.request.policy, self.routes)
-        except (ActivityError, asyncio.CancelledError) as err:
-            if self.was_cut(stage, round_number, model) and is_cancelled_exception(err):
-                return None  # the straggler rule cut it: _cut recorded it
-            if self.stopping() and is_cancelled_exception(err):
-                self.emit(EventKind.MODEL_CANCELLED, stage=stage, round=round_number, model=model)
+        offered = await self.tools.offered(stage)
+        steps: list[ModelReply] = []
+        while True:
+            tools = offered if self.tools.left(stage, round_number, model) else []
+            call = self.request.model_call(
+                stage, round_number, model, messages, max_tokens, response_format, tools
+            )
+            call.prior_answer_ms = sum(step.answer_ms for step in steps)
+            reply = await self._model_call(call)
+            if reply is None:
                 return None
-            if isinstance(err, asyncio.CancelledError):
+            steps.append(reply)
+            self._account(stage, model, reply)
+            if not (tools and reply.tool_calls):
+                break
+            try:
+                more, uses = await self.tools.run(stage, round_number, model, reply)
+            except asyncio.CancelledError:
+                if self.was_cut(stage, round_number, model) or self.stopping():
+                    return None  # cut (recorded) or stopped during its tool calls
                 raise
-            self.failed(stage, round_number, model, err)
-            return None
-        self.record.usage.record(model, stage, reply.usage, reply.provider)
-        for cut in reply.attachment_cuts:
-            for entry in self.record.attachments:
-                if entry.sha256 == cut.sha256 and entry.name == cut.name:
-                    entry.note_cut(model, stage.value, cut)
+            self._note_tools(stage, round_number, model, uses)
+            messages = [*messages, *more]
+        reply = joined(steps)
         if self.arriving == (stage, round_number):
             self.arrived[model] = reply
         self.emit(
@@ -281,9 +292,64 @@ class FanOut:
                 "structured": reply.structured,
                 "provider": reply.provider,
                 "attachments_cut": len(reply.attachment_cuts),
+                "tool_calls": len(steps) - 1,
             },
         )
         return reply
+
+    async def _model_call(self, call: ModelCall) -> ModelReply | None:
+        """One model call; None when it failed for good (recorded), was cut or cancelled."""
+        stage, round_number, model = call.stage, call.round, call.model
+        assert stage is not None
+        try:
+            return await call_model(call, self.request.policy, self.routes)
+        except (ActivityError, asyncio.CancelledError) as err:
+            if self.was_cut(stage, round_number, model) and is_cancelled_exception(err):
+                return None  # the straggler rule cut it: _cut recorded it
+            if self.stopping() and is_cancelled_exception(err):
+                self.emit(EventKind.MODEL_CANCELLED, stage=stage, round=round_number, model=model)
+                return None
+            if isinstance(err, asyncio.CancelledError):
+                raise
+            self.failed(stage, round_number, model, err)
+            return None
+
+    def _account(self, stage: Stage, model: str, reply: ModelReply) -> None:
+        """A model call's usage, the attachments cut for it, and (once per model) that it
+        answered without tools."""
+        self.record.usage.record(model, stage, reply.usage, reply.provider)
+        for cut in reply.attachment_cuts:
+            for entry in self.record.attachments:
+                if entry.sha256 == cut.sha256 and entry.name == cut.name:
+                    entry.note_cut(model, stage.value, cut)
+        if reply.tools_refused and model not in self.record.without_tools:
+            self.record.without_tools.append(model)
+            self.emit(
+                EventKind.NOTICE,
+                stage=stage,
+                model=model,
+                message=f"{model} takes no tools: it answers without them",
+            )
+
+    def _unavailable(self, name: str, why: str) -> None:
+        """A tool whose server could not say what it offers: not offered in this run."""
+        line = f"{name}: {why}"
+        self.record.tools_unavailable.append(line)
+        self.emit(EventKind.NOTICE, message=f"the tool {line}; the members go on without it")
+
+    def _note_tools(self, stage: Stage, round_number: int, model: str, uses: list[ToolUse]) -> None:
+        for use in uses:
+            self.record.tool_calls.append(
+                ToolCallEntry(stage=stage, round=round_number, model=model, **use.model_dump())
+            )
+            self.emit(
+                EventKind.TOOL_CALL,
+                stage=stage,
+                round=round_number,
+                model=model,
+                message=use.describe(),
+                data={"tool": use.tool, "error": use.error, "duration_ms": use.duration_ms},
+            )
 
     def failed(
         self,

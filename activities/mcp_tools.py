@@ -1,0 +1,381 @@
+"""The worker's side of council.toml's MCP servers: what one offers (`list_tools`, read
+once per run and kept in history as ToolSpecs) and one call of one of its tools
+(`call_tool`), spoken with the official SDK's client.
+
+    specs = await list_tools("calc", entry, os.environ)       # [ToolSpec("calc__evaluate"...)]
+    text = await call_tool(entry, os.environ, "evaluate", {"expression": "2*(3+4)"})  # "14"
+
+- Each call opens its own session (connect, initialize, the request, close): nothing is
+  pooled, so a server that crashed is simply started again by the next call.
+- stdio (`command`): the server runs with `env` over a minimal environment (PATH, HOME,
+  LANG, and the few names the SDK adds: LOGNAME, SHELL, TERM, USER), never the worker's
+  own, which holds the providers' keys; in `cwd` when given. Its stderr is kept aside and
+  its last line named when it fails. When the call ends, however it ends, the SDK closes
+  its stdin and kills its process group if it does not exit.
+- streamable HTTP (`url`): with `Authorization: Bearer <token>`, the token read from the
+  variable `token_env` names, in the environment given (never shown: a message names the
+  variable).
+- Offered: the tools that declare themselves read-only (readOnlyHint), the others only
+  with `side_effects = true`; only those `allow` names when it is given.
+- Every failure is a ToolFailure (activities.web_tools') in one line: the server's own
+  error text for a tool that reports one (isError), else what went wrong (it could not
+  start, it closed the connection, it answered with HTTP 401, it did not answer within
+  `timeout` seconds), with no traceback and no secret. The timeout bounds the whole
+  call, connecting included; a stdio server that outlives it is then given the SDK's
+  grace (its stdin closed, a few seconds, then its process group killed) before the
+  failure is raised.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import inspect
+import json
+import os
+import tempfile
+from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
+from dataclasses import dataclass
+from types import TracebackType
+from typing import IO, Any, TextIO, TypeVar, cast
+from urllib.parse import urlsplit
+
+import anyio
+import httpx2
+from mcp import Client, MCPError, StdioServerParameters, stdio_client
+from mcp.client import Transport
+from mcp.client.streamable_http import streamable_http_client
+from mcp.shared._stream_protocols import ReadStream
+from mcp.shared.message import SessionMessage
+from mcp.types import (
+    CONNECTION_CLOSED,
+    AudioContent,
+    BlobResourceContents,
+    CallToolResult,
+    EmbeddedResource,
+    ImageContent,
+    ResourceLink,
+    TextContent,
+    Tool,
+)
+from pydantic import ValidationError
+
+from activities.errors import one_line
+from activities.web_tools import ToolFailure
+from council.redaction import Redactor
+from council.tool_config import McpEntry
+from council.tools import ToolSpec, offered_name
+
+__all__ = ["ToolFailure", "call_tool", "list_tools"]
+
+# The variables of the worker's environment a stdio server is given (its entry's env on top).
+INHERITED = ("PATH", "HOME", "LANG")
+# The most pages of a server's tools/list read (a server whose cursor never ends stops here).
+MAX_PAGES = 100
+# A failure's line, and what it quotes of the server's stderr or stray output.
+ERROR_CHARS = 300
+QUOTE_CHARS = 120
+# How much of a stdio server's stderr is read back for its last line.
+STDERR_TAIL_BYTES = 8_192
+# A value of the entry's env shorter than this is not kept out of messages (a flag, a unit;
+# council.redaction counts a start of this many characters as the secret).
+SECRET_MIN_CHARS = 8
+
+T = TypeVar("T")
+
+
+async def list_tools(name: str, entry: McpEntry, env: Mapping[str, str]) -> list[ToolSpec]:
+    """The tools the server of `entry` (council.toml's `[tools.<name>]`) offers a council,
+    as the models are shown them; ToolFailure (one line) when it cannot be asked."""
+
+    async def listing(client: Client) -> list[Tool]:
+        tools: list[Tool] = []
+        cursor: str | None = None
+        for _ in range(MAX_PAGES):
+            page = await client.list_tools(cursor=cursor)
+            tools += page.tools
+            cursor = page.next_cursor
+            if not cursor:
+                break
+        return tools
+
+    specs: list[ToolSpec] = []
+    offered: set[str] = set()
+    for tool in await _session(entry, env, listing):
+        read_only = bool(tool.annotations is not None and tool.annotations.read_only_hint)
+        if entry.allow is not None and tool.name not in entry.allow:
+            continue
+        if not read_only and not entry.side_effects:
+            continue
+        function = offered_name(name, tool.name)
+        if function in offered:  # two names that read the same once cut or cleaned
+            continue
+        offered.add(function)
+        specs.append(
+            ToolSpec(
+                name=function,
+                source=name,
+                tool=tool.name,
+                description=inspect.cleandoc(tool.description or ""),
+                parameters=tool.input_schema,
+                read_only=read_only,
+                timeout_seconds=entry.timeout,
+                max_attempts=entry.max_attempts,
+            )
+        )
+    return specs
+
+
+async def call_tool(
+    entry: McpEntry, env: Mapping[str, str], tool: str, arguments: dict[str, Any]
+) -> str:
+    """The text of one call of `tool` at the server of `entry`; ToolFailure (one line) when
+    it gave none: the tool's own error, or why the server could not answer."""
+
+    async def calling(client: Client) -> CallToolResult:
+        return await client.call_tool(tool, arguments)
+
+    result = await _session(entry, env, calling)
+    if result.is_error:
+        said = _redactor(entry, env).redact(result_text(result))
+        raise ToolFailure(one_line(said, ERROR_CHARS) or f"{tool} failed (it gave no reason)")
+    return result_text(result)
+
+
+def result_text(result: CallToolResult) -> str:
+    """A result's content as text: its text parts, a line in brackets for any other kind,
+    and its structured content as JSON when no part is text."""
+    parts: list[str] = []
+    texts = 0
+    for block in result.content:
+        if isinstance(block, TextContent):
+            parts.append(block.text)
+            texts += 1
+        elif isinstance(block, ImageContent | AudioContent):
+            parts.append(f"[{block.mime_type}: {_decoded_size(block.data):,} bytes]")
+        elif isinstance(block, ResourceLink):
+            parts.append(f"[resource link: {block.name} <{block.uri}>]")
+        elif isinstance(block, EmbeddedResource):
+            resource = block.resource
+            if isinstance(resource, BlobResourceContents):
+                kind = resource.mime_type or "application/octet-stream"
+                parts.append(f"[{kind}: {_decoded_size(resource.blob):,} bytes <{resource.uri}>]")
+            else:
+                parts.append(resource.text)
+                texts += 1
+    if not texts and result.structured_content is not None:
+        parts.append(json.dumps(result.structured_content, ensure_ascii=False))
+    return "\n".join(parts)
+
+
+def _decoded_size(data: str) -> int:
+    """The bytes that base64 text stands for."""
+    data = data.strip()
+    return max(0, len(data) * 3 // 4 - (len(data) - len(data.rstrip("="))))
+
+
+@dataclass
+class _Watch:
+    """What a session saw besides its messages, for a failure's line: the HTTP status of a
+    refused request, lines of a stdio server's stdout that are not MCP, its stderr."""
+
+    status: int | None = None
+    stray: str | None = None
+    stderr: IO[bytes] | None = None
+
+    async def response(self, response: httpx2.Response) -> None:
+        # A message's POST only: a server may answer the optional GET stream with 405.
+        if response.request.method == "POST" and response.status_code >= 400:
+            self.status = response.status_code
+
+    def noticed(self, error: Exception) -> None:
+        if self.stray is None:
+            self.stray = _stray_text(error)
+
+    def last_words(self) -> str | None:
+        """The last line the stdio server wrote on its stderr, if any."""
+        if self.stderr is None:
+            return None
+        try:
+            self.stderr.seek(0, os.SEEK_END)
+            size = self.stderr.tell()
+            self.stderr.seek(max(0, size - STDERR_TAIL_BYTES))
+            tail = self.stderr.read().decode("utf-8", "replace")
+        except OSError:
+            return None
+        lines = [line.strip() for line in tail.splitlines() if line.strip()]
+        return lines[-1] if lines else None
+
+
+def _stray_text(error: Exception) -> str:
+    """What the server wrote that could not be read as a message (the SDK hands the parse
+    error to the session in its place)."""
+    if isinstance(error, ValidationError):
+        for problem in error.errors():
+            if isinstance(problem.get("input"), str):
+                return str(problem["input"])
+    return str(error)
+
+
+class _Watched:
+    """A transport's read stream, telling the watch of what was not a message."""
+
+    def __init__(self, stream: ReadStream[SessionMessage | Exception], watch: _Watch) -> None:
+        self.stream = stream
+        self.watch = watch
+
+    def _seen(self, item: SessionMessage | Exception) -> SessionMessage | Exception:
+        if isinstance(item, Exception):
+            self.watch.noticed(item)
+        return item
+
+    async def receive(self) -> SessionMessage | Exception:
+        return self._seen(await self.stream.receive())
+
+    async def aclose(self) -> None:
+        await self.stream.aclose()
+
+    def __aiter__(self) -> _Watched:
+        return self
+
+    async def __anext__(self) -> SessionMessage | Exception:
+        return self._seen(await self.stream.__anext__())
+
+    async def __aenter__(self) -> _Watched:
+        await self.stream.__aenter__()
+        return self
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc_val: BaseException | None,
+        exc_tb: TracebackType | None,
+    ) -> bool | None:
+        return await self.stream.__aexit__(exc_type, exc_val, exc_tb)
+
+
+@contextlib.asynccontextmanager
+async def _watched(transport: Transport, watch: _Watch) -> AsyncIterator[tuple[_Watched, Any]]:
+    async with transport as (read, write):
+        yield _Watched(read, watch), write
+
+
+async def _session(
+    entry: McpEntry, env: Mapping[str, str], work: Callable[[Client], Awaitable[T]]
+) -> T:
+    """`work` done in a session of its own with the server, within the entry's timeout."""
+    token = _token(entry, env)
+    redactor = _redactor(entry, env)
+    watch = _Watch()
+    with contextlib.ExitStack() as files:
+        if entry.command is not None:
+            watch.stderr = files.enter_context(tempfile.TemporaryFile("w+b"))
+        done = False
+        try:
+            with anyio.move_on_after(entry.timeout):
+                async with contextlib.AsyncExitStack() as stack:
+                    transport = await stack.enter_async_context(_transport(entry, token, watch))
+                    client = await stack.enter_async_context(Client(transport, cache=None))
+                    value = await work(client)
+                    done = True
+        except ToolFailure:
+            raise  # the tool's own error (final)
+        except Exception as error:
+            # The server could not be reached, or went away: tried again.
+            raise ToolFailure(
+                one_line(redactor.redact(_failure(entry, error, watch)), ERROR_CHARS),
+                transient=True,
+            ) from None
+        if not done:
+            why = f"the MCP server did not answer within {entry.timeout:g} s"
+            raise ToolFailure(
+                one_line(redactor.redact(why + _stray(watch)), ERROR_CHARS), transient=True
+            )
+    return value
+
+
+@contextlib.asynccontextmanager
+async def _transport(entry: McpEntry, token: str | None, watch: _Watch) -> AsyncIterator[Transport]:
+    if entry.command is not None:
+        inherited = {name: os.environ[name] for name in INHERITED if name in os.environ}
+        server = StdioServerParameters(
+            command=entry.command[0],
+            args=entry.command[1:],
+            env=inherited | entry.env,
+            cwd=entry.cwd,
+        )
+        # The SDK types errlog as text; it hands the file's descriptor to the process.
+        errlog = cast(TextIO, watch.stderr)
+        yield cast(Transport, _watched(stdio_client(server, errlog=errlog), watch))
+        return
+    assert entry.url is not None
+    headers = {"Authorization": f"Bearer {token}"} if token is not None else None
+    hooks = {"response": [watch.response]}
+    async with httpx2.AsyncClient(
+        headers=headers, timeout=httpx2.Timeout(entry.timeout), event_hooks=hooks
+    ) as http:
+        yield cast(Transport, _watched(streamable_http_client(entry.url, http_client=http), watch))
+
+
+def _token(entry: McpEntry, env: Mapping[str, str]) -> str | None:
+    if entry.token_env is None:
+        return None
+    token = env.get(entry.token_env, "")
+    if not token.strip():
+        raise ToolFailure(
+            f"the MCP server's token is missing: {entry.token_env} (named by token_env) "
+            "is not set or empty"
+        )
+    return token.strip()
+
+
+def _redactor(entry: McpEntry, env: Mapping[str, str]) -> Redactor:
+    """Keeps the token, and the values of the server's env, out of messages."""
+    secrets = [v for v in entry.env.values() if len(v) >= SECRET_MIN_CHARS]
+    if entry.token_env is not None:
+        secrets.append(env.get(entry.token_env, "").strip())
+    return Redactor(secrets)
+
+
+def _leaf(error: BaseException) -> BaseException:
+    """The first error an exception group holds that is not a cancellation."""
+    if isinstance(error, BaseExceptionGroup):
+        leaves = [_leaf(inner) for inner in error.exceptions]
+        cancelled = anyio.get_cancelled_exc_class()
+        chosen = [leaf for leaf in leaves if not isinstance(leaf, cancelled)]
+        return (chosen or leaves)[0]
+    return error
+
+
+def _failure(entry: McpEntry, error: Exception, watch: _Watch) -> str:
+    """One line: why the session with the server gave nothing."""
+    leaf = _leaf(error)
+    if entry.command is not None and isinstance(leaf, OSError):
+        what = leaf.filename if leaf.filename is not None else entry.command[0]
+        return f"the MCP server could not start: {what}: {leaf.strerror or leaf}"
+    if watch.status is not None:
+        refused = f"the MCP server refused the request (HTTP {watch.status})"
+        if watch.status in (401, 403) and entry.token_env is not None:
+            refused += f": check the token in {entry.token_env}"
+        return refused
+    if isinstance(leaf, MCPError) and leaf.code == CONNECTION_CLOSED:
+        closed = "the MCP server closed the connection"
+        said = watch.last_words()
+        return closed + (f" ({_quoted(said)})" if said else "") + _stray(watch)
+    if isinstance(leaf, MCPError):
+        return f"the MCP server answered with an error: {leaf.message}" + _stray(watch)
+    if isinstance(leaf, httpx2.HTTPError):
+        where = urlsplit(entry.url or "").netloc.rpartition("@")[2]
+        return f"cannot reach the MCP server at {where}: {leaf or type(leaf).__name__}"
+    if isinstance(leaf, ValidationError):
+        return f"the MCP server's answer is not valid MCP ({leaf.error_count()} problems)"
+    return f"the MCP server failed: {type(leaf).__name__}: {leaf}" + _stray(watch)
+
+
+def _stray(watch: _Watch) -> str:
+    if watch.stray is None:
+        return ""
+    return f"; it wrote what is not an MCP message on its stdout: {_quoted(watch.stray)}"
+
+
+def _quoted(text: str) -> str:
+    return repr(one_line(text, QUOTE_CHARS))

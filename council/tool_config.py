@@ -1,0 +1,176 @@
+"""council.toml's `[tools]`: the tools a council can be given.
+
+    [tools.calc]                      # an MCP server over stdio
+    command = ["python", "examples/calculator_mcp.py"]
+    env = { UNITS = "si" }            # optional; cwd = "..." optional
+    allow = ["evaluate", "convert"]   # optional: only these of its tools are offered
+
+    [tools.docs]                      # an MCP server over streamable HTTP
+    url = "https://tools.example.com/mcp"
+    token_env = "DOCS_TOKEN"          # the NAME of the variable that holds the token
+    side_effects = true               # offer tools that do not declare themselves read-only
+
+    [tools.fetch]                     # the built-in fetch (optional: it works without)
+    allow_addresses = ["127.0.0.1"]   # private or loopback addresses it may reach
+
+    [tools.web_search]                # the built-in web search needs a backend:
+    searxng_url = "http://127.0.0.1:8888/search"   # a SearXNG-compatible JSON endpoint
+    # or: brave_key_env = "BRAVE_API_KEY"          # Brave's Search API, by key variable
+
+Every entry may set `timeout` (seconds a call may take) and `max_attempts`. Pure: parsing
+and checks only; the worker runs the tools (activities.tools).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+
+from council.tools import (
+    BUILTINS,
+    DEFAULT_TOOL_ATTEMPTS,
+    DEFAULT_TOOL_TIMEOUT,
+    FETCH,
+    MAX_TOOL_ATTEMPTS,
+    MAX_TOOL_TIMEOUT,
+    WEB_SEARCH,
+)
+from council.variables import variable_name
+
+_URL = r"^https?://[^\s/?#]+(/[^\s?#]*)?$"
+SEARCH_SETUP = (
+    "set a search backend under [tools.web_search] in council.toml: searxng_url = "
+    '"http://host/search" (a SearXNG-compatible JSON endpoint), or brave_key_env = '
+    '"BRAVE_API_KEY" (the name of the variable holding a Brave Search API key)'
+)
+
+
+class ToolLimits(BaseModel):
+    """What every entry may set: how long a call may take and how often it is tried."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    timeout: float = Field(DEFAULT_TOOL_TIMEOUT, gt=0, le=MAX_TOOL_TIMEOUT)
+    max_attempts: int = Field(DEFAULT_TOOL_ATTEMPTS, ge=1, le=MAX_TOOL_ATTEMPTS)
+
+
+class McpEntry(ToolLimits):
+    """An MCP server: over stdio (`command`) or streamable HTTP (`url`), one of the two."""
+
+    command: list[str] | None = Field(None, min_length=1)
+    env: dict[str, str] = Field(default_factory=dict)
+    cwd: str | None = None
+    url: str | None = Field(None, pattern=_URL)
+    token_env: str | None = None
+    allow: list[str] | None = None
+    side_effects: bool = False
+
+    @field_validator("token_env")
+    @classmethod
+    def _token(cls, name: str | None) -> str | None:
+        return variable_name(name)
+
+    @model_validator(mode="after")
+    def _one_transport(self) -> McpEntry:
+        if (self.command is None) == (self.url is None):
+            raise ValueError("give either command (stdio) or url (streamable HTTP)")
+        if self.url is None and self.token_env is not None:
+            raise ValueError("token_env goes with url")
+        if self.command is None and (self.env or self.cwd):
+            raise ValueError("env and cwd go with command")
+        return self
+
+
+class FetchEntry(ToolLimits):
+    """The built-in fetch: a URL's readable text."""
+
+    # Addresses or networks (CIDR) fetch may reach although they are loopback, private,
+    # link-local or a cloud's metadata address (refused otherwise).
+    allow_addresses: list[str] = Field(default_factory=list)
+    max_bytes: int = Field(2_000_000, ge=1_000, le=50_000_000)
+    max_redirects: int = Field(5, ge=0, le=20)
+
+    @field_validator("allow_addresses")
+    @classmethod
+    def _addresses(cls, values: list[str]) -> list[str]:
+        import ipaddress
+
+        for value in values:
+            try:
+                ipaddress.ip_network(value, strict=False)
+            except ValueError:
+                raise ValueError(f"{value!r} is not an IP address or network") from None
+        return values
+
+
+class SearchEntry(ToolLimits):
+    """The built-in web search: a SearXNG-compatible JSON endpoint, or Brave's API."""
+
+    searxng_url: str | None = Field(None, pattern=_URL)
+    brave_key_env: str | None = None
+    brave_url: str = Field("https://api.search.brave.com/res/v1/web/search", pattern=_URL)
+    results: int = Field(5, ge=1, le=20)
+
+    @field_validator("brave_key_env")
+    @classmethod
+    def _key(cls, name: str | None) -> str | None:
+        return variable_name(name)
+
+    @model_validator(mode="after")
+    def _one_backend(self) -> SearchEntry:
+        if self.searxng_url is not None and self.brave_key_env is not None:
+            raise ValueError("give searxng_url or brave_key_env, not both")
+        return self
+
+    @property
+    def configured(self) -> bool:
+        return self.searxng_url is not None or self.brave_key_env is not None
+
+
+ToolEntry = McpEntry | FetchEntry | SearchEntry
+
+
+class Tools(BaseModel):
+    """The `[tools]` table, each entry read as what its name makes it."""
+
+    entries: dict[str, ToolEntry] = Field(default_factory=dict)
+
+    @classmethod
+    def of(cls, table: Mapping[str, Any]) -> Tools:
+        entries: dict[str, ToolEntry] = {}
+        for name, value in table.items():
+            kind: type[ToolEntry] = (
+                FetchEntry if name == FETCH else SearchEntry if name == WEB_SEARCH else McpEntry
+            )
+            entries[name] = kind.model_validate(value)
+        return cls(entries=entries)
+
+    def fetch(self) -> FetchEntry:
+        entry = self.entries.get(FETCH)
+        return entry if isinstance(entry, FetchEntry) else FetchEntry()
+
+    def search(self) -> SearchEntry:
+        entry = self.entries.get(WEB_SEARCH)
+        return entry if isinstance(entry, SearchEntry) else SearchEntry()
+
+    def servers(self) -> dict[str, McpEntry]:
+        return {n: e for n, e in self.entries.items() if isinstance(e, McpEntry)}
+
+    def names(self) -> list[str]:
+        """Every tool name a council may list: the servers, then the built-ins."""
+        return [*self.servers(), *BUILTINS]
+
+    def problem(self, wanted: list[str]) -> str | None:
+        """Why these tool names cannot be given to a council (one line), or None."""
+        for name in wanted:
+            if name not in self.names():
+                return (
+                    f"tools: {name!r} is not a configured tool (configured: "
+                    f"{', '.join(self.names())}; MCP servers are [tools.NAME] entries of "
+                    "council.toml)"
+                )
+            if name == WEB_SEARCH and not self.search().configured:
+                return f"tools: web_search has no search backend: {SEARCH_SETUP}"
+        return None
