@@ -32,6 +32,7 @@ import contextlib
 import inspect
 import json
 import os
+import sys
 import tempfile
 from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
 from dataclasses import dataclass
@@ -69,6 +70,8 @@ __all__ = ["ToolFailure", "call_tool", "list_tools"]
 
 # The variables of the worker's environment a stdio server is given (its entry's env on top).
 INHERITED = ("PATH", "HOME", "LANG")
+# A stdio command's first word that means the worker's own interpreter.
+PYTHON_NAMES = ("python", "python3")
 # The most pages of a server's tools/list read (a server whose cursor never ends stops here).
 MAX_PAGES = 100
 # A failure's line, and what it quotes of the server's stderr or stray output.
@@ -297,8 +300,10 @@ async def _session(
 async def _transport(entry: McpEntry, token: str | None, watch: _Watch) -> AsyncIterator[Transport]:
     if entry.command is not None:
         inherited = {name: os.environ[name] for name in INHERITED if name in os.environ}
+        # "python" is the worker's own interpreter (which has the mcp package).
+        program = sys.executable if entry.command[0] in PYTHON_NAMES else entry.command[0]
         server = StdioServerParameters(
-            command=entry.command[0],
+            command=program,
             args=entry.command[1:],
             env=inherited | entry.env,
             cwd=entry.cwd,

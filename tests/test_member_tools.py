@@ -69,7 +69,8 @@ def tools_config(command: list[str] | None = None) -> Tools:
     return Tools.of(
         {
             "calc": {
-                "command": command or [sys.executable, str(ROOT / "examples/calculator_mcp.py")],
+                # "python": the worker's own interpreter, whatever python is on PATH.
+                "command": command or ["python", str(ROOT / "examples/calculator_mcp.py")],
                 "timeout": 30,
             },
             "fetch": {"allow_addresses": ["127.0.0.1"]},
