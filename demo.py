@@ -19,7 +19,12 @@ import sys
 from harness.local import local_council, ui_address
 from harness.processes import ROOT
 
-QUESTION = "What are the trade-offs between SQLite and PostgreSQL for a small web application?"
+# With the simulator, the members calculate the yearly rows with the example calculator
+# (examples/offline.toml) before they answer.
+QUESTION = (
+    "A small web application stores about 1500 * 365 rows a year: what are the trade-offs "
+    "between SQLite and PostgreSQL for it?"
+)
 
 
 def say(message: str) -> None:
@@ -32,6 +37,7 @@ def main() -> int:
             say,
             "using the built-in SIMULATOR; every answer below is simulated, not written by a "
             "real model",
+            tools=True,
         ) as env:
             question = os.environ.get("QUESTION") or QUESTION
             say(f"asking the council: {question}")

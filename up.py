@@ -104,7 +104,12 @@ def main(argv: list[str] | None = None) -> int:
     pace = {LATENCY_VARIABLE: latency_text}
     try:
         with local_council(
-            say, SIMULATED_NOTE, simulator_env=pace, data=args.data, started=started
+            say,
+            SIMULATED_NOTE,
+            simulator_env=pace,
+            data=args.data,
+            started=started,
+            tools=True,
         ) as env:
             members = Settings.read(env)  # as the stack's processes get them
             if members.simulated:

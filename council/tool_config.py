@@ -162,6 +162,10 @@ class Tools(BaseModel):
         """Every tool name a council may list: the servers, then the built-ins."""
         return [*self.servers(), *BUILTINS]
 
+    def available(self) -> list[str]:
+        """The names a council can be given now (web_search only with a backend)."""
+        return [name for name in self.names() if not self.problem([name])]
+
     def problem(self, wanted: list[str]) -> str | None:
         """Why these tool names cannot be given to a council (one line), or None."""
         for name in wanted:

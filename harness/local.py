@@ -13,12 +13,14 @@ from pathlib import Path
 
 import httpx
 
+from app import config as app_config
 from app import settings
 from app.connection import DEFAULT_ADDRESS
 from app.settings import Settings, SettingsError
 from harness.foreground import shown, stop_all
 from harness.processes import (
     DATA,
+    ROOT,
     Process,
     port_open,
     split_address,
@@ -31,6 +33,9 @@ from harness.processes import (
 from simulator.personas import DEFAULT_MODELS
 from simulator.settings import SimulatorSettings
 from workflows.client import dev_ui_port, temporal_ui
+
+# The simulator's council with tools, for `make demo` and `make up` (local_council).
+OFFLINE_CONFIG = ROOT / "examples" / "offline.toml"
 
 # Set (to 1) for the processes of a council whose members are the simulator's, so that
 # what they show can say the answers are simulated.
@@ -181,6 +186,7 @@ def local_council(
     simulator_env: Mapping[str, str] | None = None,
     data: Path = DATA,
     started: list[Process] | None = None,
+    tools: bool = False,
 ) -> Iterator[dict[str, str]]:
     """Whatever a run on this machine still needs, started here and stopped afterwards.
 
@@ -191,6 +197,8 @@ def local_council(
     `data`, so that the payload store is `data`/store unless COUNCIL_STORE says otherwise;
     with the simulator: its members as COUNCIL_MODELS and COUNCIL_CHAIRMAN unless those
     are set, and COUNCIL_SIMULATED=1). `started`, when given, receives each process as it starts.
+    With `tools` and the simulator, and no council.toml of the user's: examples/offline.toml
+    (COUNCIL_CONFIG), whose default council calculates and fetches.
     """
     server = LocalServer.of(data)
     logs = data / "logs"
@@ -215,6 +223,12 @@ def local_council(
             env["COUNCIL_CHAIRMAN"] = given.default_chairman or models[0]
             env[SIMULATED] = "1"
             say(f"no API key set (COUNCIL_LLM_API_KEY or OPENROUTER_API_KEY): {simulated_note}")
+            if tools and app_config.config_path(given) is None:
+                env[app_config.CONFIG_VARIABLE] = str(OFFLINE_CONFIG)
+                say(
+                    f"no council.toml: the members may use the tools of {shown(OFFLINE_CONFIG)} "
+                    "(a calculator, and fetch)"
+                )
         say(f"starting a worker (log in {shown(logs / 'worker.log')})")
         # This checkout's build serves new runs on the local server, whatever ran before.
         started.append(start_worker(env, log_path=logs / "worker.log", make_current=True))

@@ -89,7 +89,7 @@ async def run(
     )
     which = f" (process {process_index}, pid {os.getpid()})" if process_index else ""
     toolbox = ToolBox(config.tool_set(), secrets=gateway.redactor.secrets)
-    tools = ", ".join(config.tool_set().names())
+    tools = ", ".join(config.tool_set().available())
     async with serving(client, gateway, take_over=take_over, toolbox=toolbox) as routing:
         log.info("%s", routing)
         # Printed whatever the log level, once the worker polls and new runs can start:

@@ -222,13 +222,17 @@ async def test_make_up_serves_a_page_that_runs_a_deliberation_and_sigint_stops_i
         assert web_env["COUNCIL_SIMULATED"] == "1"  # the page can say its answers are simulated
         assert web_env["COUNCIL_MODELS"] == "sim/atlas,sim/borealis,sim/cirrus,sim/drift"
         assert web_env["COUNCIL_CHAIRMAN"] == "sim/atlas"
+        # No council.toml here: the simulated members get the example calculator and fetch.
+        assert web_env["COUNCIL_CONFIG"].endswith("offline.toml")
         async with httpx.AsyncClient(timeout=5) as http:
             assert (await http.get(ui)).status_code == 200  # the dev server's Web UI
 
         await page.goto(page_url)
         assert "sim/atlas" in await page.content()  # the form offers the simulator's members
         assert "openai/gpt-4o-mini" not in await page.content()
-        await page.fill("#question", "Is one command enough to start a council?")
+        tools = page.locator("fieldset.tools input[name=tools]")
+        assert await tools.evaluate_all("boxes => boxes.map(b => b.value)") == ["calc", "fetch"]
+        await page.fill("#question", "Is one command enough to start a council of 2 * 21?")
         await page.click("#start-button")
         try:
             await page.wait_for_url(re.compile(r"/deliberations/council-is-one-command"))
@@ -240,6 +244,9 @@ async def test_make_up_serves_a_page_that_runs_a_deliberation_and_sigint_stops_i
             body = (await page.inner_text("body"))[:1500]
             web_log = (tmp_path / "data" / "logs" / "web.log").read_text()[-1500:]
             raise AssertionError(f"{error}\nat {page.url}:\n{body}\nweb log:\n{web_log}") from None
+        # The default council's members calculated (none ticked: the council's tools).
+        assert await page.locator("details.tool-calls").count() >= 4
+        assert "calc__evaluate" in await page.inner_text("body")
         link = await page.get_attribute("#temporal-ui", "href")
         assert link is not None and link.startswith(f"{ui}/namespaces/default/workflows/council-")
 

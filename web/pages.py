@@ -645,8 +645,7 @@ def council_choices(settings: WebSettings) -> tuple[list[str], dict[str, list[st
 def tool_choices(settings: WebSettings) -> list[str]:
     """The tools a user can tick: council.toml's, fetch, and web_search where it has a
     search backend."""
-    tools = settings.config.tool_set()
-    return [name for name in tools.names() if not tools.problem([name])]
+    return settings.config.tool_set().available()
 
 
 def ask_target(turns: list[views.Turn]) -> views.Turn | None:
