@@ -345,6 +345,17 @@ class Started:
             "temporal_ui": self.ui,
             "agreement": record.agreement.model_dump(mode="json") if record.agreement else None,
             "verdict": verdict(record.agreement) if record.agreement else None,
+            # The members' tools (absent without): each call made, where and whose.
+            **(
+                {
+                    "tools": record.tools,
+                    "tool_calls": [c.model_dump(mode="json") for c in record.tool_calls],
+                    "tools_unavailable": record.tools_unavailable,
+                    "without_tools": record.without_tools,
+                }
+                if record.tools
+                else {}
+            ),
         }
 
     def head(self, kind: str) -> dict[str, Any]:
