@@ -15,6 +15,7 @@ returned as the call's error.
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import os
 import time
@@ -32,6 +33,14 @@ from council.tools import FETCH, WEB_SEARCH, ToolOffer, ToolResult, ToolRun, cut
 
 log = logging.getLogger("council.tools")
 ERROR_CHARS = 300
+# A tool call's heartbeats (the workflow's heartbeat timeout is a few times this).
+BEAT_SECONDS = 1.0
+
+
+async def _heartbeats() -> None:
+    while True:
+        activity.heartbeat()
+        await asyncio.sleep(BEAT_SECONDS)
 
 
 class ToolBox:
@@ -84,15 +93,11 @@ class ToolBox:
         """One tool call: its result cut to the run's cap (marked), or its error."""
         started = time.monotonic()
         spec = run.spec
+        # While it runs it heartbeats: a stop's cancellation reaches it (and the tool's
+        # server), and a dead worker is noticed within the heartbeat timeout.
+        beating = asyncio.create_task(_heartbeats())
         try:
-            arguments = run.call.parsed_arguments()
-            if spec.source == FETCH:
-                text = await web_tools.fetch(arguments, self.tools.fetch())
-            elif spec.source == WEB_SEARCH:
-                text = await web_tools.web_search(arguments, self.tools.search(), self.env)
-            else:
-                server = self._server(spec.source)
-                text = await mcp_tools.call_tool(server, self.env, spec.tool, arguments)
+            text = await self._run(run)
         except (ToolFailure, ValueError) as failure:
             took = int((time.monotonic() - started) * 1000)
             line = self._line(failure)
@@ -108,11 +113,23 @@ class ToolBox:
             if transient and not last:
                 raise ApplicationError(line, type="ToolCallFailed") from None
             return ToolResult(error=line, duration_ms=took)
+        finally:
+            beating.cancel()
         text = self.redactor.redact(text)
         size = len(text.encode("utf-8"))
         kept, cut = cut_result(text, run.max_bytes)
         took = int((time.monotonic() - started) * 1000)
         return ToolResult(text=kept, truncated=cut, bytes=size, duration_ms=took)
+
+    async def _run(self, run: ToolRun) -> str:
+        spec = run.spec
+        arguments = run.call.parsed_arguments()
+        if spec.source == FETCH:
+            return await web_tools.fetch(arguments, self.tools.fetch())
+        if spec.source == WEB_SEARCH:
+            return await web_tools.web_search(arguments, self.tools.search(), self.env)
+        server = self._server(spec.source)
+        return await mcp_tools.call_tool(server, self.env, spec.tool, arguments)
 
     def _server(self, name: str) -> McpEntry:
         entry = self.tools.servers().get(name)

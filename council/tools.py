@@ -153,6 +153,11 @@ class ToolUse(BaseModel):
             tool=call.name, arguments=_cut(call.arguments, ARGUMENTS_CHARS), error=why, refused=True
         )
 
+    @classmethod
+    def cancelled(cls, call: ToolCall, why: str) -> ToolUse:
+        """A call under way when its member's call ended (a stop, the straggler rule)."""
+        return cls(tool=call.name, arguments=_cut(call.arguments, ARGUMENTS_CHARS), error=why)
+
     def describe(self) -> str:
         """One line: the tool, its arguments, and how it went."""
         how = f"error: {self.error}" if self.error else f"{self.bytes:,} bytes"

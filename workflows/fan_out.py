@@ -270,9 +270,24 @@ class FanOut:
             try:
                 more, uses = await self.tools.run(stage, round_number, model, reply)
             except asyncio.CancelledError:
-                if self.was_cut(stage, round_number, model) or self.stopping():
-                    return None  # cut (recorded) or stopped during its tool calls
-                raise
+                cut = self.was_cut(stage, round_number, model)
+                if not (cut or self.stopping()):
+                    raise
+                # Cut (recorded) or stopped during its tool calls: they are cancelled.
+                why = (
+                    "cancelled: the straggler rule cut the member" if cut else "cancelled: stopped"
+                )
+                self._note_tools(
+                    stage,
+                    round_number,
+                    model,
+                    [ToolUse.cancelled(c, why) for c in reply.tool_calls],
+                )
+                if not cut:
+                    self.emit(
+                        EventKind.MODEL_CANCELLED, stage=stage, round=round_number, model=model
+                    )
+                return None
             self._note_tools(stage, round_number, model, uses)
             messages = [*messages, *more]
         reply = joined(steps)

@@ -34,6 +34,9 @@ LIST_RETRY = RetryPolicy(maximum_attempts=3, initial_interval=timedelta(seconds=
 # Beyond a tool's own timeout (which the worker enforces, and reports as the call's
 # failure), what Temporal allows the attempt: a worker that dies mid-call is noticed then.
 ATTEMPT_MARGIN = timedelta(seconds=10)
+# A tool call heartbeats every second (activities.tools): a worker that died during one is
+# noticed within this, and a stop's cancellation reaches it at its next beat.
+TOOL_HEARTBEAT = timedelta(seconds=5)
 
 
 class MemberTools:
@@ -116,6 +119,7 @@ class MemberTools:
                 run,
                 summary=run.summary,
                 start_to_close_timeout=timedelta(seconds=spec.timeout_seconds) + ATTEMPT_MARGIN,
+                heartbeat_timeout=TOOL_HEARTBEAT,
                 retry_policy=RetryPolicy(
                     maximum_attempts=spec.max_attempts, initial_interval=timedelta(seconds=1)
                 ),

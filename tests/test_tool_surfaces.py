@@ -1,0 +1,213 @@
+"""Each surface offers the members' tools and shows their calls, through the client its users
+have: `python starter.py start --tools` and `show`, /v1 through the openai SDK (the `council`
+options and a named council), the MCP server's `tools` argument through the official `mcp`
+client, and the page's start form and record in Debian's chromium. One council.toml names
+the example calculator (examples/calculator_mcp.py, over stdio) for the surfaces and for
+the test's in-process worker; the simulator's members call calc__evaluate for arithmetic."""
+
+from __future__ import annotations
+
+import json
+import re
+import sys
+import uuid
+from collections.abc import AsyncIterator, Iterator
+from pathlib import Path
+from typing import Any
+
+import openai
+import pytest
+from temporalio.testing import WorkflowEnvironment
+
+from activities.tools import ToolBox
+from app import config as app_config
+from council.calls import Stage
+from council.models import DeliberationRecord
+from harness.processes import ROOT
+from simulator import SimulatorServer
+from tests.temporal_fixtures import Council, council_worker, starter
+from tests.test_mcp import error_text, record_of, stdio_server, texts
+from tests.test_openai_api import said, sdk, user
+from tests.web_fixtures import WebServer, web_server
+
+QUESTION = "What is 37*91+12?"
+RESULT = "3379"  # what calc__evaluate answers
+QUICK = ["sim/atlas", "sim/borealis", "sim/cirrus"]
+# What a refusal of an unknown tool lists: council.toml's, then the built-ins.
+CONFIGURED = "configured: calc, fetch, web_search"
+# Tools for the members' answers and refinements only: fewer calls, a shorter run.
+QUIET = {"reviewers": False, "chairman": False}
+
+
+def calculated(record: DeliberationRecord) -> None:
+    """The run was given the calculator, and its members used it."""
+    assert record.status == "completed" and record.tools == ["calc"], record.errors
+    used = [c for c in record.tool_calls if c.tool == "calc__evaluate" and not c.refused]
+    assert used and all(RESULT in c.excerpt and c.error is None for c in used), record.tool_calls
+
+
+@pytest.fixture
+def toml(tmp_path: Path) -> Path:
+    """council.toml: the calculator; a council `calc` whose members have it, and a council
+    `quiet` with no tools of its own (a run's tools come from its surface)."""
+    path = tmp_path / "council.toml"
+    command = [sys.executable, str(ROOT / "examples/calculator_mcp.py")]
+    small = f"models = {json.dumps(QUICK)}\nmax_rounds = 1\n"
+    quiet = "tool_options = { reviewers = false, chairman = false }\n"
+    path.write_text(
+        f"[tools.calc]\ncommand = {json.dumps(command)}\ntimeout = 30\n\n"
+        f'[councils.calc]\n{small}tools = ["calc"]\n{quiet}\n'
+        f"[councils.quiet]\n{small}{quiet}"
+    )
+    return path
+
+
+@pytest.fixture
+async def council(
+    temporal: WorkflowEnvironment, sim: SimulatorServer, toml: Path
+) -> AsyncIterator[Council]:
+    """The test's worker (the `council` that cli_env and the page point at), with the tools
+    of the same council.toml, as worker.py builds its ToolBox."""
+    tools = app_config.load({"COUNCIL_CONFIG": str(toml)}).tool_set()
+    async with council_worker(temporal.client, sim, toolbox=ToolBox(tools)) as tooled:
+        yield tooled
+
+
+@pytest.fixture
+def env(cli_env: dict[str, str], toml: Path) -> dict[str, str]:
+    return {**cli_env, "COUNCIL_CONFIG": str(toml), "COUNCIL_MODELS": ",".join(QUICK)}
+
+
+@pytest.fixture
+def web(
+    temporal: WorkflowEnvironment, council: Council, toml: Path, tmp_path: Path
+) -> Iterator[WebServer]:
+    config, models = str(toml), ",".join(QUICK)
+    with web_server(
+        temporal, council, tmp_path, COUNCIL_CONFIG=config, COUNCIL_MODELS=models
+    ) as server:
+        yield server
+
+
+# ---- the command line ------------------------------------------------------------------
+
+
+async def test_start_tools_wait_then_show_lists_the_calls(
+    council: Council, env: dict[str, str]
+) -> None:
+    wid = f"cli-tools-{uuid.uuid4().hex[:8]}"
+    code, out, err = await starter(
+        *("start", QUESTION, "--tools", "calc", "--no-reviewer-tools", "--no-chairman-tools"),
+        *("--max-rounds", "1", "--id", wid, "--wait"),
+        env=env,
+    )
+    assert code == 0, err
+    assert "calc__evaluate" in err  # the progress names each call as it runs
+    record = await record_of(council, wid)
+    calculated(record)
+    assert {c.stage for c in record.tool_calls} == {Stage.ANSWER, Stage.REFINE}  # as the flags say
+    assert record.stage3 is not None and out.strip().startswith(record.stage3.response.strip())
+
+    code, shown, err = await starter("show", wid, env=env)
+    assert code == 0, err
+    assert "Tool calls" in shown and "calc__evaluate" in shown and RESULT in shown
+
+
+async def test_start_with_an_unknown_tool_exits_2_naming_it_before_anything_starts(
+    toml: Path,
+) -> None:
+    # An unreachable server: the refusal comes before any connection.
+    env = {"COUNCIL_CONFIG": str(toml), "TEMPORAL_ADDRESS": "127.0.0.1:1"}
+    code, out, err = await starter("start", QUESTION, "--tools", "calc,nope", env=env)
+    assert code == 2 and out == ""
+    assert err.count("\n") == 1 and "'nope'" in err and CONFIGURED in err, err
+
+
+# ---- /v1 through the openai SDK --------------------------------------------------------
+
+
+async def test_v1_takes_tools_in_the_council_options_and_by_a_named_council(
+    web: WebServer, council: Council
+) -> None:
+    async with sdk(web) as client:
+        completion = await client.chat.completions.create(
+            model="council",
+            messages=user(QUESTION),
+            extra_body={"council": {"tools": ["calc"], "max_rounds": 1, "tool_options": QUIET}},
+        )
+        named = await client.chat.completions.create(model="council/calc", messages=user(QUESTION))
+        with pytest.raises(openai.BadRequestError) as refused:
+            await client.chat.completions.create(
+                model="council",
+                messages=user(QUESTION),
+                extra_body={"council": {"tools": ["nope"]}},
+            )
+    record = await record_of(council, completion.id)
+    calculated(record)
+    assert record.stage3 is not None
+    assert completion.choices[0].message.content == record.stage3.response
+    calculated(await record_of(council, named.id))
+    assert "'nope'" in said(refused.value) and CONFIGURED in said(refused.value)
+    assert refused.value.body["param"] == "council.tools"  # type: ignore[index]
+    # (Client-side OpenAI tools stay refused: tests/test_openai_structured.py.)
+
+
+# ---- MCP through the official client -----------------------------------------------------
+
+
+async def test_mcp_start_deliberation_takes_tools(
+    council: Council, env: dict[str, str], tmp_path: Path
+) -> None:
+    with (tmp_path / "mcp-stderr.log").open("w+") as log:
+        async with stdio_server(env, log) as client:
+            unknown = await client.call_tool(
+                "start_deliberation", {"question": QUESTION, "tools": ["nope"]}
+            )
+            started = await client.call_tool(
+                "start_deliberation",
+                {"question": QUESTION, "council": "quiet", "tools": ["calc"]},
+            )
+            assert not started.is_error, texts(started)
+            assert isinstance(started.structured_content, dict)
+            wid = started.structured_content["id"]
+            calculated(await record_of(council, wid))
+            done = await client.call_tool("get_deliberation", {"id": wid})
+    message = error_text(unknown)
+    assert "'nope'" in message and CONFIGURED in message
+    assert isinstance(done.structured_content, dict)
+    shown = done.structured_content["tool_calls"]
+    assert any("calc__evaluate" in line for line in shown), shown
+
+
+# ---- the page in a browser ---------------------------------------------------------------
+
+
+async def test_the_start_form_offers_the_tools_and_the_page_shows_their_calls(
+    web: WebServer, page: Any, council: Council
+) -> None:
+    await page.goto(web.url)
+    boxes = page.locator("fieldset.tools input[type=checkbox][name=tools]")
+    values = [await boxes.nth(i).get_attribute("value") for i in range(await boxes.count())]
+    assert values == ["calc", "fetch"]
+    await page.fill("#question", QUESTION)
+    await page.select_option("#council", "quiet")
+    await page.check("fieldset.tools input[value=calc]")
+    await page.click("#start-button")
+    await page.wait_for_url(re.compile(r"/deliberations/council-"))
+    wid = page.url.rsplit("/", 1)[-1]
+    calculated(await record_of(council, wid))
+
+    await page.wait_for_function(
+        "() => document.querySelector('#status')?.textContent === 'completed'", timeout=60_000
+    )
+    calls = page.locator("#answers article.answer details.tool-calls").first
+    summary = calls.locator("summary")
+    await summary.wait_for()
+    assert (await summary.inner_text()).startswith("Tool calls (")
+    line = calls.locator(".tool-call .tool-line").first
+    assert not await line.is_visible()  # folded until the reader opens it
+    await summary.click()
+    assert "calc__evaluate" in (await line.inner_text())
+    excerpt = calls.locator(".tool-call .excerpt").first
+    await excerpt.wait_for()  # shown once opened
+    assert RESULT in await excerpt.inner_text()
