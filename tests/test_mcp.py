@@ -120,6 +120,7 @@ async def test_the_tools_and_their_arguments(cli_env: dict[str, str], server_log
             "chairman",
             "max_rounds",
             "attachments",
+            "tools",
         }
     for tool in tools.values():  # the docstring's words, not the source's indentation
         assert tool.description and tool.description == tool.description.strip()
@@ -469,13 +470,13 @@ BAD_INPUT: list[tuple[str, dict[str, Any], str]] = [
         "start_deliberation",
         {"question": "Q?", "id": "my-own-id"},
         "start_deliberation takes no argument 'id' (it takes question, council, models, "
-        "chairman, max_rounds, attachments)",
+        "chairman, max_rounds, attachments, tools)",
     ),
     (
         "ask_council",
         {"question": "Q?", "rounds": 2},
         "ask_council takes no argument 'rounds' (it takes question, council, models, chairman, "
-        "max_rounds, attachments)",
+        "max_rounds, attachments, tools)",
     ),
     (
         "get_deliberation",

@@ -8,6 +8,7 @@ never the run."""
 
 from __future__ import annotations
 
+import json
 import sys
 import threading
 from collections.abc import AsyncIterator, Iterator
@@ -26,6 +27,7 @@ from council.config import Config
 from council.models import DeliberationRecord
 from council.progress import EventKind
 from council.tool_config import Tools
+from council.tools import ToolRun
 from simulator import SimulatorServer
 from tests.temporal_fixtures import TEST_POLICY, Council, council_worker, model_calls
 from workflows.deliberation import Deliberation
@@ -40,11 +42,28 @@ PAGE = (
 )
 
 
+# A search key, echoed by a hostile search backend: it must never reach the history.
+SEARCH_KEY = "brave-key-7f3a9c2e51d84b06-never-shown"
+SLOW_SECONDS = 3.0
+served: dict[str, int] = {}
+
+
 class Page(BaseHTTPRequestHandler):
+    """The tide page; /slow, the same page, the first time after SLOW_SECONDS; /brave, a
+    Brave-shaped search backend that echoes the key it was sent."""
+
     def do_GET(self) -> None:
-        body = PAGE.encode()
+        path = self.path.split("?")[0]
+        served[path] = served.get(path, 0) + 1
+        if path == "/slow" and served[path] == 1:
+            threading.Event().wait(SLOW_SECONDS)  # the server is slow, not the test
+        body, kind = PAGE.encode(), "text/html; charset=utf-8"
+        if path == "/brave":
+            sent = self.headers.get("X-Subscription-Token", "")
+            hit = {"title": "Tides", "url": "https://tides.example/", "description": f"key {sent}"}
+            body, kind = json.dumps({"web": {"results": [hit]}}).encode(), "application/json"
         self.send_response(200)
-        self.send_header("Content-Type", "text/html; charset=utf-8")
+        self.send_header("Content-Type", kind)
         self.send_header("Content-Length", str(len(body)))
         self.end_headers()
         self.wfile.write(body)
@@ -199,6 +218,68 @@ async def test_failing_tools_cost_their_call_never_the_run(
     assert {c.model for c in failed} == set(MEMBERS)
     assert all(c.tool == "calc__evaluate" and c.error for c in failed)
     assert {r.model for r in record.stage1} == set(MEMBERS)
+
+
+async def test_a_members_parallel_tool_calls_are_scheduled_together(
+    tooled: Council, page_url: str
+) -> None:
+    record, handle = await deliberate(
+        tooled, f"What is 3*14? See {page_url}.", tools=["calc", "fetch"]
+    )
+    assert record.status == "completed"
+    by_task: dict[tuple[str, int], set[str]] = {}
+    async for event in handle.fetch_history_events():
+        attrs = event.activity_task_scheduled_event_attributes
+        if event.HasField("activity_task_scheduled_event_attributes") and (
+            attrs.activity_type.name == "call_tool"
+        ):
+            [run] = await tooled.client.data_converter.decode(attrs.input.payloads, [ToolRun])
+            if run.place == "stage 1 answer":
+                key = (run.model, attrs.workflow_task_completed_event_id)
+                by_task.setdefault(key, set()).add(run.spec.name)
+    # Each member's two calls (one reply) were scheduled by one workflow task, together.
+    assert sorted(by_task.values(), key=sorted) == [{"calc__evaluate", "fetch"}] * len(MEMBERS)
+
+
+async def test_tool_time_is_not_the_members_own_for_the_straggler_rule(
+    tooled: Council, page_url: str
+) -> None:
+    # One member's fetch takes SLOW_SECONDS (the page's first reading); the others' are at
+    # once. The patience (from the replies' own times, plus half a second) is far shorter:
+    # were its tool's time its own, the member would be cut.
+    served.pop("/slow", None)
+    slow = page_url.replace("/tides", "/slow")
+    record, _ = await deliberate(
+        tooled,
+        f"Read {slow} and answer.",
+        tools=["fetch"],
+        stragglers={"grace_seconds": 0.5, "factor": 1.0},
+        tool_options={"reviewers": False, "chairman": False},
+    )
+    assert record.status == "completed" and record.late == [] and record.errors == []
+    assert {r.model for r in record.stage1} == set(MEMBERS)
+    took = sorted(c.duration_ms for c in record.tool_calls if c.stage == Stage.ANSWER)
+    assert took[-1] >= SLOW_SECONDS * 1000 > took[0]  # one member did wait on its tool
+
+
+async def test_a_search_key_never_reaches_history_record_or_log(
+    temporal: WorkflowEnvironment,
+    sim: SimulatorServer,
+    page_url: str,
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    brave = page_url.replace("/tides", "/brave")
+    tools = Tools.of({"web_search": {"brave_key_env": "SEARCH_KEY", "brave_url": brave}})
+    box = ToolBox(tools, env={"SEARCH_KEY": SEARCH_KEY})
+    async with council_worker(temporal.client, sim, toolbox=box) as council:
+        record, handle = await deliberate(
+            council, "Please search for the tide tables of the harbour.", tools=["web_search"]
+        )
+        history = (await handle.fetch_history()).to_json()
+    searched = [c for c in record.tool_calls if c.tool == "web_search"]
+    assert searched and all("tides.example" in c.excerpt for c in searched)
+    assert SEARCH_KEY[:12] not in history and SEARCH_KEY[:12] not in record.model_dump_json()
+    assert SEARCH_KEY[:12] not in caplog.text
 
 
 def test_an_unknown_tool_is_refused_before_anything_starts() -> None:
