@@ -9,7 +9,7 @@ from __future__ import annotations
 from enum import StrEnum
 from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, Field
+from pydantic import BaseModel, Field, model_serializer
 
 from council.attachments import Attachment, AttachmentCut
 from council.limits import MAX_RESPONSE_BYTES
@@ -76,6 +76,15 @@ class ChatMessage(BaseModel):
     # tool's result (role "tool"): the id of the call it answers.
     tool_calls: list[ToolCall] | None = None
     tool_call_id: str | None = None
+
+    @model_serializer(mode="wrap")
+    def _plain_without_tool_fields(self, handler: Any) -> dict[str, Any]:
+        """A message without tools serialises as before they existed (role and content)."""
+        data: dict[str, Any] = handler(self)
+        for name in ("tool_calls", "tool_call_id"):
+            if data.get(name) is None:
+                data.pop(name, None)
+        return data
 
     def wire(self) -> dict[str, Any]:
         """As a chat-completions request carries it."""
