@@ -61,7 +61,7 @@ from mcp.types import (
 from pydantic import ValidationError
 
 from activities.errors import one_line
-from activities.web_tools import ToolFailure
+from activities.tool_failure import ToolFailure
 from council.redaction import Redactor
 from council.tool_config import McpEntry
 from council.tools import ToolSpec, offered_name

@@ -24,9 +24,8 @@ from collections.abc import Iterable, Mapping
 from temporalio import activity
 from temporalio.exceptions import ApplicationError
 
-from activities import mcp_tools, web_tools
 from activities.errors import one_line
-from activities.web_tools import ToolFailure
+from activities.tool_failure import ToolFailure
 from council.redaction import Redactor
 from council.tool_config import McpEntry, Tools
 from council.tools import FETCH, WEB_SEARCH, ToolOffer, ToolResult, ToolRun, cut_result
@@ -74,6 +73,10 @@ class ToolBox:
         problem = self.tools.problem(names)
         if problem:
             raise ApplicationError(problem, type="UnknownTool", non_retryable=True)
+        # Loaded at a worker's first tool call, not by every process that imports the
+        # workflows: the MCP SDK and the HTML parser take about a second to import.
+        from activities import mcp_tools, web_tools
+
         offer = ToolOffer()
         for name in names:
             if name == FETCH:
@@ -122,6 +125,8 @@ class ToolBox:
         return ToolResult(text=kept, truncated=cut, bytes=size, duration_ms=took)
 
     async def _run(self, run: ToolRun) -> str:
+        from activities import mcp_tools, web_tools  # (see list_tools)
+
         spec = run.spec
         arguments = run.call.parsed_arguments()
         if spec.source == FETCH:

@@ -49,8 +49,8 @@ import httpx
 from bs4 import BeautifulSoup, Tag, UnicodeDammit
 from bs4.element import NavigableString
 
-from activities.errors import one_line
 from activities.reading import chunks
+from activities.tool_failure import ToolFailure
 from council.redaction import Redactor, redact_logs
 from council.tool_config import SEARCH_SETUP, FetchEntry, SearchEntry
 from council.tools import FETCH, WEB_SEARCH, ToolSpec
@@ -105,17 +105,6 @@ _CELLS = ("td", "th")
 _XML_DECLARATION = re.compile(r"^\s*<\?xml[^>]*\?>", re.IGNORECASE)
 _TAG = re.compile(r"<[^>]*>")
 _SPACES = re.compile(r"\s+")
-
-
-class ToolFailure(Exception):
-    """Why a tool call gave nothing: one line, shown to the model and kept in the record.
-    `transient`: it may go otherwise if tried again (a timeout, a connection lost, a
-    server that crashed), so the call is tried again as its entry's max_attempts says;
-    otherwise (a refusal, a bad argument, the tool's own error) it is final."""
-
-    def __init__(self, message: str, transient: bool = False) -> None:
-        super().__init__(one_line(message, MESSAGE_CHARS))
-        self.transient = transient
 
 
 # -- what the model is offered ----------------------------------------------------------

@@ -51,6 +51,7 @@ NAMES = [
     "default council",
 ]
 KEYED_KEY = "sk-keyed-provider-9b2e41c7d0"
+CALCULATOR = Path(__file__).resolve().parent.parent / "examples" / "calculator_mcp.py"
 
 
 @pytest.fixture
@@ -509,3 +510,25 @@ async def test_the_no_provider_notice_links_to_the_checks(
                 assert TEST_API_KEY not in await page.content()
         finally:
             await handle.terminate()
+
+
+async def test_the_tools_of_council_toml_are_asked_what_they_offer(
+    env: dict[str, str], tmp_path: Path
+) -> None:
+    config = tmp_path / "tools.toml"
+    config.write_text(
+        f'[tools.calc]\ncommand = ["python", "{CALCULATOR}"]\n'
+        '[tools.gone]\ncommand = ["no-such-tool-server"]\nmax_attempts = 1\n'
+        "[tools.web_search]\n"
+    )
+    code, checks, _ = await doctor({**env, "COUNCIL_CONFIG": str(config)})
+    assert code == 1
+    assert checks["tool calc"]["status"] == "ok"
+    assert checks["tool calc"]["detail"] == "2 tool(s) offered: calc__evaluate, calc__convert"
+    gone = checks["tool gone"]
+    assert gone["status"] == "failed" and "no-such-tool-server" in gone["detail"]
+    assert gone["fix"].startswith("check [tools.gone] in ")
+    search = checks["tool web_search"]
+    assert search["status"] == "failed" and "searxng_url" in search["fix"]
+    # Without [tools] there is no tool check (the working setup's list is unchanged).
+    assert not any(name.startswith("tool ") for name in (await doctor(env))[1])

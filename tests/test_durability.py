@@ -52,9 +52,13 @@ async def test_worker_killed_mid_round_resumes_without_repeating_calls(
         def refining() -> list[dict]:
             return [e for e in sim.log()["entries"] if e["stage"] == Stage.REFINE.value]
 
-        # Mid-round: the refinements of round 1 are in flight, everything before is done.
-        await wait_until(lambda: len(refining()) >= 1, timeout=30)
-        await asyncio.sleep(LATENCY / 3)
+        # Mid-round: the refinements of round 1 are in flight, everything before is done
+        # (waited for as a condition: on a loaded machine a fixed pause could outlast the
+        # calls).
+        def in_flight_now() -> bool:
+            return any(e["finished"] is None for e in refining())
+
+        await wait_until(in_flight_now, timeout=30)
         first.kill()
         killed_at = time.time()
         snapshot = sim.log()
