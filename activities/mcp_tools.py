@@ -17,10 +17,12 @@ once per run and kept in history as ToolSpecs) and one call of one of its tools
   variable).
 - Offered: the tools that declare themselves read-only (readOnlyHint), the others only
   with `side_effects = true`; only those `allow` names when it is given.
-- Every failure is a ToolFailure (activities.web_tools') in one line: the server's own
+- Every failure is a ToolFailure (activities.tool_failure) in one line: the server's own
   error text for a tool that reports one (isError), else what went wrong (it could not
   start, it closed the connection, it answered with HTTP 401, it did not answer within
-  `timeout` seconds), with no traceback and no secret. The timeout bounds the whole
+  `timeout` seconds), with no traceback and no secret; the server's failures (it could not
+  start, it went away, it did not answer in time) are transient, tried again as the
+  entry's max_attempts says, the tool's own errors final. The timeout bounds the whole
   call, connecting included; a stdio server that outlives it is then given the SDK's
   grace (its stdin closed, a few seconds, then its process group killed) before the
   failure is raised.
