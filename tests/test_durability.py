@@ -17,7 +17,7 @@ from council.models import DeliberationRecord
 from harness.processes import new_interpreters, start_worker
 from simulator import SimulatorServer
 from tests.sim_fixtures import wait_until
-from tests.temporal_fixtures import request, worker_env
+from tests.temporal_fixtures import FOUR_MODELS, request, worker_env
 from workflows.deliberation import Deliberation
 
 LATENCY = 1.0
@@ -52,13 +52,15 @@ async def test_worker_killed_mid_round_resumes_without_repeating_calls(
         def refining() -> list[dict]:
             return [e for e in sim.log()["entries"] if e["stage"] == Stage.REFINE.value]
 
-        # Mid-round: the refinements of round 1 are in flight, everything before is done
-        # (waited for as a condition: on a loaded machine a fixed pause could outlast the
-        # calls).
-        def in_flight_now() -> bool:
-            return any(e["finished"] is None for e in refining())
+        # Mid-round: every refinement of round 1 has reached the provider and one at least
+        # is still in flight; everything before is done (waited for as a condition: on a
+        # loaded machine a fixed pause could outlast the calls, and a call still on its way
+        # at the kill would be missed by the snapshot).
+        def mid_round() -> bool:
+            calls = refining()
+            return len(calls) >= len(FOUR_MODELS) and any(e["finished"] is None for e in calls)
 
-        await wait_until(in_flight_now, timeout=30)
+        await wait_until(mid_round, timeout=30)
         first.kill()
         killed_at = time.time()
         snapshot = sim.log()
