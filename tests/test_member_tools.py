@@ -106,6 +106,9 @@ async def tooled(temporal: WorkflowEnvironment, sim: SimulatorServer) -> AsyncIt
 async def deliberate(
     council: Council, question: str, **fields: Any
 ) -> tuple[DeliberationRecord, WorkflowHandle]:
+    # Members alone use the tools unless a test says otherwise (each tool call starts the
+    # calculator's server: the reviewers' and the chairman's would only add time).
+    fields.setdefault("tool_options", {"reviewers": False, "chairman": False})
     handle = await council.start(
         question, models=MEMBERS, max_rounds=1, min_rounds=1, policy=TEST_POLICY, **fields
     )
@@ -128,9 +131,13 @@ async def test_members_calculate_and_read_a_page_each_call_an_activity(
     tooled: Council, page_url: str
 ) -> None:
     question = f"What is 37*91+12? The tide page {page_url} may help."
-    record, handle = await deliberate(tooled, question, tools=["calc", "fetch"])
+    # Every one uses the tools here: the members, the reviewers, the chairman.
+    record, handle = await deliberate(tooled, question, tools=["calc", "fetch"], tool_options={})
     assert record.status == "completed" and record.errors == []
     assert record.tools == ["calc", "fetch"]
+    # (Three members' two calls in four stages spend the run's 24 before the synthesis.)
+    assert {c.stage for c in record.tool_calls} == {Stage.ANSWER, Stage.REVIEW, Stage.REFINE}
+    assert sum(not c.refused for c in record.tool_calls) == 24
     answers = {r.model: r.response for r in record.stage1}
     for model in MEMBERS:
         used = [c for c in record.tool_calls if c.stage == Stage.ANSWER and c.model == model]
