@@ -65,6 +65,14 @@ WATCH = """() => {
 }"""
 
 
+async def shows(page: Any, selector: str, count: int, timeout: float = 60) -> None:
+    await page.wait_for_function(
+        "([s, n]) => document.querySelectorAll(s).length === n",
+        arg=[selector, count],
+        timeout=timeout * 1000,
+    )
+
+
 async def wait_for_status(page: Any, status: str, timeout: float = 60) -> None:
     await page.wait_for_function(
         "s => document.querySelector('#status')?.textContent === s",
@@ -86,7 +94,14 @@ async def start_from_the_form(page: Any, web: WebServer, question: str, **fields
 async def test_the_running_page_builds_in_place(
     web: WebServer, page: Any, council: Council
 ) -> None:
-    council.sim.set_faults({model: {"latency": s} for model, s in LATENCY.items()})
+    timed = {model: {"latency": s} for model, s in LATENCY.items()}
+
+    def holding(stage: str) -> dict[str, Any]:
+        """The first member's replies go; the others' wait in `stage` until let go."""
+        held = {"hold": True, "stages": [stage]}
+        return {**timed, **{m: {**timed[m], **held} for m in FOUR_MODELS[1:]}}
+
+    council.sim.set_faults(holding("stage1"))
     workflow = await start_from_the_form(
         page,
         web,
@@ -97,6 +112,12 @@ async def test_the_running_page_builds_in_place(
         min_rounds="1",
     )
     await page.evaluate(WATCH)
+    # One answer shows while the others are held back (a condition, not a pace the
+    # machine must keep), then one review row while the other reviews are.
+    await shows(page, "#answers article.answer", 1)
+    council.sim.set_faults(holding("stage2"))
+    await shows(page, "#reviews table.matrix tbody tr", 1)
+    council.sim.set_faults(timed)
     await wait_for_status(page, "completed")
     seen = await page.evaluate("window.__seen")
     record = await deliberations.handle(council.client, workflow).result()
