@@ -276,11 +276,12 @@ def parse_config(text: str, source: str = "council.toml") -> Config:
         config = Config.model_validate(data)
     except ValidationError as error:
         raise _problem(source, (), error) from None
-    try:
-        tools = config.tool_set()
-    except ValidationError as error:
-        failing = next(n for n in config.tools if _tool_fails(n, config.tools[n]))
-        raise _problem(source, ("tools", failing), error) from None
+    for name, entry in config.tools.items():  # each on its own: a problem names its entry
+        try:
+            Tools.of({name: entry})
+        except ValidationError as error:
+            raise _problem(source, ("tools", name), error) from None
+    tools = config.tool_set()
     for name in [*config.providers, *config.councils, *config.tools]:
         if not _NAME.fullmatch(name):
             raise ConfigProblem(
@@ -297,14 +298,6 @@ def parse_config(text: str, source: str = "council.toml") -> Config:
         if problem:
             raise ConfigProblem(f"{source}: councils.{name}.{problem}")
     return config
-
-
-def _tool_fails(name: str, entry: Any) -> bool:
-    try:
-        Tools.of({name: entry})
-    except ValidationError:
-        return True
-    return False
 
 
 def council_problem(options: Mapping[str, Any], where: str) -> None:

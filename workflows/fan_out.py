@@ -307,7 +307,7 @@ class FanOut:
                 "structured": reply.structured,
                 "provider": reply.provider,
                 "attachments_cut": len(reply.attachment_cuts),
-                "tool_calls": len(steps) - 1,
+                "tool_calls": sum(len(step.tool_calls) for step in steps[:-1]),
             },
         )
         return reply
