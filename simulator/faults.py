@@ -87,6 +87,13 @@ class FaultSpec(BaseModel):
         "says so (only in `stages`, when given): setting faults without it lets them go, "
         "as a test does once it has done what must happen while they are pending",
     )
+    pause_after: int | None = Field(
+        default=None,
+        ge=0,
+        description="stream this many characters of a reply, then keep the rest back, the "
+        "client waiting, for as long as the config says so (only in `stages`, when given), "
+        "as a test does to catch a reply half written",
+    )
     max_faults: int | None = Field(
         default=None, ge=0, description="inject at most this many faults per model, then behave"
     )
@@ -284,6 +291,15 @@ class FaultInjector:
         with self._lock:
             spec = self._config.for_model(model)
         return spec.hold and (spec.stages is None or stage in spec.stages)
+
+    def pauses_after(self, model: str, stage: Stage) -> int | None:
+        """After how many characters the current config pauses this model's streamed
+        reply in this stage (None: it does not)."""
+        with self._lock:
+            spec = self._config.for_model(model)
+        if spec.stages is not None and stage not in spec.stages:
+            return None
+        return spec.pause_after
 
     def _over_quota(self, per_second: float) -> bool:
         """Whether a request now goes over the quota (refused requests do not count)."""

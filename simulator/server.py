@@ -247,6 +247,21 @@ class _Exchange:
                 return True
         return False
 
+    async def paused(self, stage: Stage, written: int, pending: list[bytes]) -> bool:
+        """Wait while the config pauses this reply after what it has streamed (the chunks
+        not yet sent go first); True if the client left first."""
+        faults = self.sim.faults
+        after = faults.pauses_after(self.model, stage)
+        if after is None or written < after:
+            return False
+        if pending:
+            await self.body(b"".join(pending))
+            pending.clear()
+        while (after := faults.pauses_after(self.model, stage)) is not None and written >= after:
+            if await self.wait(_WAIT_STEP):
+                return True
+        return False
+
     def time_left(self) -> float:
         return max(0.0, self.ends_at - asyncio.get_running_loop().time())
 
@@ -419,10 +434,16 @@ class _Exchange:
         # FLUSH_BYTES, as a server's buffer sends them: with no latency, a short reply at once.
         pending: list[bytes] = []
         size = 0
+        written = 0
+        stage = Stage(self.entry.stage)
         for i, part in enumerate(parts):
             if self.client.gone.is_set():
                 self.finish("disconnected", 200)
                 return
+            if await self.paused(stage, written, pending):
+                self.finish("disconnected", 200)
+                return
+            written += len(part.get("content") or "")
             if fault == "malformed" and i == len(parts) // 2:
                 self.finish("malformed", 200)
                 await self.body(

@@ -5,6 +5,7 @@ working setup, and each thing that can be wrong found, with its fix."""
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import shlex
 import uuid
@@ -14,6 +15,7 @@ from typing import Any
 
 import httpx
 import pytest
+from temporalio.service import RPCError
 
 from activities.llm_client import make_http_client
 from activities.settings import GatewaySettings
@@ -509,7 +511,9 @@ async def test_the_no_provider_notice_links_to_the_checks(
                 assert shown == NAMES
                 assert TEST_API_KEY not in await page.content()
         finally:
-            await handle.terminate()
+            # Every member's calls fail, so the run may have ended by itself by now.
+            with contextlib.suppress(RPCError):
+                await handle.terminate()
 
 
 async def test_the_tools_of_council_toml_are_asked_what_they_offer(

@@ -61,7 +61,9 @@ async def start_eval_cli(
     )
 
 
-async def eval_cli(*args: str, env: dict[str, str], timeout: float = 90) -> tuple[int, str, str]:
+async def eval_cli(*args: str, env: dict[str, str], timeout: float = 240) -> tuple[int, str, str]:
+    """Run `council eval` to its end; the timeout only guards against a hang (a loaded
+    machine runs a set of problems many times slower than an idle one)."""
     process = await start_eval_cli(*args, env=env)
     out, err = await asyncio.wait_for(process.communicate(), timeout)
     return process.returncode, out.decode(), err.decode()

@@ -16,7 +16,7 @@ from council.calls import Stage
 from council.models import DeliberationRecord
 from simulator.personas import MARKUP, answer, persona_for
 from tests.temporal_fixtures import FOUR_MODELS, Council, ask, stage_started, until
-from tests.web_fixtures import PAGE_SCRIPTS, WEB_TOKEN, WebServer
+from tests.web_fixtures import PAGE_SCRIPTS, WEB_TOKEN, WebServer, web_server
 
 HOSTILE = ["sim/atlas", "sim/borealis", "sim/cirrus", "sim/markup"]
 WORKFLOW_TASK_EVENTS = {
@@ -65,59 +65,74 @@ async def nothing_ran(page: Any) -> None:
 
 
 async def test_start_from_the_form_watch_a_reply_stream_stop_and_read_the_synthesis(
-    web: WebServer, page: Any, council: Council
+    temporal: Any, page: Any, council: Council, tmp_path: Path
 ) -> None:
-    # sim/markup writes slowly (its reply streams over 7.5 s, within the straggler rule's
-    # patience of twice the others' 4 s) and its reply is hostile HTML.
-    council.sim.set_faults({"*": {"latency": 4}, "sim/markup": {"latency": 7.5}})
+    # sim/markup's reply is hostile HTML, and it streams a piece, then pauses until the page
+    # has shown it, then writes its first paragraph and pauses until the stop cancels it.
+    # The council waits for every member, so the straggler rule does not cut it first.
+    config = tmp_path / "council.toml"
+    config.write_text(
+        f"[councils.default]\nmodels = {json.dumps(HOSTILE)}\n"
+        "stragglers = { wait_for_all = true }\n"
+    )
     question = "What makes a code review useful?"
-    await page.goto(web.url)
-    await page.fill("#question", question)
-    await page.fill("#models", "\n".join(HOSTILE))
-    await page.click("#start-button")
-    await page.wait_for_url(re.compile(r"/deliberations/council-what-makes-a-code-review"))
-    workflow = page.url.rsplit("/", 1)[-1]
-
-    # The reply appears while it is being written, refreshed as it grows.
-    writing = '#answers article.writing[data-model="sim/markup"] .partial'
-    partial = page.locator(writing)
-    await partial.wait_for(timeout=20_000)
-    first = await partial.text_content() or ""
-    state = page.locator('#statuses tr[data-model="sim/markup"] td').nth(1)
-    assert (await state.text_content() or "").startswith("writing")
     full = answer(persona_for("sim/markup"), question)
-    assert first.split()[0] == full.split()[0] and len(first) < len(full)
-    await page.wait_for_function(
-        "([selector, n]) => document.querySelector(selector)?.textContent.length > n",
-        arg=[writing, len(first)],
-        timeout=10_000,
-    )
-    # The three others answered: their answers are on the page before the stage ends.
-    await page.wait_for_function(
-        "() => document.querySelectorAll('#answers article.answer').length === 3",
-        timeout=10_000,
-    )
-    later = await partial.text_content() or ""
-    assert MARKUP[:30] in later  # hostile text, shown as text
-    await nothing_ran(page)
-    assert "stage 1 answer" in await text_of(page, "#events")
 
-    # Stop: the call in flight is cancelled and the chairman synthesizes the rest.
-    await page.fill("#reason-input", "seen enough")
-    await page.click("#stop-button")
-    await wait_for_status(page, "stopped")
-    assert await text_of(page, "#reason") == "user_stopped"
-    assert "stopped: seen enough" in await text_of(page, "#final .who")
-    final = await text_of(page, "#final-answer .raw pre")  # the exact text
-    assert final.startswith("(Simulated council synthesis)")
-    answered = await page.locator("#answers article h3").all_text_contents()
-    assert [a.split()[0] for a in answered] == ["sim/atlas", "sim/borealis", "sim/cirrus"]
-    await nothing_ran(page)
+    def markup_pauses_after(chars: int) -> None:
+        council.sim.set_faults(
+            {"*": {"latency": 4}, "sim/markup": {"latency": 2, "pause_after": chars}}
+        )
 
-    # The partial text never entered the workflow's history, though it was shown.
-    history = await council.client.get_workflow_handle(workflow).fetch_history()
-    assert in_history(history, question)  # the check sees payloads
-    assert not in_history(history, MARKUP[:30])  # only sim/markup wrote it, and it was cancelled
+    markup_pauses_after(1)
+    with web_server(temporal, council, tmp_path, COUNCIL_CONFIG=str(config)) as web:
+        await page.goto(web.url)
+        await page.fill("#question", question)
+        await page.fill("#models", "\n".join(HOSTILE))
+        await page.click("#start-button")
+        await page.wait_for_url(re.compile(r"/deliberations/council-what-makes-a-code-review"))
+        workflow = page.url.rsplit("/", 1)[-1]
+
+        # The reply appears while it is being written, refreshed as it grows.
+        writing = '#answers article.writing[data-model="sim/markup"] .partial'
+        partial = page.locator(writing)
+        await partial.wait_for(timeout=20_000)
+        first = await partial.text_content() or ""
+        state = page.locator('#statuses tr[data-model="sim/markup"] td').nth(1)
+        assert (await state.text_content() or "").startswith("writing")
+        assert first.split()[0] == full.split()[0] and len(first) < len(full)
+        markup_pauses_after(full.index("\n- "))  # its first paragraph, the hostile HTML in it
+        await page.wait_for_function(
+            "([selector, n]) => document.querySelector(selector)?.textContent.length > n",
+            arg=[writing, len(first)],
+            timeout=10_000,
+        )
+        # The three others answered: their answers are on the page before the stage ends.
+        await page.wait_for_function(
+            "() => document.querySelectorAll('#answers article.answer').length === 3",
+            timeout=10_000,
+        )
+        later = await partial.text_content() or ""
+        assert MARKUP[:30] in later  # hostile text, shown as text
+        await nothing_ran(page)
+        assert "stage 1 answer" in await text_of(page, "#events")
+
+        # Stop: the call in flight is cancelled and the chairman synthesizes the rest.
+        await page.fill("#reason-input", "seen enough")
+        await page.click("#stop-button")
+        await wait_for_status(page, "stopped")
+        assert await text_of(page, "#reason") == "user_stopped"
+        assert "stopped: seen enough" in await text_of(page, "#final .who")
+        final = await text_of(page, "#final-answer .raw pre")  # the exact text
+        assert final.startswith("(Simulated council synthesis)")
+        answered = await page.locator("#answers article h3").all_text_contents()
+        assert [a.split()[0] for a in answered] == ["sim/atlas", "sim/borealis", "sim/cirrus"]
+        await nothing_ran(page)
+
+        # The partial text never entered the workflow's history, though it was shown.
+        history = await council.client.get_workflow_handle(workflow).fetch_history()
+        assert in_history(history, question)  # the check sees payloads
+        # Only sim/markup wrote it, and it was cancelled.
+        assert not in_history(history, MARKUP[:30])
 
 
 async def test_a_finished_record_shows_the_matrix_critiques_and_diffs(
