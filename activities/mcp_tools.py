@@ -2,11 +2,15 @@
 once per run and kept in history as ToolSpecs) and one call of one of its tools
 (`call_tool`), spoken with the official SDK's client.
 
-    specs = await list_tools("calc", entry, os.environ)       # [ToolSpec("calc__evaluate"...)]
-    text = await call_tool(entry, os.environ, "evaluate", {"expression": "2*(3+4)"})  # "14"
+    sessions = Sessions()                                      # the worker's, kept open
+    specs = await list_tools("calc", entry, os.environ, sessions)  # [ToolSpec("calc__evaluate"...)]
+    text = await call_tool(entry, os.environ, "evaluate", {"expression": "2*(3+4)"}, sessions)
+    await sessions.aclose()                                    # the worker stops
 
-- Each call opens its own session (connect, initialize, the request, close): nothing is
-  pooled, so a server that crashed is simply started again by the next call.
+- A session with a server (a stdio server's process, an HTTP server's MCP session) is kept
+  open between calls and serves one call at a time (Sessions): a call that fails, times out
+  or is cancelled closes its session, one idle for a minute is closed, and one whose server
+  went away while idle is replaced once. Without `sessions`, a call has a session of its own.
 - stdio (`command`): the server runs with `env` over a minimal environment (PATH, HOME,
   LANG, and the few names the SDK adds: LOGNAME, SHELL, TERM, USER), never the worker's
   own, which holds the providers' keys; in `cwd` when given. Its stderr is kept aside and
@@ -30,6 +34,7 @@ once per run and kept in history as ToolSpecs) and one call of one of its tools
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import inspect
 import json
@@ -37,7 +42,7 @@ import os
 import sys
 import tempfile
 from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from types import TracebackType
 from typing import IO, Any, TextIO, TypeVar, cast
 from urllib.parse import urlsplit
@@ -68,7 +73,7 @@ from council.redaction import Redactor
 from council.tool_config import McpEntry
 from council.tools import ToolSpec, offered_name
 
-__all__ = ["ToolFailure", "call_tool", "list_tools"]
+__all__ = ["Sessions", "ToolFailure", "call_tool", "list_tools"]
 
 # The variables of the worker's environment a stdio server is given (its entry's env on top).
 INHERITED = ("PATH", "HOME", "LANG")
@@ -88,9 +93,12 @@ SECRET_MIN_CHARS = 8
 T = TypeVar("T")
 
 
-async def list_tools(name: str, entry: McpEntry, env: Mapping[str, str]) -> list[ToolSpec]:
+async def list_tools(
+    name: str, entry: McpEntry, env: Mapping[str, str], sessions: Sessions | None = None
+) -> list[ToolSpec]:
     """The tools the server of `entry` (council.toml's `[tools.<name>]`) offers a council,
-    as the models are shown them; ToolFailure (one line) when it cannot be asked."""
+    as the models are shown them (in a session of `sessions`, or one of its own);
+    ToolFailure (one line) when it cannot be asked."""
 
     async def listing(client: Client) -> list[Tool]:
         tools: list[Tool] = []
@@ -105,7 +113,7 @@ async def list_tools(name: str, entry: McpEntry, env: Mapping[str, str]) -> list
 
     specs: list[ToolSpec] = []
     offered: set[str] = set()
-    for tool in await _session(entry, env, listing):
+    for tool in await _session(entry, env, listing, sessions):
         read_only = bool(tool.annotations is not None and tool.annotations.read_only_hint)
         if entry.allow is not None and tool.name not in entry.allow:
             continue
@@ -131,7 +139,11 @@ async def list_tools(name: str, entry: McpEntry, env: Mapping[str, str]) -> list
 
 
 async def call_tool(
-    entry: McpEntry, env: Mapping[str, str], tool: str, arguments: dict[str, Any]
+    entry: McpEntry,
+    env: Mapping[str, str],
+    tool: str,
+    arguments: dict[str, Any],
+    sessions: Sessions | None = None,
 ) -> str:
     """The text of one call of `tool` at the server of `entry`; ToolFailure (one line) when
     it gave none: the tool's own error, or why the server could not answer."""
@@ -139,7 +151,7 @@ async def call_tool(
     async def calling(client: Client) -> CallToolResult:
         return await client.call_tool(tool, arguments)
 
-    result = await _session(entry, env, calling)
+    result = await _session(entry, env, calling, sessions)
     if result.is_error:
         said = _redactor(entry, env).redact(result_text(result))
         raise ToolFailure(one_line(said, ERROR_CHARS) or f"{tool} failed (it gave no reason)")
@@ -264,38 +276,183 @@ async def _watched(transport: Transport, watch: _Watch) -> AsyncIterator[tuple[_
         yield _Watched(read, watch), write
 
 
-async def _session(
-    entry: McpEntry, env: Mapping[str, str], work: Callable[[Client], Awaitable[T]]
-) -> T:
-    """`work` done in a session of its own with the server, within the entry's timeout."""
-    token = _token(entry, env)
-    redactor = _redactor(entry, env)
-    watch = _Watch()
-    with contextlib.ExitStack() as files:
-        if entry.command is not None:
-            watch.stderr = files.enter_context(tempfile.TemporaryFile("w+b"))
+# How long a session with a server is kept open, unused, for the next call.
+IDLE_SECONDS = 60.0
+
+
+@dataclass(eq=False)
+class _Kept:
+    """One open session with a server: its client, and the task that holds it open (the
+    SDK's sessions are entered and left in one task)."""
+
+    key: str
+    watch: _Watch
+    ready: asyncio.Future[Client]
+    closing: asyncio.Event = field(default_factory=asyncio.Event)
+    keeper: asyncio.Task[None] | None = None
+    calls: int = 0
+    expiry: asyncio.TimerHandle | None = None
+
+
+class Sessions:
+    """The worker's sessions with its MCP servers, kept open between calls: a stdio server
+    is started once, not once a call (its imports alone take a second or more). A call
+    takes an idle session of its server, or opens one; a session serves one call at a
+    time; one left idle IDLE_SECONDS is closed. A call that fails, times out or is
+    cancelled closes its session (a stop's cancellation reaches the server: the SDK closes
+    its stdin, then kills its process group), and a session found broken at the start of
+    its next call (its server went away while idle) is replaced once, within the call's
+    timeout."""
+
+    def __init__(self, idle_seconds: float = IDLE_SECONDS) -> None:
+        self.idle_seconds = idle_seconds
+        self._idle: dict[str, list[_Kept]] = {}
+        self._open: set[_Kept] = set()
+        self._closing: set[asyncio.Task[None]] = set()
+
+    async def use(
+        self, entry: McpEntry, env: Mapping[str, str], work: Callable[[Client], Awaitable[T]]
+    ) -> T:
+        """`work` done in a session with the server, within the entry's timeout."""
+        token = _token(entry, env)
+        redactor = _redactor(entry, env)
+        key = json.dumps([entry.model_dump(mode="json"), token])
+        held: list[_Kept] = []  # the session in use (the last)
+        value: Any = None
         done = False
         try:
             with anyio.move_on_after(entry.timeout):
-                async with contextlib.AsyncExitStack() as stack:
-                    transport = await stack.enter_async_context(_transport(entry, token, watch))
-                    client = await stack.enter_async_context(Client(transport, cache=None))
-                    value = await work(client)
-                    done = True
-        except ToolFailure:
-            raise  # the tool's own error (final)
+                value = await self._work(key, entry, token, work, held)
+                done = True
         except Exception as error:
             # The server could not be reached, or went away: tried again.
+            line = _failure(entry, error, held[-1].watch if held else _Watch())
+            if held:
+                await self._close(held[-1])
             raise ToolFailure(
-                one_line(redactor.redact(_failure(entry, error, watch)), ERROR_CHARS),
-                transient=True,
+                one_line(redactor.redact(line), ERROR_CHARS), transient=True
             ) from None
+        except BaseException:
+            if held:  # cancelled: the server goes with the call
+                await asyncio.shield(self._close(held[-1]))
+            raise
+        kept = held[-1]
         if not done:
+            await self._close(kept)
             why = f"the MCP server did not answer within {entry.timeout:g} s"
             raise ToolFailure(
-                one_line(redactor.redact(why + _stray(watch)), ERROR_CHARS), transient=True
+                one_line(redactor.redact(why + _stray(kept.watch)), ERROR_CHARS), transient=True
             )
-    return value
+        kept.calls += 1
+        self._put_back(kept)
+        return cast(T, value)
+
+    async def _work(
+        self,
+        key: str,
+        entry: McpEntry,
+        token: str | None,
+        work: Callable[[Client], Awaitable[T]],
+        held: list[_Kept],
+    ) -> T:
+        kept = self._take(key, entry, token)
+        held.append(kept)
+        try:
+            # (shielded: a cancelled call must not cancel the session's own future)
+            return await work(await asyncio.shield(kept.ready))
+        except Exception:
+            if kept.calls == 0:
+                raise
+        # Its server went away while the session was idle: a new one, once.
+        await self._close(kept)
+        kept = self._take(key, entry, token, fresh=True)
+        held.append(kept)
+        return await work(await asyncio.shield(kept.ready))
+
+    async def aclose(self) -> None:
+        """Close every session (the worker stops)."""
+        await asyncio.gather(
+            *(self._close(kept) for kept in list(self._open)), *list(self._closing)
+        )
+
+    def _take(self, key: str, entry: McpEntry, token: str | None, fresh: bool = False) -> _Kept:
+        """An idle session of the server (not with `fresh`), else one opened now."""
+        idle = self._idle.get(key, [])
+        while idle and not fresh:
+            kept = idle.pop()
+            if kept.expiry is not None:
+                kept.expiry.cancel()
+            if kept.keeper is not None and not kept.keeper.done():
+                return kept
+            self._later(kept)  # its server went away while it was idle
+        watch = _Watch()
+        if entry.command is not None:
+            watch.stderr = tempfile.TemporaryFile("w+b")  # noqa: SIM115 (closed by _close)
+        kept = _Kept(key, watch, asyncio.get_running_loop().create_future())
+        self._open.add(kept)
+        kept.keeper = asyncio.create_task(self._keep(kept, entry, token))
+        return kept
+
+    async def _keep(self, kept: _Kept, entry: McpEntry, token: str | None) -> None:
+        """Hold a session open until it is closed (or its server goes away)."""
+        try:
+            async with contextlib.AsyncExitStack() as stack:
+                transport = await stack.enter_async_context(_transport(entry, token, kept.watch))
+                client = await stack.enter_async_context(Client(transport, cache=None))
+                kept.ready.set_result(client)
+                await kept.closing.wait()
+        except Exception as error:
+            if not kept.ready.done():
+                kept.ready.set_exception(error)
+        finally:
+            if not kept.ready.done():
+                kept.ready.set_exception(RuntimeError("the MCP session was closed"))
+            if not kept.ready.cancelled():
+                kept.ready.exception()  # (retrieved: nobody may be waiting for it)
+
+    def _put_back(self, kept: _Kept) -> None:
+        if self.idle_seconds <= 0 or kept.keeper is None or kept.keeper.done():
+            self._later(kept)
+            return
+        self._idle.setdefault(kept.key, []).append(kept)
+        kept.expiry = asyncio.get_running_loop().call_later(self.idle_seconds, self._later, kept)
+
+    def _later(self, kept: _Kept) -> None:
+        """Close the session in the background."""
+        closing = asyncio.get_running_loop().create_task(self._close(kept))
+        self._closing.add(closing)
+        closing.add_done_callback(self._closing.discard)
+
+    async def _close(self, kept: _Kept) -> None:
+        """Close the session and wait for its server to be gone (the SDK's grace)."""
+        idle = self._idle.get(kept.key, [])
+        if kept in idle:
+            idle.remove(kept)
+        if kept.expiry is not None:
+            kept.expiry.cancel()
+        kept.closing.set()
+        if kept.keeper is not None:
+            with contextlib.suppress(BaseException):
+                await kept.keeper
+        self._open.discard(kept)
+        if kept.watch.stderr is not None:
+            kept.watch.stderr.close()
+
+
+async def _session(
+    entry: McpEntry,
+    env: Mapping[str, str],
+    work: Callable[[Client], Awaitable[T]],
+    sessions: Sessions | None,
+) -> T:
+    """`work` in a session of `sessions`, or in one of its own (closed after)."""
+    if sessions is not None:
+        return await sessions.use(entry, env, work)
+    once = Sessions(idle_seconds=0)
+    try:
+        return await once.use(entry, env, work)
+    finally:
+        await once.aclose()
 
 
 @contextlib.asynccontextmanager

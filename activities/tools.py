@@ -2,6 +2,7 @@
 
     toolbox = ToolBox(config.tools)
     Worker(..., activities=[toolbox.list_tools, toolbox.call_tool])
+    await toolbox.aclose()  # once the worker has stopped: the MCP servers' sessions
 
 A tool is a built-in (activities.web_tools: fetch, web_search) or an MCP server of
 council.toml's [tools] (activities.mcp_tools). Keys for tool servers are read here, from
@@ -20,6 +21,7 @@ import logging
 import os
 import time
 from collections.abc import Iterable, Mapping
+from typing import TYPE_CHECKING
 
 from temporalio import activity
 from temporalio.exceptions import ApplicationError
@@ -29,6 +31,9 @@ from activities.tool_failure import ToolFailure
 from council.redaction import Redactor
 from council.tool_config import McpEntry, Tools
 from council.tools import FETCH, WEB_SEARCH, ToolOffer, ToolResult, ToolRun, cut_result
+
+if TYPE_CHECKING:
+    from activities.mcp_tools import Sessions
 
 log = logging.getLogger("council.tools")
 ERROR_CHARS = 300
@@ -60,6 +65,21 @@ class ToolBox:
             if len(self.env.get(variable, "")) >= 4
         ]
         self.redactor = Redactor([*keys, *secrets])
+        # The MCP servers' sessions, kept open between calls (activities.mcp_tools.Sessions;
+        # made at the first call, as the module is loaded then).
+        self._sessions: Sessions | None = None
+
+    async def aclose(self) -> None:
+        """Close the MCP servers' sessions (the worker has stopped)."""
+        if self._sessions is not None:
+            await self._sessions.aclose()
+
+    def _mcp_sessions(self) -> Sessions:
+        from activities import mcp_tools  # (see list_tools)
+
+        if self._sessions is None:
+            self._sessions = mcp_tools.Sessions()
+        return self._sessions
 
     def _key_variables(self) -> list[str]:
         names = [e.token_env for e in self.tools.servers().values() if e.token_env]
@@ -85,7 +105,9 @@ class ToolBox:
                 offer.specs.append(web_tools.search_spec(self.tools.search()))
             else:
                 try:
-                    offer.specs += await mcp_tools.list_tools(name, self._server(name), self.env)
+                    offer.specs += await mcp_tools.list_tools(
+                        name, self._server(name), self.env, self._mcp_sessions()
+                    )
                 except ToolFailure as failure:
                     log.warning("the tools of %s cannot be read: %s", name, self._line(failure))
                     offer.unavailable[name] = self._line(failure)
@@ -134,7 +156,9 @@ class ToolBox:
         if spec.source == WEB_SEARCH:
             return await web_tools.web_search(arguments, self.tools.search(), self.env)
         server = self._server(spec.source)
-        return await mcp_tools.call_tool(server, self.env, spec.tool, arguments)
+        return await mcp_tools.call_tool(
+            server, self.env, spec.tool, arguments, self._mcp_sessions()
+        )
 
     def _server(self, name: str) -> McpEntry:
         entry = self.tools.servers().get(name)

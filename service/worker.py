@@ -83,6 +83,12 @@ def call_shares() -> CallShares:
     )
 
 
+def default_toolbox(gateway: ModelGateway) -> ToolBox:
+    """The built-in tools alone, the providers' keys kept out of their results."""
+    redactor = getattr(gateway, "redactor", None)  # (a test's fake gateway has none)
+    return ToolBox(secrets=redactor.secrets if redactor else ())
+
+
 def build_worker(
     client: Client,
     gateway: ModelGateway,
@@ -102,9 +108,7 @@ def build_worker(
     the sandbox too (SANDBOX: the tests)."""
     concurrent_calls, calls_per_second = call_limits()
     queue = queue or task_queue()
-    # (a test's fake gateway has no redactor)
-    redactor = getattr(gateway, "redactor", None)
-    toolbox = toolbox or ToolBox(secrets=redactor.secrets if redactor else ())
+    toolbox = toolbox or default_toolbox(gateway)
     return Worker(
         client,
         task_queue=queue,
@@ -244,6 +248,7 @@ async def serving(
     (activities.outage)."""
     queue = queue or task_queue()
     build = options.pop("build", None) or deployment.build_id()
+    toolbox = options.pop("toolbox", None) or default_toolbox(gateway)
     await set_provider_rates(client, queue, gateway.limited())
     gateway.watch_outages(client, MODEL_CALLS)
     gateway.shares = call_shares()
@@ -251,17 +256,20 @@ async def serving(
     if outages is not None:
         # Calls a process that died left paused: watched here, resumed when they can be.
         await outages.adopt(DEFAULT_PROVIDER)
-    async with contextlib.AsyncExitStack() as workers:
-        for each in provider_workers(client, gateway, queue, build):
-            await workers.enter_async_context(each)
-        await workers.enter_async_context(
-            build_worker(client, gateway, queue, build=build, **options)
-        )
-        sharing = asyncio.create_task(share_slots(client, gateway, queue))
-        try:
-            yield await deployment.adopt(client, deployment.version(queue, build), take_over)
-        finally:
-            sharing.cancel()
+    try:
+        async with contextlib.AsyncExitStack() as workers:
+            for each in provider_workers(client, gateway, queue, build):
+                await workers.enter_async_context(each)
+            await workers.enter_async_context(
+                build_worker(client, gateway, queue, build=build, toolbox=toolbox, **options)
+            )
+            sharing = asyncio.create_task(share_slots(client, gateway, queue))
+            try:
+                yield await deployment.adopt(client, deployment.version(queue, build), take_over)
+            finally:
+                sharing.cancel()
+    finally:
+        await toolbox.aclose()  # the MCP servers' sessions, once no call can use them
 
 
 def metrics_port() -> int | None:

@@ -9,6 +9,7 @@ import importlib.util
 import json
 import math
 import os
+import signal
 import socket
 import sys
 import textwrap
@@ -23,7 +24,7 @@ from mcp.types import ToolAnnotations
 from starlette.responses import PlainTextResponse
 from starlette.types import ASGIApp, Receive, Scope, Send
 
-from activities.mcp_tools import ToolFailure, call_tool, list_tools
+from activities.mcp_tools import Sessions, ToolFailure, call_tool, list_tools
 from council.tool_config import McpEntry
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -265,6 +266,68 @@ async def test_a_hanging_tool_times_out_and_its_server_is_gone(
     # The server had its grace period (at least) to start: it wrote its id.
     pid = int((tmp_path / "server.pid").read_text())
     assert await gone(pid, str(tmp_path / "own_server.py")), "the server outlived the call"
+
+
+def live(pid: int) -> bool:
+    """Whether the process runs (a zombie, dead but not yet reaped, does not)."""
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return False
+    return stat.rsplit(")", 1)[1].split()[0] != "Z"
+
+
+async def until_dead(pid: int, within: float = 30) -> bool:
+    deadline = asyncio.get_running_loop().time() + within
+    while live(pid):
+        if asyncio.get_running_loop().time() > deadline:
+            return False
+        await asyncio.sleep(0.05)
+    return True
+
+
+async def test_a_workers_sessions_keep_a_server_for_the_next_call(
+    own_server: McpEntry, tmp_path: Path
+) -> None:
+    pid_file = tmp_path / "server.pid"
+    sessions = Sessions(idle_seconds=3600)
+    try:
+        # Two calls, one after the other: one server started.
+        assert await call_tool(own_server, {}, "look", {}, sessions) == "looked"
+        first = int(pid_file.read_text())
+        assert await call_tool(own_server, {}, "environment", {}, sessions)
+        assert int(pid_file.read_text()) == first and live(first)
+
+        # A server that went away while idle is replaced by the next call, which succeeds.
+        os.kill(first, signal.SIGKILL)
+        assert await call_tool(own_server, {}, "look", {}, sessions) == "looked"
+        second = int(pid_file.read_text())
+        assert second != first and live(second)
+
+        # A session serves one call at a time: a call beside a hanging one starts a server.
+        hanging = asyncio.create_task(call_tool(own_server, {}, "hang", {}, sessions))
+        await asyncio.sleep(0)  # one step of the loop: the hanging call takes the session
+        assert await call_tool(own_server, {}, "look", {}, sessions) == "looked"
+        third = int(pid_file.read_text())
+        assert third not in (first, second)
+        assert not hanging.done()
+        # A cancelled call closes its session: its server is gone, the other kept.
+        hanging.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await hanging
+        assert await until_dead(second), "the cancelled call's server outlived it"
+        assert live(third)
+    finally:
+        await sessions.aclose()
+    assert await until_dead(third), "a server outlived the worker's sessions"
+
+    # A session left idle is closed.
+    briefly = Sessions(idle_seconds=0.1)
+    try:
+        assert await call_tool(own_server, {}, "look", {}, briefly) == "looked"
+        assert await until_dead(int(pid_file.read_text())), "an idle session was kept"
+    finally:
+        await briefly.aclose()
 
 
 async def test_a_server_that_cannot_start() -> None:

@@ -45,7 +45,7 @@ QUESTION = "What is 37*91+12?"
 EXPRESSION = "37*91+12"
 # Members use the tool when answering (and refining); reviewers and the chairman do not.
 MEMBERS_ONLY = {"reviewers": False, "chairman": False}
-# The killed run's tool timeout: each call starts a server (a second or more of imports
+# The killed run's tool timeout: a call may start a server (a second or more of imports
 # on a busy machine), and the test kills the worker before the waiting calls time out.
 TIMEOUT = 15
 
