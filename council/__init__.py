@@ -10,7 +10,8 @@ Safe to import inside the Temporal workflow sandbox. Import from the modules:
     council.prompts     every prompt the council sends
     council.reviews     reading a review: ranking, ratings, critiques
     council.critiques   who criticised whom
-    council.aggregate   aggregate rankings, mean and lowest ratings, a review's agreement
+    council.aggregate   aggregate rankings, mean and lowest ratings, a review's agreement, the
+                        leader the outstanding reviews can no longer change
     council.agreement   Krippendorff's alpha, Kendall's W, dissents, the level, the verdict
     council.stragglers  the straggler rule: quorum, patience, late calls
     council.refinement  who refines, reading a refinement, what changed

@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from statistics import fmean
 
-from council.agreement import Agreement, measure_agreement
+from council.agreement import MAX_RATING, MIN_RATING, Agreement, measure_agreement
 from council.stages import AggregateRanking, Stage2Result
 
 
@@ -52,6 +52,52 @@ def aggregate_rankings(
             -(e.mean_rating or 0.0),
             e.label,
         ),
+    )
+
+
+def settled_leader(
+    reviews: Sequence[Stage2Result],
+    outstanding: Sequence[str],
+    label_to_model: Mapping[str, str],
+) -> str | None:
+    """The label first in the aggregate ranking (aggregate_rankings) whatever the
+    `outstanding` reviewers (by model) will say, when the reviews in hand settle it; None
+    when one of them could still change it.
+
+    Exact, not a bound: for each rival of the leader, the outstanding reviews worst for the
+    leader are tried (each reviewer ranks the rival first and the leader last among the
+    answers it may rank, and rates them MAX_RATING and MIN_RATING); the leader is settled
+    when it is still first in every such case. No other review is worse for it: a
+    position or rating it does not get (a review that fails, or leaves it out) moves it
+    less than the last position and the lowest rating, and the rival gains most from the
+    first position and the highest rating."""
+    if not label_to_model:
+        return None
+    leader = aggregate_rankings(reviews, label_to_model)[0].label
+    for rival in label_to_model:
+        if rival == leader:
+            continue
+        worst = [
+            _review_against(reviewer, leader, rival, label_to_model) for reviewer in outstanding
+        ]
+        if aggregate_rankings([*reviews, *worst], label_to_model)[0].label != leader:
+            return None
+    return leader
+
+
+def _review_against(
+    reviewer: str, leader: str, rival: str, label_to_model: Mapping[str, str]
+) -> Stage2Result:
+    """The review by `reviewer` worst for `leader` against `rival`."""
+    others = [label for label, model in label_to_model.items() if model != reviewer]
+    middle = [label for label in others if label not in (leader, rival)]
+    ranked = [label for label in (rival, *middle, leader) if label in others]
+    ratings = {label: MAX_RATING if label == rival else MIN_RATING for label in (rival, leader)}
+    return Stage2Result(
+        model=reviewer,
+        ranking="",
+        parsed_ranking=ranked,
+        ratings={label: value for label, value in ratings.items() if label in others},
     )
 
 
