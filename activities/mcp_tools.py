@@ -288,6 +288,7 @@ class _Kept:
     key: str
     watch: _Watch
     ready: asyncio.Future[Client]
+    keep: bool = True  # kept open for the next call (the entry's keep_open)
     closing: asyncio.Event = field(default_factory=asyncio.Event)
     keeper: asyncio.Task[None] | None = None
     calls: int = 0
@@ -388,7 +389,7 @@ class Sessions:
         watch = _Watch()
         if entry.command is not None:
             watch.stderr = tempfile.TemporaryFile("w+b")  # noqa: SIM115 (closed by _close)
-        kept = _Kept(key, watch, asyncio.get_running_loop().create_future())
+        kept = _Kept(key, watch, asyncio.get_running_loop().create_future(), entry.keep_open)
         self._open.add(kept)
         kept.keeper = asyncio.create_task(self._keep(kept, entry, token))
         return kept
@@ -411,7 +412,7 @@ class Sessions:
                 kept.ready.exception()  # (retrieved: nobody may be waiting for it)
 
     def _put_back(self, kept: _Kept) -> None:
-        if self.idle_seconds <= 0 or kept.keeper is None or kept.keeper.done():
+        if self.idle_seconds <= 0 or not kept.keep or kept.keeper is None or kept.keeper.done():
             self._later(kept)
             return
         self._idle.setdefault(kept.key, []).append(kept)

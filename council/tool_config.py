@@ -66,6 +66,9 @@ class McpEntry(ToolLimits):
     token_env: str | None = None
     allow: list[str] | None = None
     side_effects: bool = False
+    # Keep the session (a stdio server's process) open for the next call of any run
+    # (activities.mcp_tools.Sessions); false: a session, and a server, for each call.
+    keep_open: bool = True
 
     @field_validator("token_env")
     @classmethod

@@ -321,6 +321,15 @@ async def test_a_workers_sessions_keep_a_server_for_the_next_call(
         await sessions.aclose()
     assert await until_dead(third), "a server outlived the worker's sessions"
 
+    # An entry that keeps no session: a server for each call, gone after it.
+    each = own_server.model_copy(update={"keep_open": False})
+    fresh = Sessions(idle_seconds=3600)
+    try:
+        assert await call_tool(each, {}, "look", {}, fresh) == "looked"
+        assert await until_dead(int(pid_file.read_text())), "a session was kept"
+    finally:
+        await fresh.aclose()
+
     # A session left idle is closed.
     briefly = Sessions(idle_seconds=0.1)
     try:
