@@ -7,6 +7,7 @@ from __future__ import annotations
 import argparse
 import sys
 
+from council import numbers
 from council.numbers import whole_argument
 from simulator.config import (
     LATENCY_VARIABLE,
@@ -19,7 +20,7 @@ from simulator.config import (
     with_default_latency,
 )
 from simulator.personas import ALL_PERSONAS
-from simulator.settings import SimulatorSettings
+from simulator.settings import DISAGREE_VARIABLE, SimulatorSettings
 
 
 def _latency(value: str) -> Latency:
@@ -27,6 +28,13 @@ def _latency(value: str) -> Latency:
         return parse_latency(value)
     except ValueError as error:
         raise argparse.ArgumentTypeError(str(error)) from None
+
+
+def _share(value: str) -> float:
+    share = numbers.decimal_argument(value)
+    if not 0 <= share <= 1:
+        raise argparse.ArgumentTypeError(f"must be between 0 and 1 (got {value})")
+    return share
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
@@ -55,6 +63,14 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         default=SimulatorSettings.read().key(),
         help="answer only requests with this key (others get a 401); default: any",
     )
+    parser.add_argument(
+        "--disagree",
+        type=_share,
+        metavar="SHARE",
+        help="the share (0-1) of known-answer problems on which the four personas' first "
+        f"answers disagree; on the others all four answer right (default {DISAGREE_VARIABLE}, "
+        "else each persona slips at its own rate)",
+    )
     parser.add_argument("--log-level", default="warning", help="uvicorn log level")
     return parser.parse_args(argv)
 
@@ -70,10 +86,17 @@ def main(argv: list[str] | None = None) -> int:
             except ValueError as error:
                 raise FaultConfigError(f"{LATENCY_VARIABLE} {error}") from None
         faults = with_default_latency(parse_faults(args.faults), latency)
+        disagree = args.disagree
+        given_share = SimulatorSettings.read().disagree
+        if disagree is None and given_share:
+            try:
+                disagree = _share(given_share)
+            except argparse.ArgumentTypeError as error:
+                raise FaultConfigError(f"{DISAGREE_VARIABLE} {error}") from None
     except FaultConfigError as err:
         print(f"simulator: {err}", file=sys.stderr)
         return 2
-    config = SimulatorConfig(faults=faults, seed=args.seed, api_key=args.api_key)
+    config = SimulatorConfig(faults=faults, seed=args.seed, api_key=args.api_key, disagree=disagree)
 
     import uvicorn
 

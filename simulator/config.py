@@ -30,6 +30,10 @@ class SimulatorConfig(BaseModel):
     # (total_slots). N: at most N answered at once, the rest queued in arrival order and
     # no /props, as llama-cpp-python's server does (it answers one at a time).
     slots: int | None = Field(default=None, ge=1)
+    # None: on a known-answer problem each persona slips at its own rate. A share: the
+    # problems (by a hash of each) on which the four personas' first answers disagree;
+    # on the others all four answer right (simulator.problems.stage1_value).
+    disagree: float | None = Field(default=None, ge=0, le=1)
 
 
 class FaultConfigError(ValueError):

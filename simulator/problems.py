@@ -233,12 +233,28 @@ def solution(problem: Problem, value: str, style: str) -> str:
     return f"{SIMULATED_MARK} {_WORKING[style]}{ending(problem, value, style)}"
 
 
-def stage1_value(persona: str, skill: Skill, problem: Problem, seed: int | None = None) -> str:
+def stage1_value(
+    persona: str,
+    skill: Skill,
+    problem: Problem,
+    seed: int | None = None,
+    disagree: float | None = None,
+) -> str:
     """The answer a persona gives. Unseeded, it slips on a fixed share of problems (the
     ones hard for it). A seeded request is an independent sample: it slips on a problem
     hard for the persona most of the time (HARD_SLIP) and on the others rarely, so that
     the persona slips as often overall, and its mistakes stay correlated by problem, as a
-    model's do: sampling more fixes its careless slips, not what it cannot do."""
+    model's do: sampling more fixes its careless slips, not what it cannot do.
+
+    With `disagree` (a share, unseeded answers only), the problem decides first: a share
+    `disagree` of the problems (by a hash of each) are contested, and on the others every
+    persona answers right. On a contested one each persona slips as its skill says, and
+    when the four would still agree, one of them differs: the least careful slips when all
+    four are right, the most careful is right when all four made the same mistake."""
+    if disagree is not None and seed is None:
+        if chance("contested", problem.id) >= disagree:
+            return _right(problem)
+        return _contested_value(persona, problem)
     hard = chance("slip", persona, problem.id) < skill.slip
     if seed is None:
         slips, draw = hard, chance("mistake", persona, problem.id)
@@ -247,9 +263,28 @@ def stage1_value(persona: str, skill: Skill, problem: Problem, seed: int | None 
         slips = chance("sample", persona, problem.id, seed) < (HARD_SLIP if hard else easy_slip)
         draw = chance("sample mistake", persona, problem.id, seed)
     if not slips:
-        return problem.expected.shown if problem.kind != "text" else problem.answer
+        return _right(problem)
     wrong = mistakes(problem)
     return wrong[int(draw * min(2, len(wrong)))]
+
+
+def _right(problem: Problem) -> str:
+    return problem.expected.shown if problem.kind != "text" else problem.answer
+
+
+def _contested_value(persona: str, problem: Problem) -> str:
+    """A persona's first answer on a contested problem: its own, unless the four agree."""
+    values = {name: stage1_value(name, skill, problem) for name, skill in SKILLS.items()}
+    if len(set(values.values())) > 1:
+        return values[persona]
+    by_care = sorted(SKILLS, key=lambda name: SKILLS[name].slip)
+    right = _right(problem)
+    if values[persona] == right and persona == by_care[-1]:
+        wrong = mistakes(problem)
+        return wrong[0] if wrong else values[persona]
+    if values[persona] != right and persona == by_care[0]:
+        return right
+    return values[persona]
 
 
 # ---- reading an answer as a careful reader would --------------------------------------
@@ -465,4 +500,5 @@ def reply(persona: PersonaLike, prompt: Prompt) -> str | None:
         return refine(persona, skill, problem, prompt)
     if prompt.stage is Stage.SYNTHESIS:
         return synthesis(persona, problem, prompt)
-    return solution(problem, stage1_value(persona.name, skill, problem, prompt.seed), skill.style)
+    value = stage1_value(persona.name, skill, problem, prompt.seed, prompt.disagree)
+    return solution(problem, value, skill.style)

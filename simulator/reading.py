@@ -86,6 +86,7 @@ class Prompt:
     critiques: list[Critique] = field(default_factory=list)  # refinement
     council: list[ChairmanAnswer] = field(default_factory=list)  # synthesis
     seed: int | None = None  # the request's sampling seed: an independent sample asks with one
+    disagree: float | None = None  # the simulator's share of contested problems (its config)
     # What the member says of the tool results in the conversation (simulator.tools.note).
     tool_note: str = ""
 

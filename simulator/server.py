@@ -283,6 +283,7 @@ class _Exchange:
         seed = self.payload.get("seed")
         if isinstance(seed, int) and not isinstance(seed, bool):
             prompt.seed = seed
+        prompt.disagree = self.sim.config.disagree
         prompt.tool_note = tools.note(self.messages)
         text = reply(persona, prompt, Script(self.scripted_ratings(prompt), self.plan.critiques))
         if prompt.stage is Stage.ANSWER:

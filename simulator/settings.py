@@ -4,6 +4,8 @@ are app.settings'; the simulator stands in for a provider and reads none of them
     COUNCIL_SIMULATOR_API_KEY   answer only requests with this key (default: any)
     COUNCIL_SIM_LATENCY         the pace of every reply, as --latency takes it
     COUNCIL_SIM_DATASETS        more problem files (JSON lines), os.pathsep between them
+    COUNCIL_SIM_DISAGREE        the share of known-answer problems whose first answers
+                                disagree, as --disagree takes it
 """
 
 from __future__ import annotations
@@ -19,6 +21,7 @@ from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
 from simulator.config import LATENCY_VARIABLE
 
 DATASETS_VARIABLE = "COUNCIL_SIM_DATASETS"
+DISAGREE_VARIABLE = "COUNCIL_SIM_DISAGREE"
 
 
 class SimulatorSettings(BaseSettings):
@@ -34,8 +37,10 @@ class SimulatorSettings(BaseSettings):
     datasets: Annotated[list[Path], NoDecode] = Field(
         default_factory=list, validation_alias=DATASETS_VARIABLE
     )
+    # Checked and read by simulator.__main__ where it is used, as --disagree is.
+    disagree: str | None = Field(None, validation_alias=DISAGREE_VARIABLE)
 
-    @field_validator("latency", "api_key", mode="before")
+    @field_validator("latency", "api_key", "disagree", mode="before")
     @classmethod
     def _stripped(cls, value: Any) -> Any:
         return value.strip() or None if isinstance(value, str) else value

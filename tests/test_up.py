@@ -53,6 +53,7 @@ UNSET = (
     "COUNCIL_STORE",
     "COUNCIL_STORE_THRESHOLD",
     "COUNCIL_SIM_LATENCY",
+    "COUNCIL_SIM_DISAGREE",
     "SIM_LATENCY",
     # The codec server it starts: its port comes from each test, its origins from make up.
     "COUNCIL_CODEC_PORT",
