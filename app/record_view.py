@@ -15,7 +15,7 @@ from datetime import datetime
 from difflib import SequenceMatcher
 from functools import cached_property
 
-from council.agreement import Agreement, Dissent, verdict
+from council.agreement import Agreement, Dissent, verdict, votes_note
 from council.calls import Stage
 from council.iteration import CritiqueItem, IterationRound, RejectedCritique
 from council.labels import labels_shown_to
@@ -443,6 +443,9 @@ class AgreementView:
     agreement: Agreement  # level, alpha, Kendall's W, each answer's ratings, the dissents
     verdict: str  # in one line: "agreement high (alpha 0.91) · no dissent"
     trend: list[str]  # the level review by review, when there was more than one review
+    # How many independent votes the reviewers are worth (council.agreement.votes_note):
+    # "worth 1.4 independent votes of 4"; None when it cannot be told.
+    votes: str | None = None
 
     @property
     def level(self) -> str:
@@ -641,7 +644,10 @@ def _agreement(record: DeliberationRecord) -> AgreementView | None:
     trend = record.agreement_trend
     levels: list[str] = [level or "-" for level in trend.levels] if trend is not None else []
     return AgreementView(
-        record.agreement, verdict(record.agreement), levels if len(levels) > 1 else []
+        record.agreement,
+        verdict(record.agreement),
+        levels if len(levels) > 1 else [],
+        votes_note(record.agreement),
     )
 
 

@@ -135,7 +135,8 @@ def view_markdown(view: RecordView) -> str:
     if view.agreement is not None:
         trend = view.agreement.trend
         raised = f" (review by review: {' → '.join(trend)})" if trend else ""
-        out += [f"**Verdict:** {view.agreement.verdict}{raised}", ""]
+        votes = f" · {view.agreement.votes}" if view.agreement.votes else ""
+        out += [f"**Verdict:** {view.agreement.verdict}{votes}{raised}", ""]
     if view.context:
         out += [_context_line(view.context), ""]
     if view.tools:

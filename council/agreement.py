@@ -423,5 +423,26 @@ def verdict(agreement: Agreement, most: int = 3) -> str:
     return f"{head} · {count} dissent{'s' if count > 1 else ''}: {told}{more}"
 
 
+def independent_votes(agreement: Agreement) -> float | None:
+    """How many independent votes the reviewers are worth: n / (1 + (n - 1) x alpha), the
+    design effect of n raters whose ratings agree as Krippendorff's alpha says (alpha at
+    most 0: n, as many as the reviewers; 1: one vote, every reviewer saying the same). One
+    decimal; None without alpha or with fewer than two reviewers."""
+    n = len(agreement.reviewers)
+    if agreement.alpha is None or n < 2:
+        return None
+    alike = min(1.0, max(0.0, agreement.alpha))
+    return round(n / (1 + (n - 1) * alike), 1)
+
+
+def votes_note(agreement: Agreement) -> str | None:
+    """`worth 1.4 independent votes of 4`, or None when it cannot be told."""
+    votes = independent_votes(agreement)
+    if votes is None:
+        return None
+    plural = "" if votes == 1 else "s"
+    return f"worth {_number(votes)} independent vote{plural} of {len(agreement.reviewers)}"
+
+
 def _number(value: float) -> str:
     return str(int(value)) if math.isclose(value, round(value)) else f"{value:.2f}".rstrip("0")

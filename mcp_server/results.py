@@ -73,8 +73,10 @@ def problem(message: str) -> CallToolResult:
 
 def summary_line(view: RecordView) -> str:
     """ "ID · ended: REASON · N tokens in M calls · cost $X · agreement ..."."""
-    return f"{view.id} · ended: {view.ended or '-'} · {view.usage.short}" + (
-        f" · {view.agreement.verdict}" if view.agreement is not None else ""
+    return (
+        f"{view.id} · ended: {view.ended or '-'} · {view.usage.short}"
+        + (f" · {view.agreement.verdict}" if view.agreement is not None else "")
+        + (f" · {view.agreement.votes}" if view.agreement and view.agreement.votes else "")
     )
 
 

@@ -20,11 +20,13 @@ from council.agreement import (
     AnswerAgreement,
     compare_rounds,
     dissents,
+    independent_votes,
     kendall_w,
     level_of,
     measure_agreement,
     ordinal_alpha,
     verdict,
+    votes_note,
 )
 
 pytestmark = pytest.mark.fast
@@ -548,3 +550,21 @@ def test_kendall_w_is_1_exactly_when_one_shared_order_fits():
             for order in orders
         )
         assert (kendall_w(ranks) == pytest.approx(1.0)) == fits
+
+
+def test_independent_votes_follow_how_far_the_reviewers_agree() -> None:
+    four = ["a", "b", "c", "d"]
+    # Every reviewer saying the same is one vote; no more agreement than chance, four.
+    assert independent_votes(Agreement(alpha=1.0, reviewers=four)) == 1.0
+    assert independent_votes(Agreement(alpha=0.0, reviewers=four)) == 4.0
+    assert independent_votes(Agreement(alpha=-0.4, reviewers=four)) == 4.0
+    # Between: n / (1 + (n - 1) alpha), fewer votes as alpha rises.
+    assert independent_votes(Agreement(alpha=0.5, reviewers=four)) == 1.6
+    votes = [independent_votes(Agreement(alpha=a / 10, reviewers=four)) for a in range(11)]
+    assert votes == sorted(votes, reverse=True)
+    # Not told without alpha or a second reviewer.
+    assert independent_votes(Agreement(alpha=None, reviewers=four)) is None
+    assert independent_votes(Agreement(alpha=0.3, reviewers=["a"])) is None
+    assert votes_note(Agreement(alpha=0.5, reviewers=four)) == "worth 1.6 independent votes of 4"
+    assert votes_note(Agreement(alpha=1.0, reviewers=four)) == "worth 1 independent vote of 4"
+    assert votes_note(Agreement()) is None

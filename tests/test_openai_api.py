@@ -20,6 +20,7 @@ import pytest
 from temporalio.testing import WorkflowEnvironment
 
 from council import limits
+from council.agreement import independent_votes
 from council.calls import Stage
 from council.models import DeliberationRecord
 from tests.attachment_files import notes, png
@@ -109,6 +110,9 @@ async def test_the_models_and_a_plain_completion_that_show_finds(
     assert record.agreement is not None
     assert about["agreement"] == record.agreement.model_dump(mode="json")
     assert about["verdict"].startswith(f"agreement {record.agreement.level}")
+    assert about["independent_votes"] == independent_votes(record.agreement)
+    if record.agreement.alpha is not None:
+        assert 1 <= about["independent_votes"] <= len(record.agreement.reviewers)
 
     code, out, _ = await starter("show", completion.id, env=cli_env)
     assert code == 0 and record.id in out and "Is tea better than coffee?" in out

@@ -181,7 +181,11 @@ PROBES: dict[str, Probe] = {
     "context": _context,
     "attachments": lambda v: [x for a in v.attachments for x in (a.name, a.size, a.cuts)],
     "final": lambda v: [v.final.chairman, v.final.text] if v.final else [],
-    "agreement": lambda v: [v.agreement.verdict] if v.agreement else [],
+    "agreement": lambda v: (
+        [v.agreement.verdict, *([v.agreement.votes] if v.agreement.votes else [])]
+        if v.agreement
+        else []
+    ),
     "usage": lambda v: (
         [v.usage.line] + [x for _, rows in v.usage.tables for r in rows for x in (r.name, r.note)]
     ),

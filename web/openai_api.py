@@ -45,7 +45,7 @@ from temporalio.service import RPCError
 
 from app import connection, councils, front_door, store
 from council import limits, numbers
-from council.agreement import verdict
+from council.agreement import independent_votes, verdict
 from council.calls import CallProgress, Stage
 from council.config import DEFAULT_COUNCIL
 from council.models import DeliberationRecord, DeliberationRequest
@@ -345,6 +345,7 @@ class Started:
             "temporal_ui": self.ui,
             "agreement": record.agreement.model_dump(mode="json") if record.agreement else None,
             "verdict": verdict(record.agreement) if record.agreement else None,
+            "independent_votes": independent_votes(record.agreement) if record.agreement else None,
             # The members' tools (absent without): each call made, where and whose.
             **(
                 {
