@@ -29,7 +29,7 @@ from mcp.types import (
 from temporalio.testing import WorkflowEnvironment
 
 from council import limits
-from council.agreement import verdict
+from council.agreement import verdict, votes_note
 from council.calls import Stage
 from council.models import DeliberationRecord
 from harness.processes import ROOT, Process, free_port, port_open, spawn
@@ -94,6 +94,7 @@ def summary_of(record: DeliberationRecord) -> str:
         f"{record.usage.total_tokens:,} tokens in {record.usage.calls} calls · "
         f"{record.usage.cost_line()}"
         + (f" · {verdict(record.agreement)}" if record.agreement is not None else "")
+        + (f" · {votes}" if record.agreement and (votes := votes_note(record.agreement)) else "")
     )
 
 

@@ -9,7 +9,7 @@ from __future__ import annotations
 import re
 from typing import Any
 
-from council.agreement import verdict
+from council.agreement import verdict, votes_note
 from council.calls import Stage
 from council.steering import HumanCritique
 from tests.temporal_fixtures import Council, stage_started, until
@@ -82,6 +82,8 @@ async def test_the_page_shows_agreement_a_cut_member_and_follows_the_run_to_its_
     # How far the council agreed, beside the final answer (the reviews stay folded).
     assert record.agreement is not None
     assert await page.text_content("#final-agreement") == verdict(record.agreement)
+    # And how many independent votes the reviewers were worth.
+    assert await page.text_content("#final-votes") == votes_note(record.agreement)
     assert await page.locator("#final #final-agreement").is_visible()
 
     # The member cut as late, where its answer would be and in the usage table.
