@@ -17,6 +17,10 @@ keeps its value in percent ("25%" reads as 25). Two numbers match within a relat
 tolerance of REL_TOL or an absolute one of ABS_TOL (either suffices).
 Choices: one letter, "(B)", "B)", "B.", "option B". Text: compared after normalization
 (case, accents, punctuation and the articles a/an/the do not count).
+
+The value a council member's free answer states (`stated_value`, `stated_values`: whether
+the members' first answers agree by value) is read from the marked places only (1-3), and
+only when the marked text is wholly a number, one option letter, or yes or no.
 """
 
 from __future__ import annotations
@@ -24,6 +28,7 @@ from __future__ import annotations
 import math
 import re
 import unicodedata
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Literal
 
@@ -305,3 +310,61 @@ def matches(
     if expected.kind == "number":
         return numbers_match(float(expected.value), float(got.value), rel_tol, abs_tol)
     return got.value == expected.value
+
+
+# ---- the value a free answer states ---------------------------------------------------
+
+YES_NO = ("yes", "no")
+
+
+@dataclass(frozen=True)
+class StatedValues:
+    """The value each answer states, in order, and whether they are all the same."""
+
+    values: tuple[Answer, ...]
+    agree: bool
+
+
+def stated_value(text: str | None) -> Answer | None:
+    """The final value an answer to any question states, when it states one that can be
+    compared: the first marked segment ("Final answer: X", then \\boxed{X}, then bold
+    text; each last first) that is wholly a number, one option letter, or yes or no. None
+    when no marked segment is one of these: prose is never searched, since a figure said in
+    passing is no answer."""
+    if not text:
+        return None
+    for segments in (_marked_segments(text), _boxed_segments(text), _bold_segments(text)):
+        for segment in segments:
+            found = _stated(segment)
+            if found is not None:
+                return found
+    return None
+
+
+def _stated(segment: str) -> Answer | None:
+    cleaned = text_in(segment)
+    if cleaned is None:
+        return None
+    # As written first (a \\frac keeps its braces), then without markup and quotes.
+    number = parse_number(segment)
+    number = number if number is not None else parse_number(cleaned)
+    if number is not None:
+        return Answer("number", number, format_number(number))
+    letter = parse_choice(cleaned)
+    if letter is not None:
+        return Answer("choice", letter, letter)
+    word = normalize_text(cleaned)
+    return Answer("text", word, word) if word in YES_NO else None
+
+
+def stated_values(texts: Sequence[str]) -> StatedValues | None:
+    """Whether the answers agree by the values they state: None when there are fewer than
+    two, or one of them states none (they cannot be compared by value); else each value
+    and whether all are the same (numbers within REL_TOL or ABS_TOL; values of different
+    kinds differ)."""
+    values = [stated_value(text) for text in texts]
+    if len(values) < 2 or any(value is None for value in values):
+        return None
+    read = tuple(value for value in values if value is not None)
+    first = read[0]
+    return StatedValues(read, all(matches(first, value) for value in read[1:]))

@@ -10,6 +10,7 @@ from hypothesis import strategies as st
 
 from grading.answers import (
     Answer,
+    StatedValues,
     choice_letters,
     expected_answer,
     extract,
@@ -21,6 +22,8 @@ from grading.answers import (
     matches,
     normalize_text,
     parse_number,
+    stated_value,
+    stated_values,
 )
 
 pytestmark = pytest.mark.fast
@@ -242,3 +245,60 @@ def test_normalization_is_idempotent_and_ignores_case(text: str) -> None:
     once = normalize_text(text)
     assert normalize_text(once) == once
     assert normalize_text(text.upper()) == normalize_text(text.lower()) or not text.isascii()
+
+
+# ---- the value a free answer states (the agreement of first answers by value) -----------
+
+
+@pytest.mark.parametrize(
+    ("reply", "shown"),
+    [
+        ("Working it out.\n\nFinal answer: 1,250", "1250"),
+        ("So the answer is **42**.", "42"),
+        (r"Solving gives $\boxed{\frac{3}{4}}$", "0.75"),
+        ("Answer: (B)", "B"),
+        ("It depends on the load.\n\nFinal answer: Yes.", "yes"),
+        ("**Short version**: no.\n\nThe answer is **No**", "no"),
+    ],
+)
+def test_a_stated_value_is_read_from_the_marked_places(reply: str, shown: str) -> None:
+    value = stated_value(reply)
+    assert value is not None and value.shown == shown
+
+
+@pytest.mark.parametrize(
+    "reply",
+    [
+        None,
+        "",
+        "We would pay 42 dollars in all.",  # a figure in passing is no answer
+        "The answer is 42 apples and a pear",  # marked, but not wholly a value
+        "Final answer: it depends on the workload",
+        "I get 42.",  # no marker at all
+    ],
+)
+def test_no_stated_value_where_none_is_marked_wholly(reply: str | None) -> None:
+    assert stated_value(reply) is None
+
+
+def test_first_answers_agree_by_value_or_cannot_be_compared() -> None:
+    agree = stated_values(["Final answer: 42", "So the answer is **42.0**.", r"$\boxed{42}$"])
+    assert agree is not None and agree.agree and [v.shown for v in agree.values] == ["42"] * 3
+    differ = stated_values(["Final answer: 42", "Final answer: 41"])
+    assert differ is not None and not differ.agree
+    # Values of different kinds differ; an answer that states none leaves it to another check.
+    assert stated_values(["Final answer: yes", "Final answer: 1"]) == StatedValues(
+        (Answer("text", "yes", "yes"), Answer("number", 1.0, "1")), agree=False
+    )
+    assert stated_values(["Final answer: 42", "We would pay 42 dollars."]) is None
+    assert stated_values(["Final answer: 42"]) is None
+
+
+STATED = ["Final answer: 7", "**7**", "Final answer: 8", "**yes**"]
+
+
+@given(st.lists(st.sampled_from(STATED), min_size=2, max_size=6))
+def test_agreement_by_value_does_not_depend_on_the_order(replies: list[str]) -> None:
+    forward, backward = stated_values(replies), stated_values(replies[::-1])
+    assert forward is not None and backward is not None
+    assert forward.agree == backward.agree == (len({stated_value(r) for r in replies}) == 1)
