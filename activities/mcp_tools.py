@@ -288,9 +288,9 @@ class _Kept:
     key: str
     watch: _Watch
     ready: asyncio.Future[Client]
-    keep: bool = True  # kept open for the next call (the entry's keep_open)
+    keep: bool  # kept open for the next call (the entry's keep_open)
     closing: asyncio.Event = field(default_factory=asyncio.Event)
-    keeper: asyncio.Task[None] | None = None
+    keeper: asyncio.Task[None] = field(init=False)  # set as soon as it is made
     calls: int = 0
     expiry: asyncio.TimerHandle | None = None
 
@@ -383,7 +383,7 @@ class Sessions:
             kept = idle.pop()
             if kept.expiry is not None:
                 kept.expiry.cancel()
-            if kept.keeper is not None and not kept.keeper.done():
+            if not kept.keeper.done():
                 return kept
             self._later(kept)  # its server went away while it was idle
         watch = _Watch()
@@ -412,7 +412,7 @@ class Sessions:
                 kept.ready.exception()  # (retrieved: nobody may be waiting for it)
 
     def _put_back(self, kept: _Kept) -> None:
-        if self.idle_seconds <= 0 or not kept.keep or kept.keeper is None or kept.keeper.done():
+        if not kept.keep or kept.keeper.done():
             self._later(kept)
             return
         self._idle.setdefault(kept.key, []).append(kept)
@@ -432,9 +432,8 @@ class Sessions:
         if kept.expiry is not None:
             kept.expiry.cancel()
         kept.closing.set()
-        if kept.keeper is not None:
-            with contextlib.suppress(BaseException):
-                await kept.keeper
+        with contextlib.suppress(BaseException):
+            await kept.keeper
         self._open.discard(kept)
         if kept.watch.stderr is not None:
             kept.watch.stderr.close()
@@ -449,9 +448,9 @@ async def _session(
     """`work` in a session of `sessions`, or in one of its own (closed after)."""
     if sessions is not None:
         return await sessions.use(entry, env, work)
-    once = Sessions(idle_seconds=0)
+    once = Sessions()
     try:
-        return await once.use(entry, env, work)
+        return await once.use(entry.model_copy(update={"keep_open": False}), env, work)
     finally:
         await once.aclose()
 

@@ -73,11 +73,9 @@ def problem(message: str) -> CallToolResult:
 
 def summary_line(view: RecordView) -> str:
     """ "ID · ended: REASON · N tokens in M calls · cost $X · agreement ..."."""
-    return (
-        f"{view.id} · ended: {view.ended or '-'} · {view.usage.short}"
-        + (f" · {view.agreement.verdict}" if view.agreement is not None else "")
-        + (f" · {view.agreement.votes}" if view.agreement and view.agreement.votes else "")
-    )
+    agreement = [view.agreement.verdict, view.agreement.votes] if view.agreement else []
+    parts = [view.id, f"ended: {view.ended or '-'}", view.usage.short, *agreement]
+    return " · ".join(part for part in parts if part)
 
 
 def finished(record: DeliberationRecord) -> CallToolResult:

@@ -97,18 +97,17 @@ def build_worker(
     activities: Sequence[Callable[..., Any]] = (),
     build: str | None = None,
     checked: bool = False,
-    toolbox: ToolBox | None = None,
+    *,
+    toolbox: ToolBox,
     **options: Any,
 ) -> Worker:
     """The worker's Temporal worker: these workflows, the model-call activity, the
-    straggler watch and the tools (`toolbox`: council.toml's; by default the built-ins
-    alone), and any other activities, at this build of the task queue's
-    deployment (app.deployment; runs are pinned to the build they start on), with the
-    concurrency, rate limit and shutdown options below; `checked`: Council's workflows in
-    the sandbox too (SANDBOX: the tests)."""
+    straggler watch and the tools of `toolbox`, and any other activities, at this build of
+    the task queue's deployment (app.deployment; runs are pinned to the build they start
+    on), with the concurrency, rate limit and shutdown options below; `checked`:
+    Council's workflows in the sandbox too (SANDBOX: the tests)."""
     concurrent_calls, calls_per_second = call_limits()
     queue = queue or task_queue()
-    toolbox = toolbox or default_toolbox(gateway)
     return Worker(
         client,
         task_queue=queue,
@@ -239,10 +238,11 @@ async def serving(
     **options: Any,
 ) -> AsyncIterator[str]:
     """Run build_worker's worker (and a worker for each provider with a request rate
-    limit, whose rate is set on its task queue) until the block ends; once it polls, its
-    version is made current if its deployment has none, or whatever is current with
-    `take_over` (app.deployment.adopt). Yields the line that says which build new runs go
-    to. Meanwhile the providers' concurrency limits are split between the worker
+    limit, whose rate is set on its task queue) until the block ends, with the tools of
+    `toolbox` (default: the built-ins alone), closed once the workers have stopped; once
+    it polls, its version is made current if its deployment has none, or whatever is
+    current with `take_over` (app.deployment.adopt). Yields the line that says which
+    build new runs go to. Meanwhile the providers' concurrency limits are split between the worker
     processes (share_slots), each tenant and run sends its share of the calls
     (activities.shares), and a provider's calls pause while it is down
     (activities.outage)."""

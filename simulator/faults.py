@@ -288,18 +288,20 @@ class FaultInjector:
 
     def holds(self, model: str, stage: Stage) -> bool:
         """Whether the current config keeps this model's replies in this stage back."""
-        with self._lock:
-            spec = self._config.for_model(model)
-        return spec.hold and (spec.stages is None or stage in spec.stages)
+        spec = self._staged(model, stage)
+        return spec is not None and spec.hold
 
     def pauses_after(self, model: str, stage: Stage) -> int | None:
         """After how many characters the current config pauses this model's streamed
         reply in this stage (None: it does not)."""
+        spec = self._staged(model, stage)
+        return spec.pause_after if spec is not None else None
+
+    def _staged(self, model: str, stage: Stage) -> FaultSpec | None:
+        """The model's current spec, when its faults apply in this stage."""
         with self._lock:
             spec = self._config.for_model(model)
-        if spec.stages is not None and stage not in spec.stages:
-            return None
-        return spec.pause_after
+        return spec if spec.stages is None or stage in spec.stages else None
 
     def _over_quota(self, per_second: float) -> bool:
         """Whether a request now goes over the quota (refused requests do not count)."""

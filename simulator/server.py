@@ -250,14 +250,12 @@ class _Exchange:
     async def paused(self, stage: Stage, written: int, pending: list[bytes]) -> bool:
         """Wait while the config pauses this reply after what it has streamed (the chunks
         not yet sent go first); True if the client left first."""
-        faults = self.sim.faults
-        after = faults.pauses_after(self.model, stage)
-        if after is None or written < after:
-            return False
-        if pending:
-            await self.body(b"".join(pending))
-            pending.clear()
-        while (after := faults.pauses_after(self.model, stage)) is not None and written >= after:
+        while (after := self.sim.faults.pauses_after(self.model, stage)) is not None:
+            if written < after:
+                break
+            if pending:
+                await self.body(b"".join(pending))
+                pending.clear()
             if await self.wait(_WAIT_STEP):
                 return True
         return False
