@@ -25,6 +25,8 @@ class Stage(StrEnum):
     REVIEW = "stage2"
     REFINE = "stage2_5"
     SYNTHESIS = "stage3"
+    # Under depth auto, after stage 1: whether the first answers agree (council.depth).
+    CHECK = "agreement_check"
 
     @property
     def heading(self) -> str:
@@ -46,6 +48,7 @@ STAGE_HEADINGS = {
     Stage.REVIEW: "stage 2 review",
     Stage.REFINE: "stage 2.5 refinement",
     Stage.SYNTHESIS: "stage 3 synthesis",
+    Stage.CHECK: "agreement check",
 }
 
 

@@ -56,6 +56,8 @@ class TerminationReason(StrEnum):
     CONTEXT_LIMIT = "context_limit_reached"
     QUALITY_THRESHOLD_MET = "quality_threshold_met"
     COST_LIMIT = "cost_limit_reached"
+    # Depth auto: the first answers agreed, no deliberation was needed (council.depth).
+    AGREEMENT = "agreement_after_stage1"
 
 
 class CritiqueItem(BaseModel):

@@ -23,6 +23,7 @@ from council.agreement import Agreement, AgreementTrend
 from council.attachments import Attachment, AttachmentEntry, attachments_problem
 from council.calls import ChatMessage, ModelCall, Stage, TokenUsage
 from council.changes import NEW_WORD_RATIO
+from council.depth import AutoOptions, Depth, Gate, NotNeeded
 from council.iteration import (
     DEFAULT_MAX_ROUNDS,
     DEFAULT_MIN_ROUNDS,
@@ -32,6 +33,7 @@ from council.iteration import (
     IterationRound,
     IterationSummary,
 )
+from council.report import DisagreementReport
 from council.stages import (
     AggregateRanking,
     Stage1Result,
@@ -121,6 +123,7 @@ STAGE_TOKENS = {
     Stage.REVIEW: "review",
     Stage.REFINE: "refine",
     Stage.SYNTHESIS: "synthesis",
+    Stage.CHECK: "review",
 }
 
 
@@ -235,6 +238,21 @@ class DeliberationRequest(BaseModel):
     # fetch and web_search), and who uses them how much.
     tools: list[str] = Field(default_factory=list)
     tool_options: ToolOptions = Field(default_factory=ToolOptions)
+    # Whether the council deliberates on every question (full) or only where its first
+    # answers disagree (auto: council.depth), and auto's thresholds.
+    depth: Depth = Field(
+        default="full",
+        description="full: the whole protocol on every question; auto: straight to the "
+        "synthesis when the first answers agree, reviews stopped once the ranking is settled",
+    )
+    auto: AutoOptions = Field(default_factory=AutoOptions)
+
+    @field_validator("auto")
+    @classmethod
+    def _check_model(cls, auto: AutoOptions) -> AutoOptions:
+        if auto.check_model is not None:
+            _model_id(auto.check_model)
+        return auto
 
     @field_validator("tools")
     @classmethod
@@ -546,6 +564,13 @@ class DeliberationRecord(BaseModel):
     without_tools: list[str] = Field(default_factory=list)
     # The tools whose server could not say what it offers (each a line): not offered.
     tools_unavailable: list[str] = Field(default_factory=list)
+    # The run's depth (council.depth); under auto, the agreement gate's verdict on the first
+    # answers and the calls cancelled as not needed (absent when none).
+    depth: Depth = "full"
+    gate: Gate | None = None
+    not_needed: list[NotNeeded] = Field(default_factory=list)
+    # Where the council agreed and where it did not (council.report), beside stage3.
+    disagreement_report: DisagreementReport | None = None
 
     @model_serializer(mode="wrap")
     def _omit_absent_parts(self, handler: Any) -> dict[str, Any]:
@@ -559,6 +584,8 @@ class DeliberationRecord(BaseModel):
             "tool_calls",
             "without_tools",
             "tools_unavailable",
+            "not_needed",
+            "gate",
         ):
             if not data.get(optional):
                 data.pop(optional, None)

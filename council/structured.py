@@ -31,6 +31,7 @@ from referencing.exceptions import Unresolvable
 from referencing.jsonschema import specification_with
 
 from council.limits import MAX_CRITIQUE_CHARS
+from council.report import Contradiction, DisagreementReport, UniquePoint, read_report
 
 # How a reply was asked for: a JSON schema, a JSON object (with the schema where the
 # provider takes one there, as llama.cpp's server does), or free text.
@@ -42,7 +43,7 @@ READS = (JSON_SCHEMA, JSON_OBJECT, TEXT)
 _FENCED = re.compile(r"^\s*```(?:json|JSON)?[ \t]*\n(.*?)\n?```\s*$", re.DOTALL)
 
 
-Own = Literal["review", "refinement", "synthesis"]
+Own = Literal["review", "refinement", "synthesis", "agreement_check"]
 
 
 class StructuredReply(BaseModel):
@@ -112,9 +113,8 @@ class RefinementReply(BaseModel):
 
 
 class Disagreement(BaseModel):
-    """A point the council did not agree on, as the chairman's structured synthesis gives
-    it: the point, the members who held the view the answer did not take, and why the
-    answer sides as it does."""
+    """A point the council did not agree on, as a structured synthesis of build 0.4 gave
+    it (read from older records; a newer one gives council.report's contradictions)."""
 
     point: str = Field(description="what the members disagreed about")
     held_by: list[str] = Field(
@@ -124,12 +124,38 @@ class Disagreement(BaseModel):
 
 
 class SynthesisReply(BaseModel):
-    """The chairman's synthesis as one JSON object, when the council did not agree."""
+    """The chairman's synthesis as one JSON object: the answer and the disagreement report
+    (council.report)."""
 
     model_config = ConfigDict(extra="forbid")
 
     answer: str = Field(description="the final answer to the question, in Markdown")
-    disagreements: list[Disagreement]
+    consensus: list[str] = Field(description="points every member's answer holds")
+    contradictions: list[Contradiction] = Field(
+        description="points the members contradict each other on"
+    )
+    unique: list[UniquePoint] = Field(description="points only one member raised")
+    unaddressed: list[str] = Field(
+        description="what the question asks that no member's answer addressed"
+    )
+
+
+class AgreementCheckReply(BaseModel):
+    """The agreement check's verdict on the first answers (council.depth)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    agree: bool = Field(description="whether the answers agree on the answer to the question")
+    differences: list[str] = Field(
+        description="each point on which the answers differ in substance (empty if they agree)"
+    )
+
+
+_OWN_REPLIES: dict[str, type[BaseModel]] = {
+    "refinement": RefinementReply,
+    "synthesis": SynthesisReply,
+    "agreement_check": AgreementCheckReply,
+}
 
 
 def _inline(schema: dict[str, Any]) -> dict[str, Any]:
@@ -164,7 +190,7 @@ def _schema_of(model: type[BaseModel]) -> dict[str, Any]:
 def _own_schema(own: Own, labels: Sequence[str]) -> dict[str, Any]:
     if own == "review":
         return _review_schema(labels)
-    return _schema_of(RefinementReply if own == "refinement" else SynthesisReply)
+    return _schema_of(_OWN_REPLIES[own])
 
 
 def review_schema(labels: Sequence[str]) -> StructuredReply:
@@ -197,26 +223,18 @@ def synthesis_schema() -> StructuredReply:
     return StructuredReply(name="synthesis", own="synthesis")
 
 
-def read_synthesis(text: str) -> tuple[str, list[Disagreement]]:
-    """The final answer and the points of disagreement from a structured synthesis; a
-    reply that is not that JSON is all answer (a provider that took no schema)."""
+def agreement_check_schema() -> StructuredReply:
+    return StructuredReply(name="agreement_check", own="agreement_check")
+
+
+def read_synthesis(text: str, members: Sequence[str]) -> tuple[str, DisagreementReport | None]:
+    """The final answer and the disagreement report from a structured synthesis; a reply
+    that is not that JSON is all answer, with no report (a provider that took no schema)."""
     data = json_object(text)
     answer = data.get("answer") if data else None
     if data is None or not isinstance(answer, str) or not answer.strip():
-        return text, []
-    points = []
-    for item in data.get("disagreements") or []:
-        if not isinstance(item, dict) or not isinstance(item.get("point"), str):
-            continue
-        held = item.get("held_by")
-        points.append(
-            Disagreement(
-                point=item["point"],
-                held_by=[str(m) for m in held] if isinstance(held, list) else [],
-                resolution=str(item.get("resolution") or ""),
-            )
-        )
-    return answer, points
+        return text, None
+    return answer, read_report(data, members)
 
 
 def json_object(text: str) -> dict[str, Any] | None:

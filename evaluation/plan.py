@@ -49,6 +49,9 @@ KEY_SETTINGS = {
     # Only where the council has tools: the keys of runs without stay as they were.
     "tools",
     "tool_options",
+    # Only under depth auto, likewise.
+    "depth",
+    "auto",
 }
 
 
@@ -92,6 +95,8 @@ def run_key(dataset: Dataset, template: DeliberationRequest, tag: str | None = N
     settings = template.model_dump(mode="json", include=KEY_SETTINGS)
     if not template.tools:
         settings.pop("tools"), settings.pop("tool_options")
+    if template.depth == "full":
+        settings.pop("depth"), settings.pop("auto")
     blob = json.dumps(
         {"dataset": dataset.sha256, "settings": settings, "instruction": INSTRUCTION, "tag": tag},
         sort_keys=True,

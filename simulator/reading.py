@@ -15,6 +15,7 @@ from council.attachments import ATTACHMENTS_HEADER, UNSEEN_IMAGE
 from council.calls import Stage
 from council.prompts import (
     CHAIRMAN_OPENING,
+    CHECK_OPENING,
     CONTEXT_OPENING,
     FOLLOW_UP_HEADER,
     INSTRUCTIONS_HEADER,
@@ -29,6 +30,7 @@ _LENGTH_NOTE = re.compile(r"\s*\(Keep your reply under about [\d,]+ words\.\)\s*
 _REVIEW_QUESTION = re.compile(
     r"QUESTION:\n(.*?)\n\n(?:Judge the answers on these criteria:|Below are the other)", re.DOTALL
 )
+_CHECK_QUESTION = re.compile(r"QUESTION:\n(.*?)\n\nBelow are the members' independent", re.DOTALL)
 _REFINE_QUESTION = re.compile(
     r"QUESTION: (.*?)\n(?:\nThe evaluation criteria were:.*?\n)?\nYOUR ORIGINAL RESPONSE:",
     re.DOTALL,
@@ -117,6 +119,8 @@ def detect_stage(text: str) -> Stage:
         return Stage.REFINE
     if start.startswith(CHAIRMAN_OPENING):
         return Stage.SYNTHESIS
+    if start.startswith(CHECK_OPENING):
+        return Stage.CHECK
     return Stage.ANSWER
 
 
@@ -175,6 +179,12 @@ def read_prompt(text: str) -> Prompt:
         return Prompt(
             stage=stage,
             question=_question(_REVIEW_QUESTION, text),
+            answers={m.group(1): m.group(2) for m in _RESPONSE_FRAME.finditer(text)},
+        )
+    if stage is Stage.CHECK:
+        return Prompt(
+            stage=stage,
+            question=_question(_CHECK_QUESTION, text),
             answers={m.group(1): m.group(2) for m in _RESPONSE_FRAME.finditer(text)},
         )
     if stage is Stage.REFINE:

@@ -24,7 +24,7 @@ import socket
 import threading
 import time
 from collections import OrderedDict
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 from typing import Any, Self
 
 import uvicorn
@@ -38,7 +38,7 @@ from council import numbers
 from council.calls import Stage
 from council.refinement import parse_refinement
 from council.structured import synthesis_schema
-from simulator import tools, wire
+from simulator import accounts, tools, wire
 from simulator.config import FaultConfigError, SimulatorConfig, parse_faults
 from simulator.faults import FaultConfig, FaultInjector, Plan
 from simulator.instances import instance_json
@@ -283,7 +283,11 @@ class _Exchange:
             prompt.seed = seed
         prompt.disagree = self.sim.config.disagree
         prompt.tool_note = tools.note(self.messages)
-        text = reply(persona, prompt, Script(self.scripted_ratings(prompt), self.plan.critiques))
+        text = (
+            accounts.check_json(prompt)
+            if prompt.stage is Stage.CHECK
+            else reply(persona, prompt, Script(self.scripted_ratings(prompt), self.plan.critiques))
+        )
         if prompt.stage is Stage.ANSWER:
             self.sim.authors.note(text, self.model)
         elif prompt.stage is Stage.REFINE:
@@ -293,10 +297,12 @@ class _Exchange:
                 text = wire.review_json(text, list(prompt.answers))
             elif prompt.stage is Stage.REFINE:
                 text = wire.refinement_json(text)
+            elif prompt.stage is Stage.CHECK:
+                pass  # already the verdict's JSON
             elif self.client_schema is not None:
                 text = instance_json(self.client_schema, text)
             elif prompt.stage is Stage.SYNTHESIS:
-                text = wire.synthesis_json(text, prompt_text(self.messages))
+                text = accounts.synthesis_json(text, prompt_text(self.messages))
         if self.plan.pad_to_bytes:
             need = self.plan.pad_to_bytes - len(text.encode("utf-8"))
             if need > 0:
@@ -748,3 +754,15 @@ class SimulatorServer:
     def set_faults(self, faults: Mapping[str, Any] | FaultConfig | str | None) -> FaultConfig:
         """Replace the fault config (a mapping as in --faults; None or {} for no faults)."""
         return self.simulator.set_faults(faults)
+
+    @contextlib.contextmanager
+    def disagreeing(self, share: float | None) -> Iterator[None]:
+        """The share of problems on which the members disagree (SimulatorConfig.disagree)
+        for the length of the block, then the one set before."""
+        config = self.simulator.config
+        before = config.disagree
+        config.disagree = share
+        try:
+            yield
+        finally:
+            config.disagree = before

@@ -77,23 +77,6 @@ def refinement_json(reply: str) -> str:
     return json.dumps(data, ensure_ascii=False)
 
 
-_DISSENT = re.compile(r'<dissent reviewer="([^"]*)" about="([^"]*)"')
-
-
-def synthesis_json(reply: str, prompt: str) -> str:
-    """A simulated synthesis as the JSON the synthesis schema asks for: the answer, and a
-    point of disagreement for each dissent the prompt names."""
-    points = [
-        {
-            "point": f"how good {about} is",
-            "held_by": [reviewer],
-            "resolution": "(simulated) the answer follows the other reviewers' ratings",
-        }
-        for reviewer, about in _DISSENT.findall(prompt)
-    ]
-    return json.dumps({"answer": reply, "disagreements": points}, ensure_ascii=False)
-
-
 _JSON_EXAMPLE = re.compile(r"^\{\n.*?\n\}$", re.DOTALL | re.MULTILINE)
 _TAGGED = re.compile(r"<(\w+)[^>]*>.*?</\1>", re.DOTALL)
 

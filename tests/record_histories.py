@@ -46,6 +46,10 @@ from workflows.search_attributes import ensure_search_attributes
 
 HERE = Path(__file__).parent / "histories"
 ROOT = Path(__file__).resolve().parent.parent
+# A known-answer problem the simulated members solve (their values can be compared).
+PROBLEM = json.loads((ROOT / "datasets" / "arithmetic_logic.jsonl").read_text().splitlines()[0])[
+    "question"
+]
 
 
 def recorded_builds(path: Path) -> set[str]:
@@ -215,7 +219,35 @@ SCENARIOS = {
         },
         {"sim/drift": {"tools": False}},
     ),
+    # Depth auto: members who state one value end after stage 1 (the gate by values) ...
+    "depth_auto_agreement_after_stage1": (
+        {
+            "question": PROBLEM,
+            "models": ["sim/atlas", "sim/borealis", "sim/drift"],
+            "depth": "auto",
+        },
+        None,
+    ),
+    # ... and members who give free answers go to the agreement check, disagree, and
+    # deliberate on the difference; a review round stops once its leader is settled (atlas's
+    # own review, held back, is cancelled as not needed).
+    "depth_auto_check_and_settled_reviews": (
+        {"max_rounds": 1, "min_rounds": 1, "stop_on_convergence": False, "depth": "auto"},
+        {
+            "*": {
+                "ratings_by_author": {
+                    "sim/atlas": 5,
+                    "sim/borealis": 3,
+                    "sim/cirrus": 2,
+                    "sim/drift": 1,
+                }
+            },
+            "sim/atlas": {"stages": ["stage2"], "hold": True},
+        },
+    ),
 }
+# The share of problems on which the simulated members disagree, where a scenario sets it.
+DISAGREE = {"depth_auto_agreement_after_stage1": 0.0, "depth_auto_check_and_settled_reviews": 1.0}
 # The tools of the recording worker.
 TOOLS = Tools.of(
     {
@@ -234,6 +266,7 @@ async def record(client: Client, sim: SimulatorServer, names: list[str]) -> None
         for name in names:
             fields, faults = SCENARIOS[name]
             sim.set_faults(faults)
+            sim.simulator.config.disagree = DISAGREE.get(name)
             wid = f"history-{name}-{uuid.uuid4().hex[:6]}"
             handle = await client.start_workflow(
                 Deliberation.run,

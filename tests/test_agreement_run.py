@@ -53,7 +53,7 @@ async def test_a_harsh_reviewer_is_the_dissent_and_reaches_the_chairman(
     assert code == 0 and json.loads(out)[0]["agreement"] == agreement.level
 
 
-async def test_with_structured_output_the_synthesis_names_the_points_of_disagreement(
+async def test_with_structured_output_the_report_names_the_points_of_disagreement(
     council: Council,
 ) -> None:
     council.sim.set_faults({"*": {"rating": 4, "structured": True}, "sim/drift": {"rating": 1}})
@@ -65,9 +65,13 @@ async def test_with_structured_output_the_synthesis_names_the_points_of_disagree
     assert synthesis.response_format.name == "synthesis"
     assert record.stage3 is not None
     assert not record.stage3.response.lstrip().startswith("{")  # the answer, not the JSON
-    held = {tuple(point.held_by) for point in record.stage3.disagreements}
+    report = record.disagreement_report
+    assert report is not None and report.source == "chairman"
+    points = [c for c in report.contradictions if c.point.startswith("how good")]
+    held = {tuple(p.held_by) for c in points for p in c.positions}
     assert held == {("sim/drift",)}
-    assert len(record.stage3.disagreements) == len(record.agreement.dissent)
+    assert len(points) == len(record.agreement.dissent)
+    assert report.unreported_dissents == []  # the chairman named every dissent
 
 
 async def test_agreeing_reviewers_give_high_and_no_dissent(council: Council) -> None:

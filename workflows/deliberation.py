@@ -6,6 +6,7 @@ pinned to the build it started on (app.deployment): a protocol change is a new b
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any
 
 from temporalio import workflow
@@ -14,9 +15,9 @@ from temporalio.exceptions import ApplicationError
 
 with workflow.unsafe.imports_passed_through():
     from council import prompts
-    from council.aggregate import aggregate_rankings, review_agreement
+    from council.aggregate import aggregate_rankings, review_agreement, settled_leader
     from council.agreement import Agreement
-    from council.calls import Stage
+    from council.calls import ModelReply, Stage
     from council.critiques import critiques_from_parsed
     from council.echo import ECHO, ECHO_PROBLEM
     from council.iteration import (
@@ -42,6 +43,7 @@ with workflow.unsafe.imports_passed_through():
         record_refinements,
         refinement_result,
     )
+    from council.report import checked, from_reviews
     from council.steering import (
         HumanCritique,
         RoundsChange,
@@ -59,8 +61,9 @@ with workflow.unsafe.imports_passed_through():
     from council.thread import summarize_context
     from council.validation import InvalidRequest, validate_request
     from workflows import search_attributes
-    from workflows.fan_out import FanOut
+    from workflows.fan_out import Enough, FanOut
     from workflows.final_answer import best_answer_stands, candidates, synthesize
+    from workflows.gate import agreement_gate
     from workflows.live import Live, ReviewRound, answer
 
 
@@ -86,6 +89,7 @@ class Deliberation:
             if self.request.history
             else None,
             attachments=[attachment.entry() for attachment in self.request.attachments],
+            depth=self.request.depth,
         )
         self.live = Live(search_attributes.place_of(workflow.info().typed_search_attributes))
         self.calls = FanOut(
@@ -108,9 +112,10 @@ class Deliberation:
     @workflow.run
     async def run(self, request: dict[str, Any]) -> DeliberationRecord:
         await self._stage1_collect_answers()
-        await self._opening_review()
-        reason = await refine_until_done(self.state, self._refinement_round)
-        self.live.event(EventKind.TERMINATED, message=reason)
+        if not await self._agreed_after_stage1():
+            await self._opening_review()
+            await refine_until_done(self.state, self._refinement_round)
+        self.live.event(EventKind.TERMINATED, message=self.state.termination_reason)
         await self._stage3_synthesize()
         record = self._finish()
         # Followers waiting in wait_progress get the last events before the run closes.
@@ -135,6 +140,26 @@ class Deliberation:
                 "CouncilTooSmall",
             )
         self.record.label_to_model = assign_labels(list(self.answers), workflow.random())
+
+    async def _agreed_after_stage1(self) -> bool:
+        """Depth auto: whether the first answers agree (council.depth), when the run goes
+        straight to the synthesis; the gate's verdict and evidence go in the record."""
+        if self.request.depth != "auto" or self.stopping or len(self.answers) < 2:
+            return False
+        # In the order of their labels (assigned at random): the checker reads them so.
+        ordered = {model: self.answers[model] for model in self.record.label_to_model.values()}
+        gate = await agreement_gate(
+            self.calls,
+            self.live.event,
+            self.request,
+            ordered,
+            self.record.chairman,
+        )
+        self.record.gate = gate
+        if not gate.agreed or self.stopping:
+            return False
+        terminate_iteration(self.state, TerminationReason.AGREEMENT)
+        return True
 
     async def _opening_review(self) -> None:
         """Stage 2 round 1: every member reviews the others' first answers."""
@@ -162,6 +187,7 @@ class Deliberation:
         # Each reviewer sees the others' answers in its own order (position bias control).
         enough = len(self.answers) >= 2
         self.live.orders = presentation_orders(labels, workflow.random()) if enough else {}
+        gate = self.record.gate
         calls = prompts.review_prompts(
             self.request.question,
             self.answers,
@@ -170,9 +196,12 @@ class Deliberation:
             self.request.response_byte_cap,
             self.request.criteria,
             instructions=self.request.instructions,
+            focus=gate.differences if gate and not round_number else (),
         )
         formats = {r: review_schema(labels_shown_to(r, labels)) for r in calls}
-        replies = await self.calls.stage(Stage.REVIEW, round_number, calls, formats)
+        replies = await self.calls.stage(
+            Stage.REVIEW, round_number, calls, formats, self._ranking_settled(labels)
+        )
         read = [self.live.read_review(r, replies[r], labels) for r in self.answers if r in replies]
         reviews = [review for review, _ in read]
         agreement = None
@@ -192,6 +221,18 @@ class Deliberation:
                 message="every review call failed: the loop ends (error_occurred)",
             )
         self.live.details(self.state, self.record, self._latest_agreement())
+
+    def _ranking_settled(self, labels: dict[str, str]) -> Enough | None:
+        """Depth auto: a review round needs no more reviews once those in hand fix the top
+        of the aggregate ranking whatever the outstanding reviewers say."""
+        if self.request.depth != "auto" or not self.request.auto.settle_reviews:
+            return None
+
+        def settled(arrived: dict[str, ModelReply], outstanding: Sequence[str]) -> bool:
+            reviews = [self.live.read_review(r, reply, labels)[0] for r, reply in arrived.items()]
+            return settled_leader(reviews, outstanding, labels) is not None
+
+        return settled
 
     async def _refinement_round(self) -> None:
         tokens_before = self.record.usage.total_tokens
@@ -267,10 +308,9 @@ class Deliberation:
             return
         rankings = self.record.aggregate_rankings
         agreement = self._latest_agreement()
-        # The format the person who asked needs, if any; else, where the council did not
-        # agree, the points of disagreement come back as JSON.
+        # The format the person who asked needs, if any; else the answer comes back as JSON
+        # with the disagreement report (council.report).
         wanted = self.request.answer_format
-        disputed = wanted is None and agreement is not None and agreement.level in ("medium", "low")
         messages = prompts.synthesis_prompt(
             self.request.question,
             self.answers,
@@ -281,7 +321,7 @@ class Deliberation:
             context=self.context,
             instructions=self.request.instructions,
             agreement=agreement,
-            structured=disputed,
+            structured=wanted is None,
             answer_format=wanted,
         )
         round_number = self.state.current_round
@@ -289,15 +329,26 @@ class Deliberation:
         self._stage_started(Stage.SYNTHESIS, round_number, models[:1])
         material = [*self.answers.values(), *self.request.user_texts()]
         written = await synthesize(
-            self.calls, self.live.event, round_number, models, messages, material, wanted, disputed
+            self.calls,
+            self.live.event,
+            round_number,
+            models,
+            self.record.models,
+            messages,
+            material,
+            wanted,
         )
-        self.record.stage3 = written or best_answer_stands(
+        stage3, report = written or (None, None)
+        self.record.stage3 = stage3 or best_answer_stands(
             self.live.event,
             rankings,
             self.answers,
             self.record.stage1,
             self.record.rounds,
             wanted,
+        )
+        self.record.disagreement_report = checked(
+            report or from_reviews(self.record.models), agreement
         )
 
     def _failure(self, message: str, kind: str) -> ApplicationError:

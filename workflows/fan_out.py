@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from datetime import datetime, timedelta
 from typing import Any
 
@@ -27,6 +27,7 @@ from temporalio.exceptions import ActivityError, is_cancelled_exception
 with workflow.unsafe.imports_passed_through():
     from activities.call_clocks import CallClocks
     from council.calls import ChatMessage, ModelCall, ModelReply, Stage, joined
+    from council.depth import NotNeeded
     from council.models import CallError, DeliberationRecord, DeliberationRequest, ToolCallEntry
     from council.progress import EventKind
     from council.stragglers import LateCall, LateCalls, StragglerPolicy, patience, quorum
@@ -44,6 +45,9 @@ WATCH_RETRY = RetryPolicy(
 WATCH_TIMEOUT = timedelta(hours=1)
 
 Emit = Callable[..., None]
+# Whether the replies in hand (by model) make the outstanding calls (the models named) not
+# needed: a stage that asks it stops once it says so (council.depth).
+Enough = Callable[[dict[str, ModelReply], Sequence[str]], bool]
 
 
 class FanOut:
@@ -64,11 +68,17 @@ class FanOut:
         self.stopping = stopping
         self.begin = begin
         self.stragglers = stragglers
-        self.routes = Routes([*request.models, record.chairman])
+        self.routes = Routes(
+            [*request.models, record.chairman, *filter(None, [request.auto.check_model])]
+        )
         self.tools = MemberTools(request, self._unavailable)
         record.tools = list(request.tools)
         # The calls the straggler rule cut: (stage, round, model).
         self.cutting: set[tuple[Stage, int, str]] = set()
+        # The calls cancelled as not needed (recorded in not_needed), and whether the
+        # stage under way has all it needs.
+        self.unneeded: set[tuple[Stage, int, str]] = set()
+        self.enough = False
         # The replies of the stage under way as they arrive (the record query shows them
         # before the stage ends).
         self.arriving: tuple[Stage, int] | None = None
@@ -76,6 +86,11 @@ class FanOut:
 
     def was_cut(self, stage: Stage, round_number: int, model: str) -> bool:
         return (stage, round_number, model) in self.cutting
+
+    def was_dropped(self, stage: Stage, round_number: int, model: str) -> bool:
+        """Cut by the straggler rule or cancelled as not needed: no failure."""
+        place = (stage, round_number, model)
+        return place in self.cutting or place in self.unneeded
 
     def missing(self, stage: Stage, round_number: int) -> dict[str, str]:
         """Why each call of a stage that gave no reply gave none: failed, or cut."""
@@ -96,22 +111,32 @@ class FanOut:
         round_number: int,
         calls: dict[str, list[ChatMessage]],
         formats: dict[str, StructuredReply] | None = None,
+        enough: Enough | None = None,
     ) -> dict[str, ModelReply]:
         """One activity per model, in parallel (each reply asked for in its JSON schema,
-        where `formats` gives one); the replies that arrived, by model."""
+        where `formats` gives one); the replies that arrived, by model. With `enough`, the
+        calls still out once it says the replies in hand suffice are cancelled and
+        recorded as not needed."""
         if self.stopping() or not calls:
             return {}
         self.begin(stage, round_number, list(calls))
-        self.arriving, self.arrived = (stage, round_number), {}
+        self.arriving, self.arrived, self.enough = (stage, round_number), {}, False
         started = workflow.now()
         own: dict[str, float] = {}  # model -> seconds its reply took (its own)
+        got: dict[str, ModelReply] = {}
+        ended: set[str] = set()
 
         async def timed(model: str, messages: list[ChatMessage]) -> ModelReply | None:
             reply = await self.call(
                 stage, round_number, model, messages, (formats or {}).get(model)
             )
+            ended.add(model)
             if reply is not None:
                 own[model] = reply.answer_ms / 1000
+                got[model] = reply
+            outstanding = [m for m in calls if m not in ended]
+            if enough is not None and outstanding and not self.enough and not self.stopping():
+                self.enough = enough(dict(got), outstanding)
             return reply
 
         tasks = {
@@ -119,10 +144,13 @@ class FanOut:
         }
         await self._await_late_calls(stage, round_number, tasks, own, started)
         for model, task in tasks.items():
-            if not task.done() and not self.stopping():
+            if task.done():
+                continue
+            if self.enough:
+                self._not_needed(stage, round_number, model)
+            elif not self.stopping():
                 self._cut(stage, round_number, model, started)
-            if not task.done():
-                task.cancel()
+            task.cancel()
         replies = {}
         for model, task in tasks.items():
             reply = await task
@@ -139,7 +167,7 @@ class FanOut:
     # ---- the straggler rule ---------------------------------------------------------
 
     def _settled(self, tasks: dict[str, asyncio.Task[ModelReply | None]]) -> bool:
-        return self.stopping() or all(task.done() for task in tasks.values())
+        return self.stopping() or self.enough or all(task.done() for task in tasks.values())
 
     def _only_known_late(
         self, tasks: dict[str, asyncio.Task[ModelReply | None]], cut_before: set[str]
@@ -237,6 +265,20 @@ class FanOut:
             data={"seconds": late.seconds, "effect": late.effect},
         )
 
+    def _not_needed(self, stage: Stage, round_number: int, model: str) -> None:
+        """A call the replies in hand made unnecessary: recorded in `not_needed`."""
+        dropped = NotNeeded(stage=stage, round=round_number, model=model)
+        self.unneeded.add((stage, round_number, model))
+        self.record.not_needed.append(dropped)
+        self.emit(
+            EventKind.MODEL_CANCELLED,
+            stage=stage,
+            round=round_number,
+            model=model,
+            message=dropped.reason,
+            data={"not_needed": True},
+        )
+
     # ---- one call ---------------------------------------------------------------------
 
     async def call(
@@ -271,11 +313,17 @@ class FanOut:
                 more, uses = await self.tools.run(stage, round_number, model, reply)
             except asyncio.CancelledError:
                 cut = self.was_cut(stage, round_number, model)
-                if not (cut or self.stopping()):
+                dropped = self.was_dropped(stage, round_number, model)
+                if not (dropped or self.stopping()):
                     raise
-                # Cut (recorded) or stopped during its tool calls: they are cancelled.
+                # Cut or not needed (recorded), or stopped during its tool calls: they are
+                # cancelled.
                 why = (
-                    "cancelled: the straggler rule cut the member" if cut else "cancelled: stopped"
+                    "cancelled: the straggler rule cut the member"
+                    if cut
+                    else "cancelled: not needed"
+                    if dropped
+                    else "cancelled: stopped"
                 )
                 self._note_tools(
                     stage,
@@ -283,7 +331,7 @@ class FanOut:
                     model,
                     [ToolUse.cancelled(c, why) for c in reply.tool_calls],
                 )
-                if not cut:
+                if not dropped:
                     self.emit(
                         EventKind.MODEL_CANCELLED, stage=stage, round=round_number, model=model
                     )
@@ -319,8 +367,8 @@ class FanOut:
         try:
             return await call_model(call, self.request.policy, self.routes)
         except (ActivityError, asyncio.CancelledError) as err:
-            if self.was_cut(stage, round_number, model) and is_cancelled_exception(err):
-                return None  # the straggler rule cut it: _cut recorded it
+            if self.was_dropped(stage, round_number, model) and is_cancelled_exception(err):
+                return None  # cut or not needed: _cut or _not_needed recorded it
             if self.stopping() and is_cancelled_exception(err):
                 self.emit(EventKind.MODEL_CANCELLED, stage=stage, round=round_number, model=model)
                 return None

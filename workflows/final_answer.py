@@ -26,6 +26,7 @@ with workflow.unsafe.imports_passed_through():
     from council.iteration import IterationRound
     from council.progress import EventKind
     from council.refinement import answer_ending
+    from council.report import DisagreementReport
     from council.stages import AggregateRanking, Stage1Result, Stage3Result
     from council.structured import (
         StructuredReply,
@@ -76,16 +77,18 @@ async def synthesize(
     event: Callable[..., None],
     round_number: int,
     models: list[str],
+    members: Sequence[str],
     messages: list[ChatMessage],
     material: list[str],
     wanted: StructuredReply | None,
-    disputed: bool,
-) -> Stage3Result | None:
+) -> tuple[Stage3Result, DisagreementReport | None] | None:
     """The synthesis by the first of `models` whose call succeeds with a reply that does not
-    echo `material` (the answers and the user's own text); None when none does. `wanted` is
-    the schema the person who asked gave; `disputed` asks for the points of disagreement."""
+    echo `material` (the answers and the user's own text), and the disagreement report it
+    gives (council.report; None from a reply that is not the structured synthesis); None
+    when none does. `wanted` is the schema the person who asked gave: then the reply is
+    that, and no report is asked for."""
     chairman = models[0]
-    fmt = wanted or (synthesis_schema() if disputed else None)
+    fmt = wanted or synthesis_schema()
     for model in models:
         if model != chairman:
             event(
@@ -102,7 +105,9 @@ async def synthesize(
             continue
         if reply is None:
             continue
-        text, points = read_synthesis(reply.content) if disputed else (reply.content, [])
+        text, report = (
+            read_synthesis(reply.content, members) if wanted is None else (reply.content, None)
+        )
         problem = None
         if wanted is not None:
             reply, text, problem = await conform(
@@ -113,13 +118,10 @@ async def synthesize(
                 wanted,
             )
         event(EventKind.STAGE_COMPLETE, stage=Stage.SYNTHESIS, model=model)
-        return Stage3Result(
-            model=model,
-            response=text,
-            disagreements=points,
-            format_problem=problem,
-            **reply.ending.model_dump(),
+        written = Stage3Result(
+            model=model, response=text, format_problem=problem, **reply.ending.model_dump()
         )
+        return written, report
     return None
 
 

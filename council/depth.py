@@ -1,0 +1,165 @@
+"""Depth: whether the council deliberates on every question (`full`) or only where its first
+answers disagree (`auto`).
+
+Under `auto` the agreement gate reads the first answers once stage 1 is over:
+
+- when every answer states a final value that can be compared (a number, an option letter,
+  yes or no: grading.answers.stated_value), the answers agree when at least `agree_share`
+  of them state the same value (by_values);
+- otherwise one agreement check call (the chairman's model unless `check_model` names
+  another) reads the answers and replies with a structured verdict: whether they agree, and
+  the points on which they differ (read_check).
+
+When they agree, the run goes straight to the synthesis and the record keeps the gate's
+evidence (`ended: agreement after stage 1`); when not, the protocol goes on and the points
+of difference are handed to the reviewers as what to look at. Under `auto`, a review round
+also stops collecting reviews once those in hand settle the top of the ranking
+(council.aggregate.settled_leader): the outstanding calls are cancelled and recorded as not
+needed. Pure: the workflow asks, nothing here calls anything.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Mapping, Sequence
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from council.calls import Stage
+from council.structured import json_object
+
+Depth = Literal["full", "auto"]
+DEPTHS: tuple[Depth, ...] = ("full", "auto")
+
+DEFAULT_AGREE_SHARE = 1.0
+MIN_AGREE_SHARE = 0.5
+# The points of difference a gate keeps, and the length of each (model text: bounded).
+MAX_DIFFERENCES = 8
+MAX_DIFFERENCE_CHARS = 300
+# What a cancelled review call is recorded as.
+NOT_NEEDED = "not needed: the reviews in hand settle the top of the ranking"
+
+
+class AutoOptions(BaseModel):
+    """The thresholds of depth `auto` (ignored under `full`)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    agree_share: float = Field(
+        default=DEFAULT_AGREE_SHARE,
+        ge=MIN_AGREE_SHARE,
+        le=1.0,
+        description="under depth auto, the share of first answers that must state the same "
+        "final value for the council to skip deliberating",
+    )
+    check_model: str | None = Field(
+        default=None,
+        min_length=1,
+        max_length=200,
+        description="under depth auto, the model that reads first answers without a "
+        "comparable value for agreement (default: the chairman)",
+    )
+    settle_reviews: bool = Field(
+        default=True,
+        description="under depth auto, stop a review round once the reviews in hand settle "
+        "the top of the ranking",
+    )
+
+
+class Gate(BaseModel):
+    """The agreement gate's verdict on the first answers, with its evidence."""
+
+    agreed: bool
+    # How it was told: by the values the answers state, or by the agreement check's call.
+    method: Literal["values", "check"]
+    # By values: model -> the value its answer states.
+    values: dict[str, str] = Field(default_factory=dict)
+    # Where the answers differ: by values, each value and who states it; by the check,
+    # the points its reply names (model text, bounded).
+    differences: list[str] = Field(default_factory=list)
+    # The model that made the agreement check (by the check only).
+    checker: str | None = None
+    # Why the gate could not tell (the check failed or its reply could not be read): the
+    # council deliberates.
+    problem: str | None = None
+
+    def describe(self) -> str:
+        """One line: `agreement after stage 1: all 4 answers state 42`."""
+        if self.problem:
+            return f"the agreement gate could not tell ({self.problem}): the council deliberates"
+        if self.method == "values":
+            counts = Counter(self.values.values())
+            value, count = counts.most_common(1)[0]
+            if self.agreed:
+                every = "all" if count == len(self.values) else f"{count} of"
+                return f"agreement after stage 1: {every} {len(self.values)} answers state {value}"
+            return "the first answers state different values: " + "; ".join(self.differences)
+        if self.agreed:
+            return f"agreement after stage 1: {self.checker} found the answers in agreement"
+        points = "; ".join(self.differences) or "no point named"
+        return f"{self.checker} found the first answers in disagreement: {points}"
+
+
+def by_values(values: Mapping[str, str | None], share: float = DEFAULT_AGREE_SHARE) -> Gate | None:
+    """The gate from the value each answer states (model -> the value, shown as text; None
+    where an answer states none): None when fewer than two answers or one states no value
+    (they cannot be compared by value); else agreed when the most common value is stated by
+    at least `share` of the answers."""
+    if len(values) < 2 or any(value is None for value in values.values()):
+        return None
+    stated = {model: value for model, value in values.items() if value is not None}
+    counts = Counter(stated.values())
+    _, most = counts.most_common(1)[0]
+    agreed = most / len(stated) >= share
+    differences = (
+        []
+        if len(counts) == 1
+        else [
+            f"{value} ({', '.join(m for m, v in stated.items() if v == value)})"
+            for value, _ in counts.most_common()
+        ]
+    )
+    return Gate(agreed=agreed, method="values", values=stated, differences=differences)
+
+
+def read_check(text: str, checker: str) -> Gate:
+    """The agreement check's reply (council.structured.AgreementCheckReply) as the gate: a
+    reply that is not that JSON is a problem, and the council deliberates."""
+    data = json_object(text)
+    agree = data.get("agree") if data else None
+    if data is None or not isinstance(agree, bool):
+        return Gate(
+            agreed=False,
+            method="check",
+            checker=checker,
+            problem="the agreement check's reply was not the verdict asked for",
+        )
+    raw = data.get("differences")
+    points = [p for p in raw if isinstance(p, str) and p.strip()] if isinstance(raw, list) else []
+    return Gate(agreed=agree, method="check", checker=checker, differences=bounded(points))
+
+
+def check_failed(checker: str, why: str) -> Gate:
+    return Gate(agreed=False, method="check", checker=checker, problem=why)
+
+
+def bounded(points: Sequence[str]) -> list[str]:
+    """At most MAX_DIFFERENCES points, each on one line and at most MAX_DIFFERENCE_CHARS."""
+    out = []
+    for point in points[:MAX_DIFFERENCES]:
+        line = " ".join(point.split())
+        out.append(line if len(line) <= MAX_DIFFERENCE_CHARS else line[:MAX_DIFFERENCE_CHARS] + "…")
+    return out
+
+
+class NotNeeded(BaseModel):
+    """A call cancelled because the run no longer needed its reply (not a failure)."""
+
+    stage: Stage
+    round: int
+    model: str
+    reason: str = NOT_NEEDED
+
+    def describe(self) -> str:
+        return f"{self.model} ({self.stage.place(self.round)}): {self.reason}"

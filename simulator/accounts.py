@@ -1,0 +1,110 @@
+"""What the simulated chairman says of the council's answers: the agreement check's verdict
+(depth auto, council.depth) and the disagreement report of a structured synthesis
+(council.report). Pure functions of the prompt, like every simulated reply.
+
+The check compares the values the answers give (the one each marks, else the last number of
+its last line, as a reader takes it) where each gives one; otherwise a share of questions, fixed by a hash of each, reads as contested:
+the simulator's `--disagree` share when set, else half.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections import defaultdict
+
+from grading.answers import format_number, numbers_in, stated_value
+from simulator.personas import _body, _list_items
+from simulator.problems import chance
+from simulator.reading import Prompt
+
+# With no --disagree share set, the share of free questions the simulated check finds
+# contested.
+CONTESTED_SHARE = 0.5
+_DISSENT = re.compile(r'<dissent reviewer="([^"]*)" about="([^"]*)"')
+_ANSWER = re.compile(r'<answer model="([^"]*)" standing="[^"]*">\n(.*?)\n</answer>', re.DOTALL)
+
+
+def _value(text: str) -> str | None:
+    found = stated_value(text)
+    return None if found is None else found.shown
+
+
+def _read_value(text: str) -> str | None:
+    """The value an answer gives, as a reader takes it: the one it marks, else the last
+    number of its last line ("I get 153.")."""
+    marked = _value(text)
+    if marked is not None:
+        return marked
+    lines = text.strip().splitlines()
+    found = numbers_in(lines[-1]) if lines else []
+    return format_number(found[-1]) if found else None
+
+
+def check_json(prompt: Prompt) -> str:
+    """The agreement check's verdict as the JSON its schema asks for."""
+    values = [_read_value(text) for text in prompt.answers.values()]
+    if values and all(v is not None for v in values):
+        differ = len(set(values)) > 1
+        points = [f"(simulated) the answers state different values: {', '.join(map(str, values))}"]
+    else:
+        share = prompt.disagree if prompt.disagree is not None else CONTESTED_SHARE
+        differ = chance("contested", prompt.question) < share
+        points = [
+            "(simulated) the answers weigh the main factors differently",
+            "(simulated) one answer reaches a conclusion the others do not",
+        ]
+    return json.dumps({"agree": not differ, "differences": points if differ else []})
+
+
+def synthesis_json(reply: str, prompt: str) -> str:
+    """A simulated synthesis as the JSON the synthesis schema asks for: the answer and the
+    disagreement report, read from the answers and dissents the prompt shows."""
+    answers = {m.group(1): m.group(2) for m in _ANSWER.finditer(prompt)}
+    consensus: list[str] = []
+    contradictions: list[dict[str, object]] = []
+    values = {model: _value(text) for model, text in answers.items()}
+    if values and all(v is not None for v in values.values()):
+        held: dict[str, list[str]] = defaultdict(list)
+        for model, value in values.items():
+            held[str(value)].append(model)
+        if len(held) == 1:
+            consensus.append(f"the final answer is {next(iter(held))}")
+        else:
+            contradictions.append(
+                {
+                    "point": "the final answer",
+                    "positions": [{"view": v, "held_by": who} for v, who in held.items()],
+                    "resolution": "(simulated) the answer follows the best-rated members",
+                }
+            )
+    items = {model: _list_items(_body(text)) for model, text in answers.items()}
+    lowered = {model: {i.lower() for i in found} for model, found in items.items()}
+    if items:
+        first = next(iter(items.values()))
+        consensus += [i for i in first if all(i.lower() in seen for seen in lowered.values())]
+    unique = []
+    for model, found in items.items():
+        own = [i for i in found if all(i.lower() not in lowered[m] for m in items if m != model)]
+        if own:
+            unique.append({"point": own[0], "raised_by": model})
+    contradictions += [
+        {
+            "point": f"how good {about} is",
+            "positions": [
+                {"view": f"{about} is weaker than the other reviewers rate it", "held_by": [who]}
+            ],
+            "resolution": "(simulated) the answer follows the other reviewers' ratings",
+        }
+        for who, about in _DISSENT.findall(prompt)
+    ]
+    return json.dumps(
+        {
+            "answer": reply,
+            "consensus": consensus,
+            "contradictions": contradictions,
+            "unique": unique,
+            "unaddressed": [],
+        },
+        ensure_ascii=False,
+    )
