@@ -3,8 +3,9 @@
 (council.report). Pure functions of the prompt, like every simulated reply.
 
 The check compares the values the answers give (the one each marks, else the last number of
-its last line, as a reader takes it) where each gives one; otherwise a share of questions, fixed by a hash of each, reads as contested:
-the simulator's `--disagree` share when set, else half.
+its last line, as a reader takes it) where each gives one; otherwise a share of questions,
+fixed by a hash of each, reads as contested: the simulator's `--disagree` share when set,
+else half.
 """
 
 from __future__ import annotations
