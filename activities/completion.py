@@ -20,6 +20,7 @@ from activities.errors import (
 from council.calls import CallProgress, ModelCall, TokenUsage
 from council.changes import estimate_tokens
 from council.redaction import Redactor
+from council.structured import partial_answer
 from council.tools import MAX_CALLS_PER_REPLY, ToolCall
 
 MAX_SERVED_BY_CHARS = 200
@@ -123,6 +124,8 @@ class Completion:
         """The call so far, for a heartbeat: the counts and the text received, without an
         ending that the next characters could make the start of a secret."""
         text = self.redactor.settled("".join(self._parts))
+        if call.response_format is not None and call.response_format.own == "synthesis":
+            text = partial_answer(text)  # the answer as it is written, not its JSON
         return CallProgress(
             model=call.model,
             stage=call.stage,

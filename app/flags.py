@@ -130,6 +130,10 @@ FLAGS = (
     Flag(("tool_options", "calls_per_stage"), "--tool-calls-per-stage"),
     Flag(("tool_options", "calls_per_run"), "--tool-calls-per-run"),
     Flag(("tool_options", "result_bytes"), "--tool-result-bytes"),
+    Flag(("depth",), "--depth", "full|auto"),
+    Flag(("auto", "agree_share"), "--agree-share", "X"),
+    Flag(("auto", "check_model"), "--check-model", "M"),
+    Flag(("auto", "settle_reviews"), "--no-settled-reviews"),
 )
 # The options of a follow-up (`start` only).
 FOLLOW_UP_FLAGS = (Flag(("context_tokens",), "--context-tokens"),)
@@ -213,6 +217,7 @@ def add_flag(parser: argparse.ArgumentParser, flag: Flag) -> None:
             help=_escaped(help_text),
         )
         return
+    choices = _choices(field)
     repeated = flag.read is not None or typing.get_origin(field.annotation) is list
     if flag.read is not None or not (int in kinds or float in kinds):
         kind: Callable[[str], Any] = str
@@ -226,9 +231,17 @@ def add_flag(parser: argparse.ArgumentParser, flag: Flag) -> None:
         dest=flag.dest,
         type=kind,
         action="append" if repeated else "store",
+        choices=choices,
         metavar=flag.metavar or word,
         help=_escaped(described + (" (repeat)" if repeated and not flag.help else "")),
     )
+
+
+def _choices(field: FieldInfo) -> tuple[str, ...] | None:
+    """The values a field of one of a few words takes (a Literal), for argparse to check."""
+    if typing.get_origin(field.annotation) is typing.Literal:
+        return typing.get_args(field.annotation)
+    return None
 
 
 def _help(field: FieldInfo) -> str:
@@ -239,7 +252,12 @@ def _help(field: FieldInfo) -> str:
         text += f",{span}"
     default = field.default
     if default is not None and default is not PydanticUndefined and not isinstance(default, bool):
-        shown = f"{default:,}" if isinstance(default, int) and default >= 10_000 else f"{default:g}"
+        if isinstance(default, str):
+            shown = default
+        elif isinstance(default, int) and default >= 10_000:
+            shown = f"{default:,}"
+        else:
+            shown = f"{default:g}"
         text += f" (default {shown})"
     return text
 

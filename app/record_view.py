@@ -453,6 +453,65 @@ class AgreementView:
 
 
 @dataclass(frozen=True)
+class ContradictionView:
+    point: str
+    positions: list[str]  # "view (held by A, B)"
+    resolution: str
+
+
+@dataclass(frozen=True)
+class ReportView:
+    """Where the council agreed and where it did not (council.report), as lines."""
+
+    consensus: list[str]
+    contradictions: list[ContradictionView]
+    unique: list[str]  # "point (raised by M)"
+    unaddressed: list[str]
+    unreported: list[str]  # the reviews' dissents the chairman's account leaves out
+    # (How many independent votes the reviewers are worth is the agreement's `votes`.)
+    # Where the account comes from, when not the chairman's structured synthesis.
+    source_note: str | None
+
+    @property
+    def empty(self) -> bool:
+        return not (
+            self.consensus
+            or self.contradictions
+            or self.unique
+            or self.unaddressed
+            or self.unreported
+        )
+
+    def lines(self) -> list[tuple[str, list[str]]]:
+        """Each part that has something to say: its heading and its lines (a
+        contradiction: the point, its positions and the resolution in one line)."""
+        parts = [
+            ("All members hold", self.consensus),
+            (
+                "Contradictions",
+                [
+                    f"{c.point}: {'; '.join(c.positions) or 'positions not named'}"
+                    + (f" · resolved: {c.resolution}" if c.resolution else "")
+                    for c in self.contradictions
+                ],
+            ),
+            ("Raised by one member only", self.unique),
+            ("Not addressed by any member", self.unaddressed),
+            ("Dissents in the reviews the account leaves out", self.unreported),
+        ]
+        return [(heading, items) for heading, items in parts if items]
+
+
+@dataclass(frozen=True)
+class GateView:
+    """Depth auto's agreement gate (council.depth): its verdict in one line."""
+
+    agreed: bool
+    method: str  # values | check
+    line: str
+
+
+@dataclass(frozen=True)
 class UsageRow:
     name: str
     totals: UsageTotals | None  # None: no call of this member completed
@@ -610,6 +669,10 @@ class RecordView:
     without_tools: list[str] = field(default_factory=list)  # members whose provider takes none
     tools_unavailable: list[str] = field(default_factory=list)  # "calc: why", not offered
     tool_calls: list[ToolCallView] = field(default_factory=list)  # every one, in order
+    depth: str = "full"
+    gate: GateView | None = None  # depth auto: whether the first answers agreed, and why
+    not_needed: list[str] = field(default_factory=list)  # calls cancelled as not needed
+    report: ReportView | None = None  # the disagreement report
 
     @property
     def running(self) -> bool:
@@ -649,6 +712,48 @@ def _agreement(record: DeliberationRecord) -> AgreementView | None:
         levels if len(levels) > 1 else [],
         votes_note(record.agreement),
     )
+
+
+def _held(models: Sequence[str]) -> str:
+    return f"held by {', '.join(models)}" if models else "holders not named"
+
+
+def _report(record: DeliberationRecord) -> ReportView | None:
+    """The disagreement report; for a record of build 0.4, the points of disagreement its
+    structured synthesis gave."""
+    report = record.disagreement_report
+    if report is None:
+        legacy = record.stage3.disagreements if record.stage3 else []
+        if not legacy:
+            return None
+        return ReportView(
+            [],
+            [ContradictionView(d.point, [_held(d.held_by)], d.resolution) for d in legacy],
+            [],
+            [],
+            [],
+            None,
+        )
+    return ReportView(
+        consensus=list(report.consensus),
+        contradictions=[
+            ContradictionView(
+                c.point, [f"{p.view} ({_held(p.held_by)})" for p in c.positions], c.resolution
+            )
+            for c in report.contradictions
+        ],
+        unique=[f"{u.point} (raised by {u.raised_by})" for u in report.unique],
+        unaddressed=list(report.unaddressed),
+        unreported=list(report.unreported_dissents),
+        source_note=None
+        if report.source == "chairman"
+        else "the chairman gave no structured account: what the reviews say",
+    )
+
+
+def _gate(record: DeliberationRecord) -> GateView | None:
+    gate = record.gate
+    return GateView(gate.agreed, gate.method, gate.describe()) if gate else None
 
 
 def _answers(record: DeliberationRecord, labels: Mapping[str, str]) -> list[AnswerView]:
@@ -740,4 +845,8 @@ def record_view(record: DeliberationRecord) -> RecordView:
         without_tools=list(record.without_tools),
         tools_unavailable=list(record.tools_unavailable),
         tool_calls=[_tool_call(c) for c in record.tool_calls],
+        depth=record.depth,
+        gate=_gate(record),
+        not_needed=[n.describe() for n in record.not_needed],
+        report=_report(record),
     )

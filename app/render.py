@@ -8,6 +8,7 @@ from app.record_view import (
     ContextView,
     Matrix,
     RecordView,
+    ReportView,
     RoundView,
     ToolCallView,
     UsageView,
@@ -112,6 +113,18 @@ def _ratings(ratings: Mapping[str, float]) -> str:
     return ", ".join(f"{label} {rating:g}" for label, rating in ratings.items())
 
 
+def _report_markdown(report: ReportView | None) -> list[str]:
+    """The disagreement report as a section (model text as written)."""
+    if report is None or report.empty:
+        return []
+    out = ["## Where the council agreed and disagreed", ""]
+    if report.source_note:
+        out += [f"_{report.source_note}._", ""]
+    for heading, items in report.lines():
+        out += [f"**{heading}:**", "", *(f"- {item}" for item in items), ""]
+    return out
+
+
 def record_markdown(record: DeliberationRecord) -> str:
     """The whole record, final answer first."""
     return view_markdown(record_view(record))
@@ -137,6 +150,11 @@ def view_markdown(view: RecordView) -> str:
         raised = f" (review by review: {' → '.join(trend)})" if trend else ""
         votes = f" · {view.agreement.votes}" if view.agreement.votes else ""
         out += [f"**Verdict:** {view.agreement.verdict}{votes}{raised}", ""]
+    if view.gate or view.depth != "full":
+        gate = f" · {view.gate.line}" if view.gate else ""
+        out += [f"**Deliberation:** depth {view.depth}{gate}", ""]
+    if view.not_needed:
+        out += [f"**Cancelled as not needed:** {'; '.join(view.not_needed)}", ""]
     if view.context:
         out += [_context_line(view.context), ""]
     if view.tools:
@@ -178,6 +196,7 @@ def view_markdown(view: RecordView) -> str:
         ]
     else:
         out += ["## Final answer", "", "_Not written yet._" if view.running else "_None._", ""]
+    out += _report_markdown(view.report)
 
     out += [
         "## Council",

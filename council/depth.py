@@ -27,6 +27,7 @@ from typing import Literal
 from pydantic import BaseModel, ConfigDict, Field
 
 from council.calls import Stage
+from council.ids import ModelId
 from council.structured import json_object
 
 Depth = Literal["full", "auto"]
@@ -53,10 +54,8 @@ class AutoOptions(BaseModel):
         description="under depth auto, the share of first answers that must state the same "
         "final value for the council to skip deliberating",
     )
-    check_model: str | None = Field(
+    check_model: ModelId | None = Field(
         default=None,
-        min_length=1,
-        max_length=200,
         description="under depth auto, the model that reads first answers without a "
         "comparable value for agreement (default: the chairman)",
     )

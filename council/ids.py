@@ -9,6 +9,9 @@ letter or a digit. So it is safe in a URL path segment (no /, ?, # or %, never "
 from __future__ import annotations
 
 import re
+from typing import Annotated
+
+from pydantic import AfterValidator, StringConstraints
 
 MAX_ID_CHARS = 200
 ID_RULE = (
@@ -53,3 +56,19 @@ _TENANT = re.compile(rf"[A-Za-z0-9][A-Za-z0-9_.:@+\-]{{0,{MAX_TENANT_CHARS - 1}}
 def tenant_problem(value: str) -> str | None:
     """Why `value` cannot name a tenant (None: it can)."""
     return _problem(value, _TENANT, "tenant", TENANT_RULE)
+
+
+# ---- a model id ---------------------------------------------------------------------------
+
+MODEL_ID = re.compile(r"^[A-Za-z0-9][\w.\-/:@+]*$")
+
+
+def _model_id(value: str) -> str:
+    if len(value) > 200 or not MODEL_ID.match(value):
+        raise ValueError(
+            f"{value!r} is not a model id (letters, digits and . - _ / : @ +, up to 200 characters)"
+        )
+    return value
+
+
+ModelId = Annotated[str, StringConstraints(strip_whitespace=True), AfterValidator(_model_id)]

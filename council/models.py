@@ -2,12 +2,10 @@
 
 from __future__ import annotations
 
-import re
 from datetime import datetime
 from typing import Annotated, Any, Literal
 
 from pydantic import (
-    AfterValidator,
     BaseModel,
     ConfigDict,
     Field,
@@ -24,6 +22,7 @@ from council.attachments import Attachment, AttachmentEntry, attachments_problem
 from council.calls import ChatMessage, ModelCall, Stage, TokenUsage
 from council.changes import NEW_WORD_RATIO
 from council.depth import AutoOptions, Depth, Gate, NotNeeded
+from council.ids import ModelId
 from council.iteration import (
     DEFAULT_MAX_ROUNDS,
     DEFAULT_MIN_ROUNDS,
@@ -54,19 +53,6 @@ from council.thread import (
     named_dropped,
 )
 from council.tools import ToolOptions, ToolSpec, ToolUse, tool_names_problem
-
-MODEL_ID = re.compile(r"^[A-Za-z0-9][\w.\-/:@+]*$")
-
-
-def _model_id(value: str) -> str:
-    if len(value) > 200 or not MODEL_ID.match(value):
-        raise ValueError(
-            f"{value!r} is not a model id (letters, digits and . - _ / : @ +, up to 200 characters)"
-        )
-    return value
-
-
-ModelId = Annotated[str, StringConstraints(strip_whitespace=True), AfterValidator(_model_id)]
 
 
 class Criterion(BaseModel):
@@ -246,13 +232,6 @@ class DeliberationRequest(BaseModel):
         "synthesis when the first answers agree, reviews stopped once the ranking is settled",
     )
     auto: AutoOptions = Field(default_factory=AutoOptions)
-
-    @field_validator("auto")
-    @classmethod
-    def _check_model(cls, auto: AutoOptions) -> AutoOptions:
-        if auto.check_model is not None:
-            _model_id(auto.check_model)
-        return auto
 
     @field_validator("tools")
     @classmethod

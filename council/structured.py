@@ -237,6 +237,60 @@ def read_synthesis(text: str, members: Sequence[str]) -> tuple[str, Disagreement
     return answer, read_report(data, members)
 
 
+_ANSWER_START = re.compile(r'^\s*(?:```(?:json|JSON)?\s*)?\{\s*"answer"\s*:\s*"')
+_ESCAPES = {'"': '"', "\\": "\\", "/": "/", "b": "\b", "f": "\f", "n": "\n", "r": "\r", "t": "\t"}
+
+
+def partial_answer(text: str) -> str:
+    """The answer of a structured synthesis as far as it has arrived (its JSON string read
+    up to the last whole character), for showing while it streams; "" until the answer's
+    string begins (a reply whose first field is not the answer shows nothing till the end)."""
+    start = _ANSWER_START.match(text)
+    if start is None:
+        return "" if text.lstrip().startswith(("{", "```")) else text
+    out: list[str] = []
+    i, end = start.end(), len(text)
+    while i < end:
+        char = text[i]
+        if char == '"':
+            break
+        if char != "\\":
+            out.append(char)
+            i += 1
+            continue
+        if i + 1 >= end:
+            break  # an escape cut off: the rest comes with the next characters
+        code = text[i + 1]
+        if code == "u":
+            unit = _unit(text, i)
+            if unit is None:
+                break
+            if 0xD800 <= unit < 0xDC00:  # a surrogate pair: the character needs both halves
+                low = _unit(text, i + 6) if text[i + 6 : i + 8] == "\\u" else None
+                if low is None or not 0xDC00 <= low < 0xE000:
+                    break
+                out.append(chr(0x10000 + ((unit - 0xD800) << 10) + (low - 0xDC00)))
+                i += 12
+                continue
+            out.append(chr(unit))
+            i += 6
+            continue
+        out.append(_ESCAPES.get(code, code))
+        i += 2
+    return "".join(out)
+
+
+def _unit(text: str, at: int) -> int | None:
+    """The UTF-16 unit of the \\uXXXX escape at `at`; None when it has not all arrived."""
+    digits = text[at + 2 : at + 6]
+    if len(digits) < 4:
+        return None
+    try:
+        return int(digits, 16)
+    except ValueError:
+        return None
+
+
 def json_object(text: str) -> dict[str, Any] | None:
     """The reply as one JSON object (alone, or alone in a code fence); None otherwise."""
     fenced = _FENCED.match(text)

@@ -10,6 +10,11 @@ The arms, all from the council's own runs but one:
 - "council after round N": the majority of the members' answers after N refinement rounds
   (its tokens: everything before the chairman, less the later rounds);
 - "chairman": the council's final answer, and the arm every other one is tested against;
+- "council, depth auto": the same council under depth auto (council.depth), run apart on
+  each problem: it goes straight to the final answer when the first answers agree. Only
+  with `--arms all`: it makes its own calls. Besides the chairman's test against it, it
+  is tested against the stage-1 vote and self-consistency (auto_tests), and summed up in
+  AutoSummary (the share that stopped after stage 1, the tokens and time it saved);
 - "self-consistency (<model>)": the strongest member (best stage-1 accuracy) asked k times
   at a temperature, its answers put to a vote, k chosen to spend about the council's tokens
   on the same problem (grading.sampling). Only with `--arms all`: it makes its own calls.
@@ -34,7 +39,8 @@ from evaluation.statistics import paired, wilson_interval
 
 CHAIRMAN_ARM = "chairman"
 VOTE_ARM = "stage-1 vote"
-ArmKind = Literal["member", "vote", "round", "chairman", "self-consistency"]
+AUTO_ARM = "council, depth auto"
+ArmKind = Literal["member", "vote", "round", "chairman", "self-consistency", "auto"]
 
 
 def member_arm(model: str) -> str:
@@ -76,6 +82,30 @@ class PairedTest(BaseModel):
     only_arm: int = Field(description="the arm right, the chairman wrong")
     both_wrong: int
     mcnemar: float = Field(description="the exact McNemar test's two-sided p-value")
+
+
+class AutoSummary(BaseModel):
+    """The council under depth auto against the council under full depth, on the problems
+    both answered."""
+
+    run: bool
+    note: str
+    problems: int = 0
+    stopped_after_stage1: int = 0
+    stopped_share: float | None = None
+    full_tokens_per_problem: float | None = None
+    auto_tokens_per_problem: float | None = None
+    tokens_saved_share: float | None = Field(
+        default=None, description="1 - auto's tokens over full's, on the same problems"
+    )
+    full_seconds_per_problem: float | None = None
+    auto_seconds_per_problem: float | None = None
+    failed: int = 0
+    paired: list[PairedTest] = Field(
+        default_factory=list,
+        description="depth auto against full depth (the chairman), the stage-1 vote and "
+        "self-consistency: exact McNemar tests, 'only_council' counting auto's wins",
+    )
 
 
 class SelfConsistencySummary(BaseModel):
@@ -175,6 +205,14 @@ def outcomes(score: ProblemScore, stages: Sequence[str]) -> dict[str, Outcome]:
         tokens=score.usage.total_tokens,
         cost_usd=score.usage.cost_usd,
     )
+    auto = score.auto
+    if auto is not None and auto.answered:
+        found[AUTO_ARM] = Outcome(
+            kind="auto",
+            correct=bool(auto.chairman and auto.chairman.correct),
+            tokens=auto.usage.total_tokens,
+            cost_usd=auto.usage.cost_usd,
+        )
     sampled = score.self_consistency
     if sampled is not None and sampled.answered:
         found[sampling_arm(sampled.model)] = Outcome(
@@ -222,24 +260,68 @@ def arms_and_tests(
     for found in per_problem:
         names += [name for name in found if name not in names]
     arms = [_arm(name, [f[name] for f in per_problem if name in f]) for name in names]
-    tests = []
-    for name in names:
-        if name == CHAIRMAN_ARM:
-            continue
-        both = [f for f in per_problem if name in f]
-        table = paired([f[CHAIRMAN_ARM].correct for f in both], [f[name].correct for f in both])
-        tests.append(
-            PairedTest(
-                arm=name,
-                problems=table.total,
-                both_right=table.both_right,
-                only_council=table.only_first,
-                only_arm=table.only_second,
-                both_wrong=table.both_wrong,
-                mcnemar=table.mcnemar,
-            )
-        )
+    tests = [_test(per_problem, CHAIRMAN_ARM, name) for name in names if name != CHAIRMAN_ARM]
     return arms, tests
+
+
+def _test(per_problem: Sequence[dict[str, Outcome]], first: str, arm: str) -> PairedTest:
+    """`first` against `arm` on the problems both answered."""
+    both = [f for f in per_problem if first in f and arm in f]
+    table = paired([f[first].correct for f in both], [f[arm].correct for f in both])
+    return PairedTest(
+        arm=arm,
+        problems=table.total,
+        both_right=table.both_right,
+        only_council=table.only_first,
+        only_arm=table.only_second,
+        both_wrong=table.both_wrong,
+        mcnemar=table.mcnemar,
+    )
+
+
+def _mean(values: Sequence[float]) -> float | None:
+    return round(sum(values) / len(values), 3) if values else None
+
+
+def auto_summary(scores: Sequence[ProblemScore], ran: bool) -> AutoSummary:
+    """Depth auto against full depth on the problems both completed: the share that stopped
+    after stage 1, tokens and wall time per problem, and the paired tests of auto against
+    full, the stage-1 vote and self-consistency."""
+    if not ran:
+        return AutoSummary(run=False, note="not run: it makes its own calls (use --arms all)")
+    done = [s for s in scores if s.status == "completed" and s.auto is not None]
+    both = [s for s in done if s.auto is not None and s.auto.answered]
+    if not both:
+        return AutoSummary(
+            run=True, note="no problem was answered under depth auto", failed=len(done)
+        )
+    runs = [s.auto for s in both if s.auto is not None]
+    full_tokens = sum(s.usage.total_tokens for s in both)
+    auto_tokens = sum(r.usage.total_tokens for r in runs)
+    stopped = sum(r.stopped_after_stage1 for r in runs)
+    per_problem = [outcomes(s, stage_names_of(s)) for s in both]
+    names = [CHAIRMAN_ARM, VOTE_ARM] + sorted(
+        {name for f in per_problem for name in f if name.startswith("self-consistency")}
+    )
+    return AutoSummary(
+        run=True,
+        note="the same council under depth auto, run apart on each problem",
+        problems=len(both),
+        stopped_after_stage1=stopped,
+        stopped_share=round(stopped / len(both), 4),
+        full_tokens_per_problem=round(full_tokens / len(both), 1),
+        auto_tokens_per_problem=round(auto_tokens / len(both), 1),
+        tokens_saved_share=round(1 - auto_tokens / full_tokens, 4) if full_tokens else None,
+        full_seconds_per_problem=_mean([s.seconds for s in both if s.seconds is not None]),
+        auto_seconds_per_problem=_mean([r.seconds for r in runs if r.seconds is not None]),
+        failed=len(done) - len(both),
+        paired=[_test(per_problem, AUTO_ARM, name) for name in names],
+    )
+
+
+def stage_names_of(score: ProblemScore) -> list[str]:
+    """The stages a score read (its answers' keys, stage 1 first)."""
+    return list(score.answers)
 
 
 def conformity(scores: Sequence[ProblemScore], final_stage: str) -> Conformity:

@@ -18,7 +18,8 @@ from temporalio.client import Client
 
 from app import extras
 from council import numbers
-from council.models import MODEL_ID, DeliberationRequest
+from council.ids import MODEL_ID
+from council.models import DeliberationRequest
 from evaluation.outputs import Outputs
 from evaluation.plan import EvalPlan, EvalSettings, plan
 from evaluation.report import print_report

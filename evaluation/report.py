@@ -22,11 +22,14 @@ from rich.table import Table
 from council.agreement import LEVELS
 from council.models import UsageTotals
 from evaluation.arms import (
+    CHAIRMAN_ARM,
     Arm,
+    AutoSummary,
     Conformity,
     PairedTest,
     SelfConsistencySummary,
     arms_and_tests,
+    auto_summary,
     conformity,
 )
 from evaluation.plan import sampling_temperature
@@ -161,6 +164,9 @@ class EvalReport(BaseModel):
     self_consistency: SelfConsistencySummary = Field(
         default_factory=lambda: SelfConsistencySummary(run=False, note=SKIPPED)
     )
+    auto: AutoSummary = Field(
+        default_factory=lambda: AutoSummary(run=False, note="not run: use --arms all")
+    )
     conformity: Conformity = Field(default_factory=Conformity)
     problems: list[ProblemScore]
 
@@ -237,6 +243,7 @@ def build_report(
         arms=arms,
         paired=paired,
         self_consistency=sampling_summary(plan, done),
+        auto=auto_summary(done, plan.settings.arms == "all"),
         conformity=conformity(done, stages[-1]),
         problems=scores,
     )
@@ -420,6 +427,42 @@ def arms_table(report: EvalReport) -> Table:
     return table
 
 
+def auto_table(report: EvalReport) -> Table:
+    """Depth auto against full depth: what stopping after stage 1 saved, and what it cost
+    in accuracy (paired against full depth, the stage-1 vote and self-consistency)."""
+    auto = report.auto
+    simulated = " · SIMULATED models" if report.run.simulated else ""
+    seconds = (
+        f" · wall time per problem: full {auto.full_seconds_per_problem:g} s, auto "
+        f"{auto.auto_seconds_per_problem:g} s"
+        if auto.full_seconds_per_problem is not None and auto.auto_seconds_per_problem is not None
+        else ""
+    )
+    saved = f"{auto.tokens_saved_share:.1%}" if auto.tokens_saved_share is not None else "-"
+    table = Table(
+        title=f"Depth auto against full depth ({auto.problems} problems{simulated})",
+        title_justify="left",
+        caption=(
+            f"stopped after stage 1: {auto.stopped_after_stage1} of {auto.problems} "
+            f"({auto.stopped_share or 0:.1%}) · tokens per problem: full "
+            f"{_number(auto.full_tokens_per_problem)}, auto {_number(auto.auto_tokens_per_problem)}"
+            f" (saved {saved}){seconds}"
+        ),
+        caption_justify="left",
+    )
+    for name in ("depth auto against", "problems", "right only: auto / arm", "McNemar p"):
+        table.add_column(name, justify="left" if name == "depth auto against" else "right")
+    for test in auto.paired:
+        against = "full depth (chairman)" if test.arm == CHAIRMAN_ARM else test.arm
+        table.add_row(
+            against,
+            str(test.problems),
+            f"{test.only_council} / {test.only_arm}",
+            f"{test.mcnemar:.3g}",
+        )
+    return table
+
+
 def conformity_table(report: EvalReport) -> Table:
     """Did deliberation help or herd: each member's answers from stage 1 to the end."""
     flow = report.conformity
@@ -453,6 +496,8 @@ def print_report(report: EvalReport, out: Console, per_problem: bool = True) -> 
     out.print(agreement_table(report))
     if report.arms:
         out.print(arms_table(report))
+        if report.auto.run:
+            out.print(auto_table(report))
         out.print(conformity_table(report))
     usage = report.usage
     ties = ", ".join(f"{stage} {n}" for stage, n in report.majority_ties.items() if n) or "none"

@@ -31,19 +31,21 @@ from temporalio.common import (
 from temporalio.exceptions import WorkflowAlreadyStartedError
 from temporalio.service import RPCError, RPCStatusCode
 
-from council.models import DeliberationRecord
+from council.models import DeliberationRecord, DeliberationRequest
 from evaluation.arms import strongest_member
 from evaluation.outputs import Outputs, write_atomically
 from evaluation.plan import EvalPlan, problem_request, sampling_request
 from evaluation.plot import plot_accuracy, plot_agreement, plot_arms
 from evaluation.report import EvalReport, build_report
 from evaluation.scoring import (
+    AutoRun,
     JudgeSummary,
     ProblemScore,
     SampledVote,
     Source,
     failed_problem,
     judge_candidates,
+    score_auto,
     score_problem,
     score_samples,
 )
@@ -99,6 +101,7 @@ class Evaluation:
         scores = await asyncio.gather(*(one(problem) for problem in self.plan.problems))
         if self.settings.arms == "all":
             await self.sample(list(scores), slots)
+            await self.deepen(list(scores), slots)
         report = build_report(
             self.plan,
             list(scores),
@@ -238,6 +241,39 @@ class Evaluation:
             why = failed.message if isinstance(failed, _Failed) else f"Temporal: {failed.message}"
             result = SamplingResult(model=model, samples=0, replies=[], errors=[why])
         return score_samples(problem, result)
+
+    # ---- the depth auto arm -------------------------------------------------------------
+
+    async def deepen(self, scores: list[ProblemScore], slots: asyncio.Semaphore) -> None:
+        """Each completed problem again under depth auto (council.depth), run apart."""
+        problems = {p.id: p for p in self.plan.problems}
+        template = self.settings.template.model_copy(update={"depth": "auto"})
+
+        async def one(score: ProblemScore) -> None:
+            async with slots:
+                score.auto = await self._auto(problems[score.id], score, template)
+
+        await asyncio.gather(*(one(s) for s in scores if s.status == "completed"))
+
+    async def _auto(
+        self, problem: Problem, score: ProblemScore, template: DeliberationRequest
+    ) -> AutoRun:
+        wid = f"{score.workflow_id}-auto"
+        request = problem_request(template, problem)
+        try:
+            record, _ = await self._run_workflow(
+                Deliberation.run,
+                request.model_dump(mode="json"),
+                wid,
+                DeliberationRecord,
+                summary=f"depth auto · eval {self.plan.dataset.name} · {problem.id}",
+                memo=self._memo(problem),
+                search=search_attributes.at_start(wid),
+            )
+        except (_Failed, RPCError) as failed:
+            why = failed.message if isinstance(failed, _Failed) else f"Temporal: {failed.message}"
+            return AutoRun(workflow_id=wid, error=why)
+        return score_auto(problem, record, wid)
 
     # ---- starting, finding and awaiting workflows -------------------------------------
 

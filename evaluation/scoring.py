@@ -23,6 +23,7 @@ from typing import Literal
 from pydantic import BaseModel, Field
 
 from council.agreement import Level
+from council.iteration import TerminationReason
 from council.models import DeliberationRecord, UsageTotals
 from grading.answers import ABS_TOL, REL_TOL, Answer, matches
 from grading.dataset import Problem
@@ -79,6 +80,40 @@ class SampledVote(BaseModel):
     errors: list[str] = Field(default_factory=list)
 
 
+class AutoRun(BaseModel):
+    """A problem's deliberation under depth auto: its final answer read, what it spent, and
+    whether it stopped after stage 1 (the first answers agreed)."""
+
+    workflow_id: str
+    chairman: Reading | None = None
+    stopped_after_stage1: bool = False
+    usage: UsageTotals = Field(default_factory=UsageTotals)
+    seconds: float | None = None
+    error: str | None = None
+
+    @property
+    def answered(self) -> bool:
+        return self.error is None and self.chairman is not None
+
+
+def wall_seconds(record: DeliberationRecord) -> float | None:
+    if record.started_at is None or record.completed_at is None:
+        return None
+    return round((record.completed_at - record.started_at).total_seconds(), 3)
+
+
+def score_auto(problem: Problem, record: DeliberationRecord, workflow_id: str) -> AutoRun:
+    reply = record.stage3.response if record.stage3 else None
+    reading, _ = read_reply(problem, reply, {})
+    return AutoRun(
+        workflow_id=workflow_id,
+        chairman=reading,
+        stopped_after_stage1=record.iteration.terminated_reason == TerminationReason.AGREEMENT,
+        usage=record.usage.totals(),
+        seconds=wall_seconds(record),
+    )
+
+
 class ProblemScore(BaseModel):
     id: str
     kind: str
@@ -109,7 +144,11 @@ class ProblemScore(BaseModel):
     # stage3) and each refinement round (its refinements and the review after them).
     usage_by_stage: dict[str, UsageTotals] = Field(default_factory=dict)
     round_tokens: list[int] = Field(default_factory=list)
+    # The run's wall time, from its record (None: not told).
+    seconds: float | None = None
     self_consistency: SampledVote | None = None
+    # The same problem under depth auto (council.depth), with --arms all.
+    auto: AutoRun | None = None
 
 
 def replies_by_stage(
@@ -211,6 +250,7 @@ def score_problem(
         call_errors=len(record.errors),
         judge=judge,
         simulated=is_simulated(record),
+        seconds=wall_seconds(record),
     )
     if record.agreement is not None:
         score.agreement = record.agreement.level

@@ -11,6 +11,7 @@ from app.record_view import RecordView, record_view
 from council.agreement import Agreement
 from council.models import DeliberationRecord
 from council.progress import Progress
+from council.report import DisagreementReport
 
 
 class DeliberationState(BaseModel):
@@ -57,6 +58,24 @@ class DeliberationState(BaseModel):
         description="the members' tool calls: where, whose, the tool and its arguments, and "
         "how it went; then the tools not offered and the members that answered without",
     )
+    depth: str | None = Field(default=None, description="once completed: full or auto")
+    gate: str | None = Field(
+        default=None,
+        description="depth auto: whether the first answers agreed (then the run went straight "
+        "to the final answer), and the evidence",
+    )
+    not_needed: list[str] = Field(
+        default_factory=list,
+        description="calls cancelled because the run no longer needed them (depth auto: "
+        "reviews once the ranking was settled)",
+    )
+    report: DisagreementReport | None = Field(
+        default=None,
+        description="once completed: where the council agreed and disagreed (consensus, "
+        "contradictions with who holds which view, points one member raised, what none "
+        "addressed, the reviews' dissents the account leaves out, and how many independent "
+        "votes the reviewers are worth)",
+    )
 
 
 def _result(state: DeliberationState, *texts: str) -> CallToolResult:
@@ -74,19 +93,27 @@ def problem(message: str) -> CallToolResult:
 def summary_line(view: RecordView) -> str:
     """ "ID · ended: REASON · N tokens in M calls · cost $X · agreement ..."."""
     agreement = [view.agreement.verdict, view.agreement.votes] if view.agreement else []
-    parts = [view.id, f"ended: {view.ended or '-'}", view.usage.short, *agreement]
+    gate = [f"depth {view.depth}: {view.gate.line}"] if view.gate else []
+    report = view.report
+    disputed = (
+        [f"{len(report.contradictions)} contradiction(s) in the report"]
+        if report and report.contradictions
+        else []
+    )
+    parts = [view.id, f"ended: {view.ended or '-'}", view.usage.short, *agreement, *gate]
+    parts += disputed
     return " · ".join(part for part in parts if part)
 
 
 def finished(record: DeliberationRecord) -> CallToolResult:
     """A completed deliberation (stopped, when it ended on a stop): its final answer, then
     the summary line."""
-    return finished_view(record_view(record))
+    return finished_view(record_view(record), record.disagreement_report)
 
 
-def finished_view(view: RecordView) -> CallToolResult:
-    """A record's view as a tool returns it: the final answer, then the summary line; the
-    same as data."""
+def finished_view(view: RecordView, report: DisagreementReport | None = None) -> CallToolResult:
+    """A record's view as a tool returns it: the final answer, then the summary line, then
+    the disagreement report's lines; the same as data."""
     answer = view.final.text if view.final else None
     state = DeliberationState(
         id=view.id,
@@ -106,8 +133,17 @@ def finished_view(view: RecordView) -> CallToolResult:
         tool_calls=[f"{c.where} · {c.model} · {c.line}" for c in view.tool_calls]
         + [f"not offered: {line}" for line in view.tools_unavailable]
         + [f"{model} answered without tools" for model in view.without_tools],
+        depth=view.depth,
+        gate=view.gate.line if view.gate else None,
+        not_needed=view.not_needed,
+        report=report,
     )
-    return _result(state, answer or "(no synthesis)", state.summary)
+    texts = [answer or "(no synthesis)", state.summary]
+    if view.report and not view.report.empty:
+        texts.append(
+            "\n".join(f"{heading}: " + " | ".join(items) for heading, items in view.report.lines())
+        )
+    return _result(state, *texts)
 
 
 def started(wid: str) -> CallToolResult:

@@ -117,7 +117,11 @@ def task_id(found: deliberations.Found) -> str:
 
 
 def last_text(result: CallToolResult) -> str | None:
-    """A tool result's last line: the summary line of an answer, or an error's message."""
+    """A tool result's status in one line: the summary line of an answer, or an error's
+    message."""
+    data = result.structured_content
+    if isinstance(data, dict) and isinstance(data.get("summary"), str):
+        return str(data["summary"])
     lines = [block.text for block in result.content if isinstance(block, TextContent)]
     return lines[-1] if lines else None
 

@@ -17,6 +17,7 @@ from pydantic import BeforeValidator, Field, ValidationError
 from pydantic_core import PydanticCustomError
 
 from council import limits, numbers
+from council.depth import Depth
 from council.validation import one_line
 from mcp_server import results, runs, tasks
 from mcp_server.inputs import AttachmentInput
@@ -71,6 +72,14 @@ ToolNames = Annotated[
     Field(
         description="tools the members may call: council.toml's [tools] entries, fetch, "
         "web_search (default: the council's)"
+    ),
+]
+DepthArg = Annotated[
+    Depth | None,
+    Field(
+        description="full: the whole protocol on every question; auto: straight to the "
+        "final answer when the members' first answers agree, reviews stopped once the "
+        "ranking is settled (default: the council's)"
     ),
 ]
 Attachments = Annotated[
@@ -172,6 +181,7 @@ def build_server(backend: Backend) -> MCPServer:
         max_rounds: MaxRounds = None,
         attachments: Attachments = None,
         tools: ToolNames = None,
+        depth: DepthArg = None,
     ) -> Outcome:
         """Ask the council a question and wait for its final answer (this takes minutes;
         progress notifications follow each stage and round, the first naming the
@@ -186,6 +196,7 @@ def build_server(backend: Backend) -> MCPServer:
             "max_rounds": max_rounds,
             "attachments": attachments,
             "tools": tools,
+            "depth": depth,
         }
         if tasks.as_task():  # the client polls a task: start, and return at once
             caller = runs.caller_of(ctx.request_context.request)
@@ -202,6 +213,7 @@ def build_server(backend: Backend) -> MCPServer:
         max_rounds: MaxRounds = None,
         attachments: Attachments = None,
         tools: ToolNames = None,
+        depth: DepthArg = None,
     ) -> Outcome:
         """Start a deliberation and return its id at once, without waiting for the answer;
         get_deliberation reads its status, and its answer once it is done."""
@@ -213,6 +225,7 @@ def build_server(backend: Backend) -> MCPServer:
             "max_rounds": max_rounds,
             "attachments": attachments,
             "tools": tools,
+            "depth": depth,
         }
         caller = runs.caller_of(ctx.request_context.request)
         return await runs.answered(backend, runs.start(backend, caller, **arguments))

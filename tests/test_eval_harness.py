@@ -264,6 +264,7 @@ async def test_every_arm_with_paired_tests_and_conformity(
         "council after round 1",
         "council after round 2",
         "chairman",
+        "council, depth auto",
         f"self-consistency ({strongest})",
     ]
     summary = report["self_consistency"]
@@ -275,8 +276,31 @@ async def test_every_arm_with_paired_tests_and_conformity(
         spent, target = sampled["usage"]["total_tokens"], problem["usage"]["total_tokens"]
         one = spent / sampled["samples"]
         assert abs(spent - target) <= one, (spent, target, one)
-    # Only the samples were new calls: each with its own seed, the council's runs reused.
-    assert stage1_calls(council) == sum(p["self_consistency"]["samples"] for p in problems)
+    # Only the samples and the runs under depth auto were new calls: each sample with its own
+    # seed, the council's runs reused.
+    samples = sum(p["self_consistency"]["samples"] for p in problems)
+    assert stage1_calls(council) == samples + 4 * 6
+
+    # Depth auto, paired with full depth on the same problems.
+    auto = report["auto"]
+    runs = [p["auto"] for p in problems]
+    assert auto["run"] and auto["problems"] == 6 and auto["failed"] == 0
+    assert auto["stopped_after_stage1"] == sum(r["stopped_after_stage1"] for r in runs)
+    full_tokens = sum(p["usage"]["total_tokens"] for p in problems)
+    auto_tokens = sum(r["usage"]["total_tokens"] for r in runs)
+    assert auto["tokens_saved_share"] == pytest.approx(1 - auto_tokens / full_tokens, abs=1e-4)
+    for run in runs:  # a run that stopped after stage 1 spent less than the full one
+        assert run["seconds"] is not None and run["chairman"] is not None
+    stopped = [r["usage"]["total_tokens"] for r in runs if r["stopped_after_stage1"]]
+    assert all(t < min(p["usage"]["total_tokens"] for p in problems) for t in stopped)
+    against = {t["arm"]: t for t in auto["paired"]}
+    assert set(against) == {"chairman", "stage-1 vote", f"self-consistency ({strongest})"}
+    auto_right = [r["chairman"]["correct"] for r in runs]
+    full_right = [p["chairman"]["correct"] for p in problems]
+    b = sum(a and not f for a, f in zip(auto_right, full_right, strict=True))
+    c = sum(f and not a for a, f in zip(auto_right, full_right, strict=True))
+    assert (against["chairman"]["only_council"], against["chairman"]["only_arm"]) == (b, c)
+    assert "Depth auto against full depth" not in stdout  # --json: the report alone
 
     # Each arm's accuracy, its interval, and the chairman's paired test, from the problems.
     outcome = {

@@ -95,7 +95,21 @@ def summary_of(record: DeliberationRecord) -> str:
         f"{record.usage.cost_line()}"
         + (f" · {verdict(record.agreement)}" if record.agreement is not None else "")
         + (f" · {votes}" if record.agreement and (votes := votes_note(record.agreement)) else "")
+        + (f" · depth {record.depth}: {record.gate.describe()}" if record.gate else "")
+        + (f" · {n} contradiction(s) in the report" if (n := contradictions(record)) else "")
     )
+
+
+def contradictions(record: DeliberationRecord) -> int:
+    report = record.disagreement_report
+    return len(report.contradictions) if report else 0
+
+
+def answered(record: DeliberationRecord) -> list[str]:
+    """What a tool's result says of a finished run, before the disagreement report's text:
+    the answer, then the summary line."""
+    assert record.stage3 is not None
+    return [record.stage3.response, summary_of(record)]
 
 
 @pytest.fixture
@@ -122,6 +136,7 @@ async def test_the_tools_and_their_arguments(cli_env: dict[str, str], server_log
             "max_rounds",
             "attachments",
             "tools",
+            "depth",
         }
     for tool in tools.values():  # the docstring's words, not the source's indentation
         assert tool.description and tool.description == tool.description.strip()
@@ -159,8 +174,13 @@ async def test_ask_council_reports_progress_and_returns_the_answer(
     record = await record_of(council, data["id"])
     assert record.stage3 is not None
     summary = summary_of(record)
-    # The answer, then one short line; the structured content carries the same fields.
-    assert texts(result) == [record.stage3.response, summary]
+    # The answer, then one short line, then the disagreement report's lines; the structured
+    # content carries the same fields.
+    assert texts(result)[:2] == [record.stage3.response, summary]
+    report = record.disagreement_report
+    assert report is not None and data["report"] == report.model_dump(mode="json")
+    for point in report.consensus + [u.point for u in report.unique]:
+        assert point in texts(result)[2]
     assert data["summary"] == summary and data["status"] == "completed"
     assert data["answer"] == record.stage3.response
     assert data["terminated_reason"] == record.iteration.terminated_reason
@@ -313,7 +333,7 @@ async def test_ask_council_as_a_task_outlives_its_server(
     assert record.stage3 is not None and polls[-1].status == "completed"
     assert polls[-1].created_at == created.created_at
     # Its result is what ask_council returns: the answer, then the summary line.
-    assert texts(ended) == texts(got) == [record.stage3.response, summary_of(record)]
+    assert texts(ended)[:2] == texts(got)[:2] == answered(record)
     assert ended.structured_content == got.structured_content
     assert polls[-1].status_message == summary_of(record)
     assert (missing.value.code, missing.value.error.message) == (
@@ -358,7 +378,7 @@ async def test_tasks_over_http_cancel_and_need_the_extension(
     assert record.iteration.terminated_reason == "user_stopped" and record.stage3 is not None
     assert record.stop_reason == "cancelled by the MCP client (tasks/cancel)"
     ended = tasks.outcome(polls[-1])
-    assert texts(ended) == [record.stage3.response, summary_of(record)]
+    assert texts(ended)[:2] == answered(record)
     assert isinstance(ended.structured_content, dict)
     assert ended.structured_content["status"] == "stopped"
     assert undeclared.value.code == MISSING_REQUIRED_CLIENT_CAPABILITY
@@ -471,13 +491,13 @@ BAD_INPUT: list[tuple[str, dict[str, Any], str]] = [
         "start_deliberation",
         {"question": "Q?", "id": "my-own-id"},
         "start_deliberation takes no argument 'id' (it takes question, council, models, "
-        "chairman, max_rounds, attachments, tools)",
+        "chairman, max_rounds, attachments, tools, depth)",
     ),
     (
         "ask_council",
         {"question": "Q?", "rounds": 2},
         "ask_council takes no argument 'rounds' (it takes question, council, models, chairman, "
-        "max_rounds, attachments, tools)",
+        "max_rounds, attachments, tools, depth)",
     ),
     (
         "get_deliberation",

@@ -39,6 +39,8 @@ RECORDED = (
     "small_text_attachment",
     "agreement_dissent_and_structured_synthesis",
     "members_use_tools",
+    "depth_auto_check_and_settled_reviews",
+    "depth_auto_agreement_after_stage1",
 )
 
 
@@ -67,7 +69,19 @@ def records() -> list[DeliberationRecord]:
 def everything() -> DeliberationRecord:
     """One record with a part of every kind: the stragglers' run, with the others' failed
     calls, steering, stop, attachment and earlier turns."""
-    cut, failing, steered, stopped, attached, _, tooled = (recorded(name) for name in RECORDED)
+    cut, failing, steered, stopped, attached, dissent, tooled, settled, _ = (
+        recorded(name) for name in RECORDED
+    )
+    assert dissent.disagreement_report is not None and settled.gate is not None
+    # The dissent's report, with a part of every kind.
+    report = dissent.disagreement_report.model_copy(
+        update={
+            "unaddressed": ["what the question's second part asks"],
+            "unreported_dissents": [
+                "sim/cirrus rated sim/atlas's answer 1/5 where the others' median was 4/5"
+            ],
+        }
+    )
     [attachment] = attached.attachments
     # Its text cut to fit one member's context window.
     cut_to_fit = CutFor(model="sim/atlas", stage="stage1", kept_chars=1200, chars=5300)
@@ -82,6 +96,11 @@ def everything() -> DeliberationRecord:
             "tool_calls": tooled.tool_calls,
             "without_tools": tooled.without_tools,
             "tools_unavailable": tooled.tools_unavailable,
+            # Depth auto's gate and the review it cancelled, and the disagreement report.
+            "depth": settled.depth,
+            "gate": settled.gate,
+            "not_needed": settled.not_needed,
+            "disagreement_report": report,
         }
     )
 
@@ -203,6 +222,12 @@ PROBES: dict[str, Probe] = {
     "tool_calls": lambda v: [
         x for c in v.tool_calls for x in (c.line, " ".join(c.excerpt.split()))
     ],
+    "depth": lambda v: [f"depth {v.depth}"] if v.depth != "full" else [],
+    "gate": lambda v: [v.gate.line] if v.gate else [],
+    "not_needed": lambda v: v.not_needed,
+    "report": lambda v: (
+        [item for _, items in v.report.lines() for item in items] if v.report else []
+    ),
 }
 # What the MCP result leaves out: a tool returns the final answer with a summary of how
 # the run went (the models that call it read the answer, not the transcript).
@@ -233,6 +258,9 @@ MCP_PROBES: dict[str, Probe] = {
     "tools_unavailable": lambda v: [
         json.dumps(line, ensure_ascii=False)[1:-1] for line in v.tools_unavailable
     ],
+    "depth": lambda v: [f'"depth": "{v.depth}"'],
+    "gate": lambda v: [json.dumps(v.gate.line, ensure_ascii=False)[1:-1]] if v.gate else [],
+    "not_needed": lambda v: [json.dumps(line, ensure_ascii=False)[1:-1] for line in v.not_needed],
 }
 
 

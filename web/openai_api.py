@@ -346,6 +346,20 @@ class Started:
             "agreement": record.agreement.model_dump(mode="json") if record.agreement else None,
             "verdict": verdict(record.agreement) if record.agreement else None,
             "independent_votes": independent_votes(record.agreement) if record.agreement else None,
+            "depth": record.depth,
+            "disagreement_report": record.disagreement_report.model_dump(mode="json")
+            if record.disagreement_report
+            else None,
+            # Depth auto: the agreement gate's verdict, and the calls cancelled as not needed.
+            **(
+                {
+                    "gate": record.gate.model_dump(mode="json"),
+                    "gate_line": record.gate.describe(),
+                    "not_needed": [n.model_dump(mode="json") for n in record.not_needed],
+                }
+                if record.gate
+                else {}
+            ),
             # The members' tools (absent without): each call made, where and whose.
             **(
                 {

@@ -33,6 +33,7 @@ FORM_LABELS = {
     "models": "Models",
     "chairman": "Chairman",
     "tools": "Tools",
+    "depth": "Depth",
     "max_rounds": "Max rounds",
     "min_rounds": "Min rounds",
     "quality_threshold": "Quality threshold",
