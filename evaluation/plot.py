@@ -128,7 +128,14 @@ def plot_agreement(report: EvalReport, path: Path) -> Path:
     return _save(figure, path)
 
 
-ARM_MARKERS = {"member": "o", "vote": "s", "round": "D", "chairman": "*", "self-consistency": "^"}
+ARM_MARKERS = {
+    "member": "o",
+    "vote": "s",
+    "round": "D",
+    "chairman": "*",
+    "self-consistency": "^",
+    "auto": "P",
+}
 
 
 def plot_arms(report: EvalReport, path: Path) -> Path | None:

@@ -215,3 +215,12 @@ def test_seeded_samples_slip_as_often_and_mostly_on_the_personas_hard_problems()
         assert [stage1_value(persona, skill, p, 3) for p in problems] == [
             stage1_value(persona, skill, p, 3) for p in problems
         ]
+
+
+def test_every_kind_of_arm_has_a_marker_in_the_plot() -> None:
+    from typing import get_args
+
+    from evaluation.arms import ArmKind
+    from evaluation.plot import ARM_MARKERS
+
+    assert set(ARM_MARKERS) == set(get_args(ArmKind))
