@@ -5,6 +5,7 @@ self-consistency draws, and the simulator's seeded samples."""
 from __future__ import annotations
 
 from pathlib import Path
+from typing import get_args
 
 import pytest
 
@@ -12,6 +13,7 @@ from council.models import UsageTotals
 from evaluation.arms import (
     CHAIRMAN_ARM,
     VOTE_ARM,
+    ArmKind,
     arms_and_tests,
     conformity,
     member_arm,
@@ -19,6 +21,7 @@ from evaluation.arms import (
     round_arm,
     strongest_member,
 )
+from evaluation.plot import ARM_MARKERS
 from evaluation.scoring import STAGE1, ProblemScore, Reading, SampledVote, Vote, score_samples
 from grading.dataset import load_dataset
 from grading.sampling import SamplingResult, samples_for
@@ -218,9 +221,4 @@ def test_seeded_samples_slip_as_often_and_mostly_on_the_personas_hard_problems()
 
 
 def test_every_kind_of_arm_has_a_marker_in_the_plot() -> None:
-    from typing import get_args
-
-    from evaluation.arms import ArmKind
-    from evaluation.plot import ARM_MARKERS
-
     assert set(ARM_MARKERS) == set(get_args(ArmKind))
