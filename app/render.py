@@ -89,7 +89,11 @@ _LINES: dict[EventKind, Line] = {
     EventKind.MODEL_COMPLETE: _model_complete,
     EventKind.MODEL_REFINED: _refined,
     EventKind.MODEL_FAILED: lambda e, where: f"  ✗ {e.model} failed ({where}): {e.message}",
-    EventKind.MODEL_CANCELLED: lambda e, where: f"  ✗ {e.model} cancelled ({where}) by the stop",
+    EventKind.MODEL_CANCELLED: lambda e, where: (
+        f"  – {e.model} cancelled ({where}): {e.message}"
+        if e.data.get("not_needed")
+        else f"  ✗ {e.model} cancelled ({where}) by the stop"
+    ),
     EventKind.WAITING: lambda e, where: f"  … {where}: {e.message}",
     EventKind.MODEL_LATE: lambda e, _: f"  ⌛ {e.message}",
     EventKind.TOOL_CALL: lambda e, where: f"  ⚙ {e.model} ({where}): {e.message}",

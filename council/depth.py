@@ -83,6 +83,19 @@ class Gate(BaseModel):
     # council deliberates.
     problem: str | None = None
 
+    def focus(self, label_of: Mapping[str, str]) -> list[str]:
+        """Where the first answers differ, for the reviewers: by values, each value and the
+        labels of the answers that state it (never a model's name: reviews are anonymous);
+        by the check, its points (it read the answers under the same labels)."""
+        if self.agreed or self.problem:
+            return []
+        if self.method == "check":
+            return list(self.differences)
+        by_value: dict[str, list[str]] = {}
+        for model, value in self.values.items():
+            by_value.setdefault(value, []).append(label_of.get(model, "an answer"))
+        return [f"{', '.join(sorted(labels))}: {value}" for value, labels in by_value.items()]
+
     def describe(self) -> str:
         """One line: `agreement after stage 1: all 4 answers state 42`."""
         if self.problem:

@@ -283,10 +283,12 @@ def _mean(values: Sequence[float]) -> float | None:
     return round(sum(values) / len(values), 3) if values else None
 
 
-def auto_summary(scores: Sequence[ProblemScore], ran: bool) -> AutoSummary:
+def auto_summary(scores: Sequence[ProblemScore], ran: bool, depth: str = "full") -> AutoSummary:
     """Depth auto against full depth on the problems both completed: the share that stopped
     after stage 1, tokens and wall time per problem, and the paired tests of auto against
     full, the stage-1 vote and self-consistency."""
+    if depth == "auto":
+        return AutoSummary(run=False, note="not run: the council's own runs are depth auto")
     if not ran:
         return AutoSummary(run=False, note="not run: it makes its own calls (use --arms all)")
     done = [s for s in scores if s.status == "completed" and s.auto is not None]

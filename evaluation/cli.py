@@ -146,6 +146,18 @@ def _sampled_line(score: ProblemScore, done: int, total: int) -> str:
     )
 
 
+def _auto_line(score: ProblemScore, done: int, total: int) -> str:
+    head = f"[{done:>{len(str(total))}}/{total}] {score.id}: depth auto"
+    auto = score.auto
+    if auto is None or not auto.answered or auto.chairman is None:
+        return f"{head}: FAILED: {auto.error if auto else 'not run'}"
+    how = "stopped after stage 1" if auto.stopped_after_stage1 else "deliberated"
+    return (
+        f"{head} {'✓' if auto.chairman.correct else '✗'} {auto.chairman.answer or '-'} · {how}"
+        f" · {auto.usage.total_tokens:,} tokens (full {score.usage.total_tokens:,})"
+    )
+
+
 async def execute(client: Client, eval_plan: EvalPlan, as_json: bool, err: Console) -> int:
     settings = eval_plan.settings
     dataset = eval_plan.dataset
@@ -161,7 +173,8 @@ async def execute(client: Client, eval_plan: EvalPlan, as_json: bool, err: Conso
     if settings.arms == "all":
         err.print(
             "eval: --arms all: then the strongest member at stage 1 is sampled on every "
-            "problem, as many times as spends the council's tokens on it (self-consistency)",
+            "problem, as many times as spends the council's tokens on it (self-consistency), "
+            "and every problem is deliberated again under depth auto",
             markup=False,
         )
     err.print(
@@ -177,8 +190,11 @@ async def execute(client: Client, eval_plan: EvalPlan, as_json: bool, err: Conso
     def sampled(score: ProblemScore, done: int, total: int) -> None:
         err.print(_sampled_line(score, done, total), markup=False, highlight=False)
 
+    def deepened(score: ProblemScore, done: int, total: int) -> None:
+        err.print(_auto_line(score, done, total), markup=False, highlight=False)
+
     try:
-        report = await Evaluation(client, eval_plan, progress, sampled).run()
+        report = await Evaluation(client, eval_plan, progress, sampled, deepened).run()
     except (asyncio.CancelledError, KeyboardInterrupt):
         err.print(
             "eval: interrupted; deliberations in flight go on in Temporal, and the same command "

@@ -243,7 +243,9 @@ def build_report(
         arms=arms,
         paired=paired,
         self_consistency=sampling_summary(plan, done),
-        auto=auto_summary(done, plan.settings.arms == "all"),
+        auto=auto_summary(
+            done, plan.settings.arms == "all" and template.depth == "full", template.depth
+        ),
         conformity=conformity(done, stages[-1]),
         problems=scores,
     )

@@ -76,6 +76,7 @@ class Evaluation:
         eval_plan: EvalPlan,
         on_problem: Callable[[ProblemScore, int, int], None] | None = None,
         on_sampled: Callable[[ProblemScore, int, int], None] | None = None,
+        on_auto: Callable[[ProblemScore, int, int], None] | None = None,
     ) -> None:
         self.client = client
         self.plan = eval_plan
@@ -83,6 +84,7 @@ class Evaluation:
         self.outputs = Outputs(self.settings.out_dir)
         self.on_problem = on_problem
         self.on_sampled = on_sampled
+        self.on_auto = on_auto
         self._done = 0
 
     async def run(self) -> EvalReport:
@@ -101,7 +103,8 @@ class Evaluation:
         scores = await asyncio.gather(*(one(problem) for problem in self.plan.problems))
         if self.settings.arms == "all":
             await self.sample(list(scores), slots)
-            await self.deepen(list(scores), slots)
+            if self.settings.template.depth == "full":
+                await self.deepen(list(scores), slots)
         report = build_report(
             self.plan,
             list(scores),
@@ -248,12 +251,18 @@ class Evaluation:
         """Each completed problem again under depth auto (council.depth), run apart."""
         problems = {p.id: p for p in self.plan.problems}
         template = self.settings.template.model_copy(update={"depth": "auto"})
+        completed = [s for s in scores if s.status == "completed"]
+        done = 0
 
         async def one(score: ProblemScore) -> None:
+            nonlocal done
             async with slots:
                 score.auto = await self._auto(problems[score.id], score, template)
+            done += 1
+            if self.on_auto:
+                self.on_auto(score, done, len(completed))
 
-        await asyncio.gather(*(one(s) for s in scores if s.status == "completed"))
+        await asyncio.gather(*(one(s) for s in completed))
 
     async def _auto(
         self, problem: Problem, score: ProblemScore, template: DeliberationRequest

@@ -50,6 +50,9 @@ async def test_members_who_state_one_value_end_after_stage_1_with_the_evidence(
     assert report is not None and report.source == "chairman"
     assert f"the final answer is {PROBLEM['answer']}" in report.consensus
     assert report.independent_members is None  # no review to tell
+    # The Temporal UI's current details say why the run ended there.
+    metadata = await handle.query("__temporal_workflow_metadata")
+    assert f"**Depth auto:** {gate.describe()}" in metadata.current_details
 
 
 async def test_members_who_state_different_values_deliberate_on_the_difference(
@@ -65,11 +68,19 @@ async def test_members_who_state_different_values_deliberate_on_the_difference(
     calls = await model_calls(handle)
     assert Stage.REVIEW in stages(calls) and Stage.REFINE in stages(calls)
     opening = [c for c in calls if (c.stage, c.round) == (Stage.REVIEW, 0)]
+    label_of = {model: label for label, model in record.label_to_model.items()}
+    focus = gate.focus(label_of)
+    # Each value and the labels of the answers that state it: never a member's name.
+    assert sorted(focus) == sorted(
+        f"{', '.join(sorted(label_of[m] for m, v in gate.values.items() if v == value))}: {value}"
+        for value in set(gate.values.values())
+    )
     for call in opening:
         prompt = call.messages[-1].content
-        assert FOCUS_HEADER in prompt
-        for point in gate.differences:
-            assert f"<difference>\n{point}\n</difference>" in prompt
+        section = prompt.partition(FOCUS_HEADER)[2].partition("Write your review")[0]
+        assert section and not any(model in section for model in MARKING)
+        for point in focus:
+            assert f"<difference>\n{point}\n</difference>" in section
     later = [c for c in calls if c.stage is Stage.REVIEW and c.round]
     assert later and all(FOCUS_HEADER not in c.messages[-1].content for c in later)
 

@@ -6,14 +6,24 @@ structured synthesis read as it streams."""
 from __future__ import annotations
 
 import json
+from datetime import UTC, datetime
 
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
+from app.render import event_line
 from council.agreement import Agreement, Dissent
-from council.depth import MAX_DIFFERENCE_CHARS, MAX_DIFFERENCES, by_values, read_check
+from council.calls import Stage
+from council.depth import (
+    MAX_DIFFERENCE_CHARS,
+    MAX_DIFFERENCES,
+    NOT_NEEDED,
+    by_values,
+    read_check,
+)
 from council.models import DeliberationRequest
+from council.progress import EventKind, ProgressEvent
 from council.report import MAX_POINT_CHARS, MAX_POINTS, checked, from_reviews
 from council.structured import partial_answer, read_synthesis
 
@@ -176,3 +186,25 @@ def test_the_streamed_answer_is_always_a_prefix_of_the_answer(answer: str) -> No
 def test_a_reply_that_is_not_a_structured_synthesis_streams_as_it_is() -> None:
     assert partial_answer("Plain prose, no JSON") == "Plain prose, no JSON"
     assert partial_answer('{"consensus": ["a"], "answer": "late"') == ""
+
+
+def test_the_reviewers_are_told_the_differences_by_label_never_by_name() -> None:
+    gate = by_values({"m/a": "42", "m/b": "41", "m/c": "42"})
+    assert gate is not None
+    labels = {"m/a": "Response B", "m/b": "Response C", "m/c": "Response A"}
+    assert gate.focus(labels) == ["Response A, Response B: 42", "Response C: 41"]
+    agreed = by_values(dict.fromkeys(MEMBERS, "7"))
+    assert agreed is not None and agreed.focus(labels) == []
+    check = read_check('{"agree": false, "differences": ["Response A omits the tax"]}', "m/a")
+    assert check.focus(labels) == ["Response A omits the tax"]
+
+
+def test_watch_says_a_cancelled_review_was_not_needed_not_stopped() -> None:
+    at = datetime.now(UTC)
+    common = {"seq": 1, "at": at, "kind": EventKind.MODEL_CANCELLED, "stage": Stage.REVIEW}
+    dropped = ProgressEvent(
+        **common, round=0, model="m/a", message=NOT_NEEDED, data={"not_needed": True}
+    )
+    stopped = ProgressEvent(**common, round=0, model="m/a")
+    assert event_line(dropped).endswith(f"m/a cancelled (stage 2 review): {NOT_NEEDED}")
+    assert event_line(stopped).endswith("by the stop")

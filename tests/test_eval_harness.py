@@ -254,6 +254,7 @@ async def test_every_arm_with_paired_tests_and_conformity(
     report = json.loads(stdout)
     problems = report["problems"]
     assert stderr.count(": self-consistency sim/") == 6 and "[6/6]" in stderr
+    assert stderr.count(": depth auto ") == 6 and "(full " in stderr
     # The strongest member at stage 1 (a tie: the first in the council's order) is sampled.
     right = {m: sum(p["answers"]["stage 1"][m]["correct"] for p in problems) for m in FOUR_MODELS}
     strongest = max(FOUR_MODELS, key=lambda m: right[m])

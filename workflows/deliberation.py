@@ -146,13 +146,12 @@ class Deliberation:
         straight to the synthesis; the gate's verdict and evidence go in the record."""
         if self.request.depth != "auto" or self.stopping or len(self.answers) < 2:
             return False
-        # In the order of their labels (assigned at random): the checker reads them so.
-        ordered = {model: self.answers[model] for model in self.record.label_to_model.values()}
         gate = await agreement_gate(
             self.calls,
             self.live.event,
             self.request,
-            ordered,
+            self.answers,
+            self.record.label_to_model,
             self.record.chairman,
         )
         self.record.gate = gate
@@ -188,6 +187,7 @@ class Deliberation:
         enough = len(self.answers) >= 2
         self.live.orders = presentation_orders(labels, workflow.random()) if enough else {}
         gate = self.record.gate
+        label_of = {model: label for label, model in labels.items()}
         calls = prompts.review_prompts(
             self.request.question,
             self.answers,
@@ -196,7 +196,7 @@ class Deliberation:
             self.request.response_byte_cap,
             self.request.criteria,
             instructions=self.request.instructions,
-            focus=gate.differences if gate and not round_number else (),
+            focus=gate.focus(label_of) if gate and not round_number else (),
         )
         formats = {r: review_schema(labels_shown_to(r, labels)) for r in calls}
         replies = await self.calls.stage(
@@ -323,6 +323,7 @@ class Deliberation:
             agreement=agreement,
             structured=wanted is None,
             answer_format=wanted,
+            reviewed=self.state.termination_reason != TerminationReason.AGREEMENT,
         )
         round_number = self.state.current_round
         models = candidates(self.record.chairman, rankings, self.answers)

@@ -47,6 +47,10 @@ def current_details(
         lines.append(f"| {model} | {label} | {rating} | {lowest} | {rank} |")
     if agreement is not None:
         lines += ["", f"**Verdict:** {verdict(agreement)}"]
+    if record.gate is not None:
+        lines += ["", f"**Depth auto:** {record.gate.describe()}"]
+    if record.not_needed:
+        lines += ["", "Not needed: " + "; ".join(n.describe() for n in record.not_needed)]
     if record.late:
         lines += ["", "Cut as late (not errors): " + "; ".join(c.describe() for c in record.late)]
     if record.errors:

@@ -31,19 +31,21 @@ async def agreement_gate(
     event: Callable[..., None],
     request: DeliberationRequest,
     answers: Mapping[str, str],
+    label_to_model: Mapping[str, str],
     chairman: str,
 ) -> Gate:
-    """Whether the first `answers` (model -> text, in the order the checker reads them)
-    agree, with the evidence; an agreement check that fails or cannot be read is a gate
-    that could not tell (the council deliberates)."""
+    """Whether the first `answers` (model -> text; the checker reads them under their
+    anonymous labels, in the labels' order) agree, with the evidence; an agreement check
+    that fails or cannot be read is a gate that could not tell (the council deliberates)."""
     gate = by_values(
         {model: stated(text) for model, text in answers.items()}, request.auto.agree_share
     )
     if gate is None:
         checker = request.auto.check_model or chairman
+        labelled = {label: answers[model] for label, model in label_to_model.items()}
         messages = prompts.agreement_check_prompt(
             request.question,
-            list(answers.values()),
+            labelled,
             request.response_byte_cap,
             request.instructions,
         )
