@@ -18,7 +18,7 @@ import asyncio
 import hashlib
 import json
 import time
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from datetime import UTC, datetime
 from typing import Any
 
@@ -208,18 +208,11 @@ class Evaluation:
         if model is None:
             return
         problems = {p.id: p for p in self.plan.problems}
-        completed = [s for s in scores if s.status == "completed"]
-        done = 0
 
         async def one(score: ProblemScore) -> None:
-            nonlocal done
-            async with slots:
-                score.self_consistency = await self._sample(problems[score.id], score, model)
-            done += 1
-            if self.on_sampled:
-                self.on_sampled(score, done, len(completed))
+            score.self_consistency = await self._sample(problems[score.id], score, model)
 
-        await asyncio.gather(*(one(s) for s in completed))
+        await self._each_completed(scores, slots, one, self.on_sampled)
 
     async def _sample(self, problem: Problem, score: ProblemScore, model: str) -> SampledVote:
         request = sampling_request(
@@ -251,16 +244,30 @@ class Evaluation:
         """Each completed problem again under depth auto (council.depth), run apart."""
         problems = {p.id: p for p in self.plan.problems}
         template = self.settings.template.model_copy(update={"depth": "auto"})
+
+        async def one(score: ProblemScore) -> None:
+            score.auto = await self._auto(problems[score.id], score, template)
+
+        await self._each_completed(scores, slots, one, self.on_auto)
+
+    @staticmethod
+    async def _each_completed(
+        scores: list[ProblemScore],
+        slots: asyncio.Semaphore,
+        work: Callable[[ProblemScore], Awaitable[None]],
+        done_one: Callable[[ProblemScore, int, int], None] | None,
+    ) -> None:
+        """`work` on every completed problem, within the slots, saying each one done."""
         completed = [s for s in scores if s.status == "completed"]
         done = 0
 
         async def one(score: ProblemScore) -> None:
             nonlocal done
             async with slots:
-                score.auto = await self._auto(problems[score.id], score, template)
+                await work(score)
             done += 1
-            if self.on_auto:
-                self.on_auto(score, done, len(completed))
+            if done_one:
+                done_one(score, done, len(completed))
 
         await asyncio.gather(*(one(s) for s in completed))
 

@@ -40,16 +40,13 @@ from council.tool_config import Tools
 from harness.processes import free_port, start_temporal
 from simulator import SimulatorConfig, SimulatorServer
 from tests.temporal_fixtures import council_worker, request
+from tests.test_depth import PROBLEM, SETTLED
 from workflows import search_attributes
 from workflows.deliberation import Deliberation
 from workflows.search_attributes import ensure_search_attributes
 
 HERE = Path(__file__).parent / "histories"
 ROOT = Path(__file__).resolve().parent.parent
-# A known-answer problem the simulated members solve (their values can be compared).
-PROBLEM = json.loads((ROOT / "datasets" / "arithmetic_logic.jsonl").read_text().splitlines()[0])[
-    "question"
-]
 
 
 def recorded_builds(path: Path) -> set[str]:
@@ -222,7 +219,7 @@ SCENARIOS = {
     # Depth auto: members who state one value end after stage 1 (the gate by values) ...
     "depth_auto_agreement_after_stage1": (
         {
-            "question": PROBLEM,
+            "question": PROBLEM["question"],
             "models": ["sim/atlas", "sim/borealis", "sim/drift"],
             "depth": "auto",
         },
@@ -233,17 +230,7 @@ SCENARIOS = {
     # own review, held back, is cancelled as not needed).
     "depth_auto_check_and_settled_reviews": (
         {"max_rounds": 1, "min_rounds": 1, "stop_on_convergence": False, "depth": "auto"},
-        {
-            "*": {
-                "ratings_by_author": {
-                    "sim/atlas": 5,
-                    "sim/borealis": 3,
-                    "sim/cirrus": 2,
-                    "sim/drift": 1,
-                }
-            },
-            "sim/atlas": {"stages": ["stage2"], "hold": True},
-        },
+        SETTLED,
     ),
 }
 # The share of problems on which the simulated members disagree, where a scenario sets it.

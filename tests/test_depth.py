@@ -24,6 +24,14 @@ PROBLEM = json.loads((ROOT / "datasets" / "arithmetic_logic.jsonl").read_text().
 MARKING = ["sim/atlas", "sim/borealis", "sim/drift"]
 FOUR = ["sim/atlas", "sim/borealis", "sim/cirrus", "sim/drift"]
 ONE_ROUND = {"max_rounds": 1, "min_rounds": 1, "stop_on_convergence": False}
+# Every reviewer rates atlas's answers best, and atlas's own reviews are held back: once the
+# three other reviews are in, its review cannot change the top of the ranking.
+SETTLED = {
+    "*": {
+        "ratings_by_author": {"sim/atlas": 5, "sim/borealis": 3, "sim/cirrus": 2, "sim/drift": 1}
+    },
+    "sim/atlas": {"stages": ["stage2"], "hold": True},
+}
 
 
 def stages(calls: list) -> list[Stage]:
@@ -124,21 +132,7 @@ async def test_full_depth_asks_no_check_and_keeps_every_review(council: Council)
 
 
 async def test_a_review_round_stops_once_the_ranking_is_settled(council: Council) -> None:
-    # Every reviewer rates atlas's answers best; atlas's own reviews are held back. Once the
-    # three other reviews rank atlas first, its review cannot change the top: cancelled.
-    council.sim.set_faults(
-        {
-            "*": {
-                "ratings_by_author": {
-                    "sim/atlas": 5,
-                    "sim/borealis": 3,
-                    "sim/cirrus": 2,
-                    "sim/drift": 1,
-                }
-            },
-            "sim/atlas": {"stages": ["stage2"], "hold": True},
-        }
-    )
+    council.sim.set_faults(SETTLED)
     with council.sim.disagreeing(1.0):
         handle = await council.start(models=FOUR, depth="auto", **ONE_ROUND)
         record = await handle.result()
