@@ -229,9 +229,13 @@ def agreement_check_schema() -> StructuredReply:
 
 def read_synthesis(text: str, members: Sequence[str]) -> tuple[str, DisagreementReport | None]:
     """The final answer and the disagreement report from a structured synthesis; a reply
-    that is not that JSON is all answer, with no report (a provider that took no schema)."""
+    that is not that JSON is all answer, with no report (a provider that took no schema),
+    and one cut before its end (a token limit) is its answer as far as it was written."""
     data = json_object(text)
     answer = data.get("answer") if data else None
+    if data is None and _ANSWER_START.match(text):
+        # The JSON was cut (a token limit): the answer as far as it was written.
+        return partial_answer(text), None
     if data is None or not isinstance(answer, str) or not answer.strip():
         return text, None
     return answer, read_report(data, members)

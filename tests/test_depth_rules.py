@@ -208,3 +208,8 @@ def test_watch_says_a_cancelled_review_was_not_needed_not_stopped() -> None:
     stopped = ProgressEvent(**common, round=0, model="m/a")
     assert event_line(dropped).endswith(f"m/a cancelled (stage 2 review): {NOT_NEEDED}")
     assert event_line(stopped).endswith("by the stop")
+
+
+def test_a_synthesis_cut_inside_its_json_is_its_answer_so_far() -> None:
+    whole = json.dumps({"answer": "The answer is 42, because", "consensus": []})
+    assert read_synthesis(whole[:30], MEMBERS) == ("The answer is 42, ", None)

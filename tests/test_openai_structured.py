@@ -401,9 +401,12 @@ async def test_neutral_and_bookkeeping_fields_pass_and_max_tokens_bounds_the_cha
     handle = council.client.get_workflow_handle(record.id)
     calls = await model_calls(handle)
     [synthesis] = [c for c in calls if c.stage is Stage.SYNTHESIS]
-    assert synthesis.max_tokens == 20 and synthesis.response_format is None
+    assert synthesis.max_tokens == 20
+    assert synthesis.response_format is not None and synthesis.response_format.name == "synthesis"
     assert all(c.max_tokens != 20 for c in calls if c.stage is not Stage.SYNTHESIS)
     assert record.stage3.finish_reason == "length" == choice["finish_reason"]
+    # Cut inside its JSON: the answer as far as it was written, not the JSON.
+    assert record.stage3.response and not record.stage3.response.lstrip().startswith("{")
     assert "someone@example.com" not in json.dumps(record.model_dump(mode="json"))
 
 
