@@ -22,6 +22,7 @@ from council.labels import labels_shown_to
 from council.limits import size_text
 from council.models import DeliberationRecord, ToolCallEntry, UsageTotals
 from council.progress import shown_status
+from council.report import Contradiction, DisagreementReport, Position
 from council.reviews import read_review, readable_review
 from council.stages import Ending, Stage2Result
 from council.steering import SteeringAction
@@ -453,53 +454,48 @@ class AgreementView:
 
 
 @dataclass(frozen=True)
-class ContradictionView:
-    point: str
-    positions: list[str]  # "view (held by A, B)"
-    resolution: str
-
-
-@dataclass(frozen=True)
 class ReportView:
     """Where the council agreed and where it did not (council.report), as lines."""
 
-    consensus: list[str]
-    contradictions: list[ContradictionView]
-    unique: list[str]  # "point (raised by M)"
-    unaddressed: list[str]
-    unreported: list[str]  # the reviews' dissents the chairman's account leaves out
+    report: DisagreementReport
     # (How many independent votes the reviewers are worth is the agreement's `votes`.)
-    # Where the account comes from, when not the chairman's structured synthesis.
-    source_note: str | None
+
+    @property
+    def source_note(self) -> str | None:
+        """Where the account comes from, when not the chairman's structured synthesis."""
+        if self.report.source == "chairman":
+            return None
+        return "the chairman gave no structured account: what the reviews say"
 
     @property
     def empty(self) -> bool:
-        return not (
-            self.consensus
-            or self.contradictions
-            or self.unique
-            or self.unaddressed
-            or self.unreported
-        )
+        return not self.lines()
 
     def lines(self) -> list[tuple[str, list[str]]]:
         """Each part that has something to say: its heading and its lines (a
-        contradiction: the point, its positions and the resolution in one line)."""
+        contradiction: the point, each view and who holds it, and the resolution)."""
+        report = self.report
         parts = [
-            ("All members hold", self.consensus),
+            ("All members hold", report.consensus),
+            ("Contradictions", [_contradiction(c) for c in report.contradictions]),
             (
-                "Contradictions",
-                [
-                    f"{c.point}: {'; '.join(c.positions) or 'positions not named'}"
-                    + (f" · resolved: {c.resolution}" if c.resolution else "")
-                    for c in self.contradictions
-                ],
+                "Raised by one member only",
+                [f"{u.point} (raised by {u.raised_by})" for u in report.unique],
             ),
-            ("Raised by one member only", self.unique),
-            ("Not addressed by any member", self.unaddressed),
-            ("Dissents in the reviews the account leaves out", self.unreported),
+            ("Not addressed by any member", report.unaddressed),
+            ("Dissents in the reviews the account leaves out", report.unreported_dissents),
         ]
-        return [(heading, items) for heading, items in parts if items]
+        return [(heading, list(items)) for heading, items in parts if items]
+
+
+def _contradiction(c: Contradiction) -> str:
+    held = "; ".join(f"{p.view} ({_held(p.held_by)})" for p in c.positions)
+    resolved = f" · resolved: {c.resolution}" if c.resolution else ""
+    return f"{c.point}: {held or 'positions not named'}{resolved}"
+
+
+def _held(models: Sequence[str]) -> str:
+    return f"held by {', '.join(models)}" if models else "holders not named"
 
 
 @dataclass(frozen=True)
@@ -507,7 +503,6 @@ class GateView:
     """Depth auto's agreement gate (council.depth): its verdict in one line."""
 
     agreed: bool
-    method: str  # values | check
     line: str
 
 
@@ -714,46 +709,30 @@ def _agreement(record: DeliberationRecord) -> AgreementView | None:
     )
 
 
-def _held(models: Sequence[str]) -> str:
-    return f"held by {', '.join(models)}" if models else "holders not named"
-
-
 def _report(record: DeliberationRecord) -> ReportView | None:
     """The disagreement report; for a record of build 0.4, the points of disagreement its
-    structured synthesis gave."""
+    structured synthesis gave, each a contradiction with the view the answer did not take."""
     report = record.disagreement_report
     if report is None:
         legacy = record.stage3.disagreements if record.stage3 else []
         if not legacy:
             return None
-        return ReportView(
-            [],
-            [ContradictionView(d.point, [_held(d.held_by)], d.resolution) for d in legacy],
-            [],
-            [],
-            [],
-            None,
+        report = DisagreementReport(
+            contradictions=[
+                Contradiction(
+                    point=d.point,
+                    positions=[Position(view="not the answer's view", held_by=d.held_by)],
+                    resolution=d.resolution,
+                )
+                for d in legacy
+            ]
         )
-    return ReportView(
-        consensus=list(report.consensus),
-        contradictions=[
-            ContradictionView(
-                c.point, [f"{p.view} ({_held(p.held_by)})" for p in c.positions], c.resolution
-            )
-            for c in report.contradictions
-        ],
-        unique=[f"{u.point} (raised by {u.raised_by})" for u in report.unique],
-        unaddressed=list(report.unaddressed),
-        unreported=list(report.unreported_dissents),
-        source_note=None
-        if report.source == "chairman"
-        else "the chairman gave no structured account: what the reviews say",
-    )
+    return ReportView(report)
 
 
 def _gate(record: DeliberationRecord) -> GateView | None:
     gate = record.gate
-    return GateView(gate.agreed, gate.method, gate.describe()) if gate else None
+    return GateView(gate.agreed, gate.describe()) if gate else None
 
 
 def _answers(record: DeliberationRecord, labels: Mapping[str, str]) -> list[AnswerView]:

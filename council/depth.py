@@ -28,6 +28,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from council.calls import Stage
 from council.ids import ModelId
+from council.limits import one_line
 from council.structured import json_object
 
 Depth = Literal["full", "auto"]
@@ -158,11 +159,7 @@ def check_failed(checker: str, why: str) -> Gate:
 
 def bounded(points: Sequence[str]) -> list[str]:
     """At most MAX_DIFFERENCES points, each on one line and at most MAX_DIFFERENCE_CHARS."""
-    out = []
-    for point in points[:MAX_DIFFERENCES]:
-        line = " ".join(point.split())
-        out.append(line if len(line) <= MAX_DIFFERENCE_CHARS else line[:MAX_DIFFERENCE_CHARS] + "…")
-    return out
+    return [one_line(point, MAX_DIFFERENCE_CHARS) for point in points[:MAX_DIFFERENCES]]
 
 
 class NotNeeded(BaseModel):

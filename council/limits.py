@@ -138,3 +138,10 @@ def over_limit_text(most: int, got: int, of: str = "") -> str:
     if limit == size:
         limit, size = f"{most:,} bytes", f"{got:,} bytes"
     return f"at most {limit}{of} (got {size})"
+
+
+def one_line(text: str, limit: int) -> str:
+    """`text` on one line (its whitespace runs made single spaces), cut to at most `limit`
+    characters with a marker: how a model's or a library's words enter a one-line field."""
+    line = " ".join(text.split())
+    return line if len(line) <= limit else line[: limit - 1] + "…"

@@ -21,6 +21,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field
 
 from council.agreement import Agreement, independent_votes
+from council.limits import one_line
 
 MAX_POINTS = 12
 MAX_POINT_CHARS = 500
@@ -59,29 +60,14 @@ class DisagreementReport(BaseModel):
     unreported_dissents: list[str] = Field(default_factory=list)
     # How many independent votes the reviewers are worth (None: no review to tell).
     independent_members: float | None = None
-    members: int = 0
+    members: int = 0  # the council's members, of whom the account speaks
     # Where the account comes from: the chairman's structured synthesis, or the reviews
     # alone (no structured synthesis).
     source: Literal["chairman", "reviews"] = "chairman"
 
-    @property
-    def is_empty(self) -> bool:
-        return not (
-            self.consensus
-            or self.contradictions
-            or self.unique
-            or self.unaddressed
-            or self.unreported_dissents
-        )
-
 
 def _text(value: Any) -> str | None:
-    if not isinstance(value, str):
-        return None
-    line = " ".join(value.split())
-    if not line:
-        return None
-    return line if len(line) <= MAX_POINT_CHARS else line[:MAX_POINT_CHARS] + "…"
+    return (one_line(value, MAX_POINT_CHARS) or None) if isinstance(value, str) else None
 
 
 def _texts(value: Any) -> list[str]:

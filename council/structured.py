@@ -30,7 +30,7 @@ from referencing import Registry
 from referencing.exceptions import Unresolvable
 from referencing.jsonschema import specification_with
 
-from council.limits import MAX_CRITIQUE_CHARS
+from council.limits import MAX_CRITIQUE_CHARS, one_line
 from council.report import Contradiction, DisagreementReport, UniquePoint, read_report
 
 # How a reply was asked for: a JSON schema, a JSON object (with the schema where the
@@ -465,6 +465,5 @@ def conforming_json(text: str, fmt: StructuredReply) -> tuple[str, str | None]:
     return body, f"at {where}: {_one_line(error.message)}"
 
 
-def _one_line(text: str, limit: int = 300) -> str:
-    line = " ".join(text.split())
-    return line if len(line) <= limit else line[: limit - 1] + "…"
+def _one_line(text: str) -> str:
+    return one_line(text, 300)

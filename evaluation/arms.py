@@ -283,7 +283,9 @@ def _mean(values: Sequence[float]) -> float | None:
     return round(sum(values) / len(values), 3) if values else None
 
 
-def auto_summary(scores: Sequence[ProblemScore], ran: bool, depth: str = "full") -> AutoSummary:
+def auto_summary(
+    scores: Sequence[ProblemScore], stages: Sequence[str], ran: bool, depth: str = "full"
+) -> AutoSummary:
     """Depth auto against full depth on the problems both completed: the share that stopped
     after stage 1, tokens and wall time per problem, and the paired tests of auto against
     full, the stage-1 vote and self-consistency."""
@@ -301,9 +303,9 @@ def auto_summary(scores: Sequence[ProblemScore], ran: bool, depth: str = "full")
     full_tokens = sum(s.usage.total_tokens for s in both)
     auto_tokens = sum(r.usage.total_tokens for r in runs)
     stopped = sum(r.stopped_after_stage1 for r in runs)
-    per_problem = [outcomes(s, stage_names_of(s)) for s in both]
+    per_problem = [outcomes(s, stages) for s in both]
     names = [CHAIRMAN_ARM, VOTE_ARM] + sorted(
-        {name for f in per_problem for name in f if name.startswith("self-consistency")}
+        {name for f in per_problem for name, o in f.items() if o.kind == "self-consistency"}
     )
     return AutoSummary(
         run=True,
@@ -319,11 +321,6 @@ def auto_summary(scores: Sequence[ProblemScore], ran: bool, depth: str = "full")
         failed=len(done) - len(both),
         paired=[_test(per_problem, AUTO_ARM, name) for name in names],
     )
-
-
-def stage_names_of(score: ProblemScore) -> list[str]:
-    """The stages a score read (its answers' keys, stage 1 first)."""
-    return list(score.answers)
 
 
 def conformity(scores: Sequence[ProblemScore], final_stage: str) -> Conformity:

@@ -149,7 +149,7 @@ def _sampled_line(score: ProblemScore, done: int, total: int) -> str:
 def _auto_line(score: ProblemScore, done: int, total: int) -> str:
     head = f"[{done:>{len(str(total))}}/{total}] {score.id}: depth auto"
     auto = score.auto
-    if auto is None or not auto.answered or auto.chairman is None:
+    if auto is None or auto.chairman is None:
         return f"{head}: FAILED: {auto.error if auto else 'not run'}"
     how = "stopped after stage 1" if auto.stopped_after_stage1 else "deliberated"
     return (

@@ -243,9 +243,7 @@ def build_report(
         arms=arms,
         paired=paired,
         self_consistency=sampling_summary(plan, done),
-        auto=auto_summary(
-            done, plan.settings.arms == "all" and template.depth == "full", template.depth
-        ),
+        auto=auto_summary(done, stages, plan.settings.arms == "all", template.depth),
         conformity=conformity(done, stages[-1]),
         problems=scores,
     )

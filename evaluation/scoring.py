@@ -93,7 +93,7 @@ class AutoRun(BaseModel):
 
     @property
     def answered(self) -> bool:
-        return self.error is None and self.chairman is not None
+        return self.chairman is not None  # None: the run failed (error says why)
 
 
 def wall_seconds(record: DeliberationRecord) -> float | None:

@@ -341,6 +341,12 @@ def stated_value(text: str | None) -> Answer | None:
     return None
 
 
+def stated_shown(text: str | None) -> str | None:
+    """The value an answer states (stated_value), as text; None when it states none."""
+    value = stated_value(text)
+    return None if value is None else value.shown
+
+
 def _stated(segment: str) -> Answer | None:
     cleaned = text_in(segment)
     if cleaned is None:

@@ -94,12 +94,8 @@ def summary_line(view: RecordView) -> str:
     """ "ID · ended: REASON · N tokens in M calls · cost $X · agreement ..."."""
     agreement = [view.agreement.verdict, view.agreement.votes] if view.agreement else []
     gate = [f"depth {view.depth}: {view.gate.line}"] if view.gate else []
-    report = view.report
-    disputed = (
-        [f"{len(report.contradictions)} contradiction(s) in the report"]
-        if report and report.contradictions
-        else []
-    )
+    split = len(view.report.report.contradictions) if view.report else 0
+    disputed = [f"{split} contradiction(s) in the report"] if split else []
     parts = [view.id, f"ended: {view.ended or '-'}", view.usage.short, *agreement, *gate]
     parts += disputed
     return " · ".join(part for part in parts if part)
@@ -108,10 +104,10 @@ def summary_line(view: RecordView) -> str:
 def finished(record: DeliberationRecord) -> CallToolResult:
     """A completed deliberation (stopped, when it ended on a stop): its final answer, then
     the summary line."""
-    return finished_view(record_view(record), record.disagreement_report)
+    return finished_view(record_view(record))
 
 
-def finished_view(view: RecordView, report: DisagreementReport | None = None) -> CallToolResult:
+def finished_view(view: RecordView) -> CallToolResult:
     """A record's view as a tool returns it: the final answer, then the summary line, then
     the disagreement report's lines; the same as data."""
     answer = view.final.text if view.final else None
@@ -136,7 +132,7 @@ def finished_view(view: RecordView, report: DisagreementReport | None = None) ->
         depth=view.depth,
         gate=view.gate.line if view.gate else None,
         not_needed=view.not_needed,
-        report=report,
+        report=view.report.report if view.report else None,
     )
     texts = [answer or "(no synthesis)", state.summary]
     if view.report and not view.report.empty:

@@ -14,7 +14,7 @@ import json
 import re
 from collections import defaultdict
 
-from grading.answers import format_number, numbers_in, stated_value
+from grading.answers import format_number, numbers_in, stated_shown
 from simulator.personas import _body, _list_items
 from simulator.problems import chance
 from simulator.reading import Prompt
@@ -26,15 +26,10 @@ _DISSENT = re.compile(r'<dissent reviewer="([^"]*)" about="([^"]*)"')
 _ANSWER = re.compile(r'<answer model="([^"]*)" standing="[^"]*">\n(.*?)\n</answer>', re.DOTALL)
 
 
-def _value(text: str) -> str | None:
-    found = stated_value(text)
-    return None if found is None else found.shown
-
-
 def _read_value(text: str) -> str | None:
     """The value an answer gives, as a reader takes it: the one it marks, else the last
     number of its last line ("I get 153.")."""
-    marked = _value(text)
+    marked = stated_shown(text)
     if marked is not None:
         return marked
     lines = text.strip().splitlines()
@@ -64,7 +59,7 @@ def synthesis_json(reply: str, prompt: str) -> str:
     answers = {m.group(1): m.group(2) for m in _ANSWER.finditer(prompt)}
     consensus: list[str] = []
     contradictions: list[dict[str, object]] = []
-    values = {model: _value(text) for model, text in answers.items()}
+    values = {model: stated_shown(text) for model, text in answers.items()}
     if values and all(v is not None for v in values.values()):
         held: dict[str, list[str]] = defaultdict(list)
         for model, value in values.items():

@@ -21,6 +21,7 @@ from app.record_view import RecordView, record_view
 from app.render import view_markdown
 from council.attachments import CutFor
 from council.models import DeliberationRecord
+from council.structured import Disagreement
 from council.thread import ContextSummary
 from mcp_server.results import finished_view
 from web import views
@@ -362,3 +363,18 @@ def test_a_steering_critique_not_yet_handed_over_waits_while_the_run_goes() -> N
     assert done.steering[0].handed == "never handed over (no round followed)"
     # One wording, whichever surface shows it.
     assert done.steering[0].handed in markdown_text(done)
+
+
+def test_a_record_of_build_0_4_shows_its_points_of_disagreement_as_the_report() -> None:
+    record = recorded("agreement_dissent_and_structured_synthesis")
+    assert record.stage3 is not None
+    old = Disagreement(point="which engine", held_by=["sim/drift"], resolution="the load")
+    stage3 = record.stage3.model_copy(update={"disagreements": [old]})
+    view = record_view(record.model_copy(update={"disagreement_report": None, "stage3": stage3}))
+    assert view.report is not None and view.report.lines() == [
+        (
+            "Contradictions",
+            ["which engine: not the answer's view (held by sim/drift) · resolved: the load"],
+        )
+    ]
+    assert "which engine" in markdown_text(view) and "which engine" in page_text(record, view)

@@ -6,7 +6,7 @@ pinned to the build it started on (app.deployment): a protocol change is a new b
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 from temporalio import workflow
@@ -44,6 +44,8 @@ with workflow.unsafe.imports_passed_through():
         refinement_result,
     )
     from council.report import checked, from_reviews
+    from council.reviews import ParsedReview
+    from council.stages import Stage2Result
     from council.steering import (
         HumanCritique,
         RoundsChange,
@@ -187,7 +189,11 @@ class Deliberation:
         enough = len(self.answers) >= 2
         self.live.orders = presentation_orders(labels, workflow.random()) if enough else {}
         gate = self.record.gate
-        label_of = {model: label for label, model in labels.items()}
+        focus = (
+            gate.focus({model: label for label, model in labels.items()})
+            if gate and not round_number
+            else ()
+        )
         calls = prompts.review_prompts(
             self.request.question,
             self.answers,
@@ -196,13 +202,21 @@ class Deliberation:
             self.request.response_byte_cap,
             self.request.criteria,
             instructions=self.request.instructions,
-            focus=gate.focus(label_of) if gate and not round_number else (),
+            focus=focus,
         )
         formats = {r: review_schema(labels_shown_to(r, labels)) for r in calls}
+        parsed: dict[str, tuple[Stage2Result, ParsedReview]] = {}
+
+        def read_once(reviewer: str, reply: ModelReply) -> tuple[Stage2Result, ParsedReview]:
+            """A review read once: as it arrives (depth auto asks) or once the stage ends."""
+            if reviewer not in parsed:
+                parsed[reviewer] = self.live.read_review(reviewer, reply, labels)
+            return parsed[reviewer]
+
         replies = await self.calls.stage(
-            Stage.REVIEW, round_number, calls, formats, self._ranking_settled(labels)
+            Stage.REVIEW, round_number, calls, formats, self._ranking_settled(labels, read_once)
         )
-        read = [self.live.read_review(r, replies[r], labels) for r in self.answers if r in replies]
+        read = [read_once(r, replies[r]) for r in self.answers if r in replies]
         reviews = [review for review, _ in read]
         agreement = None
         if reviews:
@@ -222,14 +236,19 @@ class Deliberation:
             )
         self.live.details(self.state, self.record, self._latest_agreement())
 
-    def _ranking_settled(self, labels: dict[str, str]) -> Enough | None:
-        """Depth auto: a review round needs no more reviews once those in hand fix the top
-        of the aggregate ranking whatever the outstanding reviewers say."""
+    def _ranking_settled(
+        self,
+        labels: dict[str, str],
+        read: Callable[[str, ModelReply], tuple[Stage2Result, ParsedReview]],
+    ) -> Enough | None:
+        """Depth auto: a review round needs no more reviews once those in hand (each read
+        by `read`) fix the top of the aggregate ranking whatever the outstanding reviewers
+        say."""
         if self.request.depth != "auto" or not self.request.auto.settle_reviews:
             return None
 
         def settled(arrived: dict[str, ModelReply], outstanding: Sequence[str]) -> bool:
-            reviews = [self.live.read_review(r, reply, labels)[0] for r, reply in arrived.items()]
+            reviews = [read(r, reply)[0] for r, reply in arrived.items()]
             return settled_leader(reviews, outstanding, labels) is not None
 
         return settled
@@ -321,7 +340,6 @@ class Deliberation:
             context=self.context,
             instructions=self.request.instructions,
             agreement=agreement,
-            structured=wanted is None,
             answer_format=wanted,
             reviewed=self.state.termination_reason != TerminationReason.AGREEMENT,
         )

@@ -123,20 +123,16 @@ class FanOut:
         self.arriving, self.arrived, self.enough = (stage, round_number), {}, False
         started = workflow.now()
         own: dict[str, float] = {}  # model -> seconds its reply took (its own)
-        got: dict[str, ModelReply] = {}
-        ended: set[str] = set()
 
         async def timed(model: str, messages: list[ChatMessage]) -> ModelReply | None:
             reply = await self.call(
                 stage, round_number, model, messages, (formats or {}).get(model)
             )
-            ended.add(model)
             if reply is not None:
                 own[model] = reply.answer_ms / 1000
-                got[model] = reply
-            outstanding = [m for m in calls if m not in ended]
-            if enough is not None and outstanding and not self.enough and not self.stopping():
-                self.enough = enough(dict(got), outstanding)
+            if enough is not None and not (self.enough or self.stopping()):
+                outstanding = [m for m, t in tasks.items() if m != model and not t.done()]
+                self.enough = bool(outstanding) and enough(self.arrived, outstanding)
             return reply
 
         tasks = {

@@ -16,14 +16,8 @@ with workflow.unsafe.imports_passed_through():
     from council.models import DeliberationRequest
     from council.progress import EventKind
     from council.structured import agreement_check_schema
-    from grading.answers import stated_value
+    from grading.answers import stated_shown
     from workflows.fan_out import FanOut
-
-
-def stated(text: str) -> str | None:
-    """The final value an answer states, as text (kind and value), or None."""
-    value = stated_value(text)
-    return None if value is None else value.shown
 
 
 async def agreement_gate(
@@ -38,7 +32,7 @@ async def agreement_gate(
     anonymous labels, in the labels' order) agree, with the evidence; an agreement check
     that fails or cannot be read is a gate that could not tell (the council deliberates)."""
     gate = by_values(
-        {model: stated(text) for model, text in answers.items()}, request.auto.agree_share
+        {model: stated_shown(text) for model, text in answers.items()}, request.auto.agree_share
     )
     if gate is None:
         checker = request.auto.check_model or chairman
