@@ -13,9 +13,11 @@ once per run and kept in history as ToolSpecs) and one call of one of its tools
   went away while idle is replaced once. Without `sessions`, a call has a session of its own.
 - stdio (`command`): the server runs with `env` over a minimal environment (PATH, HOME,
   LANG, and the few names the SDK adds: LOGNAME, SHELL, TERM, USER), never the worker's
-  own, which holds the providers' keys; in `cwd` when given. Its stderr is kept aside and
-  its last line named when it fails. When the call ends, however it ends, the SDK closes
-  its stdin and kills its process group if it does not exit.
+  own, which holds the providers' keys; in `cwd` when given. Its stderr is read as it is
+  written and only its last STDERR_TAIL_BYTES kept (a chatty server costs neither disk nor
+  memory, and never blocks on a full pipe), its last line named when it fails. When the
+  call ends, however it ends, the SDK closes its stdin and kills its process group if it
+  does not exit.
 - streamable HTTP (`url`): with `Authorization: Bearer <token>`, the token read from the
   variable `token_env` names, in the environment given (never shown: a message names the
   variable).
@@ -40,7 +42,6 @@ import inspect
 import json
 import os
 import sys
-import tempfile
 from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
 from types import TracebackType
@@ -84,8 +85,11 @@ MAX_PAGES = 100
 # A failure's line, and what it quotes of the server's stderr or stray output.
 ERROR_CHARS = 300
 QUOTE_CHARS = 120
-# How much of a stdio server's stderr is read back for its last line.
+# How much of a stdio server's stderr is kept for its last line, and the most read from its
+# pipe at one turn of the event loop (a server that never stops writing does not hold it).
 STDERR_TAIL_BYTES = 8_192
+STDERR_READ_BYTES = 65_536
+STDERR_READS_A_TURN = 16
 # A value of the entry's env shorter than this is not kept out of messages (a flag, a unit;
 # council.redaction counts a start of this many characters as the secret).
 SECRET_MIN_CHARS = 8
@@ -190,6 +194,60 @@ def _decoded_size(data: str) -> int:
     return max(0, len(data) * 3 // 4 - (len(data) - len(data.rstrip("="))))
 
 
+class StderrTail:
+    """A stdio server's stderr: a pipe read as the server writes it (on the event loop),
+    of which only the last STDERR_TAIL_BYTES are kept. `writer` is the end the process is
+    given; the worker's copy is closed once the process has it (`started`)."""
+
+    def __init__(self) -> None:
+        read, write = os.pipe()
+        os.set_blocking(read, False)
+        self._read: int | None = read
+        self.writer: IO[bytes] | None = os.fdopen(write, "wb", buffering=0)
+        self.kept = bytearray()
+        self._loop = asyncio.get_running_loop()
+        self._loop.add_reader(read, self.drain)
+
+    def started(self) -> None:
+        """The process has its own copy of the writing end: the pipe ends when it does."""
+        if self.writer is not None:
+            self.writer.close()
+            self.writer = None
+
+    def drain(self) -> None:
+        """Read what the pipe holds (at most STDERR_READS_A_TURN reads), keeping the tail."""
+        for _ in range(STDERR_READS_A_TURN):
+            if self._read is None:
+                return
+            try:
+                chunk = os.read(self._read, STDERR_READ_BYTES)
+            except BlockingIOError:
+                return
+            except OSError:
+                chunk = b""
+            if not chunk:  # the server and every copy of its stderr are gone
+                self._loop.remove_reader(self._read)
+                os.close(self._read)
+                self._read = None
+                return
+            self.kept += chunk
+            del self.kept[:-STDERR_TAIL_BYTES]
+
+    def last_line(self) -> str | None:
+        """The last non-blank line written so far."""
+        self.drain()
+        text = self.kept.decode("utf-8", "replace")
+        lines = [line.strip() for line in text.splitlines() if line.strip()]
+        return lines[-1] if lines else None
+
+    def close(self) -> None:
+        self.started()
+        if self._read is not None:
+            self._loop.remove_reader(self._read)
+            os.close(self._read)
+            self._read = None
+
+
 @dataclass
 class _Watch:
     """What a session saw besides its messages, for a failure's line: the HTTP status of a
@@ -197,7 +255,7 @@ class _Watch:
 
     status: int | None = None
     stray: str | None = None
-    stderr: IO[bytes] | None = None
+    stderr: StderrTail | None = None
 
     async def response(self, response: httpx2.Response) -> None:
         # A message's POST only: a server may answer the optional GET stream with 405.
@@ -210,17 +268,7 @@ class _Watch:
 
     def last_words(self) -> str | None:
         """The last line the stdio server wrote on its stderr, if any."""
-        if self.stderr is None:
-            return None
-        try:
-            self.stderr.seek(0, os.SEEK_END)
-            size = self.stderr.tell()
-            self.stderr.seek(max(0, size - STDERR_TAIL_BYTES))
-            tail = self.stderr.read().decode("utf-8", "replace")
-        except OSError:
-            return None
-        lines = [line.strip() for line in tail.splitlines() if line.strip()]
-        return lines[-1] if lines else None
+        return self.stderr.last_line() if self.stderr is not None else None
 
 
 def _stray_text(error: Exception) -> str:
@@ -273,6 +321,8 @@ class _Watched:
 @contextlib.asynccontextmanager
 async def _watched(transport: Transport, watch: _Watch) -> AsyncIterator[tuple[_Watched, Any]]:
     async with transport as (read, write):
+        if watch.stderr is not None:
+            watch.stderr.started()  # the process is running, with its own copy
         yield _Watched(read, watch), write
 
 
@@ -388,7 +438,7 @@ class Sessions:
             self._later(kept)  # its server went away while it was idle
         watch = _Watch()
         if entry.command is not None:
-            watch.stderr = tempfile.TemporaryFile("w+b")  # noqa: SIM115 (closed by _close)
+            watch.stderr = StderrTail()  # closed by _close
         kept = _Kept(key, watch, asyncio.get_running_loop().create_future(), entry.keep_open)
         self._open.add(kept)
         kept.keeper = asyncio.create_task(self._keep(kept, entry, token))
@@ -467,8 +517,9 @@ async def _transport(entry: McpEntry, token: str | None, watch: _Watch) -> Async
             env=inherited | entry.env,
             cwd=entry.cwd,
         )
+        assert watch.stderr is not None and watch.stderr.writer is not None
         # The SDK types errlog as text; it hands the file's descriptor to the process.
-        errlog = cast(TextIO, watch.stderr)
+        errlog = cast(TextIO, watch.stderr.writer)
         yield cast(Transport, _watched(stdio_client(server, errlog=errlog), watch))
         return
     assert entry.url is not None

@@ -11,6 +11,7 @@ import math
 import os
 import signal
 import socket
+import stat
 import sys
 import textwrap
 from collections.abc import AsyncIterator
@@ -351,6 +352,69 @@ async def test_a_server_that_cannot_start() -> None:
 async def test_a_server_that_crashes_is_named_by_its_last_words() -> None:
     crash = "import sys; sys.stderr.write('starting\\nout of cheese\\n'); sys.exit(3)"
     entry = McpEntry(command=[sys.executable, "-c", crash], timeout=STARTS_WITHIN)
+    with pytest.raises(ToolFailure) as failure:
+        await call_tool(entry, {}, "anything", {})
+    assert str(failure.value) == "the MCP server closed the connection ('out of cheese')"
+
+
+# A stdio server that writes CHATTER_MB of log lines to its stderr at its start and again
+# at each call, before it answers.
+CHATTY_SERVER = """
+import sys
+
+from mcp.server.mcpserver import MCPServer
+from mcp.types import ToolAnnotations
+
+CHATTER = ("debug: " + "x" * 1017 + "\\n") * 1024 * int(sys.argv[1])
+server = MCPServer("chatty", log_level="WARNING")
+
+
+@server.tool(annotations=ToolAnnotations(read_only_hint=True))
+def talk() -> str:
+    \"\"\"Log a lot, then answer.\"\"\"
+    sys.stderr.write(CHATTER + "the last thing logged\\n")
+    sys.stderr.flush()
+    return "said"
+
+
+sys.stderr.write(CHATTER)
+server.run()
+"""
+CHATTER_MB = 8
+
+
+def open_file_bytes() -> int:
+    """The size of the largest regular file this process holds open (0 without /proc)."""
+    largest = 0
+    for fd in Path("/proc/self/fd").glob("*"):
+        try:
+            info = os.stat(fd)
+        except OSError:
+            continue
+        if stat.S_ISREG(info.st_mode):
+            largest = max(largest, info.st_size)
+    return largest
+
+
+async def test_a_chatty_servers_stderr_costs_the_worker_no_disk(tmp_path: Path) -> None:
+    script = tmp_path / "chatty.py"
+    script.write_text(CHATTY_SERVER)
+    entry = McpEntry(command=[sys.executable, str(script), str(CHATTER_MB)], timeout=STARTS_WITHIN)
+    before = open_file_bytes()
+    sessions = Sessions(idle_seconds=3600)
+    try:
+        # Its stderr is read as it is written: the server never blocks on a full pipe.
+        for _ in range(3):
+            assert await call_tool(entry, {}, "talk", {}, sessions) == "said"
+        # 32 MB logged in one session: nothing the worker holds grew with it.
+        assert open_file_bytes() <= max(before, 1_000_000)
+    finally:
+        await sessions.aclose()
+
+
+async def test_a_server_that_crashes_after_a_flood_is_named_by_its_last_words() -> None:
+    flood = "import sys; sys.stderr.write('noise ' * 500_000 + '\\nout of cheese\\n'); sys.exit(3)"
+    entry = McpEntry(command=[sys.executable, "-c", flood], timeout=STARTS_WITHIN)
     with pytest.raises(ToolFailure) as failure:
         await call_tool(entry, {}, "anything", {})
     assert str(failure.value) == "the MCP server closed the connection ('out of cheese')"
