@@ -79,6 +79,11 @@ MAX_QUOTA_RUNS = 1_000_000
 MAX_QUOTA_BYTES = 1 << 40  # 1 TiB
 MAX_QUOTA_WINDOW = 30 * 86_400  # 30 days
 MAX_STORE_THRESHOLD = 256 * 1024
+# A search on the page reads each run's question in turn (the memo, which a codec encrypts,
+# so Temporal cannot search it): at most this many of the newest runs for one search, a
+# bounded cost whatever the namespace holds (about a second for 2,000 on a dev server).
+DEFAULT_WEB_SEARCH_RUNS = 2_000
+MAX_WEB_SEARCH_RUNS = 1_000_000
 STORE_FORMS = "a directory, file:PATH or s3://BUCKET[/PREFIX]"
 _BUCKET = re.compile(r"[a-z0-9][a-z0-9.-]{1,61}[a-z0-9]")
 LogLevel = Literal["DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL"]
@@ -211,6 +216,13 @@ class Settings(BaseSettings):
     )
     web_trusted_proxies: Listed = Field(
         default_factory=list, validation_alias="COUNCIL_WEB_TRUSTED_PROXIES"
+    )
+    web_search_runs: WholeNumber = Field(
+        DEFAULT_WEB_SEARCH_RUNS,
+        ge=1,
+        le=MAX_WEB_SEARCH_RUNS,
+        validation_alias="COUNCIL_WEB_SEARCH_RUNS",
+        description="a whole number of runs",
     )
 
     # -- the MCP server

@@ -120,6 +120,11 @@ def test_each_variable_is_read_into_its_type() -> None:
         ("COUNCIL_QUOTA_RUNS", "-1", "COUNCIL_QUOTA_RUNS must be a whole number of runs from 0"),
         ("COUNCIL_QUOTA_BYTES", "1e9", "COUNCIL_QUOTA_BYTES must be a whole number of bytes"),
         ("COUNCIL_QUOTA_WINDOW", "59", "COUNCIL_QUOTA_WINDOW must be a whole number of seconds"),
+        (
+            "COUNCIL_WEB_SEARCH_RUNS",
+            "0",
+            "COUNCIL_WEB_SEARCH_RUNS must be a whole number of runs from 1 to 1000000",
+        ),
         *(
             (
                 "COUNCIL_MCP_PROGRESS_SECONDS",

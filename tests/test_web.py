@@ -236,6 +236,36 @@ async def test_the_listing_filters_and_the_record_downloads(
         assert "Content-Security-Policy" in missing.headers
 
 
+async def test_a_search_reads_only_the_newest_runs_it_may_and_says_so(
+    temporal: Any, council: Council, tmp_path: Path
+) -> None:
+    questions = [
+        f"Which {word} is searched for (bounded search)?" for word in ("owl", "elk", "yak")
+    ]
+    handles = [await council.start(question, max_rounds=1) for question in questions]
+    with web_server(temporal, council, tmp_path, COUNCIL_WEB_SEARCH_RUNS="2") as web:
+        async with httpx.AsyncClient(base_url=web.url) as http:
+            # The newest of the three is among the two newest runs: found, and the page says
+            # that older ones were not read.
+            newest = (await http.get("/", params={"q": "which yak"})).text
+            assert handles[2].id in newest and 'id="search-bound"' in newest
+            assert "Searched the 2 newest deliberations" in newest
+            # The oldest is not: not found, and the page says why it may still exist.
+            oldest = (await http.get("/", params={"q": "which owl"})).text
+            assert handles[0].id not in oldest and "No deliberation matches" in oldest
+            assert 'id="search-bound"' in oldest
+            # The list without a search reads no question and says nothing of the kind.
+            listing = (await http.get("/")).text
+            assert handles[0].id in listing and 'id="search-bound"' not in listing
+    # With the default bound the oldest is found, and nothing is said.
+    with web_server(temporal, council, tmp_path) as web:
+        async with httpx.AsyncClient(base_url=web.url) as http:
+            found = (await http.get("/", params={"q": "which owl"})).text
+            assert handles[0].id in found and 'id="search-bound"' not in found
+    for handle in handles:
+        await handle.result()
+
+
 async def test_starting_and_stopping_need_the_same_origin(web: WebServer, council: Council) -> None:
     form = {"question": "From elsewhere?", "models": "\n".join(FOUR_MODELS)}
     async with httpx.AsyncClient(base_url=web.url) as http:

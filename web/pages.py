@@ -191,7 +191,10 @@ class Pages:
         self, request: Request, form: views.StartForm | None = None, status: int = 200
     ) -> Response:
         text = request.query_params.get("q", "")
-        rows = await deliberations.list_deliberations(self.client, LIST_LIMIT, text)
+        reading = self.settings.variables.web_search_runs
+        found = await deliberations.search_deliberations(
+            self.client, LIST_LIMIT, text, reading=reading
+        )
         if form is None:
             form = views.StartForm()
         names, members = self.councils()
@@ -199,8 +202,9 @@ class Pages:
             request,
             "index.html",
             status,
-            rows=rows,
+            rows=found.rows,
             q=text,
+            searched=reading if found.bounded else None,
             form=form,
             councils=names,
             members=members,

@@ -523,6 +523,15 @@ class Listed:
         return self.reason or self.stage or "-"
 
 
+@dataclass
+class Searched:
+    """What a search found, newest first, and whether it read every run it could match."""
+
+    rows: list[Listed]
+    # Stopped at its bound with runs left unread: older runs were not searched.
+    bounded: bool = False
+
+
 async def list_deliberations(
     client: Client,
     limit: int = 20,
@@ -533,19 +542,46 @@ async def list_deliberations(
     ids: Sequence[str] | None = None,
 ) -> list[Listed]:
     """The most recent deliberations, newest first; with text, those whose id or question
-    contains it (case-insensitive); with a thread, that thread's, oldest first; with
-    `conversations`, a person's only (no evaluation's runs); with `ids`, only those."""
-    rows = []
+    contains it (case-insensitive, every run read); with a thread, that thread's, oldest
+    first; with `conversations`, a person's only (no evaluation's runs); with `ids`, only
+    those."""
+    found = await search_deliberations(
+        client, limit, text, thread, conversations=conversations, ids=ids
+    )
+    return found.rows
+
+
+async def search_deliberations(
+    client: Client,
+    limit: int = 20,
+    text: str = "",
+    thread: str | None = None,
+    *,
+    conversations: bool = False,
+    ids: Sequence[str] | None = None,
+    reading: int | None = None,
+) -> Searched:
+    """As list_deliberations, a search by text reading at most `reading` of the newest runs
+    (None: every one). A search reads each run's question in turn: it is kept in the memo,
+    which a codec encrypts, so Temporal cannot search it."""
+    rows: list[Listed] = []
     needle = text.strip().lower()
     query = _DELIBERATIONS if thread is None else _in_thread(_DELIBERATIONS, thread)
     if conversations:
         query += f' AND WorkflowId NOT STARTS_WITH "{EVALUATION_ID_PREFIX}"'
     if ids is not None:
         if not ids:
-            return []
+            return Searched([])
         listed = ", ".join(f'"{_quoted(each)}"' for each in ids)
         query += f" AND WorkflowId IN ({listed})"
-    async for execution in client.list_workflows(query, limit=None if needle else limit):
+    most = (reading + 1 if reading is not None else None) if needle else limit
+    read = 0
+    bounded = False
+    async for execution in client.list_workflows(query, limit=most):
+        read += 1
+        if needle and reading is not None and read > reading:
+            bounded = True  # one more run than it may read: older ones are left unsearched
+            break
         attrs = execution.typed_search_attributes
         question = await _question(execution)
         row = Listed(
@@ -565,7 +601,7 @@ async def list_deliberations(
         if len(rows) >= limit:
             break
     rows.sort(key=lambda r: r.started or datetime.min.replace(tzinfo=UTC), reverse=thread is None)
-    return rows
+    return Searched(rows, bounded)
 
 
 async def list_thread(client: Client, thread: str) -> list[Listed]:
