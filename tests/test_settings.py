@@ -10,13 +10,16 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from pydantic import BaseModel
 
 import starter
 from activities.settings import GatewaySettings
 from app import settings as app_settings
 from app.settings import Settings, SettingsError
+from council.config import DefaultProvider
 from harness.processes import ROOT
 from service import command as worker_command
+from simulator.settings import SimulatorSettings
 from web import __main__ as web_main
 
 pytestmark = pytest.mark.fast
@@ -329,3 +332,23 @@ def test_the_check_sees_a_read(tmp_path: Path) -> None:
         "5: COUNCIL_TASK_QUEUE",
         "6: OPENROUTER_API_KEY",
     ]
+
+
+def variables_read() -> set[str]:
+    """Every variable a settings model reads."""
+    models: list[type[BaseModel]] = [Settings, DefaultProvider, SimulatorSettings]
+    return {
+        field.validation_alias
+        for model in models
+        for field in model.model_fields.values()
+        if isinstance(field.validation_alias, str)  # (not the nested provider's own field)
+    }
+
+
+def test_every_variable_is_documented_for_users() -> None:
+    """A variable the code reads is named in the README or a guide under docs/, so that
+    nobody has to read the code to find it."""
+    docs = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]
+    named = set(VARIABLE.findall("\n".join(p.read_text(encoding="utf-8") for p in docs)))
+    assert {"COUNCIL_TASK_QUEUE", "COUNCIL_LLM_API_KEY", "COUNCIL_SIM_DISAGREE"} <= variables_read()
+    assert sorted(variables_read() - named) == []
