@@ -1,0 +1,85 @@
+"""The user's docs name only commands and flags the CLI has: every `bin/council COMMAND`
+in README.md, CONTRIBUTING.md and docs/*.md is a command of starter.py's parser, and every
+`--flag` written after it on that line, up to the end of its code span or table cell, is
+one of that command's (or of its sub-commands')."""
+
+from __future__ import annotations
+
+import argparse
+import re
+from functools import cache
+from pathlib import Path
+
+import pytest
+
+import starter
+
+pytestmark = pytest.mark.fast
+
+ROOT = Path(__file__).resolve().parent.parent
+DOCS = [ROOT / "README.md", ROOT / "CONTRIBUTING.md", *sorted((ROOT / "docs").glob("*.md"))]
+# A command as the docs write it, and what follows it up to a code span's or a cell's end.
+COMMAND = re.compile(r"(?:bin/council|starter\.py)\s+([a-z][a-z-]*)([^`\n|]*)")
+FLAG = re.compile(r"(?<![\w-])--[a-z][a-z0-9-]*")
+
+
+@cache
+def commands() -> dict[str, frozenset[str]]:
+    """Each command of the CLI and the flags it (or a sub-command of it) takes."""
+
+    def flags(parser: argparse.ArgumentParser) -> set[str]:
+        found: set[str] = set()
+        for action in parser._actions:
+            found |= set(action.option_strings)
+            if isinstance(action, argparse._SubParsersAction):
+                for sub in action.choices.values():
+                    found |= flags(sub)
+        return found
+
+    return {
+        name: frozenset(flags(sub))
+        for action in starter.parser()._actions
+        if isinstance(action, argparse._SubParsersAction)
+        for name, sub in action.choices.items()
+    }
+
+
+def problems(text: str) -> list[str]:
+    """What a text names that the CLI does not have."""
+    found = []
+    for line in text.splitlines():
+        for match in COMMAND.finditer(line):
+            name, rest = match.groups()
+            if name not in commands():
+                found.append(f"no command {name}: {line.strip()[:120]}")
+                continue
+            found += [
+                f"{name} has no {flag}: {line.strip()[:120]}"
+                for flag in FLAG.findall(rest)
+                if flag not in commands()[name]
+            ]
+    return found
+
+
+@pytest.mark.parametrize("doc", DOCS, ids=lambda p: str(p.relative_to(ROOT)))
+def test_the_docs_name_only_commands_and_flags_the_cli_has(doc: Path) -> None:
+    assert problems(doc.read_text(encoding="utf-8")) == []
+
+
+def test_the_docs_name_the_commands() -> None:
+    named = {m.group(1) for doc in DOCS for m in COMMAND.finditer(doc.read_text("utf-8"))}
+    assert {"start", "list", "show", "doctor", "store", "mcp"} <= named <= set(commands())
+
+
+def test_what_counts_as_a_problem() -> None:
+    """Control: a flag or a command the CLI lacks is found, wherever on the line."""
+    assert problems("| `bin/council start Q --wait --json` | ok |") == []
+    assert problems("`bin/council store prune --dry-run`") == []
+    assert problems("`bin/council start Q --no-such-flag`") == [
+        "start has no --no-such-flag: `bin/council start Q --no-such-flag`"
+    ]
+    assert problems("run `bin/council frobnicate` now") == [
+        "no command frobnicate: run `bin/council frobnicate` now"
+    ]
+    # A flag after the span or the cell belongs to something else.
+    assert problems("`bin/council list` | `--wait`") == []
