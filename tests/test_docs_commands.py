@@ -1,7 +1,9 @@
-"""The user's docs name only commands and flags the CLI has: every `bin/council COMMAND`
-in README.md, CONTRIBUTING.md and docs/*.md is a command of starter.py's parser, and every
-`--flag` written after it on that line, up to the end of its code span or table cell, is
-one of that command's (or of its sub-commands')."""
+"""The user's docs name only commands, flags and make targets that exist: every
+`bin/council COMMAND` in README.md, CONTRIBUTING.md and docs/*.md is a command of
+starter.py's parser, and every `--flag` written after it on that line, up to the end of its
+code span or table cell, is one of that command's (or of its sub-commands'); every `make
+TARGET` in a code span or at the start of a line of a code block is a target of the
+Makefile."""
 
 from __future__ import annotations
 
@@ -21,6 +23,10 @@ DOCS = [ROOT / "README.md", ROOT / "CONTRIBUTING.md", *sorted((ROOT / "docs").gl
 # A command as the docs write it, and what follows it up to a code span's or a cell's end.
 COMMAND = re.compile(r"(?:bin/council|starter\.py)\s+([a-z][a-z-]*)([^`\n|]*)")
 FLAG = re.compile(r"(?<![\w-])--[a-z][a-z0-9-]*")
+MAKE_SPAN = re.compile(r"`make ([a-z][a-z0-9-]*)")
+MAKE_LINE = re.compile(r"^\s*(?:\$ )?make ([a-z][a-z0-9-]*)", re.MULTILINE)
+FENCE = re.compile(r"^```.*?^```", re.DOTALL | re.MULTILINE)
+MAKE_TARGET = re.compile(r"^([\w-]+(?: [\w-]+)*):(?!=)", re.MULTILINE)
 
 
 @cache
@@ -44,9 +50,17 @@ def commands() -> dict[str, frozenset[str]]:
     }
 
 
+@cache
+def make_targets() -> frozenset[str]:
+    text = (ROOT / "Makefile").read_text(encoding="utf-8")
+    return frozenset(t for line in MAKE_TARGET.findall(text) for t in line.split())
+
+
 def problems(text: str) -> list[str]:
-    """What a text names that the CLI does not have."""
-    found = []
+    """What a text names that the CLI or the Makefile does not have."""
+    named = MAKE_SPAN.findall(text)
+    named += [t for block in FENCE.findall(text) for t in MAKE_LINE.findall(block)]
+    found = [f"the Makefile has no target {t}" for t in named if t not in make_targets()]
     for line in text.splitlines():
         for match in COMMAND.finditer(line):
             name, rest = match.groups()
@@ -83,3 +97,6 @@ def test_what_counts_as_a_problem() -> None:
     ]
     # A flag after the span or the cell belongs to something else.
     assert problems("`bin/council list` | `--wait`") == []
+    assert problems("`make test-fast`, then\n```\nmake test\n```\n") == []
+    assert problems("`make tests`, or\nmake sure of it") == ["the Makefile has no target tests"]
+    assert problems("```sh\nmake chaos-monkey\n```") == ["the Makefile has no target chaos-monkey"]
