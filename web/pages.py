@@ -192,9 +192,7 @@ class Pages:
     ) -> Response:
         text = request.query_params.get("q", "")
         reading = self.settings.variables.web_search_runs
-        found = await deliberations.search_deliberations(
-            self.client, LIST_LIMIT, text, reading=reading
-        )
+        found = await deliberations.search_deliberations(self.client, LIST_LIMIT, text, reading)
         if form is None:
             form = views.StartForm()
         names, members = self.councils()

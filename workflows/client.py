@@ -545,45 +545,42 @@ async def list_deliberations(
     contains it (case-insensitive, every run read); with a thread, that thread's, oldest
     first; with `conversations`, a person's only (no evaluation's runs); with `ids`, only
     those."""
-    found = await search_deliberations(
-        client, limit, text, thread, conversations=conversations, ids=ids
-    )
-    return found.rows
-
-
-async def search_deliberations(
-    client: Client,
-    limit: int = 20,
-    text: str = "",
-    thread: str | None = None,
-    *,
-    conversations: bool = False,
-    ids: Sequence[str] | None = None,
-    reading: int | None = None,
-) -> Searched:
-    """As list_deliberations, a search by text reading at most `reading` of the newest runs
-    (None: every one). A search reads each run's question in turn: it is kept in the memo,
-    which a codec encrypts, so Temporal cannot search it."""
-    rows: list[Listed] = []
-    needle = text.strip().lower()
     query = _DELIBERATIONS if thread is None else _in_thread(_DELIBERATIONS, thread)
     if conversations:
         query += f' AND WorkflowId NOT STARTS_WITH "{EVALUATION_ID_PREFIX}"'
     if ids is not None:
         if not ids:
-            return Searched([])
+            return []
         listed = ", ".join(f'"{_quoted(each)}"' for each in ids)
         query += f" AND WorkflowId IN ({listed})"
+    found = await _read(client, query, limit, text, None)
+    found.rows.sort(
+        key=lambda r: r.started or datetime.min.replace(tzinfo=UTC), reverse=thread is None
+    )
+    return found.rows
+
+
+async def search_deliberations(client: Client, limit: int, text: str, reading: int) -> Searched:
+    """As list_deliberations, newest first, a search by text reading at most `reading` of
+    the newest runs. A search reads each run's question in turn: it is kept in the memo,
+    which a codec encrypts, so Temporal cannot search it."""
+    found = await _read(client, _DELIBERATIONS, limit, text, reading)
+    found.rows.sort(key=lambda r: r.started or datetime.min.replace(tzinfo=UTC), reverse=True)
+    return found
+
+
+async def _read(client: Client, query: str, limit: int, text: str, reading: int | None) -> Searched:
+    """The runs the query lists, as listed, at most `limit`; with text, only those whose id
+    or question contains it, of at most `reading` runs read (None: all)."""
+    rows: list[Listed] = []
+    needle = text.strip().lower()
     most = (reading + 1 if reading is not None else None) if needle else limit
     read = 0
-    bounded = False
     async for execution in client.list_workflows(query, limit=most):
         read += 1
         if needle and reading is not None and read > reading:
-            bounded = True  # one more run than it may read: older ones are left unsearched
-            break
+            return Searched(rows, bounded=True)  # one more than it may read: older ones left
         attrs = execution.typed_search_attributes
-        question = await _question(execution)
         row = Listed(
             id=execution.id,
             status=status_name(execution.status),
@@ -591,7 +588,7 @@ async def search_deliberations(
             stage=attrs.get(search_attributes.STAGE),
             reason=attrs.get(search_attributes.TERMINATION_REASON),
             started=execution.start_time,
-            question=question,
+            question=await _question(execution),
             thread=attrs.get(search_attributes.THREAD),
             agreement=attrs.get(search_attributes.AGREEMENT),
         )
@@ -600,8 +597,7 @@ async def search_deliberations(
         rows.append(row)
         if len(rows) >= limit:
             break
-    rows.sort(key=lambda r: r.started or datetime.min.replace(tzinfo=UTC), reverse=thread is None)
-    return Searched(rows, bounded)
+    return Searched(rows)
 
 
 async def list_thread(client: Client, thread: str) -> list[Listed]:
