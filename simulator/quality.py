@@ -73,6 +73,7 @@ _WH_AUX = re.compile(
     r"^(how|why|when|where|who)\s+(?:do|does|did|can|could|should|would|will|is|are|to)\s+",
     re.IGNORECASE,
 )
+_TIMES = re.compile(r"(?<=\d)\s*\*\s*(?=\d)")
 _IMPERATIVE = re.compile(
     r"^(?:explain|describe|compare|summari[sz]e|discuss|tell me about|give me|list)\s+",
     re.IGNORECASE,
@@ -82,6 +83,7 @@ _IMPERATIVE = re.compile(
 def topic_of(question: str) -> str:
     """A short noun phrase naming what the question is about."""
     first = re.split(r"(?<=[.?!])\s|\n", question.strip(), maxsplit=1)[0]
+    first = _TIMES.sub(" × ", first)  # "1500 * 365" is arithmetic, not markup
     first = re.sub(r"[<>*#`_\[\]{}|\"]", "", first).strip(" ?.!:;,")
     if not first:
         return "the question"

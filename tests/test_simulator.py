@@ -12,6 +12,7 @@ import signal
 import subprocess
 import sys
 import time
+from collections.abc import Iterator
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -59,6 +60,14 @@ CAP = 37_500  # the reply cap of a default run (4 models, 2 rounds)
 @functools.cache
 def http() -> httpx.Client:
     return httpx.Client(timeout=10)
+
+
+@pytest.fixture(scope="module", autouse=True)
+def http_closed() -> Iterator[None]:
+    """The module's client is closed after its tests (a kept-alive connection with it)."""
+    yield
+    http().close()
+    http.cache_clear()
 
 
 def post(sim, model: str, messages: list[ChatMessage]) -> httpx.Response:
@@ -313,6 +322,11 @@ def test_a_topic_cut_short_ends_on_a_word_that_carries_meaning() -> None:
     question = "What are the trade-offs between SQLite and PostgreSQL for a small web application?"
     assert topic_of(question) == "the trade-offs between SQLite and PostgreSQL"
     assert topic_of("What is the capital of France?") == "the capital of France"
+    # A product between numbers stays one (markup characters are dropped).
+    assert topic_of("A table stores about 1500 * 365 rows a year") == (
+        "the question 'A table stores about 1500 × 365 rows ...'"
+    )
+    assert topic_of("Is *this* <b>bold</b>?") == "the question 'Is this bbold/b'"
 
 
 async def test_a_default_run_refines_once_then_meets_the_quality_threshold(sim) -> None:
