@@ -267,6 +267,33 @@ def run(main: Coroutine[Any, Any, T]) -> T:
         gc.collect()
 
 
+# The SDK's connection failures carry the Rust core's debug text: the reason a person needs
+# is inside (`... ConnectError("tcp connect error", ..., Os { ..., message: "Connection
+# refused" })`, `ConnectError("dns error", Custom { ..., error: "failed to lookup ..." })`).
+_OS_MESSAGE = re.compile(r'Os \{[^}]*message: "([^"]+)"')
+_DNS_ERROR = re.compile(r'"dns error".*?error: "([^"]+)"')
+_AFTER_CONNECTION = "call error after connection"
+
+
+def unreachable_reason(error: str) -> str:
+    """Why the connection failed, in a few words, from the SDK's error text: the system's
+    reason ("connection refused"), a name that does not resolve, or a port that answered
+    but not as a Temporal server; else the error's first line as it is."""
+    line = error.strip().splitlines()[0] if error.strip() else "no reason given"
+    if _AFTER_CONNECTION in line:
+        return (
+            "something answers there, but not a Temporal server's gRPC port (the Web UI "
+            "listens on another port)"
+        )
+    if found := _OS_MESSAGE.search(line):
+        return found.group(1)[:1].lower() + found.group(1)[1:]
+    if found := _DNS_ERROR.search(line):
+        return f"the name does not resolve ({found.group(1)})"
+    if "timed out" in line.lower() or "deadline" in line.lower():
+        return "no answer in time"
+    return line
+
+
 async def connect(**overrides: Any) -> Client:
     options = {
         "data_converter": data_converter(),
@@ -283,7 +310,7 @@ async def connect(**overrides: Any) -> Client:
     except RuntimeError as err:
         raise ServerUnreachable(
             f"cannot reach the Temporal server at {options['target_host']} "
-            f"(namespace {options['namespace']}): {str(err).splitlines()[0]}"
+            f"(namespace {options['namespace']}): {unreachable_reason(str(err))}"
         ) from None
     try:
         await client.workflow_service.describe_namespace(

@@ -9,10 +9,13 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import hashlib
 import io
 import json
+import socket
 import sys
+import threading
 from collections.abc import Awaitable, Callable, Iterator
 from datetime import timedelta
 from pathlib import Path
@@ -256,6 +259,30 @@ async def test_an_unreachable_server_is_one_line_naming_it(cli: Cli) -> None:
         assert (code, out) == (2, "")
         assert err.startswith("starter: cannot reach the Temporal server at 127.0.0.1:1")
         assert err.count("\n") == 1
+    # The reason in a person's words, not the SDK's debug text.
+    assert err.endswith("(namespace default): connection refused\n"), err
+
+
+@pytest.mark.fast
+async def test_why_a_server_cannot_be_reached_is_said_plainly(cli: Cli) -> None:
+    code, _, err = await cli("list", env={"TEMPORAL_ADDRESS": "council-test.invalid:7233"})
+    assert code == 2 and "council-test.invalid:7233 (namespace default): the name does not" in err
+    assert "tonic" not in err and "ConnectError" not in err, err
+    # Something that is not a Temporal server answers the port (an HTTP server, the Web UI).
+    with socket.create_server(("127.0.0.1", 0)) as listening:
+        port = listening.getsockname()[1]
+
+        def answer_http() -> None:
+            with contextlib.suppress(OSError):
+                while True:
+                    conn, _ = listening.accept()
+                    with conn:
+                        conn.recv(1024)
+                        conn.sendall(b"HTTP/1.1 200 OK\r\ncontent-length: 2\r\n\r\nhi")
+
+        threading.Thread(target=answer_http, daemon=True).start()
+        code, _, err = await cli("list", env={"TEMPORAL_ADDRESS": f"127.0.0.1:{port}"})
+    assert code == 2 and "something answers there, but not a Temporal server's gRPC" in err, err
 
 
 # ---- against the server -------------------------------------------------------------------
