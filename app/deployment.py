@@ -24,6 +24,7 @@ from pathlib import Path
 
 from temporalio.api.workflowservice.v1 import (
     DescribeWorkerDeploymentRequest,
+    DescribeWorkerDeploymentResponse,
     SetWorkerDeploymentCurrentVersionRequest,
 )
 from temporalio.client import Client
@@ -39,6 +40,15 @@ PYPROJECT = Path(__file__).resolve().parent.parent / "pyproject.toml"
 # making it current (the server learns of a version from the worker's first polls).
 ADOPT_SECONDS = 30.0
 POLL_SECONDS = 0.2
+# What a server answers now and then while a deployment's own workflow changes hands (a
+# busy dev server: "operation was canceled", "workflow is closing"): asked again.
+PASSING = (
+    RPCStatusCode.CANCELLED,
+    RPCStatusCode.ABORTED,
+    RPCStatusCode.UNAVAILABLE,
+    RPCStatusCode.RESOURCE_EXHAUSTED,
+    RPCStatusCode.DEADLINE_EXCEEDED,
+)
 
 
 def package_version() -> str:
@@ -70,16 +80,29 @@ def deployment_config(task_queue: str, build: str) -> WorkerDeploymentConfig:
 
 async def current_build(client: Client, deployment: str) -> str | None:
     """The build id of the deployment's current version (None: none, or no deployment)."""
-    try:
-        described = await client.workflow_service.describe_worker_deployment(
-            DescribeWorkerDeploymentRequest(namespace=client.namespace, deployment_name=deployment)
-        )
-    except RPCError as error:
-        if error.status == RPCStatusCode.NOT_FOUND:
-            return None
-        raise
+    described = await _described(client, deployment)
+    if described is None:
+        return None
     current = described.worker_deployment_info.routing_config.current_deployment_version
     return current.build_id or None
+
+
+async def _described(client: Client, deployment: str) -> DescribeWorkerDeploymentResponse | None:
+    """The deployment as the server describes it (None: there is none), asked again while
+    the server answers with a passing error, for at most ADOPT_SECONDS."""
+    request = DescribeWorkerDeploymentRequest(
+        namespace=client.namespace, deployment_name=deployment
+    )
+    deadline = asyncio.get_running_loop().time() + ADOPT_SECONDS
+    while True:
+        try:
+            return await client.workflow_service.describe_worker_deployment(request)
+        except RPCError as error:
+            if error.status == RPCStatusCode.NOT_FOUND:
+                return None
+            if error.status not in PASSING or asyncio.get_running_loop().time() > deadline:
+                raise
+        await asyncio.sleep(POLL_SECONDS)
 
 
 async def adopt(client: Client, wanted: WorkerDeploymentVersion, take_over: bool = False) -> str:
@@ -87,19 +110,14 @@ async def adopt(client: Client, wanted: WorkerDeploymentVersion, take_over: bool
     deployment: at once, before its workers' first polls reach the server), or whatever is
     current with `take_over` (once its workers poll every task queue the current one
     serves); returns one line that says which build new runs go to."""
-    request = DescribeWorkerDeploymentRequest(
-        namespace=client.namespace, deployment_name=wanted.deployment_name
-    )
     deadline = asyncio.get_running_loop().time() + ADOPT_SECONDS
     while True:
-        try:
-            described = await client.workflow_service.describe_worker_deployment(request)
+        described = await _described(client, wanted.deployment_name)
+        if described is None:
+            current, token = None, b""
+        else:
             current = described.worker_deployment_info.routing_config.current_deployment_version
             token = described.conflict_token
-        except RPCError as error:
-            if error.status != RPCStatusCode.NOT_FOUND:
-                raise
-            current, token = None, b""
         build = current.build_id if current is not None else ""
         if build == wanted.build_id or (build and not take_over):
             return _routing_line(wanted, build)
@@ -118,13 +136,13 @@ async def adopt(client: Client, wanted: WorkerDeploymentVersion, take_over: bool
             )
         except RPCError as error:
             # Another worker set it first, or (taking over) the server does not list this
-            # build yet, or it does not poll every task queue of the current one yet: read
-            # it again.
+            # build yet, or it does not poll every task queue of the current one yet, or a
+            # passing error: read it again.
             if error.status not in (
                 RPCStatusCode.NOT_FOUND,
                 RPCStatusCode.FAILED_PRECONDITION,
-                RPCStatusCode.ABORTED,
                 RPCStatusCode.ALREADY_EXISTS,
+                *PASSING,
             ):
                 raise
             if asyncio.get_running_loop().time() > deadline:

@@ -11,10 +11,15 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import uuid
+from types import SimpleNamespace
+from typing import cast
 
 import pytest
 from temporalio.api.enums.v1 import VersioningBehavior
-from temporalio.api.workflowservice.v1 import SetWorkerDeploymentCurrentVersionRequest
+from temporalio.api.workflowservice.v1 import (
+    DescribeWorkerDeploymentResponse,
+    SetWorkerDeploymentCurrentVersionRequest,
+)
 from temporalio.client import Client, WorkflowHandle
 from temporalio.service import RPCError, RPCStatusCode
 from temporalio.testing import WorkflowEnvironment
@@ -114,6 +119,51 @@ def test_the_build_id_is_the_package_version_unless_set() -> None:
         assert "\n" not in str(error)
     else:
         raise AssertionError("a build id with a blank was taken")
+
+
+class Answers:
+    """A workflow service whose describe_worker_deployment gives these answers in turn (an
+    error is raised): a stand-in for a busy server's passing errors, which cannot be had
+    from a dev server on demand."""
+
+    def __init__(self, *answers: object) -> None:
+        self.answers = list(answers)
+        self.asked = 0
+
+    async def describe_worker_deployment(self, request: object) -> object:
+        self.asked += 1
+        answer = self.answers.pop(0)
+        if isinstance(answer, Exception):
+            raise answer
+        return answer
+
+
+def client_of(service: Answers) -> Client:
+    return cast(Client, SimpleNamespace(namespace="default", workflow_service=service))
+
+
+def described(build: str) -> DescribeWorkerDeploymentResponse:
+    response = DescribeWorkerDeploymentResponse()
+    response.worker_deployment_info.routing_config.current_deployment_version.build_id = build
+    return response
+
+
+@pytest.mark.fast
+async def test_a_passing_error_of_the_server_is_asked_again(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setattr(deployment, "POLL_SECONDS", 0)
+    canceled = RPCError("operation was canceled", RPCStatusCode.CANCELLED, b"")
+    closing = RPCError("workflow is closing", RPCStatusCode.RESOURCE_EXHAUSTED, b"")
+    service = Answers(canceled, closing, described("after"))
+    assert await deployment.current_build(client_of(service), "queue") == "after"
+    assert service.asked == 3
+    # None where there is no deployment; any other error at once.
+    none = RPCError("no deployment", RPCStatusCode.NOT_FOUND, b"")
+    assert await deployment.current_build(client_of(Answers(none)), "queue") is None
+    denied = RPCError("denied", RPCStatusCode.PERMISSION_DENIED, b"")
+    with pytest.raises(RPCError, match="denied"):
+        await deployment.current_build(client_of(Answers(denied, described("unread"))), "queue")
 
 
 async def test_a_worker_told_to_make_its_build_current_takes_over(
