@@ -13,7 +13,7 @@ client's schema are checked against the schema."""
 from __future__ import annotations
 
 import json
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from typing import Any, Literal
 
 import httpx
@@ -58,15 +58,27 @@ def said(error: openai.APIStatusError) -> str:
     return str(error.body["message"])
 
 
-def chat(web: WebServer, **options: Any) -> ChatOpenAI:
-    return ChatOpenAI(
-        model="council",
-        base_url=f"{web.url}/v1",
-        api_key="unused",
-        max_retries=0,
-        extra_body=ONE_ROUND,
-        **options,
-    )
+Chat = Callable[..., ChatOpenAI]
+
+
+@pytest.fixture
+async def chat(web: WebServer) -> AsyncIterator[Chat]:
+    """LangChain's chat model on the page's /v1, over an HTTP client the test closes (its
+    default clients are kept for the process, their connections open to its end)."""
+    async with httpx.AsyncClient(timeout=httpx.Timeout(600)) as http:
+
+        def model(**options: Any) -> ChatOpenAI:
+            return ChatOpenAI(
+                model="council",
+                base_url=f"{web.url}/v1",
+                api_key="unused",
+                max_retries=0,
+                extra_body=ONE_ROUND,
+                http_async_client=http,
+                **options,
+            )
+
+        yield model
 
 
 @pytest.fixture
@@ -91,10 +103,10 @@ async def only_run(council: Council, question: str) -> DeliberationRecord:
 
 
 async def test_with_structured_output_returns_the_parsed_object(
-    web: WebServer, council: Council
+    chat: Chat, council: Council
 ) -> None:
     question = "SQLite or PostgreSQL for a small team's internal tool?"
-    structured = chat(web).with_structured_output(Tradeoff, include_raw=True)
+    structured = chat().with_structured_output(Tradeoff, include_raw=True)
     result = await structured.ainvoke(question)
     parsed, raw = result["parsed"], result["raw"]
     assert result["parsing_error"] is None
@@ -131,9 +143,9 @@ async def test_the_openai_sdks_parse_returns_the_parsed_object(
     assert Tradeoff.model_validate_json(record.stage3.response) == parsed
 
 
-async def test_json_mode_gives_a_json_object(web: WebServer, council: Council) -> None:
+async def test_json_mode_gives_a_json_object(chat: Chat, council: Council) -> None:
     question = "Name one reason to prefer PostgreSQL."
-    structured = chat(web).with_structured_output(Short, method="json_mode", include_raw=True)
+    structured = chat().with_structured_output(Short, method="json_mode", include_raw=True)
     result = await structured.ainvoke(question)
     short = result["parsed"]
     assert isinstance(short, Short) and short.answer.strip()
@@ -283,16 +295,16 @@ MALFORMED = [
 ]
 
 
-async def test_bind_tools_is_refused_naming_tools(web: WebServer, council: Council) -> None:
+async def test_bind_tools_is_refused_naming_tools(chat: Chat, council: Council) -> None:
     def weather(city: str) -> str:
         """The weather in a city."""
         return "sunny"
 
     with pytest.raises(openai.BadRequestError) as refused:
-        await chat(web).bind_tools([weather]).ainvoke("Weather in Oslo?")
+        await chat().bind_tools([weather]).ainvoke("Weather in Oslo?")
     assert refused.value.param == "tools" and said(refused.value).startswith("tools ")
     with pytest.raises(openai.BadRequestError) as refused:
-        await chat(web).with_structured_output(Short, method="function_calling").ainvoke("Hi?")
+        await chat().with_structured_output(Short, method="function_calling").ainvoke("Hi?")
     assert refused.value.param == "tools"
     assert council.sim.log()["total"] == 0  # nothing started
 
