@@ -30,6 +30,7 @@ import sys
 from typing import Any, NoReturn
 
 from rich.console import Console
+from temporalio.client import WorkflowFailureError
 from temporalio.service import RPCError
 
 from app import commands, connection, flags, front_door, store
@@ -40,7 +41,6 @@ from council.agreement import verdict
 from council.config import ConfigProblem
 from council.ids import id_problem, tenant_problem
 from council.models import DeliberationRecord, DeliberationRequest
-from council.progress import shown_status
 from council.steering import HumanCritique, reason_problem, rounds_problem, text_problem
 from evaluation import cli as evaluation
 from workflows import client as deliberations
@@ -117,13 +117,24 @@ def question_of(args: argparse.Namespace) -> str:
         raise UsageError("QUESTION: standard input is not UTF-8 text") from None
 
 
-async def follow(handle: Any) -> None:
-    """Print progress events to stderr until the deliberation closes."""
-    async for event in deliberations.events(handle):
-        if isinstance(event, str):
-            err.print(f"[dim]{event}[/dim]")
-        else:
-            err.print(event_line(event), markup=False)
+async def follow(handle: Any) -> bool:
+    """Print progress events to stderr until the deliberation closes; False (said in one
+    line) when its workflow task keeps failing: it would never close on its own."""
+    try:
+        async for event in deliberations.events(handle):
+            if isinstance(event, str):
+                err.print(f"[dim]{event}[/dim]")
+            else:
+                err.print(event_line(event), markup=False)
+    except deliberations.RunStuck as problem:
+        err.print(f"{handle.id}: running, but {stuck_hint(handle.id, problem)}", markup=False)
+        return False
+    return True
+
+
+def stuck_hint(workflow: str, problem: Exception) -> str:
+    """A stuck run's failure, and what ends it."""
+    return f"{problem} ({command()} stop {workflow} ends it)"
 
 
 async def print_outcome(handle: Any, as_json: bool) -> int:
@@ -176,7 +187,8 @@ async def cmd_start(args: argparse.Namespace) -> int:
         err.print(f"watch: {command()} watch {wid}\nUI:    {ui}", markup=False)
         return 0
     err.print(f"deliberation {wid} started · UI: {ui}", markup=False)
-    await follow(handle)
+    if not await follow(handle):
+        return 1
     return await print_outcome(handle, args.json)
 
 
@@ -194,17 +206,19 @@ async def cmd_stop(args: argparse.Namespace) -> int:
         raise UsageError(f"--reason: {reason_problem(args.reason)}")
     found = await _find(args.id)
     try:
-        await deliberations.stop(found, args.reason)
+        stopped = await deliberations.stop(found, args.reason)
     except deliberations.AlreadyFinished as finished:
-        err.print(f"{args.id}: {finished}", markup=False)
-        return 1
-    err.print(f"stop requested for {args.id}; the council synthesizes what it has", markup=False)
+        # A command that cannot act on a finished run is refused as extend and critique are.
+        raise UsageError(f"{args.id}: {finished}") from None
+    err.print(f"{args.id}: {stopped.line}", markup=False)
     return 0
 
 
 async def cmd_watch(args: argparse.Namespace) -> int:
     found = await _find(args.id)
-    await follow(found.handle)  # a closed run replays its events, if a worker answers queries
+    # A closed run replays its events, if a worker answers queries.
+    if not await follow(found.handle):
+        return 1
     status = await deliberations.shown_status_of(found.handle)  # as `list` shows it
     err.print(f"{args.id}: {status} (the record: {command()} show {args.id})", markup=False)
     return 0 if status in ("completed", "stopped", "running") else 1
@@ -216,13 +230,18 @@ async def cmd_show(args: argparse.Namespace) -> int:
         record = await deliberations.read_record(found.handle)
     except RPCError:
         raise  # the server: main says so
+    except deliberations.RunStuck as problem:
+        err.print(f"{args.id}: running, but {stuck_hint(args.id, problem)}", markup=False)
+        return 1
     except Exception as error:
         err.print(f"{args.id}: {found.status}: {deliberations.failure_reason(error)}", markup=False)
+        # What a failed or terminated run had, where it ended with its record.
+        failed = isinstance(error, WorkflowFailureError)
+        kept = deliberations.failed_record(error) if failed else None
+        if kept is not None:
+            print(kept.model_dump_json(indent=2) if args.json else record_markdown(kept))
         return 1
-    if args.json:
-        print(record.model_dump_json(indent=2))
-    else:
-        print(record_markdown(record))
+    print(record.model_dump_json(indent=2) if args.json else record_markdown(record))
     return 0
 
 
@@ -240,7 +259,8 @@ async def cmd_list(args: argparse.Namespace) -> int:
                 [
                     {
                         "id": row.id,
-                        "status": shown_status(row.status, row.reason),
+                        "status": row.shown,
+                        "stuck": row.stuck,
                         "round": row.round,
                         "reason": row.where,
                         "agreement": row.agreement,
@@ -265,8 +285,10 @@ async def cmd_list(args: argparse.Namespace) -> int:
         started = row.started.strftime("%Y-%m-%d %H:%M:%S") if row.started else "-"
         rnd = "-" if row.round is None else str(row.round)
         agreed = row.agreement or "-"
-        status = shown_status(row.status, row.reason)
-        print(f"{row.id:<{width}}  {status:<10} {rnd:<5} {row.where:<24} {agreed:<9} {started}")
+        print(f"{row.id:<{width}}  {row.shown:<10} {rnd:<5} {row.where:<24} {agreed:<9} {started}")
+    for row in rows:
+        if row.stuck:
+            err.print(f"{row.id}: {row.stuck} ({command()} stop {row.id} ends it)", markup=False)
     return 0
 
 

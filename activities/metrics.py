@@ -16,6 +16,11 @@ the council_agreement{level} histogram (the final review's alpha).
 
 from __future__ import annotations
 
+import functools
+import logging
+from collections.abc import Callable
+from typing import ParamSpec
+
 from temporalio import activity
 from temporalio.common import MetricMeter
 
@@ -64,6 +69,35 @@ HISTOGRAM_BUCKETS: dict[str, list[float]] = {
 }
 
 
+P = ParamSpec("P")
+# What failed while only observing a run (a metric, the search attributes, the current
+# details, a progress event), by what failed: the workflow's and the calls' alike.
+OBSERVER_FAILURES = "council_observer_failures"
+OBSERVER_FAILURES_HELP = "Failures of what only observes a run, by what failed"
+log = logging.getLogger("council.metrics")
+
+
+def observing(record: Callable[P, None]) -> Callable[P, None]:
+    """A metric's recording never fails the call it observes (a provider that reports a
+    negative cost, say: the SDK's metrics take no negative value): its failure is logged
+    and counted (OBSERVER_FAILURES, as in the workflow), never raised."""
+
+    @functools.wraps(record)
+    def recorded(*args: P.args, **kwargs: P.kwargs) -> None:
+        try:
+            record(*args, **kwargs)
+        except Exception:
+            log.exception("a model call's metrics failed; the call goes on")
+            try:
+                activity.metric_meter().create_counter(
+                    OBSERVER_FAILURES, OBSERVER_FAILURES_HELP
+                ).add(1, {"observer": "metrics"})
+            except Exception:
+                log.debug("the failure could not be counted either", exc_info=True)
+
+    return recorded
+
+
 def labels(call: ModelCall) -> dict[str, str]:
     return {"model": call.model, "stage": call.stage.value if call.stage else "other"}
 
@@ -91,6 +125,7 @@ class CallMetrics:
         """The metrics of a call in the running activity."""
         return cls(activity.metric_meter(), call)
 
+    @observing
     def succeeded(self, reply: ModelReply) -> None:
         self.calls.add(1, {**self.labels, "outcome": "ok"})
         self.latency.record(reply.latency_ms / 1000, self.labels)
@@ -99,12 +134,14 @@ class CallMetrics:
         if reply.usage.cost_usd is not None:
             self.cost.record(reply.usage.cost_usd, self.labels)
 
+    @observing
     def failed(self, error_type: str, retried: bool, seconds: float) -> None:
         self.calls.add(1, {**self.labels, "outcome": "retrying" if retried else "failed"})
         self.latency.record(seconds, self.labels)
         if retried:
             self.retries.add(1, {**self.labels, "error_type": error_type})
 
+    @observing
     def cancelled(self, seconds: float) -> None:
         self.calls.add(1, {**self.labels, "outcome": "cancelled"})
         self.latency.record(seconds, self.labels)

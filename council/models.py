@@ -502,8 +502,9 @@ class DeliberationRecord(BaseModel):
     query: str
     models: list[str]
     chairman: str
-    # "failed": the record a failed run carries in its failure's details.
-    status: Literal["running", "completed", "failed"] = "running"
+    # "failed": the record a failed run carries in its failure's details; "terminated":
+    # the record a run whose workflow task kept failing had when a stop ended it.
+    status: Literal["running", "completed", "failed", "terminated"] = "running"
     stage1: list[Stage1Result] = Field(default_factory=list)
     stage2: list[Stage2Result] = Field(default_factory=list)
     stage2_5: list[Stage2_5Result] | None = None

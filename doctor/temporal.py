@@ -21,6 +21,9 @@ SERVER = "temporal server"
 NAMESPACE = "namespace"
 SEARCH_ATTRIBUTES = "search attributes"
 WORKER = "worker"
+RUNS = "runs"
+# The stuck runs a check names (the others are counted).
+SHOWN_STUCK = 5
 _TYPE_NAMES = {
     IndexedValueType.INDEXED_VALUE_TYPE_KEYWORD: "Keyword",
     IndexedValueType.INDEXED_VALUE_TYPE_INT: "Int",
@@ -44,6 +47,7 @@ async def temporal_checks() -> list[Check]:
             ),
             skipped(SEARCH_ATTRIBUTES, "the namespace does not exist"),
             skipped(WORKER, "the namespace does not exist"),
+            skipped(RUNS, "the namespace does not exist"),
         ]
     except connection.ServerUnreachable as unreachable:
         fix = (
@@ -59,11 +63,40 @@ async def temporal_checks() -> list[Check]:
         passed(NAMESPACE, f"{client.namespace} exists"),
         await search_attributes_check(client),
         await worker_check(client, connection.task_queue()),
+        await runs_check(client),
     ]
 
 
 def _unchecked(why: str) -> list[Check]:
-    return [skipped(NAMESPACE, why), skipped(SEARCH_ATTRIBUTES, why), skipped(WORKER, why)]
+    return [
+        skipped(NAMESPACE, why),
+        skipped(SEARCH_ATTRIBUTES, why),
+        skipped(WORKER, why),
+        skipped(RUNS, why),
+    ]
+
+
+async def runs_check(client: Client) -> Check:
+    """No running deliberation is stuck (its workflow task failing again and again: it
+    would never end); each one that is, named with its failure."""
+    try:
+        stuck, asked = await deliberations.stuck_runs(client)
+    except RPCError as error:
+        return failed(
+            RUNS,
+            f"cannot list the running deliberations ({error.status.name}: {error.message})",
+            "check that the Temporal credentials may read the namespace",
+        )
+    if not stuck:
+        return passed(RUNS, f"{asked} running, none stuck")
+    named = "; ".join(f"{row.id}: {row.stuck}" for row in stuck[:SHOWN_STUCK])
+    more = f"; and {len(stuck) - SHOWN_STUCK} more" if len(stuck) > SHOWN_STUCK else ""
+    return failed(
+        RUNS,
+        f"{len(stuck)} of {asked} running deliberation(s) stuck: {named}{more}",
+        "bin/council stop ID ends each (terminated, with the record it had); the worker's "
+        "log says where its workflow task fails",
+    )
 
 
 async def search_attributes_check(client: Client) -> Check:

@@ -58,6 +58,7 @@ from workflows.deliberation import Deliberation
 from workflows.judge import JudgeAnswers
 from workflows.priority import Launch, Urgency
 from workflows.sampling import SelfConsistency
+from workflows.stuck import RunStuck, result_unless_stuck
 
 # An evaluation's runs (and their judges) are batch work, under their own tenant.
 EVALUATION = Launch(Urgency.BATCH, "eval")
@@ -341,9 +342,11 @@ class Evaluation:
                 source = "reused"
                 handle = self.client.get_workflow_handle(wid, result_type=result_type)
         try:
-            return await handle.result(), source
+            return await result_unless_stuck(handle), source
         except WorkflowFailureError as err:
             raise _Failed(source, _failure(err)) from None
+        except RunStuck as problem:  # it would never end: said, and the others go on
+            raise _Failed(source, f"stuck, left running: {problem} (stop {wid} ends it)") from None
 
 
 class _Failed(Exception):

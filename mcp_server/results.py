@@ -19,8 +19,9 @@ class DeliberationState(BaseModel):
 
     id: str = Field(description="the deliberation's id")
     status: str = Field(
-        description="running; completed, or stopped when it ended on a user's stop (both with "
-        "an answer); failed, terminated, canceled or timed_out"
+        description="running; stuck (running, but its workflow task keeps failing: a stop "
+        "ends it); completed, or stopped when it ended on a user's stop (both with an "
+        "answer); failed, terminated, canceled or timed_out"
     )
     answer: str | None = Field(default=None, description="the final answer, once completed")
     terminated_reason: str | None = Field(
@@ -189,3 +190,15 @@ def closed(wid: str, status: str, message: str) -> CallToolResult:
 def stop_requested(wid: str) -> CallToolResult:
     summary = f"stop requested for {wid}; the council synthesizes what it has"
     return _result(DeliberationState(id=wid, status="running", summary=summary), summary)
+
+
+def stuck(wid: str, line: str) -> CallToolResult:
+    """A run whose workflow task keeps failing (`line`: the failure): a stop ends it."""
+    summary = f"{wid}: running, but {line} (the stop tool ends it)"
+    return _result(DeliberationState(id=wid, status="stuck", summary=summary), summary)
+
+
+def terminated(wid: str, line: str) -> CallToolResult:
+    """A stop that terminated a run whose workflow task kept failing (`line`: how)."""
+    summary = f"{wid}: {line}"
+    return _result(DeliberationState(id=wid, status="terminated", summary=summary), summary)

@@ -109,6 +109,9 @@ async def get(backend: Backend, wid: str) -> CallToolResult:
     found = await find(backend, wid)
     status = found.status
     if status == "running":
+        problem = await deliberations.stuck(found.handle, found.description)
+        if problem is not None:
+            return results.stuck(found.id, problem.line)
         progress = await where(found.handle)
         if progress is None:  # no worker answers, or the run closed just now
             status = await deliberations.status_of(found.handle)
@@ -125,9 +128,11 @@ async def stop(backend: Backend, wid: str, reason: str | None) -> CallToolResult
     reason = stop_reason(reason)
     found = await find(backend, wid)
     try:
-        await deliberations.stop(found, reason)
+        stopped = await deliberations.stop(found, reason)
     except deliberations.AlreadyFinished as finished:
         raise Problem(f"{wid}: {finished}") from None
+    if stopped.terminated:
+        return results.terminated(found.id, stopped.line)
     return results.stop_requested(found.id)
 
 

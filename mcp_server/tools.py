@@ -20,9 +20,10 @@ from council import limits, numbers
 from council.depth import Depth
 from council.validation import one_line
 from mcp_server import results, runs, tasks
-from mcp_server.inputs import AttachmentInput
+from mcp_server.inputs import AttachmentInput, Problem
 from mcp_server.progress import Reporter, started_line
 from mcp_server.runs import Backend
+from workflows import client as deliberations
 
 INSTRUCTIONS = (
     "A council of language models answers a question together: each model answers, the "
@@ -155,6 +156,8 @@ async def ask(backend: Backend, ctx: Context, **arguments: Any) -> CallToolResul
     try:
         await reporter.send(started_line(handle.id))
         await reporter.follow(handle)
+    except deliberations.RunStuck as problem:
+        raise Problem(f"deliberation {handle.id} is stuck: {problem} (stop ends it)") from None
     except BaseException:
         note(f"ask_council: the call ended before deliberation {handle.id} did; it goes on")
         raise

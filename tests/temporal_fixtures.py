@@ -6,6 +6,10 @@
   (app.connection.data_converter), through the session's payload store (tests/conftest.py).
 - `council`: an in-process worker (the same service.worker.serving as worker.py) on its own
   task queue, calling the session simulator over HTTP; `council.run(...)` runs a deliberation.
+- Every test that uses the session's server fails when a run it started holds a failed
+  workflow task (`no_failed_workflow_tasks`): a failed workflow task is retried for good and
+  wedges the run. A test that provokes one on purpose says so with
+  `@pytest.mark.provokes_failed_workflow_task("why")`.
 """
 
 from __future__ import annotations
@@ -15,13 +19,13 @@ import contextlib
 import os
 import sys
 import uuid
-from collections.abc import AsyncIterator, Callable, Iterable
+from collections.abc import AsyncIterator, Callable, Iterable, Sequence
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import pytest
-from temporalio.api.enums.v1 import EventType, WorkflowTaskFailedCause
 from temporalio.api.history.v1 import HistoryEvent
 from temporalio.client import Client, WorkflowHandle
 from temporalio.testing import WorkflowEnvironment
@@ -43,6 +47,7 @@ from workflows.calls import scheduled_call
 from workflows.client import QUESTION_MEMO
 from workflows.deliberation import Deliberation
 from workflows.search_attributes import ensure_search_attributes
+from workflows.stuck import task_failure
 
 # A recognizable key: tests scan histories, logs and records for it.
 TEST_API_KEY = "sk-council-test-5ecret-7f3a9"
@@ -102,17 +107,41 @@ class Council:
 
 
 def failed_workflow_tasks(events: Iterable[HistoryEvent]) -> list[HistoryEvent]:
-    """The run's failed workflow tasks, but for UNHANDLED_COMMAND: the server's answer when
-    an event (a reply, an update) came in while the task that would have ended the run was
-    completed (the SDK runs a new task at once; the busier the machine, the likelier).
-    Any other failure is the workflow's own."""
-    unhandled = WorkflowTaskFailedCause.WORKFLOW_TASK_FAILED_CAUSE_UNHANDLED_COMMAND
-    return [
-        e
-        for e in events
-        if e.event_type == EventType.EVENT_TYPE_WORKFLOW_TASK_FAILED
-        and e.workflow_task_failed_event_attributes.cause != unhandled
-    ]
+    """The run's workflow tasks that failed because of the workflow (workflows.stuck's one
+    rule), not those the server failed for a passing reason (an event that came in while
+    the task that would have ended the run was completed: the busier the machine, the
+    likelier)."""
+    return [e for e in events if task_failure(e) is not None]
+
+
+async def runs_with_failed_tasks(client: Client, since: datetime) -> dict[str, list[str]]:
+    """Each workflow started on `client`'s namespace since `since` whose history holds a
+    failed workflow task (failed_workflow_tasks): its id -> each failure's message."""
+    query = f"StartTime >= '{since.astimezone(UTC).strftime('%Y-%m-%dT%H:%M:%S.%fZ')}'"
+    found: dict[str, list[str]] = {}
+    async for execution in client.list_workflows(query):
+        handle = client.get_workflow_handle(execution.id, run_id=execution.run_id)
+        failed = failed_workflow_tasks((await handle.fetch_history()).events)
+        if failed:
+            found[execution.id] = [task_failure(e) or "" for e in failed]
+    return found
+
+
+@pytest.fixture(autouse=True)
+async def no_failed_workflow_tasks(request: pytest.FixtureRequest) -> AsyncIterator[None]:
+    """A test on the session's server fails when a run it started holds a failed workflow
+    task, unless it is marked `provokes_failed_workflow_task`."""
+    if "temporal" not in request.fixturenames:
+        yield
+        return
+    env: WorkflowEnvironment = request.getfixturevalue("temporal")
+    # (The server's clock is this machine's; a little slack for the listing's precision.)
+    since = datetime.now(UTC) - timedelta(milliseconds=10)
+    yield
+    if request.node.get_closest_marker("provokes_failed_workflow_task"):
+        return
+    found = await runs_with_failed_tasks(env.client, since)
+    assert not found, f"runs with a failed workflow task (they would never end): {found}"
 
 
 async def model_calls(handle: WorkflowHandle) -> list[ModelCall]:
@@ -133,17 +162,19 @@ async def council_worker(
     queue: str | None = None,
     settings: GatewaySettings | None = None,
     toolbox: ToolBox | None = None,
+    workflows: Sequence[type] | None = None,
 ) -> AsyncIterator[Council]:
     """An in-process worker on its own task queue (or on `queue`), calling the simulator
     (or the provider `settings` name), with the tools of `toolbox` (default: the
-    built-ins)."""
+    built-ins), running `workflows` (default: the worker's own)."""
     queue = queue or f"council-test-{uuid.uuid4().hex[:8]}"
     if settings is None:
         assert sim is not None
         settings = GatewaySettings(base_url=sim.url, api_key=TEST_API_KEY)
     gateway = ModelGateway(settings)
     try:
-        async with serving(client, gateway, queue=queue, checked=True, toolbox=toolbox):
+        options: dict[str, Any] = {"workflows": workflows} if workflows is not None else {}
+        async with serving(client, gateway, queue=queue, checked=True, toolbox=toolbox, **options):
             yield Council(client, queue, sim)
     finally:
         await gateway.aclose()

@@ -388,8 +388,13 @@ async def test_stop_from_the_command_line(
     record = await handle.result()
     assert record.iteration.terminated_reason == "user_stopped"
     assert record.stop_reason == "seen enough"
+    # A finished run: refused in one line with status 2, as extend and critique refuse.
     code, _, err = await cli("stop", "tabs-1")
-    assert code == 1 and "tabs-1: this deliberation has already finished" in err
+    assert code == 2 and err == (
+        "starter: tabs-1: this deliberation has already finished (completed): nothing to stop\n"
+    ), err
+    code, _, err = await cli("extend", "tabs-1", "--rounds", "4")
+    assert code == 2 and err.startswith("starter: ") and err.count("\n") == 1, err
     # watch and list say the same of a run the user stopped.
     code, _, err = await cli("watch", "tabs-1")
     assert code == 0 and err.endswith(

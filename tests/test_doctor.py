@@ -41,6 +41,7 @@ NAMES = [
     "namespace",
     "search attributes",
     "worker",
+    "runs",
     "payload store",
     "council.toml",
     "provider default reachable",
@@ -151,11 +152,11 @@ async def test_a_closed_server_port_fails_and_skips_what_needs_the_server(
     assert server["status"] == "failed" and server["ok"] is False
     assert f"cannot reach the Temporal server at {address}" in server["detail"]
     assert "TEMPORAL_ADDRESS" in server["fix"] and "make server" in server["fix"]
-    for name in ("namespace", "search attributes", "worker"):
+    for name in ("namespace", "search attributes", "worker", "runs"):
         assert checks[name]["status"] == "skipped"
         assert checks[name]["detail"] == "skipped: the server does not answer"
     # The model side is checked all the same.
-    assert all(checks[name]["status"] == "ok" for name in NAMES[4:])
+    assert all(checks[name]["status"] == "ok" for name in NAMES[5:])
     assert TEST_API_KEY not in printed
 
 
@@ -227,7 +228,7 @@ async def test_a_provider_at_a_closed_port_fails_and_skips_its_other_checks(
         assert check["status"] == "skipped", check
         assert check["detail"] == "skipped: the provider does not answer"
     assert checks["default council"]["status"] == "skipped"
-    assert all(checks[name]["status"] == "ok" for name in NAMES[:5])
+    assert all(checks[name]["status"] == "ok" for name in NAMES[:6])
     assert TEST_API_KEY not in printed
 
 

@@ -125,3 +125,48 @@ def test_a_bad_metrics_port_is_one_line() -> None:
         done.stderr
         == "worker: COUNCIL_METRICS_PORT must be a port number from 1 to 65535 (got 'eighty')\n"
     )
+
+
+# Reviewers that disagree systematically: atlas and borealis rate every answer 1, drift
+# every answer 5, cirrus all 1 but drift's 5 (Krippendorff's alpha -0.375).
+AT_ODDS = {
+    "sim/atlas": {"rating": 1},
+    "sim/borealis": {"rating": 1},
+    "sim/cirrus": {"rating": 1, "ratings_by_author": {"sim/drift": 5}},
+    "sim/drift": {"rating": 5},
+}
+
+
+async def test_a_review_whose_alpha_is_negative_ends_the_run_with_metrics_on(
+    temporal: WorkflowEnvironment, sim: SimulatorServer, tmp_path: Path
+) -> None:
+    """A metric takes no negative value: the agreement histogram once raised inside the
+    workflow, whose task then failed for good (the run never ended). Nothing that only
+    observes a run can fail it now, and the histogram counts a negative alpha as 0."""
+    port = free_port()
+    queue = f"metrics-{uuid.uuid4().hex[:8]}"
+    env = worker_env(temporal, sim, queue, COUNCIL_METRICS_PORT=str(port))
+    sim.set_faults(AT_ODDS)
+    worker = await asyncio.to_thread(start_worker, env, tmp_path / "worker.log")
+    try:
+        record: DeliberationRecord = await asyncio.wait_for(
+            temporal.client.execute_workflow(
+                Deliberation.run,
+                request(max_rounds=1),
+                id=f"metrics-{uuid.uuid4().hex[:8]}",
+                task_queue=queue,
+                result_type=DeliberationRecord,
+            ),
+            timeout=120,
+        )
+        async with httpx.AsyncClient() as http:
+            text = (await http.get(f"http://127.0.0.1:{port}/metrics", timeout=10)).text
+    finally:
+        worker.stop()
+    assert record.agreement is not None and record.agreement.alpha is not None
+    assert record.agreement.alpha < 0 and record.agreement.level == "low"
+    found = samples(text)
+    assert total(found, "council_agreement_count", level="low") == 1
+    assert total(found, "council_agreement_sum", level="low") == 0
+    assert total(found, "council_observer_failures_total") == 0
+    assert "Metric value cannot be negative" not in worker.log_text()

@@ -25,6 +25,7 @@ from temporalio.worker import Worker
 from app import connection
 from council.calls import Stage
 from council.models import DeliberationRecord
+from council.progress import ProgressEvent
 from council.validation import validate_request
 from harness.processes import temporal_binary
 from service.worker import SANDBOX, serving, unsandboxed_runner
@@ -32,6 +33,7 @@ from tests.fake_models import FakeModels
 from tests.temporal_fixtures import FOUR_MODELS, request
 from workflows import client as deliberations
 from workflows.search_attributes import ensure_search_attributes
+from workflows.stuck import task_failures
 
 pytestmark = pytest.mark.fast
 
@@ -214,6 +216,31 @@ async def test_a_stop_before_any_answer_ends_without_a_synthesis(rules: Rules) -
     record = await handle.result()
     assert record.iteration.terminated_reason == "user_stopped"
     assert record.stage1 == [] and record.stage3 is None
+
+
+def refuse(*args: Any, **kwargs: Any) -> Any:
+    raise ValueError("refused by the test")
+
+
+async def test_what_only_observes_a_run_never_fails_it(
+    rules: Rules, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    """Metrics, search attributes, current details and progress events that fail are
+    logged and counted; the run goes on and ends as it would (a failed workflow task would
+    be retried for good)."""
+    monkeypatch.setattr(workflow, "upsert_search_attributes", refuse)
+    monkeypatch.setattr(workflow, "set_current_details", refuse)
+    monkeypatch.setattr(workflow, "metric_meter", refuse)
+    monkeypatch.setattr(ProgressEvent, "__init__", refuse)
+    handle = await rules.start()
+    record = await asyncio.wait_for(handle.result(), 60)  # (a failed task: never)
+    assert record.status == "completed" and record.stage3 is not None
+    assert record.iteration.terminated_reason == "quality_threshold_met"
+    history = await handle.fetch_history()
+    assert task_failures(history.events) == []
+    said = [r.getMessage() for r in caplog.records]
+    failed = {m.split(" failed;")[0] for m in said if " failed; the deliberation goes on" in m}
+    assert {"search attributes", "current details", "metrics", "progress event"} <= failed, said
 
 
 @workflow.defn(sandboxed=False)

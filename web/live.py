@@ -16,9 +16,10 @@ follows.
 
 from __future__ import annotations
 
+import asyncio
 import json
 import time
-from collections.abc import AsyncIterator
+from collections.abc import AsyncGenerator, AsyncIterator
 from contextlib import aclosing
 from dataclasses import dataclass, field
 from typing import Any
@@ -43,6 +44,9 @@ MAX_SEQ = 10**9
 # A viewer hears from its stream at least this often (a comment when nothing changed), so
 # that a connection its reader left is noticed.
 KEEPALIVE_SECONDS = 2.0
+# How often the page of a run whose workflow task keeps failing looks again whether a stop
+# has ended it.
+STUCK_SECONDS = 2.0
 # The sections of the council's work, each rendered by the macro of its name.
 SECTIONS = ("answers", "reviews", "rounds", "usage", "steering", "errors")
 
@@ -149,6 +153,35 @@ class Live:
         call's state and text so far), at least every KEEPALIVE_SECONDS; then the finished
         page."""
         events: list[ProgressEvent] = []
+        try:
+            async with aclosing(self._moments(found, events)) as moments:
+                async for moment in moments:
+                    yield moment
+        except deliberations.RunStuck:
+            # No worker can go on with it: said (not "waiting") until a stop ends it.
+            while True:
+                turn = await reading.read_turn(await deliberations.find(self.client, found.id))
+                if not turn.stuck:
+                    break
+                yield Moment(
+                    events=events, count=len(events), state=turn.shown, sections=self.sections(turn)
+                )
+                await asyncio.sleep(STUCK_SECONDS)
+        try:
+            closed = await deliberations.find(self.client, found.id)
+        except deliberations.NoSuchDeliberation:
+            return
+        turn = await reading.read_turn(closed)
+        sections = {**self.sections(turn, True), "threads": await self.sidebar(turn)}
+        yield Moment(
+            events=events, count=len(events), state=turn.shown, sections=sections, closed=True
+        )
+
+    async def _moments(
+        self, found: deliberations.Found, events: list[ProgressEvent]
+    ) -> AsyncGenerator[Moment]:
+        """The moments of a running deliberation (see watch), until it closes; `events`
+        gathers its events."""
         known: tuple[DeliberationRecord | None, str | None] | None = None
         last: tuple[Any, ...] | None = None
         said = 0.0
@@ -177,15 +210,6 @@ class Live:
                 sections=self.sections(turn),
                 sidebar=sidebar[1] if sidebar is not None and sidebar[0] == turn.shown else None,
             )
-        try:
-            closed = await deliberations.find(self.client, found.id)
-        except deliberations.NoSuchDeliberation:
-            return
-        turn = await reading.read_turn(closed)
-        sections = {**self.sections(turn, True), "threads": await self.sidebar(turn)}
-        yield Moment(
-            events=events, count=len(events), state=turn.shown, sections=sections, closed=True
-        )
 
 
 @dataclass(frozen=True)

@@ -310,6 +310,17 @@ def failed(workflow: str, failure: WorkflowFailureError) -> ApiError:
     )
 
 
+def stuck(workflow: str, problem: deliberations.RunStuck) -> ApiError:
+    """A deliberation whose workflow task keeps failing: it would never answer."""
+    return ApiError(
+        502,
+        f"deliberation {workflow} is stuck: {problem} (a stop ends it)",
+        "deliberation_stuck",
+        "server_error",
+        retry=False,
+    )
+
+
 @dataclass
 class Seen:
     """What one look at a running deliberation saw."""
@@ -598,15 +609,28 @@ class OpenAIApi:
         the deliberation is stopped."""
         result = asyncio.ensure_future(started.handle.result())
         gone = asyncio.ensure_future(disconnected(request))
+        # The follower says when the run is stuck (its result would never come).
+        watcher = asyncio.ensure_future(self.watch(started.handle, asyncio.Queue(), False))
         left = False
+        problem: deliberations.RunStuck | None = None
         try:
-            await asyncio.wait({result, gone}, return_when=asyncio.FIRST_COMPLETED)
+            await asyncio.wait({result, gone, watcher}, return_when=asyncio.FIRST_COMPLETED)
+            if not (result.done() or gone.done()):  # the follower ended first
+                failure = watcher.exception()
+                if isinstance(failure, deliberations.RunStuck):
+                    problem = failure
+                else:
+                    await asyncio.wait({result, gone}, return_when=asyncio.FIRST_COMPLETED)
         finally:
             drop(gone)
+            drop(watcher)
             if not result.done():
-                left = True
                 drop(result)
-                self.stop_soon(started.handle)
+                if problem is None:  # the client left: stopped (a stuck run is left as it is)
+                    left = True
+                    self.stop_soon(started.handle)
+        if problem is not None:
+            raise stuck(started.id, problem)
         if left:
             return Response(status_code=499)  # nobody is there to read it
         try:
@@ -631,6 +655,10 @@ class OpenAIApi:
             record = await result
         except WorkflowFailureError as failure:
             yield event(failed(started.id, failure).body())
+            yield DONE
+            return
+        except deliberations.RunStuck as problem:
+            yield event(stuck(started.id, problem).body())
             yield DONE
             return
         except RPCError as error:

@@ -470,9 +470,7 @@ class Pages:
                 f"id: 0 to {LIST_LIMIT} deliberation ids, each {ID_RULE}", status_code=400
             )
         rows = await deliberations.list_deliberations(self.client, len(ids), ids=ids)
-        return JSONResponse(
-            {"statuses": {row.id: shown_status(row.status, row.reason) for row in rows}}
-        )
+        return JSONResponse({"statuses": {row.id: row.shown for row in rows}})
 
     # ---- the access token ---------------------------------------------------------------
 

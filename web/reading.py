@@ -28,6 +28,8 @@ async def read_record(handle: Any) -> tuple[DeliberationRecord | None, str | Non
     cannot give back is the store's own line (naming the blob and the store)."""
     try:
         return await deliberations.read_record(handle), None
+    except deliberations.RunStuck as problem:
+        return None, stuck_line(str(problem))
     except WorkflowFailureError as failure:
         why = f"the deliberation failed: {deliberations.failure_reason(failure)}"
         return deliberations.failed_record(failure), why
@@ -39,6 +41,14 @@ async def read_record(handle: Any) -> tuple[DeliberationRecord | None, str | Non
         return None, "no record yet: no worker answers for this deliberation"
     except Exception:  # a query no worker answers yet, and the like
         return None, "no record yet: no worker answers for this deliberation"
+
+
+def stuck_line(line: str) -> str:
+    """What the page says of a run whose workflow task keeps failing."""
+    return (
+        f"This run is stuck: {line}. No worker can go on with it; Stop ends it and keeps "
+        "the record it had."
+    )
 
 
 async def progress_of(handle: Any) -> Progress | None:
@@ -65,8 +75,12 @@ async def read_turn(
     """The deliberation as its page shows it. A running one: `events` (all so far) and the
     latest `progress` when the caller follows the run already, else read here; `known`:
     the record (and problem) when the caller read it since the run last moved."""
-    record, problem = known if known is not None else await read_record(found.handle)
-    turn = views.Turn(found.id, found.status, record, problem)
+    if found.status == "running":
+        problem = await deliberations.stuck(found.handle, found.description)
+        if problem is not None:
+            return views.Turn(found.id, found.status, None, stuck_line(problem.line), stuck=True)
+    record, why = known if known is not None else await read_record(found.handle)
+    turn = views.Turn(found.id, found.status, record, why)
     if found.status == "failed":
         if record is not None:
             turn.provider_problem = _provider_problem(record, [])

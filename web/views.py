@@ -307,6 +307,8 @@ class Turn:
     chairman_text: str | None = None  # the final answer as the chairman writes it
     chairman_writing: str | None = None
     events: list[tuple[int, str]] = field(default_factory=list)  # (seq, line)
+    # Running, but its workflow task keeps failing (the problem says how): a stop ends it.
+    stuck: bool = False
     view: RecordView | None = field(init=False, default=None)  # the record, as shown
 
     def __post_init__(self) -> None:
@@ -324,6 +326,8 @@ class Turn:
 
     @property
     def shown(self) -> str:
+        if self.stuck:
+            return "stuck"
         return shown_status(self.status, self.view.ended if self.view else None, self.stopping)
 
     @property
@@ -395,7 +399,7 @@ def recent_threads(rows: Sequence[Any], limit: int = 15) -> list[ThreadLink]:
         if known is None:
             if len(threads) >= limit:
                 continue
-            status = shown_status(row.status, row.reason)
+            status = row.shown
             threads[key] = ThreadLink(row.id, row.question or row.id, 1, status, key)
         else:
             known.turns += 1

@@ -12,6 +12,7 @@ within seconds or never.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import dataclasses
 import json
 import re
@@ -66,6 +67,9 @@ from workflows.deliberation import Deliberation
 from workflows.priority import INTERACTIVE, Launch
 from workflows.registry import MODEL_CALLS
 from workflows.shared import Shared
+from workflows.stuck import RunStuck as RunStuck
+from workflows.stuck import Stuck, end_stuck, record_of_terminated
+from workflows.stuck import stuck as stuck
 
 QUERY_TIMEOUT = timedelta(seconds=5)
 # A steering update carries a deadline this far ahead: a worker that takes it later
@@ -311,13 +315,33 @@ class AlreadyFinished(ValueError):
     """A stop of a deliberation that has already finished (one line)."""
 
 
-async def stop(found: Found, reason: str | None) -> None:
-    """The stop signal (the reason cut to its bound); only while the run is running.
+@dataclass(frozen=True)
+class Stopped:
+    """How a stop ended a run: the stop signal (the council synthesizes what it has), or,
+    for a run whose workflow task keeps failing (which would never process the signal),
+    a termination with the record it had."""
+
+    terminated: bool
+    line: str  # what happened, in one line
+
+
+STOP_REQUESTED = "stop requested; the council synthesizes what it has"
+
+
+async def stop(found: Found, reason: str | None) -> Stopped:
+    """The stop signal (the reason cut to its bound); only while the run is running. A run
+    whose workflow task keeps failing is terminated instead, with the record it had.
     AlreadyFinished when it has finished, also when it finished since it was found."""
     try:
         if found.status == "running":
+            problem = await stuck(found.handle)
+            if problem is not None:
+                why = bounded_reason(reason) or "stopped by the user"
+                kept = await end_stuck(found.handle, problem, why)
+                record = "the record it had is kept" if kept else "no record could be kept"
+                return Stopped(True, f"terminated: {problem.line}; {record}")
             await found.handle.signal(Deliberation.stop, bounded_reason(reason))
-            return
+            return Stopped(False, STOP_REQUESTED)
         status = found.status
     except RPCError as error:
         if error.status != RPCStatusCode.NOT_FOUND:
@@ -516,11 +540,19 @@ class Listed:
     question: str | None
     thread: str | None = None
     agreement: str | None = None  # high, medium or low, once it ended
+    # Running, but its workflow task keeps failing: the failure in one line (see stuck).
+    stuck: str | None = None
 
     @property
     def where(self) -> str:
         """The termination reason once it ended, else the stage it is in."""
         return self.reason or self.stage or "-"
+
+    @property
+    def shown(self) -> str:
+        """The status a listing shows: "stuck" for a run whose workflow task keeps failing,
+        else council.progress.shown_status."""
+        return "stuck" if self.stuck else shown_status(self.status, self.reason)
 
 
 @dataclass
@@ -597,7 +629,41 @@ async def _read(client: Client, query: str, limit: int, text: str, reading: int 
         rows.append(row)
         if len(rows) >= limit:
             break
+    await _mark_stuck(client, rows)
     return Searched(rows)
+
+
+# How many running runs of a listing are asked at once whether they are stuck.
+STUCK_CHECKS_AT_ONCE = 16
+
+
+async def _mark_stuck(client: Client, rows: Sequence[Listed]) -> None:
+    """Mark each running row whose workflow task keeps failing (one description of each
+    running run; the history only of those whose workflow task was tried again)."""
+    running = [row for row in rows if row.status == "running"]
+    if not running:
+        return
+    at_once = asyncio.Semaphore(STUCK_CHECKS_AT_ONCE)
+
+    async def check(row: Listed) -> None:
+        async with at_once:
+            with contextlib.suppress(RPCError):
+                problem = await stuck(handle(client, row.id))
+                row.stuck = problem.line if problem is not None else None
+
+    await asyncio.gather(*(check(row) for row in running))
+
+
+# The most running deliberations `stuck_runs` asks (the newest first).
+STUCK_RUNS_READ = 500
+
+
+async def stuck_runs(client: Client) -> tuple[list[Listed], int]:
+    """The running deliberations whose workflow task keeps failing (of the newest
+    STUCK_RUNS_READ running ones), and how many running ones were asked."""
+    query = f'{_DELIBERATIONS} AND ExecutionStatus="Running"'
+    found = await _read(client, query, STUCK_RUNS_READ, "", None)
+    return [row for row in found.rows if row.stuck], len(found.rows)
 
 
 async def list_thread(client: Client, thread: str) -> list[Listed]:
@@ -647,9 +713,14 @@ async def attachment_of(found: Found, sha256: str) -> Attachment | None:
 
 async def read_record(handle: WorkflowHandle[Any, Any]) -> DeliberationRecord:
     """The record: the result once the run completed, the record so far while it runs.
-    Raises what Temporal raised when the run failed (failed_record reads what it had) or
-    no worker answers."""
-    if await status_of(handle) == "running":
+    Raises what Temporal raised when the run failed or was terminated (failed_record reads
+    what it had) or no worker answers; RunStuck for a run whose workflow task keeps failing
+    (it answers no query)."""
+    description = await handle.describe()
+    if description.status == WorkflowExecutionStatus.RUNNING:
+        problem = await stuck(handle, description)
+        if problem is not None:
+            raise RunStuck(problem)
         record: DeliberationRecord = await handle.query(
             Deliberation.current_record, rpc_timeout=QUERY_TIMEOUT
         )
@@ -660,8 +731,12 @@ async def read_record(handle: WorkflowHandle[Any, Any]) -> DeliberationRecord:
 
 def failed_record(failure: WorkflowFailureError) -> DeliberationRecord | None:
     """What a failed run had when it failed (its answers, errors and usage), from the
-    details of its failure: no worker, and no build of the workflow, is needed to read it.
-    None for a run that failed before it had a record (an invalid request)."""
+    details of its failure, or of its termination when a stop ended it stuck: no worker,
+    and no build of the workflow, is needed to read it. None for a run that failed before
+    it had a record (an invalid request), or was terminated without one."""
+    terminated = record_of_terminated(failure)
+    if terminated is not None:
+        return terminated
     cause = failure.cause
     details = cause.details if isinstance(cause, ApplicationError) else ()
     if not details:
@@ -780,20 +855,30 @@ async def follow(
 ) -> AsyncIterator[Progress | None]:
     """The run's progress until it closes: a Progress with the events after the last one
     seen (from `since`), each time there are new ones and every POLL_SECONDS between (for
-    readers of what is being written); None while no worker answers. Every reader of a run
-    in this process shares one follower, which waits on the run (Deliberation.wait_progress)
-    rather than asking it on a clock; the run is named by its run id, which no other run of
-    any server has."""
+    readers of what is being written); None while no worker answers. RunStuck when the
+    run's workflow task keeps failing (no worker will ever answer: a stop ends it). Every
+    reader of a run in this process shares one follower, which waits on the run
+    (Deliberation.wait_progress) rather than asking it on a clock; the run is named by its
+    run id, which no other run of any server has."""
     offset = since
     key = (handle.id, (await handle.describe()).run_id)
     async with aclosing(_followers.subscribe(key, lambda: _follow_run(handle))) as seen_all:
         async for seen in seen_all:
             if seen.progress is None:
+                problem = await _stuck_or_none(handle)
+                if problem is not None:
+                    raise RunStuck(problem)
                 yield None
                 continue
             fresh = seen.events[offset : seen.count] if offset < seen.count else []
             offset = max(offset, seen.count)
             yield seen.progress.model_copy(update={"events": fresh})
+
+
+async def _stuck_or_none(handle: WorkflowHandle[Any, Any]) -> Stuck | None:
+    with contextlib.suppress(RPCError):
+        return await stuck(handle)
+    return None
 
 
 # What an ask of a run can end in besides its answer: no worker took it in time (the SDK's

@@ -476,7 +476,10 @@ class Deliberation:
         await workflow.wait_condition(
             lambda: len(self.live.events) > since or self.live.is_finished
         )
-        return self.live.progress(since, self.state, self.record)
+        try:
+            return self.live.progress(since, self.state, self.record)
+        except Exception as error:  # only observing: the follower's call fails, not the run
+            raise ApplicationError(f"the progress could not be read: {error}") from None
 
     @wait_progress.validator
     def _check_since(self, since: int) -> None:

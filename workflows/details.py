@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+
 from council.agreement import Agreement, verdict
 from council.calls import Stage
 from council.iteration import IterationState
@@ -14,9 +16,11 @@ def current_details(
     record: DeliberationRecord,
     agreement: Agreement | None = None,
     finished: bool = False,
+    failed: Mapping[str, int] | None = None,
 ) -> str:
     """Where the run is, what it spent, each member's standing in the latest review and
-    how far that review agreed (`agreement`), its cuts and failures."""
+    how far that review agreed (`agreement`), its cuts and failures; and what failed while
+    only observing the run (`failed`: what -> how often), which the run went on without."""
     if finished:
         head = f"**Finished**: {state.termination_reason} after {len(state.rounds)} round(s)"
     else:
@@ -55,4 +59,10 @@ def current_details(
         lines += ["", "Cut as late (not errors): " + "; ".join(c.describe() for c in record.late)]
     if record.errors:
         lines += ["", f"{len(record.errors)} failed call(s); see the record's errors."]
+    if failed:
+        told = ", ".join(f"{what} ({count}x)" for what, count in sorted(failed.items()))
+        lines += [
+            "",
+            f"Failed while only observing the run (it went on; the worker log says why): {told}",
+        ]
     return "\n".join(lines)

@@ -13,6 +13,10 @@ them (with_arrivals), on a copy.
 
 from __future__ import annotations
 
+import contextlib
+from collections import Counter
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
@@ -21,6 +25,7 @@ from temporalio import workflow
 from temporalio.common import SearchAttributeUpdate
 
 with workflow.unsafe.imports_passed_through():
+    from activities.metrics import OBSERVER_FAILURES, OBSERVER_FAILURES_HELP
     from council.agreement import Agreement, compare_rounds, verdict
     from council.calls import ModelReply, Stage
     from council.iteration import IterationState, RefinementResult, iteration_summary
@@ -63,6 +68,26 @@ class Live:
         self._place: tuple[str, int] | None = None
         self._shown = shown
         self._shown_at: datetime | None = workflow.now() if shown is not None else None
+        # What failed while only observing the run, and how often (see `observing`).
+        self.failures: Counter[str] = Counter()
+
+    @contextmanager
+    def observing(self, what: str) -> Iterator[None]:
+        """Run something that only observes the run (a metric, the search attributes, the
+        current details, a progress event): a failure is logged and counted, never raised.
+        A failed workflow task is retried for good, and the run would never end. Each
+        observer is guarded on its own, so that one that fails (a metric, which a replay
+        does not record) never skips another that issues a command (the search
+        attributes), which a replay would then find out of place."""
+        try:
+            yield
+        except Exception:
+            self.failures[what] += 1
+            workflow.logger.exception("%s failed; the deliberation goes on", what)
+            with contextlib.suppress(Exception):
+                workflow.metric_meter().create_counter(
+                    OBSERVER_FAILURES, OBSERVER_FAILURES_HELP
+                ).add(1, {"observer": what})
 
     @property
     def is_finished(self) -> bool:
@@ -73,7 +98,8 @@ class Live:
 
     def event(self, kind: EventKind, **fields: Any) -> None:
         now = workflow.now()
-        self.events.append(ProgressEvent(seq=len(self.events), at=now, kind=kind, **fields))
+        with self.observing("progress event"):
+            self.events.append(ProgressEvent(seq=len(self.events), at=now, kind=kind, **fields))
         if self._shown_at is None or now - self._shown_at >= PLACE_EVERY:
             self._upsert([])
 
@@ -88,7 +114,8 @@ class Live:
             ]
             self._shown, self._shown_at = self._place, workflow.now()
         if updates:
-            workflow.upsert_search_attributes(updates)
+            with self.observing("search attributes"):
+                workflow.upsert_search_attributes(updates)
 
     def stage_started(
         self,
@@ -169,19 +196,19 @@ class Live:
         ending: list[SearchAttributeUpdate[Any]] = [
             search_attributes.TERMINATION_REASON.value_set(reason)
         ]
-        meter = workflow.metric_meter()
-        meter.create_counter(
-            "council_deliberations_finished", "Deliberations finished, by termination reason"
-        ).add(1, {"reason": reason})
+        with self.observing("metrics"):
+            workflow.metric_meter().create_counter(
+                "council_deliberations_finished", "Deliberations finished, by termination reason"
+            ).add(1, {"reason": reason})
         agreement = record.agreement
         if agreement is not None and agreement.level is not None:
             ending.append(search_attributes.AGREEMENT.value_set(agreement.level))
-            meter.create_histogram_float(
-                "council_agreement",
-                "Krippendorff's alpha of the final review (1 when every rating was equal)",
-            ).record(
-                1.0 if agreement.alpha is None else agreement.alpha, {"level": agreement.level}
-            )
+            with self.observing("metrics"):
+                workflow.metric_meter().create_histogram_float(
+                    "council_agreement",
+                    "Krippendorff's alpha of the final review, from 0 (below 0, a systematic "
+                    "disagreement, counts as 0) to 1 (1 when every rating was equal)",
+                ).record(metric_alpha(agreement.alpha), {"level": agreement.level})
         self._upsert(ending)  # with the last place, if it is not shown yet
         self.event(EventKind.FINISHED, message=reason)
         self.details(state, record, agreement, finished=True)
@@ -194,9 +221,12 @@ class Live:
         finished: bool = False,
     ) -> None:
         """The Temporal UI's current details of the run."""
-        workflow.set_current_details(
-            current_details(self.stage, state, record, agreement, finished=finished)
-        )
+        with self.observing("current details"):
+            workflow.set_current_details(
+                current_details(
+                    self.stage, state, record, agreement, finished=finished, failed=self.failures
+                )
+            )
 
     def progress(
         self, since: int, state: IterationState | None, record: DeliberationRecord | None
@@ -300,6 +330,13 @@ class Live:
             ]
             record.rounds[-1] = record.rounds[-1].model_copy(update={"refinements": refined})
         return record
+
+
+def metric_alpha(alpha: float | None) -> float:
+    """The final review's alpha as the agreement histogram records it: a metric takes no
+    negative value, so a systematic disagreement (alpha below 0) counts as 0; all ratings
+    equal (no alpha) as 1."""
+    return 1.0 if alpha is None else min(1.0, max(0.0, alpha))
 
 
 def answer(model: str, reply: ModelReply) -> Stage1Result:
