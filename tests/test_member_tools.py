@@ -16,10 +16,12 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
 
+import jsonschema
 import pytest
 from temporalio.client import WorkflowHandle
 from temporalio.testing import WorkflowEnvironment
 
+from activities import mcp_tools
 from activities.tools import ToolBox
 from app.front_door import Refused, compose
 from council.calls import Stage
@@ -299,3 +301,37 @@ def test_an_unknown_tool_is_refused_before_anything_starts() -> None:
         compose("Q?", {"models": MEMBERS, "tools": ["web_search"]}, config=config)
     assert "searxng_url" in unset.value.line() and "brave_key_env" in unset.value.line()
     assert compose("Q?", {"models": MEMBERS, "tools": ["calc"]}, config=config).tools == ["calc"]
+
+
+# A reference MCP server from the package index (mcp-server-time, requirements-dev.txt),
+# run as a user's own server would be: it needs no network.
+TIME_SERVER = ["python", "-m", "mcp_server_time", "--local-timezone", "UTC"]
+
+
+async def test_a_reference_servers_tool_is_called_with_arguments_from_its_schema(
+    temporal: WorkflowEnvironment, sim: SimulatorServer
+) -> None:
+    tools = Tools.of({"time": {"command": TIME_SERVER, "timeout": 60}})
+    [listed] = [
+        spec
+        for spec in await mcp_tools.list_tools("time", tools.servers()["time"], {})
+        if spec.name == "time__get_current_time"
+    ]
+    async with council_worker(temporal.client, sim, toolbox=ToolBox(tools)) as council:
+        record, _ = await deliberate(
+            council, "What is the current time in Asia/Tokyo?", tools=["time"]
+        )
+    assert record.status == "completed" and record.errors == [], record.errors
+    asked = [c for c in record.tool_calls if c.stage == Stage.ANSWER]
+    assert {c.model for c in asked} == set(MEMBERS)
+    for call in asked:
+        assert call.tool == "time__get_current_time" and call.error is None, call
+        arguments = json.loads(call.arguments)
+        jsonschema.validate(arguments, listed.parameters)  # the server's own input schema
+        assert arguments == {"timezone": "Asia/Tokyo"}
+        # The server's real answer: Tokyo's time, nine hours ahead of UTC.
+        result = json.loads(call.excerpt)
+        assert result["timezone"] == "Asia/Tokyo" and result["datetime"].endswith("+09:00")
+    # Each member said what the tool gave.
+    for answer in record.stage1:
+        assert "time__get_current_time" in answer.response
