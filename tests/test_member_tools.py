@@ -28,7 +28,7 @@ from council.calls import Stage
 from council.config import Config
 from council.models import DeliberationRecord
 from council.progress import EventKind
-from council.tool_config import Tools
+from council.tool_config import NOT_READ_ONLY, WRITES, Tools
 from council.tools import ToolRun
 from simulator import SimulatorServer
 from tests.temporal_fixtures import TEST_POLICY, Council, council_worker, model_calls
@@ -301,6 +301,36 @@ def test_an_unknown_tool_is_refused_before_anything_starts() -> None:
         compose("Q?", {"models": MEMBERS, "tools": ["web_search"]}, config=config)
     assert "searxng_url" in unset.value.line() and "brave_key_env" in unset.value.line()
     assert compose("Q?", {"models": MEMBERS, "tools": ["calc"]}, config=config).tools == ["calc"]
+
+
+NOTEBOOK = ROOT / "tests" / "notebook_mcp.py"
+
+
+async def test_a_run_records_the_tools_withheld_and_says_so(
+    temporal: WorkflowEnvironment, sim: SimulatorServer
+) -> None:
+    # The notebook's write_note declares nothing (the SDK's default) and erase_notes says it
+    # is not read-only: neither is offered, and the record says which and why.
+    tools = Tools.of({"notes": {"command": ["python", str(NOTEBOOK)], "timeout": 60}})
+    async with council_worker(temporal.client, sim, toolbox=ToolBox(tools)) as council:
+        record, handle = await deliberate(council, "What do my notes say?", tools=["notes"])
+        progress = await handle.query(Deliberation.progress, 0)
+    assert record.status == "completed" and record.tools_unavailable == []
+    assert record.tools_withheld == [
+        f"notes__write_note: {NOT_READ_ONLY}",
+        f"notes__erase_notes: {WRITES}",
+    ]
+    # The read-only tool was offered, and used (its name shares "notes" with the question).
+    called = {c.tool for c in record.tool_calls}
+    assert called == {"notes__read_notes"}, record.tool_calls
+    assert all(
+        spec.name == "notes__read_notes" for c in await model_calls(handle) for spec in c.tools
+    )
+    [notice] = [
+        e for e in progress.events if e.kind == EventKind.NOTICE and "withheld" in e.message
+    ]
+    assert "notes__write_note" in notice.message and "notes__erase_notes" in notice.message
+    assert record.model_dump(mode="json")["tools_withheld"] == record.tools_withheld
 
 
 # A reference MCP server from the package index (mcp-server-time, requirements-dev.txt),
