@@ -34,6 +34,7 @@ from temporalio.client import WorkflowFailureError
 from temporalio.service import RPCError
 
 from app import commands, connection, flags, front_door, store
+from app import config as app_config
 from app import settings as app_settings
 from app.render import event_line, record_markdown
 from council import numbers
@@ -71,6 +72,20 @@ def build_request(args: argparse.Namespace) -> DeliberationRequest:
         )
     except flags.FlagError as error:
         raise UsageError(str(error)) from None
+    except front_door.Refused as refused:
+        raise UsageError(refused.line(flags.flag_of)) from None
+
+
+async def check_tools(request: DeliberationRequest) -> None:
+    """A usage error when an MCP entry the request names offers none of its tools (asked
+    of its server now, as a run would: app.front_door.check_tools)."""
+    if not request.tools:
+        return
+    # Imported here: only a start with tools asks their servers.
+    from doctor.tools import offer_problem
+
+    try:
+        await front_door.check_tools(request, app_config.load(), offer_problem)
     except front_door.Refused as refused:
         raise UsageError(refused.line(flags.flag_of)) from None
 
@@ -163,6 +178,7 @@ async def print_outcome(handle: Any, as_json: bool) -> int:
 
 async def cmd_start(args: argparse.Namespace) -> int:
     request = build_request(args)
+    await check_tools(request)
     if args.id is not None and id_problem(args.id):
         raise UsageError(f"--id: {id_problem(args.id)}")
     client = await connection.connect()
@@ -325,6 +341,7 @@ async def cmd_eval(args: argparse.Namespace) -> int:
     template = build_request(
         argparse.Namespace(**{**vars(args), "question": evaluation.TEMPLATE_QUESTION})
     )
+    await check_tools(template)
     try:
         plan = evaluation.prepare(args, template, connection.task_queue())
     except evaluation.BadInput as error:

@@ -4,6 +4,7 @@ once per run and kept in history as ToolSpecs) and one call of one of its tools
 
     sessions = Sessions()                                      # the worker's, kept open
     specs = await list_tools("calc", entry, os.environ, sessions)  # [ToolSpec("calc__evaluate"...)]
+    listing = await read_tools("calc", entry, os.environ)      # .specs, and .withheld: {tool: why}
     text = await call_tool(entry, os.environ, "evaluate", {"expression": "2*(3+4)"}, sessions)
     await sessions.aclose()                                    # the worker stops
 
@@ -21,8 +22,10 @@ once per run and kept in history as ToolSpecs) and one call of one of its tools
 - streamable HTTP (`url`): with `Authorization: Bearer <token>`, the token read from the
   variable `token_env` names, in the environment given (never shown: a message names the
   variable).
-- Offered: the tools that declare themselves read-only (readOnlyHint), the others only
-  with `side_effects = true`; only those `allow` names when it is given.
+- Offered: as the entry's rules say (council.tool_config.McpEntry.withholds): with `allow`,
+  the tools it names; without, the tools that declare themselves read-only (readOnlyHint),
+  the others only with `side_effects = true`. The others are withheld, each with why
+  (`read_tools`: a Listing).
 - Every failure is a ToolFailure (activities.tool_failure) in one line: the server's own
   error text for a tool that reports one (isError), else what went wrong (it could not
   start, it closed the connection, it answered with HTTP 401, it did not answer within
@@ -74,7 +77,7 @@ from council.redaction import Redactor
 from council.tool_config import McpEntry
 from council.tools import ToolSpec, offered_name
 
-__all__ = ["Sessions", "ToolFailure", "call_tool", "list_tools"]
+__all__ = ["Listing", "Sessions", "ToolFailure", "call_tool", "list_tools", "read_tools"]
 
 # The variables of the worker's environment a stdio server is given (its entry's env on top).
 INHERITED = ("PATH", "HOME", "LANG")
@@ -97,12 +100,29 @@ SECRET_MIN_CHARS = 8
 T = TypeVar("T")
 
 
+@dataclass
+class Listing:
+    """What a server's tools are to a council: those offered, as the models are shown them,
+    and those withheld (each tool, by its name at the server: why)."""
+
+    specs: list[ToolSpec]
+    withheld: dict[str, str]
+
+
 async def list_tools(
     name: str, entry: McpEntry, env: Mapping[str, str], sessions: Sessions | None = None
 ) -> list[ToolSpec]:
     """The tools the server of `entry` (council.toml's `[tools.<name>]`) offers a council,
     as the models are shown them (in a session of `sessions`, or one of its own);
     ToolFailure (one line) when it cannot be asked."""
+    return (await read_tools(name, entry, env, sessions)).specs
+
+
+async def read_tools(
+    name: str, entry: McpEntry, env: Mapping[str, str], sessions: Sessions | None = None
+) -> Listing:
+    """The tools of the server of `entry`: those offered and those withheld, and why
+    (list_tools)."""
 
     async def listing(client: Client) -> list[Tool]:
         tools: list[Tool] = []
@@ -116,12 +136,14 @@ async def list_tools(
         return tools
 
     specs: list[ToolSpec] = []
+    withheld: dict[str, str] = {}
     offered: set[str] = set()
     for tool in await _session(entry, env, listing, sessions):
-        read_only = bool(tool.annotations is not None and tool.annotations.read_only_hint)
-        if entry.allow is not None and tool.name not in entry.allow:
-            continue
-        if not read_only and not entry.side_effects:
+        hint = tool.annotations.read_only_hint if tool.annotations is not None else None
+        why = entry.withholds(tool.name, hint)
+        read_only = bool(hint)
+        if why is not None:
+            withheld[tool.name] = why
             continue
         function = offered_name(name, tool.name)
         if function in offered:  # two names that read the same once cut or cleaned
@@ -139,7 +161,7 @@ async def list_tools(
                 max_attempts=entry.max_attempts,
             )
         )
-    return specs
+    return Listing(specs, withheld)
 
 
 async def call_tool(

@@ -29,7 +29,7 @@ from temporalio.exceptions import ApplicationError
 from activities.errors import one_line
 from activities.tool_failure import ToolFailure
 from council.redaction import Redactor
-from council.tool_config import McpEntry, Tools
+from council.tool_config import McpEntry, Tools, withheld_lines
 from council.tools import FETCH, WEB_SEARCH, ToolOffer, ToolResult, ToolRun, cut_result
 
 if TYPE_CHECKING:
@@ -88,8 +88,9 @@ class ToolBox:
 
     @activity.defn
     async def list_tools(self, names: list[str]) -> ToolOffer:
-        """The functions these tools offer, as the models are shown them; a server that
-        cannot say is left out (its line in `unavailable`), never the run."""
+        """The functions these tools offer, as the models are shown them, and the tools
+        their entries withhold (each a line); a server that cannot say is left out (its
+        line in `unavailable`), never the run."""
         problem = self.tools.problem(names)
         if problem:
             raise ApplicationError(problem, type="UnknownTool", non_retryable=True)
@@ -105,12 +106,15 @@ class ToolBox:
                 offer.specs.append(web_tools.search_spec(self.tools.search()))
             else:
                 try:
-                    offer.specs += await mcp_tools.list_tools(
+                    listing = await mcp_tools.read_tools(
                         name, self._server(name), self.env, self._mcp_sessions()
                     )
                 except ToolFailure as failure:
                     log.warning("the tools of %s cannot be read: %s", name, self._line(failure))
                     offer.unavailable[name] = self._line(failure)
+                    continue
+                offer.specs += listing.specs
+                offer.withheld += withheld_lines(name, listing.withheld)
         return offer
 
     @activity.defn

@@ -23,7 +23,10 @@ Rules:
   index), beside the rest. A file left unread because another was refused (Received) is
   passed over: the request is refused with that problem.
 - The tools named (the council's or the user's) must be configured: council.toml's
-  [tools] entries, fetch, and web_search where a search backend is set.
+  [tools] entries, fetch, and web_search where a search backend is set. Before the run
+  starts, each MCP entry named must offer at least one of its tools (`check_tools`, with
+  the surface's way of asking its servers: doctor.tools.offer_problem): one whose every tool
+  its rules withhold is refused, naming the entry and the setting that offers them.
 - The whole is validated once, and every problem is raised at once as Refused: each with
   the pydantic location of its field, so that a surface names the field its own way (a
   CLI flag, a form's label, a path in a JSON body, an MCP argument) and says the rest in
@@ -33,7 +36,7 @@ Rules:
 from __future__ import annotations
 
 import typing
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from typing import Any
 
 import annotated_types
@@ -49,6 +52,7 @@ from council.config import NOT_COUNCIL_OPTIONS, Config, with_overrides
 from council.models import DeliberationRequest
 from council.structured import StructuredReply
 from council.thread import Thread
+from council.tool_config import Tools
 from council.validation import InvalidRequest, Loc, Problem, problems
 
 # The council's name, beside the request's fields.
@@ -56,6 +60,10 @@ COUNCIL = "council"
 ATTACHMENTS = "attachments"
 # Parts of one request that no option may set.
 PER_REQUEST = NOT_COUNCIL_OPTIONS | {"answer_format"}
+TOOLS = "tools"
+# How a surface asks the MCP servers a request names what they offer: why a run given these
+# tools must not start (one line, "tools: ..."), or None (doctor.tools.offer_problem).
+ToolsCheck = Callable[[Tools, Sequence[str]], Awaitable[str | None]]
 
 
 class Refused(InvalidRequest):
@@ -120,7 +128,7 @@ def compose(
         raise Refused(found) from None
     unknown_tool = config.tool_set().problem(request.tools)
     if unknown_tool:
-        found.append(Problem(("tools",), unknown_tool.removeprefix("tools")))
+        found.append(Problem((TOOLS,), unknown_tool.removeprefix(TOOLS)))
     if found:
         raise Refused(found)
     if request.attachments and "token_budget" not in base and "token_budget" not in given:
@@ -129,6 +137,16 @@ def compose(
         budget = budget_with(request.attachments, len(request.models), request.token_budget)
         request = request.model_copy(update={"token_budget": budget})
     return request
+
+
+async def check_tools(request: DeliberationRequest, config: Config, check: ToolsCheck) -> None:
+    """Refused (the field `tools`) when an MCP entry the request (composed already) names
+    offers none of its tools, as `check` finds: what its server lists, read as a run would."""
+    if not request.tools:
+        return
+    problem = await check(config.tool_set(), request.tools)
+    if problem:
+        raise Refused([Problem((TOOLS,), problem.removeprefix(TOOLS))])
 
 
 def in_thread(request: DeliberationRequest, thread: Thread) -> DeliberationRequest:

@@ -663,6 +663,7 @@ class RecordView:
     tools: list[str] = field(default_factory=list)  # the tools the members were given
     without_tools: list[str] = field(default_factory=list)  # members whose provider takes none
     tools_unavailable: list[str] = field(default_factory=list)  # "calc: why", not offered
+    tools_withheld: list[str] = field(default_factory=list)  # "calc__delete: why", not offered
     tool_calls: list[ToolCallView] = field(default_factory=list)  # every one, in order
     depth: str = "full"
     gate: GateView | None = None  # depth auto: whether the first answers agreed, and why
@@ -823,6 +824,7 @@ def record_view(record: DeliberationRecord) -> RecordView:
         tools=list(record.tools),
         without_tools=list(record.without_tools),
         tools_unavailable=list(record.tools_unavailable),
+        tools_withheld=list(record.tools_withheld),
         tool_calls=[_tool_call(c) for c in record.tool_calls],
         depth=record.depth,
         gate=_gate(record),

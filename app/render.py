@@ -170,6 +170,8 @@ def view_markdown(view: RecordView) -> str:
             f"{'; '.join(view.tools_unavailable)}",
             "",
         ]
+    if view.tools_withheld:
+        out += [f"**Tools withheld** (not offered): {'; '.join(view.tools_withheld)}", ""]
     if view.without_tools:
         out += [
             f"**Answered without tools** (their provider takes none): "

@@ -482,6 +482,7 @@ ABSENT_WHEN_EMPTY = (
     "tool_calls",
     "without_tools",
     "tools_unavailable",
+    "tools_withheld",
 )
 
 
@@ -544,6 +545,9 @@ class DeliberationRecord(BaseModel):
     without_tools: list[str] = Field(default_factory=list)
     # The tools whose server could not say what it offers (each a line): not offered.
     tools_unavailable: list[str] = Field(default_factory=list)
+    # The tools their entry's rules withhold (council.tool_config.withheld_lines: "calc__delete:
+    # does not declare readOnlyHint; ..."): not offered.
+    tools_withheld: list[str] = Field(default_factory=list)
     # The run's depth (council.depth); under auto, the agreement gate's verdict on the first
     # answers and the calls cancelled as not needed (absent when none).
     depth: Depth = "full"
@@ -564,6 +568,7 @@ class DeliberationRecord(BaseModel):
             "tool_calls",
             "without_tools",
             "tools_unavailable",
+            "tools_withheld",
             "not_needed",
             "gate",
         ):

@@ -3,7 +3,8 @@
     [tools.calc]                      # an MCP server over stdio
     command = ["python", "examples/calculator_mcp.py"]
     env = { UNITS = "si" }            # optional; cwd = "..." optional
-    allow = ["evaluate", "convert"]   # optional: only these of its tools are offered
+    allow = ["evaluate", "convert"]   # optional: only these of its tools are offered (naming
+                                      # one offers it, read-only or not)
 
     [tools.docs]                      # an MCP server over streamable HTTP
     url = "https://tools.example.com/mcp"
@@ -19,11 +20,18 @@
 
 Every entry may set `timeout` (seconds a call may take) and `max_attempts`. Pure: parsing
 and checks only; the worker runs the tools (activities.tools).
+
+Which of an MCP server's tools are offered (McpEntry.withholds): with `allow`, the tools it
+names (naming one is consent, whatever it declares) and no other; without, the tools that
+declare themselves read-only (`readOnlyHint`), and the others only with `side_effects =
+true`. A tool not offered is withheld, and said so: in `doctor`, in the record of a run
+(`tools_withheld`, withheld_lines), and, where an entry a run names offers none of its
+tools, in the refusal of its start (nothing_offered).
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
@@ -36,6 +44,7 @@ from council.tools import (
     MAX_TOOL_ATTEMPTS,
     MAX_TOOL_TIMEOUT,
     WEB_SEARCH,
+    offered_name,
 )
 from council.variables import variable_name
 
@@ -45,6 +54,15 @@ SEARCH_SETUP = (
     '"http://host/search" (a SearXNG-compatible JSON endpoint), or brave_key_env = '
     '"BRAVE_API_KEY" (the name of the variable holding a Brave Search API key)'
 )
+# Why an MCP server's tool is withheld (McpEntry.withholds).
+OFFERED_BY = "offered with side_effects = true or by naming it in allow"
+NOT_READ_ONLY = f"does not declare readOnlyHint; {OFFERED_BY}"
+WRITES = f"declares itself not read-only (readOnlyHint false); {OFFERED_BY}"
+NOT_ALLOWED = "not named in allow"
+# The most withheld tools of one entry a run's record names one by one (then a count).
+MAX_WITHHELD_LINES = 20
+# The most tool names one line of a refusal names (then a count).
+NAMED_IN_A_LINE = 5
 
 
 class ToolLimits(BaseModel):
@@ -74,6 +92,17 @@ class McpEntry(ToolLimits):
     @classmethod
     def _token(cls, name: str | None) -> str | None:
         return variable_name(name)
+
+    def withholds(self, tool: str, read_only: bool | None) -> str | None:
+        """Why the server's `tool` is not offered to a council (None: it is); `read_only`:
+        its readOnlyHint (None: it declares none, the SDK's default). With `allow`, the
+        tools it names are offered, read-only or not (naming one is consent); without, a
+        tool that does not declare itself read-only is offered only with side_effects."""
+        if self.allow is not None:
+            return None if tool in self.allow else NOT_ALLOWED
+        if read_only or self.side_effects:
+            return None
+        return NOT_READ_ONLY if read_only is None else WRITES
 
     @model_validator(mode="after")
     def _one_transport(self) -> McpEntry:
@@ -181,3 +210,42 @@ class Tools(BaseModel):
             if name == WEB_SEARCH and not self.search().configured:
                 return f"tools: web_search has no search backend: {SEARCH_SETUP}"
         return None
+
+
+def withheld_lines(
+    name: str, withheld: Mapping[str, str], limit: int = MAX_WITHHELD_LINES
+) -> list[str]:
+    """What a run's record says of the tools of entry `name` that were withheld (each tool
+    at its server: why): "calc__delete: why", one a tool, the last of `limit` lines a count
+    of the rest."""
+    lines = [f"{offered_name(name, tool)}: {why}" for tool, why in withheld.items()]
+    if len(lines) <= limit:
+        return lines
+    rest = len(lines) - (limit - 1)
+    return [*lines[: limit - 1], f"{name}: {rest} more tools withheld"]
+
+
+def nothing_offered(name: str, withheld: Mapping[str, str], path: str = "council.toml") -> str:
+    """The refusal of a start that names entry `name` when none of its tools is offered
+    (`withheld`: each of its tools: why): one line naming the entry and the setting that
+    offers them."""
+    where = f"[tools.{name}] of {path}"
+    unmarked = [tool for tool, why in withheld.items() if why != NOT_ALLOWED]
+    if unmarked:
+        one = len(unmarked) == 1
+        return (
+            f"tools: {name} offers none of its tools: {_names(unmarked)} "
+            f"{'is' if one else 'are'} not declared read-only (readOnlyHint); offer "
+            f"{'it' if one else 'them'} with side_effects = true in {where}, or name "
+            f"{'it' if one else 'them'} in its allow"
+        )
+    return (
+        f"tools: {name} offers none of its tools: its allow names none of them (it has "
+        f"{_names(list(withheld))}); name them in the allow of {where}, or leave allow out"
+    )
+
+
+def _names(tools: Sequence[str]) -> str:
+    shown = ", ".join(tools[:NAMED_IN_A_LINE])
+    more = len(tools) - NAMED_IN_A_LINE
+    return shown + (f" and {more} more" if more > 0 else "")

@@ -76,10 +76,12 @@ class ToolSpec(BaseModel):
 
 class ToolOffer(BaseModel):
     """What a run's tools offer, read once (the list activity's result): the functions,
-    and the servers that could not say (each a line): their tools are not offered."""
+    the servers that could not say (each a line): their tools are not offered, and the
+    tools withheld by their entry's rules (council.tool_config.withheld_lines)."""
 
     specs: list[ToolSpec] = Field(default_factory=list)
     unavailable: dict[str, str] = Field(default_factory=dict)
+    withheld: list[str] = Field(default_factory=list)
 
 
 class ToolCall(BaseModel):

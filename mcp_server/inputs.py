@@ -18,6 +18,7 @@ from council.attachments import count_problem
 from council.config import Config
 from council.models import DeliberationRequest
 from council.steering import reason_problem
+from doctor.tools import offer_problem
 
 
 class Problem(Exception):
@@ -82,7 +83,7 @@ async def deliberation_request(
     of `attachments`."""
     files = await read_attachments(attachments or [])
     try:
-        return front_door.compose(
+        request = front_door.compose(
             question,
             options,
             council=council,
@@ -90,8 +91,10 @@ async def deliberation_request(
             settings=settings,
             attachments=files,
         )
+        await front_door.check_tools(request, config, offer_problem)
     except front_door.Refused as refused:
         raise Problem(refused.line(argument_of)) from None
+    return request
 
 
 def stop_reason(reason: str | None) -> str | None:

@@ -57,7 +57,8 @@ class DeliberationState(BaseModel):
     tool_calls: list[str] = Field(
         default_factory=list,
         description="the members' tool calls: where, whose, the tool and its arguments, and "
-        "how it went; then the tools not offered and the members that answered without",
+        "how it went; then the tools not offered, those withheld, and the members that "
+        "answered without",
     )
     depth: str | None = Field(default=None, description="once completed: full or auto")
     gate: str | None = Field(
@@ -129,6 +130,7 @@ def finished_view(view: RecordView) -> CallToolResult:
         failed=[f.line for f in view.failed],
         tool_calls=[f"{c.where} · {c.model} · {c.line}" for c in view.tool_calls]
         + [f"not offered: {line}" for line in view.tools_unavailable]
+        + [f"withheld: {line}" for line in view.tools_withheld]
         + [f"{model} answered without tools" for model in view.without_tools],
         depth=view.depth,
         gate=view.gate.line if view.gate else None,

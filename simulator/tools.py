@@ -11,7 +11,10 @@ question needs instead of answering (several at once: parallel tool calls):
 - a unit conversion ("convert 5 mi to km"), with a tool whose name ends with "convert":
   {"value", "from_unit", "to_unit"} (°F as F);
 - a search ("search the web for ...", "look up ...", "find the latest ...", "what is the
-  latest ..."), with `web_search` offered: {"query"} (a few words of the question).
+  latest ..."), with `web_search` offered: {"query"} (a few words of the question);
+- any other offered tool (a user's own MCP server's) whose name or description shares words
+  with the question: the one or two that share the most, with arguments made from its
+  input schema and the question (simulator.tool_match).
 
 "The question" is the one simulator.reading finds in the prompt, whatever the stage: the
 user's question, never the instructions, the conversation so far, the answers under
@@ -41,6 +44,7 @@ from typing import Any
 
 from council.tools import FETCH, WEB_SEARCH
 from simulator import wire
+from simulator.tool_match import Function, matching_calls
 
 # The most calls one reply asks for, and URLs or expressions taken from one question.
 MAX_CALLS = 4
@@ -110,6 +114,24 @@ def offered(payload: dict[str, Any]) -> list[str]:
         and isinstance(tool.get("function"), dict)
         and isinstance(tool["function"].get("name"), str)
     ]
+
+
+def functions(payload: dict[str, Any]) -> list[Function]:
+    """The functions the request offers, with their descriptions and input schemas."""
+    found = []
+    for tool in payload.get("tools") or []:
+        function = tool.get("function") if isinstance(tool, dict) else None
+        if isinstance(function, dict) and isinstance(function.get("name"), str):
+            description = function.get("description")
+            parameters = function.get("parameters")
+            found.append(
+                Function(
+                    function["name"],
+                    description if isinstance(description, str) else "",
+                    parameters if isinstance(parameters, dict) else None,
+                )
+            )
+    return found
 
 
 def invalid(payload: dict[str, Any]) -> str | None:
@@ -188,7 +210,7 @@ def plan(payload: dict[str, Any], question: str) -> list[Call]:
     messages = payload["messages"]
     if not names or used(messages) or payload.get("tool_choice") == "none":
         return []
-    wanted = wanted_calls(question, names)
+    wanted = wanted_calls(question, names, functions(payload))
     if payload.get("parallel_tool_calls") is False:
         wanted = wanted[:1]
     digest = hashlib.sha256(
@@ -202,8 +224,11 @@ def plan(payload: dict[str, Any], question: str) -> list[Call]:
     ]
 
 
-def wanted_calls(question: str, names: list[str]) -> list[tuple[str, dict[str, Any]]]:
-    """(function, arguments) for each call the question asks for, of the offered ones."""
+def wanted_calls(
+    question: str, names: list[str], offered: list[Function] | None = None
+) -> list[tuple[str, dict[str, Any]]]:
+    """(function, arguments) for each call the question asks for, of the offered ones (the
+    others than fetch, web_search, evaluate and convert: `offered`, with their schemas)."""
     calls: list[tuple[str, dict[str, Any]]] = []
     urls = urls_in(question)
     if FETCH in names:
@@ -221,7 +246,15 @@ def wanted_calls(question: str, names: list[str]) -> list[tuple[str, dict[str, A
     query = search_query(question) if WEB_SEARCH in names else None
     if query:
         calls.append((WEB_SEARCH, {"query": query}))
+    others = [f for f in offered or [] if f.name in names and not _known(f.name)]
+    calls += matching_calls(question, others)
     return calls[:MAX_CALLS]
+
+
+def _known(name: str) -> bool:
+    """A tool the rules above are for: fetch, web_search, one named like evaluate or convert."""
+    lowered = name.lower()
+    return name in (FETCH, WEB_SEARCH) or lowered.endswith(("evaluate", "convert"))
 
 
 def _ending(names: list[str], suffix: str) -> str | None:

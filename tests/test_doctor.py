@@ -55,6 +55,7 @@ NAMES = [
 ]
 KEYED_KEY = "sk-keyed-provider-9b2e41c7d0"
 CALCULATOR = Path(__file__).resolve().parent.parent / "examples" / "calculator_mcp.py"
+NOTEBOOK = Path(__file__).resolve().parent / "notebook_mcp.py"
 
 
 @pytest.fixture
@@ -524,12 +525,28 @@ async def test_the_tools_of_council_toml_are_asked_what_they_offer(
     config.write_text(
         f'[tools.calc]\ncommand = ["python", "{CALCULATOR}"]\n'
         '[tools.gone]\ncommand = ["no-such-tool-server"]\nmax_attempts = 1\n'
+        f'[tools.notes]\ncommand = ["python", "{NOTEBOOK}"]\n'
+        f'[tools.scribe]\ncommand = ["python", "{NOTEBOOK}", "--writes-only"]\n'
         "[tools.web_search]\n"
     )
     code, checks, _ = await doctor({**env, "COUNCIL_CONFIG": str(config)})
     assert code == 1
     assert checks["tool calc"]["status"] == "ok"
     assert checks["tool calc"]["detail"] == "2 tool(s) offered: calc__evaluate, calc__convert"
+    # The tools an entry withholds, and why; an entry that offers none fails, with the fix.
+    notes = checks["tool notes"]
+    assert notes["status"] == "ok"
+    assert notes["detail"] == (
+        "1 tool(s) offered: notes__read_notes; withheld: notes__write_note (does not declare "
+        "readOnlyHint; offered with side_effects = true or by naming it in allow); "
+        "notes__erase_notes (declares itself not read-only (readOnlyHint false); offered with "
+        "side_effects = true or by naming it in allow)"
+    )
+    scribe = checks["tool scribe"]
+    assert scribe["status"] == "failed"
+    assert scribe["detail"].startswith("no tool offered; withheld: scribe__write_note (")
+    assert "side_effects = true in [tools.scribe] of " in scribe["fix"]
+    assert "name them in its allow" in scribe["fix"]
     gone = checks["tool gone"]
     assert gone["status"] == "failed" and "no-such-tool-server" in gone["detail"]
     assert gone["fix"].startswith("check [tools.gone] in ")

@@ -51,7 +51,7 @@ BELOW = {
     "worker": {"app", "service"},
     "starter": {"council", "activities", "workflows", "app", "evaluation", "mcp_server", "doctor"},
     "web": {"council", "workflows", "app", "doctor"},
-    "mcp_server": {"council", "workflows", "app", "web"},
+    "mcp_server": {"council", "workflows", "app", "doctor", "web"},
     "demo": {"app", "harness"},
     "up": {"council", "app", "simulator", "harness", "web"},
 }

@@ -25,8 +25,8 @@ from mcp.types import ToolAnnotations
 from starlette.responses import PlainTextResponse
 from starlette.types import ASGIApp, Receive, Scope, Send
 
-from activities.mcp_tools import Sessions, ToolFailure, call_tool, list_tools
-from council.tool_config import McpEntry
+from activities.mcp_tools import Sessions, ToolFailure, call_tool, list_tools, read_tools
+from council.tool_config import NOT_ALLOWED, NOT_READ_ONLY, McpEntry
 
 ROOT = Path(__file__).resolve().parent.parent
 CALCULATOR = [sys.executable, str(ROOT / "examples" / "calculator_mcp.py")]
@@ -238,6 +238,22 @@ async def test_a_tool_not_declared_read_only_is_offered_only_with_side_effects(
     specs = {spec.name: spec for spec in await list_tools("own", trusting, {})}
     assert specs["own__write"].read_only is False and specs["own__look"].read_only is True
     assert specs["own__write"].parameters["required"] == ["text"]
+
+
+async def test_a_tool_named_in_allow_is_offered_and_the_others_are_withheld_saying_why(
+    own_server: McpEntry,
+) -> None:
+    default = await read_tools("own", own_server, {})
+    assert "own__write" not in {spec.name for spec in default.specs}
+    assert default.withheld == {"write": NOT_READ_ONLY}
+    # Naming a tool in allow is consent: offered, although it does not declare itself
+    # read-only; every tool allow does not name is withheld.
+    named = own_server.model_copy(update={"allow": ["write", "look"]})
+    listing = await read_tools("own", named, {})
+    assert [spec.name for spec in listing.specs] == ["own__look", "own__write"]
+    assert listing.specs[1].read_only is False
+    assert set(listing.withheld) == {"hang", "environment", "picture", "numbers"}
+    assert set(listing.withheld.values()) == {NOT_ALLOWED}
 
 
 async def test_the_server_gets_its_env_and_not_the_workers(

@@ -16,17 +16,19 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
 
+import jsonschema
 import pytest
 from temporalio.client import WorkflowHandle
 from temporalio.testing import WorkflowEnvironment
 
+from activities import mcp_tools
 from activities.tools import ToolBox
 from app.front_door import Refused, compose
 from council.calls import Stage
 from council.config import Config
 from council.models import DeliberationRecord
 from council.progress import EventKind
-from council.tool_config import Tools
+from council.tool_config import NOT_READ_ONLY, WRITES, Tools
 from council.tools import ToolRun
 from simulator import SimulatorServer
 from tests.temporal_fixtures import TEST_POLICY, Council, council_worker, model_calls
@@ -299,3 +301,67 @@ def test_an_unknown_tool_is_refused_before_anything_starts() -> None:
         compose("Q?", {"models": MEMBERS, "tools": ["web_search"]}, config=config)
     assert "searxng_url" in unset.value.line() and "brave_key_env" in unset.value.line()
     assert compose("Q?", {"models": MEMBERS, "tools": ["calc"]}, config=config).tools == ["calc"]
+
+
+NOTEBOOK = ROOT / "tests" / "notebook_mcp.py"
+
+
+async def test_a_run_records_the_tools_withheld_and_says_so(
+    temporal: WorkflowEnvironment, sim: SimulatorServer
+) -> None:
+    # The notebook's write_note declares nothing (the SDK's default) and erase_notes says it
+    # is not read-only: neither is offered, and the record says which and why.
+    tools = Tools.of({"notes": {"command": ["python", str(NOTEBOOK)], "timeout": 60}})
+    async with council_worker(temporal.client, sim, toolbox=ToolBox(tools)) as council:
+        record, handle = await deliberate(council, "What do my notes say?", tools=["notes"])
+        progress = await handle.query(Deliberation.progress, 0)
+    assert record.status == "completed" and record.tools_unavailable == []
+    assert record.tools_withheld == [
+        f"notes__write_note: {NOT_READ_ONLY}",
+        f"notes__erase_notes: {WRITES}",
+    ]
+    # The read-only tool was offered, and used (its name shares "notes" with the question).
+    called = {c.tool for c in record.tool_calls}
+    assert called == {"notes__read_notes"}, record.tool_calls
+    assert all(
+        spec.name == "notes__read_notes" for c in await model_calls(handle) for spec in c.tools
+    )
+    [notice] = [
+        e for e in progress.events if e.kind == EventKind.NOTICE and "withheld" in e.message
+    ]
+    assert "notes__write_note" in notice.message and "notes__erase_notes" in notice.message
+    assert record.model_dump(mode="json")["tools_withheld"] == record.tools_withheld
+
+
+# A reference MCP server from the package index (mcp-server-time, requirements-dev.txt),
+# run as a user's own server would be: it needs no network.
+TIME_SERVER = ["python", "-m", "mcp_server_time", "--local-timezone", "UTC"]
+
+
+async def test_a_reference_servers_tool_is_called_with_arguments_from_its_schema(
+    temporal: WorkflowEnvironment, sim: SimulatorServer
+) -> None:
+    tools = Tools.of({"time": {"command": TIME_SERVER, "timeout": 60}})
+    [listed] = [
+        spec
+        for spec in await mcp_tools.list_tools("time", tools.servers()["time"], {})
+        if spec.name == "time__get_current_time"
+    ]
+    async with council_worker(temporal.client, sim, toolbox=ToolBox(tools)) as council:
+        record, _ = await deliberate(
+            council, "What is the current time in Asia/Tokyo?", tools=["time"]
+        )
+    assert record.status == "completed" and record.errors == [], record.errors
+    asked = [c for c in record.tool_calls if c.stage == Stage.ANSWER]
+    assert {c.model for c in asked} == set(MEMBERS)
+    for call in asked:
+        assert call.tool == "time__get_current_time" and call.error is None, call
+        arguments = json.loads(call.arguments)
+        jsonschema.validate(arguments, listed.parameters)  # the server's own input schema
+        assert arguments == {"timezone": "Asia/Tokyo"}
+        # The server's real answer: Tokyo's time, nine hours ahead of UTC.
+        result = json.loads(call.excerpt)
+        assert result["timezone"] == "Asia/Tokyo" and result["datetime"].endswith("+09:00")
+    # Each member said what the tool gave.
+    for answer in record.stage1:
+        assert "time__get_current_time" in answer.response

@@ -97,6 +97,11 @@ def everything() -> DeliberationRecord:
             "tool_calls": tooled.tool_calls,
             "without_tools": tooled.without_tools,
             "tools_unavailable": tooled.tools_unavailable,
+            # No recorded run withheld a tool.
+            "tools_withheld": [
+                "calc__erase_memory: does not declare readOnlyHint; offered with side_effects "
+                "= true or by naming it in allow"
+            ],
             # Depth auto's gate and the review it cancelled, and the disagreement report.
             "depth": settled.depth,
             "gate": settled.gate,
@@ -220,6 +225,7 @@ PROBES: dict[str, Probe] = {
     "tools": lambda v: v.tools,
     "without_tools": lambda v: v.without_tools,
     "tools_unavailable": lambda v: v.tools_unavailable,
+    "tools_withheld": lambda v: v.tools_withheld,
     "tool_calls": lambda v: [
         x for c in v.tool_calls for x in (c.line, " ".join(c.excerpt.split()))
     ],
@@ -258,6 +264,9 @@ MCP_PROBES: dict[str, Probe] = {
     "without_tools": lambda v: [f"{m} answered without tools" for m in v.without_tools],
     "tools_unavailable": lambda v: [
         json.dumps(line, ensure_ascii=False)[1:-1] for line in v.tools_unavailable
+    ],
+    "tools_withheld": lambda v: [
+        json.dumps(line, ensure_ascii=False)[1:-1] for line in v.tools_withheld
     ],
     "depth": lambda v: [f'"depth": "{v.depth}"'],
     "gate": lambda v: [json.dumps(v.gate.line, ensure_ascii=False)[1:-1]] if v.gate else [],

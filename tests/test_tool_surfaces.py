@@ -7,6 +7,7 @@ the test's in-process worker; the simulator's members call calc__evaluate for ar
 
 from __future__ import annotations
 
+import html
 import json
 import re
 import sys
@@ -15,6 +16,7 @@ from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
 from typing import Any
 
+import httpx
 import openai
 import pytest
 from temporalio.testing import WorkflowEnvironment
@@ -34,7 +36,12 @@ QUESTION = "What is 37*91+12?"
 RESULT = "3379"  # what calc__evaluate answers
 QUICK = ["sim/atlas", "sim/borealis", "sim/cirrus"]
 # What a refusal of an unknown tool lists: council.toml's, then the built-ins.
-CONFIGURED = "configured: calc, fetch, web_search"
+CONFIGURED = "configured: calc, scribe, fetch, web_search"
+# A server none of whose tools declares itself read-only (tests/notebook_mcp.py): an entry
+# that offers none of its tools, and how each surface's refusal of it reads.
+SCRIBE = [sys.executable, str(ROOT / "tests/notebook_mcp.py"), "--writes-only"]
+OFFERS_NONE = "scribe offers none of its tools: write_note, erase_notes are not declared"
+OFFERED_BY = "offer them with side_effects = true in [tools.scribe] of "
 # Tools for the members' answers and refinements only: fewer calls, a shorter run.
 QUIET = {"reviewers": False, "chairman": False}
 
@@ -48,14 +55,16 @@ def calculated(record: DeliberationRecord) -> None:
 
 @pytest.fixture
 def toml(tmp_path: Path) -> Path:
-    """council.toml: the calculator; a council `calc` whose members have it, and a council
-    `quiet` with no tools of its own (a run's tools come from its surface)."""
+    """council.toml: the calculator and the scribe (it offers none of its tools); a council
+    `calc` whose members have the calculator, and a council `quiet` with no tools of its own
+    (a run's tools come from its surface)."""
     path = tmp_path / "council.toml"
     command = [sys.executable, str(ROOT / "examples/calculator_mcp.py")]
     small = f"models = {json.dumps(QUICK)}\nmax_rounds = 1\n"
     quiet = "tool_options = { reviewers = false, chairman = false }\n"
     path.write_text(
         f"[tools.calc]\ncommand = {json.dumps(command)}\ntimeout = 30\n\n"
+        f"[tools.scribe]\ncommand = {json.dumps(SCRIBE)}\ntimeout = 60\n\n"
         f'[councils.calc]\n{small}tools = ["calc"]\n{quiet}\n'
         f"[councils.quiet]\n{small}{quiet}"
     )
@@ -123,6 +132,17 @@ async def test_start_with_an_unknown_tool_exits_2_naming_it_before_anything_star
     assert err.count("\n") == 1 and "'nope'" in err and CONFIGURED in err, err
 
 
+async def test_start_with_an_entry_that_offers_none_of_its_tools_exits_2_naming_the_setting(
+    toml: Path,
+) -> None:
+    # The server is asked what it offers before anything starts (Temporal is unreachable).
+    env = {"COUNCIL_CONFIG": str(toml), "TEMPORAL_ADDRESS": "127.0.0.1:1"}
+    code, out, err = await starter("start", QUESTION, "--tools", "calc,scribe", env=env)
+    assert code == 2 and out == ""
+    assert err.count("\n") == 1 and f"--tools: {OFFERS_NONE}" in err, err
+    assert f"{OFFERED_BY}{toml}" in err and "or name them in its allow" in err
+
+
 # ---- /v1 through the openai SDK --------------------------------------------------------
 
 
@@ -152,6 +172,29 @@ async def test_v1_takes_tools_in_the_council_options_and_by_a_named_council(
     # (Client-side OpenAI tools stay refused: tests/test_openai_structured.py.)
 
 
+async def test_v1_and_the_page_refuse_an_entry_that_offers_none_of_its_tools(
+    web: WebServer, council: Council
+) -> None:
+    async with sdk(web) as client:
+        with pytest.raises(openai.BadRequestError) as refused:
+            await client.chat.completions.create(
+                model="council",
+                messages=user(QUESTION),
+                extra_body={"council": {"tools": ["scribe"]}},
+            )
+    assert OFFERS_NONE in said(refused.value) and OFFERED_BY in said(refused.value)
+    assert refused.value.body["param"] == "council.tools"  # type: ignore[index]
+    # The page's start form: the form again, the line beside its Tools.
+    form = {"question": QUESTION, "council": "quiet", "tools": "scribe"}
+    async with httpx.AsyncClient(base_url=web.url) as http:
+        page = await http.post("/deliberations", data=form, headers={"Origin": web.url})
+    assert page.status_code == 400
+    [line] = re.findall(r'<p class="error field-error" id="error-tools">([^<]*)</p>', page.text)
+    assert html.unescape(line).startswith(f"Tools: {OFFERS_NONE}") and OFFERED_BY in html.unescape(
+        line
+    )
+
+
 # ---- MCP through the official client -----------------------------------------------------
 
 
@@ -162,6 +205,9 @@ async def test_mcp_start_deliberation_takes_tools(
         async with stdio_server(env, log) as client:
             unknown = await client.call_tool(
                 "start_deliberation", {"question": QUESTION, "tools": ["nope"]}
+            )
+            nothing = await client.call_tool(
+                "start_deliberation", {"question": QUESTION, "tools": ["scribe"]}
             )
             started = await client.call_tool(
                 "start_deliberation",
@@ -174,6 +220,8 @@ async def test_mcp_start_deliberation_takes_tools(
             done = await client.call_tool("get_deliberation", {"id": wid})
     message = error_text(unknown)
     assert "'nope'" in message and CONFIGURED in message
+    assert error_text(nothing).startswith(f"tools: {OFFERS_NONE}")
+    assert OFFERED_BY in error_text(nothing)
     assert isinstance(done.structured_content, dict)
     shown = done.structured_content["tool_calls"]
     assert any("calc__evaluate" in line for line in shown), shown
@@ -188,7 +236,7 @@ async def test_the_start_form_offers_the_tools_and_the_page_shows_their_calls(
     await page.goto(web.url)
     boxes = page.locator("fieldset.tools input[type=checkbox][name=tools]")
     values = [await boxes.nth(i).get_attribute("value") for i in range(await boxes.count())]
-    assert values == ["calc", "fetch"]
+    assert values == ["calc", "scribe", "fetch"]
     await page.fill("#question", QUESTION)
     await page.select_option("#council", "quiet")
     await page.check("fieldset.tools input[value=calc]")

@@ -52,6 +52,7 @@ from council.models import DeliberationRecord, DeliberationRequest
 from council.progress import Progress
 from council.structured import StructuredReply
 from council.thread import Thread
+from doctor.tools import offer_problem
 from web.guard import Forbidden, Guard
 from web.openai_body import ChatBody, Conversation, Refusal, read_body
 from web.openai_options import OptionError, check_fields
@@ -377,6 +378,7 @@ class Started:
                     "tools": record.tools,
                     "tool_calls": [c.model_dump(mode="json") for c in record.tool_calls],
                     "tools_unavailable": record.tools_unavailable,
+                    "tools_withheld": record.tools_withheld,
                     "without_tools": record.without_tools,
                 }
                 if record.tools
@@ -536,6 +538,7 @@ class OpenAIApi:
             raise ApiError(403, str(refused), "forbidden_origin", "permission_error") from None
         asked = await read_asked(await read_json(request), self.known())
         wanted = self.deliberation_request(asked)
+        await self.check_tools(asked, wanted)
         thread = await self.thread_of(asked.conversation)
         if thread.follow_up_of:
             wanted = self.deliberation_request(asked, thread)
@@ -602,6 +605,15 @@ class OpenAIApi:
             if first.loc == (front_door.COUNCIL,):  # the file changed under a running server
                 why = first.text.removeprefix(": ")
                 raise ApiError(404, why, "model_not_found", param="model") from None
+            raise bad_request(first.line(), asked.body.param_of(first.loc)) from None
+
+    async def check_tools(self, asked: Asked, wanted: DeliberationRequest) -> None:
+        """A 400 naming the body's field when an MCP entry the request names offers none of
+        its tools (app.front_door.check_tools)."""
+        try:
+            await front_door.check_tools(wanted, self.settings.config, offer_problem)
+        except front_door.Refused as refused:
+            first = refused.problems[0]
             raise bad_request(first.line(), asked.body.param_of(first.loc)) from None
 
     async def answered(self, request: Request, started: Started) -> Response:

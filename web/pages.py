@@ -58,6 +58,7 @@ from council.limits import MAX_STOP_REASON_CHARS
 from council.models import DeliberationRecord, DeliberationRequest
 from council.progress import shown_status
 from council.steering import HumanCritique, rounds_problem
+from doctor.tools import offer_problem
 from web import markdown, reading, views
 from web.guard import SESSION_COOKIE, SESSION_SECONDS, Forbidden, Guard, sign_in_target
 from web.settings import WebSettings
@@ -228,6 +229,10 @@ class Pages:
             files=await read_uploads(uploads),
             chosen=[files.clean_name(f.filename, "file") for f in uploads],
         )
+        refused = await self.tools_refused(wanted)
+        if refused is not None:
+            state.errors.update(views.form_errors(refused))
+            wanted = None
         if wanted is None:
             return await self.index(request, state, status=400)
         try:
@@ -236,6 +241,17 @@ class Pages:
             state.errors[views.FORM_WIDE] = str(over)
             return await self.index(request, state, status=429)
         return RedirectResponse(deliberation_url(handle.id), status_code=303)
+
+    async def tools_refused(self, wanted: DeliberationRequest | None) -> front_door.Refused | None:
+        """The refusal of a request (composed already) an MCP entry of which offers none of
+        its tools (app.front_door.check_tools); None when it may start."""
+        if wanted is None:
+            return None
+        try:
+            await front_door.check_tools(wanted, self.settings.config, offer_problem)
+        except front_door.Refused as refused:
+            return refused
+        return None
 
     async def start_for(
         self, request: Request, wanted: DeliberationRequest
@@ -392,6 +408,10 @@ class Pages:
             chosen=[files.clean_name(f.filename, "file") for f in uploads],
         )
         state.values = {**fields, front_door.ATTACHMENTS: state.values[front_door.ATTACHMENTS]}
+        refused = await self.tools_refused(wanted)
+        if refused is not None:
+            state.errors[views.FORM_WIDE] = str(refused)
+            wanted = None
         if wanted is not None:
             try:
                 thread = await deliberations.thread_of(self.client, workflow, wanted.context_tokens)

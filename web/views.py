@@ -106,13 +106,18 @@ def request_from_form(
             attachments=files,
         )
     except front_door.Refused as refused:
-        errors: dict[str, str] = {}
-        for problem in refused.problems:
-            name = str(problem.loc[0]) if problem.loc else FORM_WIDE
-            where = name if name in FORM_LABELS else FORM_WIDE
-            errors.setdefault(where, problem.line(_label(problem.loc)))
-        return None, StartForm(values, errors)
+        return None, StartForm(values, form_errors(refused))
     return request, StartForm(values)
+
+
+def form_errors(refused: front_door.Refused) -> dict[str, str]:
+    """A refusal's problems beside the fields they concern, in the words of the labels."""
+    errors: dict[str, str] = {}
+    for problem in refused.problems:
+        name = str(problem.loc[0]) if problem.loc else FORM_WIDE
+        where = name if name in FORM_LABELS else FORM_WIDE
+        errors.setdefault(where, problem.line(_label(problem.loc)))
+    return errors
 
 
 def _label(loc: Loc) -> str | None:

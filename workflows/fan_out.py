@@ -45,6 +45,8 @@ WATCH_RETRY = RetryPolicy(
 WATCH_TIMEOUT = timedelta(hours=1)
 
 Emit = Callable[..., None]
+# The withheld tools a run's notice names (the record names them all).
+WITHHELD_SHOWN = 3
 # Whether the replies in hand (by model) make the outstanding calls (the models named) not
 # needed: a stage that asks it stops once it says so (council.depth).
 Enough = Callable[[dict[str, ModelReply], Sequence[str]], bool]
@@ -71,7 +73,7 @@ class FanOut:
         self.routes = Routes(
             [*request.models, record.chairman, *filter(None, [request.auto.check_model])]
         )
-        self.tools = MemberTools(request, self._unavailable)
+        self.tools = MemberTools(request, self._unavailable, self._withheld)
         record.tools = list(request.tools)
         # The calls the straggler rule cut: (stage, round, model).
         self.cutting: set[tuple[Stage, int, str]] = set()
@@ -395,6 +397,13 @@ class FanOut:
         line = f"{name}: {why}"
         self.record.tools_unavailable.append(line)
         self.emit(EventKind.NOTICE, message=f"the tool {line}; the members go on without it")
+
+    def _withheld(self, lines: list[str]) -> None:
+        """The tools their entries withhold (each a line): not offered in this run."""
+        self.record.tools_withheld += lines
+        shown = "; ".join(lines[:WITHHELD_SHOWN])
+        more = f"; and {len(lines) - WITHHELD_SHOWN} more" if len(lines) > WITHHELD_SHOWN else ""
+        self.emit(EventKind.NOTICE, message=f"tools withheld (not offered): {shown}{more}")
 
     def _note_tools(self, stage: Stage, round_number: int, model: str, uses: list[ToolUse]) -> None:
         for use in uses:

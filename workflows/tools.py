@@ -43,11 +43,16 @@ class MemberTools:
     """The run's tools: what they offer, and what of the budget is left."""
 
     def __init__(
-        self, request: DeliberationRequest, unavailable: Callable[[str, str], None]
+        self,
+        request: DeliberationRequest,
+        unavailable: Callable[[str, str], None],
+        withheld: Callable[[list[str]], None],
     ) -> None:
-        """`unavailable`: told of each tool whose server could not say what it offers."""
+        """`unavailable`: told of each tool whose server could not say what it offers;
+        `withheld`: of the tools their entries withhold (each a line), once."""
         self.request = request
         self.unavailable = unavailable
+        self.withheld = withheld
         self.budget = request.tool_options.budget()
         self.specs: list[ToolSpec] | None = None
         self._reading = asyncio.Lock()  # the first calls of a run come at once
@@ -69,6 +74,8 @@ class MemberTools:
                 self.specs = offer.specs
                 for name, why in offer.unavailable.items():
                     self.unavailable(name, why)
+                if offer.withheld:
+                    self.withheld(offer.withheld)
         return self.specs
 
     def left(self, stage: Stage, round_number: int, model: str) -> int:
