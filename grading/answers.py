@@ -315,6 +315,8 @@ def matches(
 # ---- the value a free answer states ---------------------------------------------------
 
 YES_NO = ("yes", "no")
+# A last line this short that holds one number states it ("So the ball costs 5 cents.").
+SHORT_LINE_WORDS = 12
 
 
 @dataclass(frozen=True)
@@ -328,9 +330,10 @@ class StatedValues:
 def stated_value(text: str | None) -> Answer | None:
     """The final value an answer to any question states, when it states one that can be
     compared: the first marked segment ("Final answer: X", then \\boxed{X}, then bold
-    text; each last first) that is wholly a number, one option letter, or yes or no. None
-    when no marked segment is one of these: prose is never searched, since a figure said in
-    passing is no answer."""
+    text; each last first) that is wholly a number, one option letter, or yes or no; else
+    the one number of a short last line ("I get 6.", at most SHORT_LINE_WORDS words), as a
+    reader takes it. None otherwise: the prose before the last line is never searched, since
+    a figure said in passing is no answer, and neither is a last line of two numbers."""
     if not text:
         return None
     for segments in (_marked_segments(text), _boxed_segments(text), _bold_segments(text)):
@@ -338,7 +341,10 @@ def stated_value(text: str | None) -> Answer | None:
             found = _stated(segment)
             if found is not None:
                 return found
-    return None
+    lines = _lines(text)
+    last = lines[-1] if lines else ""
+    found = numbers_in(last) if len(last.split()) <= SHORT_LINE_WORDS else []
+    return Answer("number", found[0], format_number(found[0])) if len(found) == 1 else None
 
 
 def stated_shown(text: str | None) -> str | None:

@@ -2,8 +2,8 @@
 (depth auto, council.depth) and the disagreement report of a structured synthesis
 (council.report). Pure functions of the prompt, like every simulated reply.
 
-The check compares the values the answers give (the one each marks, else the last number of
-its last line, as a reader takes it) where each gives one; otherwise a share of questions,
+The check compares the values the answers state (grading.answers.stated_value) where each
+states one; otherwise a share of questions,
 fixed by a hash of each, reads as contested: the simulator's `--disagree` share when set,
 else half.
 """
@@ -14,7 +14,7 @@ import json
 import re
 from collections import defaultdict
 
-from grading.answers import format_number, numbers_in, stated_shown
+from grading.answers import stated_shown
 from simulator.personas import _body, _list_items
 from simulator.problems import chance
 from simulator.reading import Prompt
@@ -26,20 +26,9 @@ _DISSENT = re.compile(r'<dissent reviewer="([^"]*)" about="([^"]*)"')
 _ANSWER = re.compile(r'<answer model="([^"]*)" standing="[^"]*">\n(.*?)\n</answer>', re.DOTALL)
 
 
-def _read_value(text: str) -> str | None:
-    """The value an answer gives, as a reader takes it: the one it marks, else the last
-    number of its last line ("I get 153.")."""
-    marked = stated_shown(text)
-    if marked is not None:
-        return marked
-    lines = text.strip().splitlines()
-    found = numbers_in(lines[-1]) if lines else []
-    return format_number(found[-1]) if found else None
-
-
 def check_json(prompt: Prompt) -> str:
     """The agreement check's verdict as the JSON its schema asks for."""
-    values = [_read_value(text) for text in prompt.answers.values()]
+    values = [stated_shown(text) for text in prompt.answers.values()]
     if values and all(v is not None for v in values):
         differ = len(set(values)) > 1
         points = [f"(simulated) the answers state different values: {', '.join(map(str, values))}"]

@@ -259,6 +259,10 @@ def test_normalization_is_idempotent_and_ignores_case(text: str) -> None:
         ("Answer: (B)", "B"),
         ("It depends on the load.\n\nFinal answer: Yes.", "yes"),
         ("**Short version**: no.\n\nThe answer is **No**", "no"),
+        # No marker: the one number of a short last line, as a reader takes it.
+        ("I get 42.", "42"),
+        ("Working it out step by step.\n\nSo the ball costs 5 cents.", "5"),
+        ("We would pay 42 dollars in all.", "42"),
     ],
 )
 def test_a_stated_value_is_read_from_the_marked_places(reply: str, shown: str) -> None:
@@ -271,10 +275,11 @@ def test_a_stated_value_is_read_from_the_marked_places(reply: str, shown: str) -
     [
         None,
         "",
-        "We would pay 42 dollars in all.",  # a figure in passing is no answer
-        "The answer is 42 apples and a pear",  # marked, but not wholly a value
+        "We would pay 42 dollars in all.\nThat settles it.",  # a figure in passing is no answer
+        "The answer is 42 apples and 3 pears",  # marked, but not wholly a value
         "Final answer: it depends on the workload",
-        "I get 42.",  # no marker at all
+        "It costs 5 or 6 dollars.",  # a last line of two numbers
+        "After all the conditions are checked, the count that fits them all is 42",  # long
     ],
 )
 def test_no_stated_value_where_none_is_marked_wholly(reply: str | None) -> None:
@@ -290,7 +295,7 @@ def test_first_answers_agree_by_value_or_cannot_be_compared() -> None:
     assert stated_values(["Final answer: yes", "Final answer: 1"]) == StatedValues(
         (Answer("text", "yes", "yes"), Answer("number", 1.0, "1")), agree=False
     )
-    assert stated_values(["Final answer: 42", "We would pay 42 dollars."]) is None
+    assert stated_values(["Final answer: 42", "We would pay 42 dollars.\nThat is all."]) is None
     assert stated_values(["Final answer: 42"]) is None
 
 
