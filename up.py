@@ -5,11 +5,14 @@
 Starts what is not running yet: the embedded Temporal dev server unless one answers at
 TEMPORAL_ADDRESS (state in DIR/temporal.db, default COUNCIL_DATA, else data/; its Web UI
 on the gRPC port + 1000, :8233) with the codec server its UI reads stored texts through
-(COUNCIL_CODEC_PORT, default 8081), the simulator when no API key is set (saying so: the
-answers will be simulated; each call takes SIM_LATENCY seconds, default 2 to 5, so that
-a run can be watched), a worker, and the web page (`python -m web` on COUNCIL_WEB_HOST
-and COUNCIL_WEB_PORT, default 127.0.0.1:8080). Prints the page's address, the Temporal
-UI's, the codec server's and the simulator's, then waits. Ctrl-C (SIGINT) or SIGTERM
+(COUNCIL_CODEC_PORT, default 8081), the simulator when no API key is set (on
+COUNCIL_SIM_PORT, default 8800, saying so: the answers will be simulated; each call takes
+SIM_LATENCY seconds, default 2 to 5, so that a run can be watched), a worker (its
+Prometheus metrics on COUNCIL_METRICS_PORT when set, on COUNCIL_METRICS_HOST), and the web
+page (`python -m web` on COUNCIL_WEB_HOST and COUNCIL_WEB_PORT, default 127.0.0.1:8080).
+A port among these that is taken is refused in one line before anything starts. Prints
+the page's address, the Temporal UI's, the codec server's, the simulator's and the
+metrics', then waits. Ctrl-C (SIGINT) or SIGTERM
 stops exactly what it started; a server it found running stays up (with one line on how
 its UI can show stored texts, when it cannot). Logs go to DIR/logs/.
 
@@ -35,8 +38,8 @@ from app import councils
 from app import settings as app_settings
 from app.settings import Settings, SettingsError
 from harness.foreground import Stopped, shown, stop_on_signals, watch
-from harness.local import LocalServer, local_council, ui_address
-from harness.processes import DATA, Process, port_open, reachable_host, start_web
+from harness.local import LocalServer, local_council, simulates, ui_address
+from harness.processes import DATA, Process, port_open, reachable_host, start_web, url_host
 from simulator.config import LATENCY_VARIABLE, Latency, describe_latency, parse_latency
 
 SIMULATED_NOTE = "the answers will be simulated (the built-in SIMULATOR plays every member)"
@@ -67,6 +70,40 @@ def answers(url: str) -> bool:
     return port_open(parts.hostname, parts.port or (443 if parts.scheme == "https" else 80))
 
 
+def port_taken(variable: str, host: str, port: int, what: str = "") -> str | None:
+    """One line naming the variable when something listens on its port already."""
+    if not port_open(reachable_host(host), port):
+        return None
+    return (
+        f"{variable}: port {port} on {host} is already in use{what}; stop what listens "
+        f"there or pick another port ({variable}={port + 1} make up)"
+    )
+
+
+def taken_ports(settings: Settings) -> str | None:
+    """The first of the page's, the simulator's (when it will run) and the metrics' ports
+    that something listens on already, in one line; None when all are free."""
+    checks = [("COUNCIL_WEB_PORT", settings.web_host, settings.web_port, "")]
+    if simulates(settings):
+        checks.append(
+            ("COUNCIL_SIM_PORT", "127.0.0.1", settings.sim_port, " (a `make simulator`?)")
+        )
+    if settings.metrics_port is not None:
+        checks.append(("COUNCIL_METRICS_PORT", settings.metrics_host, settings.metrics_port, ""))
+    for variable, host, port, what in checks:
+        taken = port_taken(variable, host, port, what)
+        if taken:
+            return taken
+    return None
+
+
+def metrics_url(settings: Settings) -> str | None:
+    if settings.metrics_port is None:
+        return None
+    host = url_host(reachable_host(settings.metrics_host))
+    return f"http://{host}:{settings.metrics_port}/metrics"
+
+
 def main(argv: list[str] | None = None) -> int:
     try:
         settings = app_settings.load()
@@ -88,11 +125,9 @@ def main(argv: list[str] | None = None) -> int:
     except ValueError as error:
         say(str(error))
         return 2
-    if port_open(reachable_host(host), port):
-        say(
-            f"COUNCIL_WEB_PORT: port {port} on {host} is already in use; stop what listens "
-            f"there or pick another port (COUNCIL_WEB_PORT={port + 1} make up)"
-        )
+    taken = taken_ports(settings)
+    if taken:
+        say(taken)
         return 2
     taken = server.codec_port_taken() if not server.answers() else None
     if taken:
@@ -110,6 +145,7 @@ def main(argv: list[str] | None = None) -> int:
             data=args.data,
             started=started,
             tools=True,
+            sim_port=settings.sim_port,
         ) as env:
             members = Settings.read(env)  # as the stack's processes get them
             if members.simulated:
@@ -137,6 +173,9 @@ def main(argv: list[str] | None = None) -> int:
                 if process.name == "simulator":
                     url = process.extra["url"]
                     say(f"  the simulator:    {url} ({describe_latency(latency)}{hint})")
+            metrics = metrics_url(settings)
+            if metrics:
+                say(f"  the metrics:      {metrics} (the worker's, for Prometheus)")
             if settings.web_token:
                 what = "starting" if settings.web_public_read else "reading, starting"
                 say(f"  {what} and stopping on the page need COUNCIL_WEB_TOKEN (sign in at /login)")

@@ -46,7 +46,7 @@ from temporalio.service import RPCError, RPCStatusCode
 from app import settings as app_settings
 from app import store
 from app.codec import CodecConfigError, codec_from_env
-from app.settings import Settings
+from app.settings import DEFAULT_METRICS_HOST, Settings
 
 DEFAULT_ADDRESS = "localhost:7233"
 DEFAULT_NAMESPACE = "default"
@@ -215,17 +215,25 @@ _runtime: Runtime | None = None
 CORE_LOGGER = logging.getLogger("temporalio.core")
 
 
+def metrics_address(host: str, port: int) -> str:
+    """HOST:PORT as a socket address ([::1]:9464 for an IPv6 address)."""
+    return f"[{host}]:{port}" if ":" in host else f"{host}:{port}"
+
+
 def runtime(
-    metrics_port: int | None = None, histogram_buckets: Mapping[str, Sequence[float]] = {}
+    metrics_port: int | None = None,
+    histogram_buckets: Mapping[str, Sequence[float]] = {},
+    metrics_host: str = DEFAULT_METRICS_HOST,
 ) -> Runtime:
     """The process's runtime; the first call decides whether it serves Prometheus metrics
     (the SDK's temporal_* series and the application's council_* ones, with the given
-    bucket bounds for the application's histograms) on 0.0.0.0:metrics_port/metrics."""
+    bucket bounds for the application's histograms) on metrics_host:metrics_port/metrics
+    (loopback unless the host says otherwise)."""
     global _runtime
     if _runtime is None:
         metrics = (
             PrometheusConfig(
-                bind_address=f"0.0.0.0:{metrics_port}",
+                bind_address=metrics_address(metrics_host, metrics_port),
                 counters_total_suffix=True,
                 histogram_bucket_overrides=dict(histogram_buckets),
             )

@@ -680,6 +680,29 @@ class RecordView:
         first = [self.first_review] if self.first_review else []
         return first + [r.review for r in self.rounds if r.review is not None]
 
+    @property
+    def tool_failures(self) -> list[ToolCallView]:
+        """The tool calls that gave their member no result: refused (the budget was spent)
+        or failed. They count among the run's errors, beside the failed model calls."""
+        return [c for c in self.tool_calls if c.refused or c.error]
+
+    @property
+    def tool_failures_line(self) -> str | None:
+        """ "12 tool calls refused (the budget was spent), 1 failed"; None when none."""
+        refused = sum(c.refused for c in self.tool_calls)
+        failed = sum(bool(c.error) and not c.refused for c in self.tool_calls)
+        if not (refused or failed):
+            return None
+        parts = [f"{refused} refused (the budget was spent)"] if refused else []
+        parts += [f"{failed} failed"] if failed else []
+        calls = "tool call" if refused + failed == 1 else "tool calls"
+        return f"{refused + failed} {calls}: {', '.join(parts)}"
+
+    @property
+    def nothing_failed(self) -> bool:
+        """No model call failed for good, and every tool call gave its member a result."""
+        return not (self.failed or self.tool_failures)
+
 
 def _context(record: DeliberationRecord) -> ContextView | None:
     context = record.context

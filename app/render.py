@@ -268,9 +268,11 @@ def view_markdown(view: RecordView) -> str:
         out += ["## Tool calls", ""]
         out += [f"- {c.where} · {c.model} · {c.line}" for c in view.tool_calls]
         out.append("")
-    if view.failed:
+    if not view.nothing_failed:
         out += ["## Failed calls", ""]
         out += [f"- {f.line}" for f in view.failed]
+        if view.tool_failures_line:
+            out.append(f"- {view.tool_failures_line} (listed under Tool calls)")
         out.append("")
     return "\n".join(out)
 

@@ -27,6 +27,7 @@ the Host patterns and proxies (web.guard), the origins of the codec server
 from __future__ import annotations
 
 import argparse
+import ipaddress
 import os
 import re
 from collections.abc import Callable, Mapping
@@ -60,6 +61,13 @@ DEFAULT_WEB_PORT = 8080
 # `make up`, `make demo` and `make server` start the codec server on its port too).
 DEFAULT_CODEC_PORT = 8081
 DEFAULT_SIM_PORT = 8800
+# Where the worker's Prometheus metrics listen: loopback, as the page does, unless
+# COUNCIL_METRICS_HOST widens it (0.0.0.0 in a container that a Prometheus scrapes).
+DEFAULT_METRICS_HOST = "127.0.0.1"
+METRICS_HOSTS = (
+    "an IP address to listen on: 127.0.0.1 (loopback, the default), ::1, 0.0.0.0 (every "
+    "IPv4 address), :: or one of this machine's"
+)
 DEFAULT_MAX_CONCURRENT_CALLS = 200
 MAX_CONCURRENT_CALLS = 1_000_000
 MAX_WAITING_CALLS = 1_000_000
@@ -299,6 +307,7 @@ class Settings(BaseSettings):
         validation_alias="COUNCIL_METRICS_PORT",
         description="a port number",
     )
+    metrics_host: str = Field(DEFAULT_METRICS_HOST, validation_alias="COUNCIL_METRICS_HOST")
     worker_processes: str | None = Field(None, validation_alias="COUNCIL_WORKER_PROCESSES")
     log_level: LogLevel = Field("INFO", validation_alias="COUNCIL_LOG_LEVEL")
     # The build the worker runs (app.deployment: runs are pinned to it); None: the version.
@@ -322,6 +331,14 @@ class Settings(BaseSettings):
         if problem:
             raise ValueError(problem)
         return value
+
+    @field_validator("metrics_host", mode="after")
+    @classmethod
+    def _metrics_host(cls, value: str) -> str:
+        try:
+            return str(ipaddress.ip_address(value.strip("[]")))
+        except ValueError:
+            raise ValueError(f"must be {METRICS_HOSTS} (got {value[:80]!r})") from None
 
     @field_validator("ui_url", mode="after")
     @classmethod

@@ -22,7 +22,7 @@ from council.ids import MODEL_ID
 from council.models import DeliberationRequest
 from evaluation.outputs import Outputs
 from evaluation.plan import EvalPlan, EvalSettings, plan
-from evaluation.report import print_report
+from evaluation.report import NOT_SCORED, print_report
 from evaluation.runner import Evaluation
 from evaluation.scoring import SOURCES, ProblemScore
 from grading.dataset import DatasetError, load_dataset
@@ -116,6 +116,12 @@ def _progress_line(score: ProblemScore, done: int, total: int, last_stage: str) 
     head = f"[{done:>{width}}/{total}] {score.id}"
     if score.status != "completed":
         return f"{head}: FAILED ({SOURCES[score.source]}): {score.error}"
+    if score.unknown:
+        return (
+            f"{head}: {NOT_SCORED} (expected {score.expected}; it knows the datasets in "
+            f"datasets/ and the files in COUNCIL_SIM_DATASETS) · "
+            f"{score.usage.total_tokens:,} tokens · {SOURCES[score.source]}"
+        )
     first = list(score.answers["stage 1"].values())
     final = list(score.answers[last_stage].values())
     chairman = score.chairman
@@ -135,6 +141,8 @@ def _progress_line(score: ProblemScore, done: int, total: int, last_stage: str) 
 def _sampled_line(score: ProblemScore, done: int, total: int) -> str:
     head = f"[{done:>{len(str(total))}}/{total}] {score.id}: self-consistency"
     sampled = score.self_consistency
+    if score.unknown:
+        return f"{head}: {NOT_SCORED}"
     if sampled is None or not sampled.answered:
         why = sampled.errors[0] if sampled and sampled.errors else "no sample answered"
         return f"{head}: FAILED: {why}"
@@ -149,6 +157,8 @@ def _sampled_line(score: ProblemScore, done: int, total: int) -> str:
 def _auto_line(score: ProblemScore, done: int, total: int) -> str:
     head = f"[{done:>{len(str(total))}}/{total}] {score.id}: depth auto"
     auto = score.auto
+    if score.unknown:
+        return f"{head}: {NOT_SCORED}"
     if auto is None or auto.chairman is None:
         return f"{head}: FAILED: {auto.error if auto else 'not run'}"
     how = "stopped after stage 1" if auto.stopped_after_stage1 else "deliberated"
@@ -216,6 +226,14 @@ async def execute(client: Client, eval_plan: EvalPlan, as_json: bool, err: Conso
         f"{outputs.agreement_plot_path}, {outputs.arms_plot_path} · raw outputs {outputs.raw}/",
         markup=False,
     )
+    if report.unknown:
+        err.print(
+            f"eval: {report.unknown} problem(s) not scored: the simulator has no answer for "
+            f"them (it knows the datasets in datasets/ and the files in COUNCIL_SIM_DATASETS; "
+            f"make eval gives it the dataset); the accuracies count the other "
+            f"{report.scored}",
+            markup=False,
+        )
     if report.failed:
         err.print(f"eval: {report.failed} problem(s) failed; rerun to retry them", markup=False)
         return 1

@@ -177,6 +177,7 @@ def stage3_refined(
         "terminated_reason": score.terminated_reason,
         "rounds_completed": score.rounds_completed,
         "simulated": score.simulated,
+        "unknown_to_simulator": score.unknown,
         "timestamp": (record.completed_at or record.started_at).isoformat()
         if (record.completed_at or record.started_at)
         else None,

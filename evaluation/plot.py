@@ -81,7 +81,7 @@ def plot_accuracy(report: EvalReport, path: Path) -> Path:
     axes.grid(alpha=0.3)
     simulated = " · simulated models" if report.run.simulated else ""
     axes.set_title(
-        f"{report.dataset.name}: accuracy by stage ({report.completed} problems{simulated})"
+        f"{report.dataset.name}: accuracy by stage ({report.scored} problems{simulated})"
     )
     axes.legend(loc="lower right", fontsize=8)
     return _save(figure, path)
@@ -121,8 +121,7 @@ def plot_agreement(report: EvalReport, path: Path) -> Path:
     axes.grid(axis="y", alpha=0.3)
     simulated = " · simulated models" if report.run.simulated else ""
     axes.set_title(
-        f"{report.dataset.name}: accuracy by agreement level "
-        f"({report.completed} problems{simulated})"
+        f"{report.dataset.name}: accuracy by agreement level ({report.scored} problems{simulated})"
     )
     axes.legend(loc="upper center", ncols=2, fontsize=8)
     return _save(figure, path)
@@ -171,7 +170,7 @@ def plot_arms(report: EvalReport, path: Path) -> Path | None:
     axes.grid(alpha=0.3, which="both")
     simulated = " · simulated models" if report.run.simulated else ""
     axes.set_title(
-        f"{report.dataset.name}: accuracy and tokens of each arm ({report.completed} problems"
+        f"{report.dataset.name}: accuracy and tokens of each arm ({report.scored} problems"
         f"{simulated})",
         fontsize=10,
     )

@@ -2,7 +2,8 @@
 per-problem results; as report.json and as tables on a terminal.
 
 Accuracies count the problems whose deliberation completed; a failed one is listed with
-its error and counted in no accuracy.
+its error and counted in no accuracy, and so is one the simulator has no answer for
+(unknown to it: a dataset it was not given), listed as not scored.
 
 Accuracy by agreement level groups the problems by the level of their final review
 (`record.agreement.level`: high, medium or low; "not measured" when no answer had two
@@ -43,6 +44,8 @@ SKIPPED = "not run: self-consistency makes calls of its own; eval --arms all run
 CHAIRMAN = "chairman"
 MAJORITY = "majority vote"
 NOT_MEASURED = "not measured"
+# A problem the simulator has no answer for, as the report and the progress lines say it.
+NOT_SCORED = "not scored: the simulator has no answer for this problem"
 # The rows of accuracy by agreement level, from most to least agreement.
 AGREEMENT_ROWS: tuple[str, ...] = (*reversed(LEVELS), NOT_MEASURED)
 
@@ -151,6 +154,10 @@ class EvalReport(BaseModel):
     )
     completed: int
     failed: int
+    unknown: int = Field(
+        default=0,
+        description="completed problems the simulator has no answer for: in no accuracy",
+    )
     sources: dict[str, int] = Field(description="how each problem's deliberation was obtained")
     usage: UsageSummary
     arms: list[Arm] = Field(
@@ -170,6 +177,11 @@ class EvalReport(BaseModel):
     conformity: Conformity = Field(default_factory=Conformity)
     problems: list[ProblemScore]
 
+    @property
+    def scored(self) -> int:
+        """The problems the accuracies count: completed, and not unknown to the simulator."""
+        return self.completed - self.unknown
+
 
 def build_report(
     plan: EvalPlan,
@@ -179,7 +191,9 @@ def build_report(
 ) -> EvalReport:
     template = plan.settings.template
     stages = stage_names(template.max_rounds)
-    done = [s for s in scores if s.status == "completed"]
+    completed = [s for s in scores if s.status == "completed"]
+    # What the accuracies count: a problem unknown to the simulator is neither right nor wrong.
+    done = [s for s in completed if not s.unknown]
     models = {model: {stage: Cell() for stage in stages} for model in template.models}
     majority = {stage: Cell() for stage in stages}
     chairman = Cell()
@@ -192,14 +206,15 @@ def build_report(
             majority[stage].count(score.majority[stage].correct)
             ties[stage] += int(score.majority[stage].tie)
         chairman.count(bool(score.chairman and score.chairman.correct))
+    for score in completed:  # what was spent, scored or not
         usage.merge(score.usage)
         if score.judge:
             usage.judge_tokens += score.judge.usage.total_tokens
             usage.judge_calls += score.judge.usage.calls
-    if done:
-        usage.tokens_per_problem = round(usage.total_tokens / len(done), 1)
+    if completed:
+        usage.tokens_per_problem = round(usage.total_tokens / len(completed), 1)
         usage.cost_per_problem_usd = (
-            round(usage.cost_usd / len(done), 8) if usage.cost_usd is not None else None
+            round(usage.cost_usd / len(completed), 8) if usage.cost_usd is not None else None
         )
     sources: dict[str, int] = {}
     for score in scores:
@@ -229,15 +244,16 @@ def build_report(
             instruction=INSTRUCTION,
             started_at=started_at,
             duration_seconds=round(duration_seconds, 2),
-            simulated=any(s.simulated for s in done),
+            simulated=any(s.simulated for s in completed),
             arms=plan.settings.arms,
         ),
         stages=stages,
         accuracy=Accuracy(models=models, majority_vote=majority, chairman=chairman),
         majority_ties=ties,
         by_agreement=accuracy_by_agreement(done, stages[-1]),
-        completed=len(done),
-        failed=len(scores) - len(done),
+        completed=len(completed),
+        failed=len(scores) - len(completed),
+        unknown=len(completed) - len(done),
         sources=sources,
         usage=usage,
         arms=arms,
@@ -289,7 +305,7 @@ def _cost(value: float | None) -> str:
 def accuracy_table(report: EvalReport) -> Table:
     simulated = " · SIMULATED models" if report.run.simulated else ""
     table = Table(
-        title=f"Accuracy on {report.dataset.name} ({report.completed} problems{simulated})",
+        title=f"Accuracy on {report.dataset.name} ({report.scored} problems{simulated})",
         title_justify="left",
     )
     table.add_column("")
@@ -347,6 +363,21 @@ def problems_table(report: EvalReport) -> Table:
     ):
         table.add_column(name, justify=justify, overflow="fold")
     for score in report.problems:
+        if score.status == "completed" and score.unknown:
+            table.add_row(
+                score.id,
+                score.expected,
+                "-",
+                "",
+                "-",
+                f"[yellow]{NOT_SCORED}[/yellow]",
+                str(score.rounds_completed),
+                score.terminated_reason or "-",
+                f"{score.usage.total_tokens:,}",
+                _cost(score.usage.cost_usd),
+                score.source,
+            )
+            continue
         if score.status != "completed":
             table.add_row(
                 score.id,
@@ -397,7 +428,7 @@ def arms_table(report: EvalReport) -> Table:
     test against it."""
     simulated = " · SIMULATED models" if report.run.simulated else ""
     table = Table(
-        title=f"Arms: is the council worth its tokens? ({report.completed} problems{simulated})",
+        title=f"Arms: is the council worth its tokens? ({report.scored} problems{simulated})",
         title_justify="left",
         caption=f"self-consistency: {report.self_consistency.note}",
         caption_justify="left",

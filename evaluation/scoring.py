@@ -11,6 +11,10 @@ The majority vote counts the models' answers at a stage (models without a readab
 do not vote). A tie goes to the answer given first in the council's order (the order of
 --model); the vote records that it was a tie.
 
+A problem the simulator has no answer for (it says so in place of an answer: a dataset it
+was not given) is marked unknown: the report counts it in no accuracy, as neither right
+nor wrong.
+
 Each problem keeps its final review's agreement (record.agreement: level, alpha, number of
 dissents) for the report's accuracy by agreement level.
 """
@@ -26,7 +30,7 @@ from council.agreement import Level
 from council.iteration import TerminationReason
 from council.models import DeliberationRecord, UsageTotals
 from grading.answers import ABS_TOL, REL_TOL, Answer, matches
-from grading.dataset import Problem
+from grading.dataset import NO_SIMULATED_ANSWER, Problem
 from grading.sampling import SamplingResult
 
 STAGE1 = "stage 1"
@@ -134,6 +138,11 @@ class ProblemScore(BaseModel):
     call_errors: int = 0
     judge: JudgeSummary | None = None
     simulated: bool = False
+    unknown: bool = Field(
+        default=False,
+        description="the simulator has no answer for this problem (it was not given its "
+        "dataset): its simulated replies are not scored",
+    )
     agreement: Level | None = Field(
         default=None,
         description="the final review's agreement level (record.agreement); None: not measured",
@@ -229,6 +238,11 @@ def is_simulated(record: DeliberationRecord) -> bool:
     return any("[simulated]" in result.response for result in record.stage1)
 
 
+def unknown_to_simulator(record: DeliberationRecord) -> bool:
+    """Whether the simulator said it has no answer for the problem (simulator.problems)."""
+    return any(NO_SIMULATED_ANSWER in result.response for result in record.stage1)
+
+
 def score_problem(
     problem: Problem,
     record: DeliberationRecord,
@@ -250,6 +264,7 @@ def score_problem(
         call_errors=len(record.errors),
         judge=judge,
         simulated=is_simulated(record),
+        unknown=unknown_to_simulator(record),
         seconds=wall_seconds(record),
     )
     if record.agreement is not None:

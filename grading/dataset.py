@@ -55,6 +55,16 @@ INSTRUCTION = (
     '"Final answer: <answer>", where <answer> is {format}.'
 )
 MAX_QUESTION_CHARS = limits.QUESTION_MAX_CHARS - 300  # room for the instruction
+# What the simulator writes, in place of an answer, for a problem it has no answer for (one
+# of a dataset it was not given): the harness counts such a problem as unknown to the
+# simulator, neither right nor wrong.
+NO_SIMULATED_ANSWER = "[simulated: no answer known for this problem]"
+
+
+def is_problem_prompt(text: str) -> bool:
+    """Whether a question is a problem as the harness asks it (Problem.prompt)."""
+    ending = " ".join(text.split())
+    return any(ending.endswith(INSTRUCTION.format(format=f)) for f in ANSWER_FORMAT.values())
 
 
 class DatasetError(ValueError):

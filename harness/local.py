@@ -179,6 +179,12 @@ def codec_advice(server: LocalServer, ui: str) -> str | None:
     )
 
 
+def simulates(given: Settings) -> bool:
+    """Whether a local council's members are the simulator's: no API key and no base URL
+    of a provider set."""
+    return given.llm.key is None and "base_url" not in given.llm.model_fields_set
+
+
 @contextmanager
 def local_council(
     say: Callable[[str], None],
@@ -187,6 +193,7 @@ def local_council(
     data: Path = DATA,
     started: list[Process] | None = None,
     tools: bool = False,
+    sim_port: int | None = None,
 ) -> Iterator[dict[str, str]]:
     """Whatever a run on this machine still needs, started here and stopped afterwards.
 
@@ -198,7 +205,9 @@ def local_council(
     with the simulator: its members as COUNCIL_MODELS and COUNCIL_CHAIRMAN unless those
     are set, and COUNCIL_SIMULATED=1). `started`, when given, receives each process as it starts.
     With `tools` and the simulator, and no council.toml of the user's: examples/offline.toml
-    (COUNCIL_CONFIG), whose default council calculates and fetches.
+    (COUNCIL_CONFIG), whose default council calculates and fetches. The simulator listens on
+    `sim_port` (None: a free port); the worker gets this process's variables, its metrics
+    (COUNCIL_METRICS_PORT, COUNCIL_METRICS_HOST) among them.
     """
     server = LocalServer.of(data)
     logs = data / "logs"
@@ -214,8 +223,10 @@ def local_council(
         else:
             start_server(server, say, started)
         given = Settings.read()  # this process's, as the shell sets them now
-        if given.llm.key is None and "base_url" not in given.llm.model_fields_set:
-            simulator = start_simulator(log_path=logs / "simulator.log", env=simulator_env)
+        if simulates(given):
+            simulator = start_simulator(
+                port=sim_port, log_path=logs / "simulator.log", env=simulator_env
+            )
             started.append(simulator)
             models = given.default_models or list(DEFAULT_MODELS)
             env["COUNCIL_LLM_BASE_URL"] = simulator.extra["url"]

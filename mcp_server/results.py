@@ -100,6 +100,7 @@ def summary_line(view: RecordView) -> str:
     disputed = [f"{split} contradiction(s) in the report"] if split else []
     parts = [view.id, f"ended: {view.ended or '-'}", view.usage.short, *agreement, *gate]
     parts += disputed
+    parts += [view.tool_failures_line] if view.tool_failures_line else []
     return " · ".join(part for part in parts if part)
 
 

@@ -12,7 +12,8 @@ of them COUNCIL_MAX_CALLS_PER_TENANT and COUNCIL_MAX_CALLS_PER_RUN, and
 COUNCIL_MAX_WAITING_CALLS more wait for their turn: activities/shares.py) and
 COUNCIL_MAX_CALLS_PER_SECOND (model calls started per second on the whole task queue,
 all workers together). Payload encryption: COUNCIL_PAYLOAD_KEY (see app/codec.py).
-COUNCIL_WORKER_PROCESSES: the default of --processes. With N processes, process i serves
+COUNCIL_WORKER_PROCESSES: the default of --processes. Metrics: COUNCIL_METRICS_PORT, on
+COUNCIL_METRICS_HOST (default 127.0.0.1, loopback); with N processes, process i serves
 its metrics on COUNCIL_METRICS_PORT + i - 1.
 """
 
@@ -45,7 +46,13 @@ from app.connection import (
 from app.supervisor import ProcessCountError, Supervisor
 from council import numbers
 from council.config import ConfigProblem
-from service.worker import call_limits, metrics_port, register_search_attributes, serving
+from service.worker import (
+    call_limits,
+    metrics_host,
+    metrics_port,
+    register_search_attributes,
+    serving,
+)
 
 log = logging.getLogger("council.worker")
 
@@ -58,8 +65,8 @@ async def run(
     supervisor_pid: int | None = None, process_index: int | None = None, take_over: bool = False
 ) -> None:
     config = app_config.load(keys=True)  # council.toml's providers (an error: exit 2)
-    port = metrics_port()
-    client = await connect(runtime=connection.runtime(port, HISTOGRAM_BUCKETS))
+    port, host = metrics_port(), metrics_host()
+    client = await connect(runtime=connection.runtime(port, HISTOGRAM_BUCKETS, host))
     await register_search_attributes(client)
     gateway = ModelGateway.of(app_settings.current().llm, config.providers)
     # Before the first deliberation, not during it: connections to the providers.
@@ -82,7 +89,7 @@ async def run(
     log.info("%s", encryption_note(client.data_converter))
     log.info("%s", store_note(client.data_converter))
     if port:
-        log.info("Prometheus metrics on http://0.0.0.0:%d/metrics", port)
+        log.info("Prometheus metrics on http://%s/metrics", connection.metrics_address(host, port))
     providers = ", ".join(
         f"{name} {p.settings.host} ({'API key set' if p.settings.api_key else 'no API key'})"
         for name, p in gateway.providers.items()

@@ -277,6 +277,11 @@ def metrics_port() -> int | None:
     return app_settings.current().metrics_port
 
 
+def metrics_host() -> str:
+    """COUNCIL_METRICS_HOST: the address the metrics listen on (default loopback)."""
+    return app_settings.current().metrics_host
+
+
 async def register_search_attributes(client: Client) -> None:
     try:
         added = await ensure_search_attributes(client)

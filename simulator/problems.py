@@ -22,6 +22,11 @@ by its question text, and plays the four standard personas as solvers of known s
   mean ratings of the members who gave it);
 - a judge prompt (grading.judge) gets a verdict from a lenient comparison.
 
+A problem as the harness asks it (the question, then its answer instruction) that the
+simulator does not know gets no answer: every member says so (grading.dataset's
+NO_SIMULATED_ANSWER) and keeps saying so when it refines, and so does the chairman, so that
+the harness reports the problem as unknown to the simulator, not as answered wrong.
+
 Any other question, and any persona without a skill here, gets simulator.personas' usual
 replies. Like the rest of the simulator, every reply is a pure function of the request.
 """
@@ -38,7 +43,13 @@ from typing import Protocol
 
 from council.calls import Stage
 from grading.answers import DEFAULT_LETTERS, Answer, format_number, normalize_text
-from grading.dataset import DatasetError, Problem, load_dataset
+from grading.dataset import (
+    NO_SIMULATED_ANSWER,
+    DatasetError,
+    Problem,
+    is_problem_prompt,
+    load_dataset,
+)
 from grading.judge import read_judge_prompt
 from simulator import wire
 from simulator.quality import SIMULATED_MARK
@@ -482,17 +493,43 @@ def judge(persona: PersonaLike, prompt_text: str) -> str | None:
     )
 
 
+UNKNOWN = (
+    f"{NO_SIMULATED_ANSWER} The simulator knows the problems of the datasets in datasets/ "
+    "and of the files in COUNCIL_SIM_DATASETS, and this is not one of them: it gives no "
+    "answer to it, right or wrong."
+)
+
+
+def unknown(persona: PersonaLike, prompt: Prompt) -> str | None:
+    """The reply to a problem the simulator has no answer for (None: the usual review)."""
+    if prompt.stage is Stage.ANSWER:
+        return f"{SIMULATED_MARK} {UNKNOWN}"
+    if prompt.stage is Stage.REFINE:
+        original = prompt.original.strip() or f"{SIMULATED_MARK} {UNKNOWN}"
+        rejected = [
+            {"critique": _quote(c), "reason": "no answer is known to correct"}
+            for c in prompt.critiques
+        ]
+        return _refinement_reply(
+            persona, original, [], rejected, False, "No answer is known: nothing to change.", False
+        )
+    if prompt.stage is Stage.SYNTHESIS:
+        return f"{SYNTHESIS_LABEL} {UNKNOWN}"
+    return None
+
+
 def reply(persona: PersonaLike, prompt: Prompt) -> str | None:
-    """The reply for a known problem (or a judge prompt); None for anything else."""
+    """The reply for a known problem (or a judge prompt), or for a problem the simulator
+    does not know; None for anything else."""
     if prompt.stage is Stage.ANSWER:
         verdict = judge(persona, prompt.question)
         if verdict is not None:
             return verdict
-    skill = SKILLS.get(persona.name)
-    if skill is None:
-        return None
     problem = problem_for(prompt.question)
     if problem is None:
+        return unknown(persona, prompt) if is_problem_prompt(prompt.question) else None
+    skill = SKILLS.get(persona.name)
+    if skill is None:
         return None
     if prompt.stage is Stage.REVIEW:
         return review(persona, skill, problem, prompt)

@@ -439,6 +439,10 @@ def test_the_metrics_profile_scrapes_the_workers_and_shows_the_council_series(
     [job] = scrape["scrape_configs"]
     [discovery] = job["dns_sd_configs"]
     assert discovery["names"] == ["worker"] and str(discovery["port"]) == port == "9464"
+    # The worker's metrics listen on loopback unless told otherwise: in the stack, on every
+    # address of its container, which the Prometheus container reaches (no port published).
+    assert worker["COUNCIL_METRICS_HOST"] == "0.0.0.0"
+    assert "ports" not in compose["services"]["worker"]
     dashboard = json.loads(
         (ROOT / "deploy" / "grafana" / "dashboards" / "council.json").read_text()
     )

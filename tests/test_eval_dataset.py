@@ -11,7 +11,7 @@ import pytest
 
 from council import prompts
 from council.iteration import CritiqueItem
-from grading.dataset import DatasetError, load_dataset
+from grading.dataset import NO_SIMULATED_ANSWER, DatasetError, Problem, load_dataset
 from grading.judge import judge_prompt, parse_verdict, read_judge_prompt
 from simulator import problems
 from simulator.personas import PERSONAS, persona_for, reply
@@ -149,6 +149,45 @@ def test_other_questions_keep_the_usual_personas(bundled) -> None:
     ].content
     assert problems.reply(PERSONAS[0], read_prompt(text)) is None
     assert "Final answer" not in ask("sim/atlas", text)
+
+
+def test_a_problem_the_simulator_does_not_know_gets_no_answer_at_any_stage() -> None:
+    """A problem as the harness asks it, of a dataset the simulator was not given: no
+    member answers it (right or wrong), a refinement keeps saying so, and the chairman too,
+    so that no number of the question's is read as a wrong answer."""
+    unknown = Problem(id="mine-01", question="What is 37*91+12?", answer="3379")
+    assert problems.problem_for(unknown.prompt()) is None
+    asked = prompts.answer_prompt(unknown.prompt(), CAP)[0].content
+    answers = {persona.model: ask(persona.model, asked) for persona in PERSONAS}
+    for text in answers.values():
+        assert NO_SIMULATED_ANSWER in text and unknown.read(text) is None, text
+    critique = CritiqueItem(
+        source_model="sim/borealis",
+        target_response="Response A",
+        critique_text="The final answer (12) is wrong.",
+        rating=1,
+    )
+    refined = ask(
+        "sim/atlas",
+        prompts.refinement_prompt(unknown.prompt(), answers["sim/atlas"], [critique], CAP)[
+            0
+        ].content,
+    )
+    data = json.loads(refined)
+    assert data["changed_from_original"] is False
+    assert (
+        NO_SIMULATED_ANSWER in data["final_answer"] and unknown.read(data["final_answer"]) is None
+    )
+    synthesis = ask(
+        "sim/atlas",
+        prompts.synthesis_prompt(unknown.prompt(), answers, [], rounds_run=1, byte_cap=CAP)[
+            0
+        ].content,
+    )
+    assert NO_SIMULATED_ANSWER in synthesis and unknown.read(synthesis) is None
+    # The question alone, without the harness's instruction, is any other question.
+    plain = prompts.answer_prompt(unknown.question, CAP)[0].content
+    assert NO_SIMULATED_ANSWER not in ask("sim/atlas", plain)
 
 
 def test_stage1_slips_follow_each_personas_skill(bundled) -> None:

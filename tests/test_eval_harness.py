@@ -228,6 +228,37 @@ async def test_eval_end_to_end_on_a_subset(council: Council, cli_env, tmp_path: 
     assert again["by_agreement"] == report["by_agreement"]
 
 
+async def test_a_problem_the_simulator_does_not_know_is_not_scored_as_wrong(
+    council: Council, cli_env, tmp_path: Path
+) -> None:
+    """A dataset of the user's against the simulator, which knows only its own datasets:
+    its problem is reported as one the simulator has no answer for, in no accuracy, and
+    the bundled problem beside it is scored as ever."""
+    path = subset(tmp_path, ("arith-04",), name="mine")
+    unknown = {"id": "mine-01", "question": "What is 37*91+12?", "answer": 3379}
+    path.write_text(path.read_text() + json.dumps(unknown) + "\n", encoding="utf-8")
+    out = tmp_path / "out"
+    code, stdout, stderr = await eval_cli(
+        str(path), "--out", str(out), "--tag", fresh_tag(), "--max-rounds", "1", env=cli_env
+    )
+    assert code == 0, stderr
+    [line] = [line for line in stderr.splitlines() if "] mine-01" in line]
+    assert "not scored: the simulator has no answer for this problem (expected 3379" in line
+    assert "✗" not in line and "chairman" not in line
+    assert "1 problem(s) not scored: the simulator has no answer for them" in stderr
+    assert "Accuracy on mine (1 problems · SIMULATED models)" in stdout
+
+    report = json.loads((out / "report.json").read_text())
+    assert (report["completed"], report["failed"], report["unknown"]) == (2, 0, 1)
+    assert report["accuracy"]["chairman"]["total"] == 1
+    assert all(cells["stage 1"]["total"] == 1 for cells in report["accuracy"]["models"].values())
+    scores = {score["id"]: score for score in report["problems"]}
+    assert scores["mine-01"]["unknown"] is True and scores["arith-04"]["unknown"] is False
+    assert scores["mine-01"]["chairman"]["answer"] is None
+    raw = json.loads((out / "raw_outputs" / "mine-01_stage3_refined.json").read_text())
+    assert raw["unknown_to_simulator"] is True
+
+
 async def test_every_arm_with_paired_tests_and_conformity(
     council: Council, cli_env, tmp_path: Path
 ) -> None:

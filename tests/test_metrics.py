@@ -1,10 +1,13 @@
 """The worker's Prometheus metrics: with COUNCIL_METRICS_PORT set, /metrics serves the
-SDK's temporal_* series and the council_* series of the model calls and deliberations."""
+SDK's temporal_* series and the council_* series of the model calls and deliberations, on
+loopback only unless COUNCIL_METRICS_HOST widens it. (127.0.0.2 is loopback too, but not
+127.0.0.1: a socket bound to 127.0.0.1 refuses it, one bound to every address answers.)"""
 
 from __future__ import annotations
 
 import asyncio
 import re
+import socket
 import subprocess
 import sys
 import uuid
@@ -20,7 +23,17 @@ from tests.temporal_fixtures import FOUR_MODELS, request, worker_env
 from tests.test_compose import SERVED_BY_THE_WORKER
 from workflows.deliberation import Deliberation
 
+# Another loopback address: what a socket bound to 127.0.0.1 alone does not answer on.
+OTHER_LOOPBACK = "127.0.0.2"
 SAMPLE = re.compile(r"^(?P<name>[a-zA-Z_:][\w:]*)(?:\{(?P<labels>[^}]*)\})? (?P<value>\S+)$")
+
+
+def answers(host: str, port: int) -> bool:
+    try:
+        with socket.create_connection((host, port), timeout=2):
+            return True
+    except OSError:
+        return False
 
 
 def samples(text: str) -> list[tuple[str, dict[str, str], float]]:
@@ -57,6 +70,9 @@ async def test_the_worker_serves_sdk_and_council_metrics(
         )
         async with httpx.AsyncClient() as http:
             text = (await http.get(f"http://127.0.0.1:{port}/metrics", timeout=10)).text
+        # By default the metrics listen on loopback's 127.0.0.1 alone, as the page does.
+        assert not answers(OTHER_LOOPBACK, port)
+        assert f"Prometheus metrics on http://127.0.0.1:{port}/metrics" in worker.log_text()
     finally:
         worker.stop()
     found = samples(text)
@@ -170,3 +186,39 @@ async def test_a_review_whose_alpha_is_negative_ends_the_run_with_metrics_on(
     assert total(found, "council_agreement_sum", level="low") == 0
     assert total(found, "council_observer_failures_total") == 0
     assert "Metric value cannot be negative" not in worker.log_text()
+
+
+async def test_metrics_host_widens_where_the_metrics_listen(
+    temporal: WorkflowEnvironment, sim: SimulatorServer, tmp_path: Path
+) -> None:
+    port = free_port()
+    queue = f"metrics-{uuid.uuid4().hex[:8]}"
+    env = worker_env(
+        temporal, sim, queue, COUNCIL_METRICS_PORT=str(port), COUNCIL_METRICS_HOST="0.0.0.0"
+    )
+    worker = await asyncio.to_thread(start_worker, env, tmp_path / "worker.log")
+    try:
+        assert f"Prometheus metrics on http://0.0.0.0:{port}/metrics" in worker.log_text()
+        async with httpx.AsyncClient() as http:
+            for host in ("127.0.0.1", OTHER_LOOPBACK):
+                reply = await http.get(f"http://{host}:{port}/metrics", timeout=10)
+                assert reply.status_code == 200 and "temporal_" in reply.text, host
+    finally:
+        worker.stop()
+
+
+def test_a_metrics_host_that_is_not_an_address_is_one_line() -> None:
+    done = subprocess.run(
+        [sys.executable, "worker.py"],
+        cwd=ROOT,
+        env={"COUNCIL_METRICS_HOST": "localhost", "TEMPORAL_ADDRESS": "127.0.0.1:1", "PATH": ""},
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert done.returncode == 2
+    assert done.stderr == (
+        "worker: COUNCIL_METRICS_HOST must be an IP address to listen on: 127.0.0.1 "
+        "(loopback, the default), ::1, 0.0.0.0 (every IPv4 address), :: or one of this "
+        "machine's (got 'localhost')\n"
+    )

@@ -10,6 +10,11 @@ import asyncio
 import base64
 import hashlib
 import json
+import os
+import re
+import shlex
+import shutil
+import uuid
 from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
 from typing import Any
@@ -17,6 +22,7 @@ from typing import Any
 import httpx
 import openai
 import pytest
+import yaml
 from temporalio.testing import WorkflowEnvironment
 
 from council import limits
@@ -471,6 +477,110 @@ async def test_a_plain_request_whose_client_leaves_stops_it(
     record = await handle.result()
     assert record.iteration.terminated_reason == "user_stopped"
     assert record.stop_reason == "the API client disconnected"
+
+
+INTEGRATIONS = Path(__file__).resolve().parent.parent / "docs" / "integrations.md"
+
+
+def first_sdk_example() -> str:
+    """The first openai example of docs/integrations.md, as a reader copies it."""
+    guide = INTEGRATIONS.read_text(encoding="utf-8")
+    section = guide[guide.index("## The OpenAI-compatible API") :]
+    return re.findall(r"```python\n(.*?)```", section, re.S)[0]
+
+
+async def test_the_first_documented_client_starts_one_deliberation_when_its_request_times_out(
+    web: WebServer, council: Council
+) -> None:
+    """A reader's client, as the guide's first example makes it, whose request times out
+    (here after 2 s, a deliberation taking longer): one deliberation started, not one
+    more for each retry of the SDK's."""
+    example = first_sdk_example()
+    assert "from openai import OpenAI" in example
+    question = f"Is this migration safe to run online? ({uuid.uuid4().hex[:8]})"
+
+    def client(*args: Any, **options: Any) -> openai.OpenAI:
+        return openai.OpenAI(*args, **{**options, "base_url": f"{web.url}/v1", "timeout": 2})
+
+    code = example.replace("from openai import OpenAI", "").replace(
+        "Is this migration safe to run online?", question
+    )
+    assert question in code
+    council.sim.set_faults({"*": {"latency": 3}})
+    with pytest.raises(openai.APITimeoutError):
+        await asyncio.to_thread(exec, code, {"OpenAI": client, "print": lambda *_: None})
+    # Every try the SDK made was sent before it gave up, and each would have started its
+    # own run by then: the runs of this question are all there is.
+    rows: list[deliberations.Listed] = []
+    while not rows:  # (until the server's list shows the run)
+        await asyncio.sleep(0.1)
+        rows = await deliberations.list_deliberations(council.client, 10, question)
+    assert len(rows) == 1, [row.id for row in rows]
+    record = await record_of(council, rows[0].id)
+    assert record.stop_reason == "the API client disconnected"
+
+
+PAGE_ADDRESS = "http://127.0.0.1:8080"  # where the guide's examples find the page
+
+
+def documented_llm_setup() -> tuple[dict[str, Any], list[list[str]]]:
+    """The guide's extra-openai-models.yaml entry for `llm`, and its commands, split."""
+    guide = INTEGRATIONS.read_text(encoding="utf-8")
+    section = guide[guide.index("### The `llm` command line") :]
+    section = section[: section.index("\n### ", 1)]
+    [entry] = yaml.safe_load(re.findall(r"```yaml\n(.*?)```", section, re.S)[0])
+    [commands] = re.findall(r"```sh\n(.*?)```", section, re.S)
+    return entry, [shlex.split(line) for line in commands.strip().splitlines()]
+
+
+async def test_the_documented_llm_configuration_points_at_v1_with_a_key_it_takes(
+    web: WebServer,
+) -> None:
+    """What `llm` makes of the guide's entry: its OpenAI plugin asks `api_base` for
+    `model_name` with the key stored under `api_key_name` (the guide's first command)."""
+    entry, commands = documented_llm_setup()
+    assert set(entry) == {"model_id", "model_name", "api_base", "api_key_name"}
+    assert entry["api_base"] == f"{PAGE_ADDRESS}/v1"
+    [_, _, _, name, _, key] = commands[0]
+    assert commands[0][:3] == ["llm", "keys", "set"] and name == entry["api_key_name"]
+    assert [c[:2] for c in commands[1:]] == [["llm", "-m"], ["llm", "-c"]]
+    assert commands[1][2] == entry["model_id"]
+    base = entry["api_base"].replace(PAGE_ADDRESS, web.url)
+    async with openai.AsyncOpenAI(base_url=base, api_key=key, max_retries=0) as client:
+        listed = [m.id for m in (await client.models.list()).data]
+    assert entry["model_name"] in listed
+
+
+@pytest.mark.skipif(shutil.which("llm") is None, reason="no `llm` command (pip install llm)")
+async def test_llm_set_up_as_documented_asks_the_council_and_continues_the_thread(
+    web: WebServer, council: Council, tmp_path: Path
+) -> None:
+    """The `llm` command itself, with the guide's entry (at the test page's address) and
+    its commands: `llm -m` starts a deliberation, `llm -c` a follow-up in its thread."""
+    entry, commands = documented_llm_setup()
+    home = tmp_path / "llm"
+    home.mkdir()
+    served = {**entry, "api_base": entry["api_base"].replace(PAGE_ADDRESS, web.url)}
+    (home / "extra-openai-models.yaml").write_text(yaml.safe_dump([served]))
+    env = {**os.environ, "LLM_USER_PATH": str(home)}
+    mark = uuid.uuid4().hex[:8]
+    questions = []
+    for command in commands:
+        if command[1] in ("-m", "-c"):
+            command = [*command[:-1], f"{command[-1]} ({mark})"]
+            questions.append(command[-1])
+        done = await asyncio.create_subprocess_exec(
+            *command, env=env, stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE
+        )
+        out, err = await asyncio.wait_for(done.communicate(), 120)
+        assert done.returncode == 0, (command, err.decode())
+    first, second = [
+        (await deliberations.list_deliberations(council.client, 5, question))[0].id
+        for question in questions
+    ]
+    record = await record_of(council, second)
+    assert (record.follow_up_of, record.thread_id) == (first, first)
+    assert out.decode().strip() == (record.stage3.response if record.stage3 else None)
 
 
 # ---- the streamed text ------------------------------------------------------------------

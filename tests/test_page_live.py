@@ -174,6 +174,35 @@ async def test_after_stop_only_stopping_remains_then_the_list_says_stopped(
     assert await row.get_attribute("data-status") == "stopped"
 
 
+async def test_the_notices_go_once_the_run_has_ended(
+    web: WebServer, page: Any, council: Council
+) -> None:
+    """What a control just did shows while the run goes ("the maximum is now 2 ...",
+    "stop requested ..."), and goes once the run has ended, without a reload; the
+    steering and the stop reason keep it as history."""
+    # The chairman's synthesis is held back: the run stays under way (stopping) until the
+    # test lets it go.
+    council.sim.set_faults({"*": {"latency": 0.3, "hold": True, "stages": ["stage3"]}})
+    await start_from_the_form(page, web, "Do notices outlive their run?", max_rounds="1")
+    await shows(page, "#answers article.answer", 4)
+    await page.click("#more-rounds-button")
+    await page.wait_for_url(re.compile(r"\?done=rounds$"))
+    assert await page.text_content("#note") == "the maximum is now 2 refinement round(s)"
+    await page.click("#stop-button")
+    await page.wait_for_url(re.compile(r"\?done=stop$"))
+    assert (await page.text_content("#note") or "").startswith("stop requested")
+    await page.evaluate("window.__notReloaded = true")
+    council.sim.set_faults({"*": {"latency": 0.3}})
+    await wait_for_status(page, "stopped")
+    await page.locator("#note").wait_for(state="detached", timeout=30_000)
+    assert await page.evaluate("window.__notReloaded") is True
+    assert "set the maximum rounds to 2" in (await page.text_content("#steering") or "")
+    # Opened again at the address the stop left, the page shows no notice either.
+    await page.reload()
+    await wait_for_status(page, "stopped")
+    assert await page.locator("#note").count() == 0
+
+
 async def test_a_member_whose_calls_fail_shows_its_retries(
     web: WebServer, page: Any, council: Council
 ) -> None:

@@ -1,6 +1,7 @@
 """The page on a phone (390 px), in a real browser: no view scrolls sideways, neither the
 list, nor a running deliberation, nor a finished one; code blocks and the review matrix
-scroll inside their own box."""
+scroll inside their own box, and the matrix says so. On a phone and on a desktop, a
+section link leaves its heading just below the sticky section links."""
 
 from __future__ import annotations
 
@@ -10,6 +11,7 @@ from tests.temporal_fixtures import Council, ask
 from tests.web_fixtures import WebServer
 
 PHONE = {"viewport": {"width": 390, "height": 844}, "is_mobile": True, "has_touch": True}
+DESKTOP = {"viewport": {"width": 1280, "height": 800}}
 LONG_QUESTION = (
     "Should a small team use SQLite or PostgreSQL for a web app whose busiest table holds "
     "customer_orders_with_a_very_long_unbroken_identifier_name_that_does_not_wrap_anywhere?"
@@ -57,3 +59,74 @@ async def test_at_390_px_no_view_scrolls_sideways(
     assert widths == [390, 390], "the running deliberation"
     await context.close()
     await handle.terminate()
+
+
+# Where a section link left its heading: the section links' box and the heading's, and
+# whether the page could not scroll further (the last section, near the page's end).
+LANDED = """(href) => {
+  const nav = document.querySelector("#current nav.sections").getBoundingClientRect();
+  const target = document.querySelector(href);
+  const heading = target.matches("h1, h2, h3") ? target : target.querySelector("h2");
+  const box = heading.getBoundingClientRect();
+  const end = document.documentElement.scrollHeight - window.innerHeight - window.scrollY;
+  return {href, nav: [nav.top, nav.bottom], heading: [box.top, box.bottom], atEnd: end < 1};
+}"""
+
+
+async def test_a_section_link_leaves_its_heading_just_below_the_section_links(
+    web: WebServer, browser: Any, council: Council
+) -> None:
+    record, _ = await ask(council, LONG_QUESTION)
+    for viewport in (PHONE, DESKTOP):
+        context = await browser.new_context(**viewport)
+        page = await context.new_page()
+        await page.goto(f"{web.url}/deliberations/{record.id}")
+        links = page.locator("#current nav.sections a")
+        hrefs = await links.evaluate_all("links => links.map(a => a.getAttribute('href'))")
+        assert hrefs == ["#final", "#answers", "#reviews", "#rounds", "#usage", "#errors"]
+        width = viewport["viewport"]["width"]
+        for href in [*hrefs, *reversed(hrefs)]:  # down the page, then up again
+            await page.click(f'#current nav.sections a[href="{href}"]')
+            landed = await page.evaluate(LANDED, href)
+            (nav_top, nav_bottom), (top, bottom) = landed["nav"], landed["heading"]
+            # Not under the section links ...
+            assert top >= nav_bottom or bottom <= nav_top, (width, landed)
+            # ... and just below them, not below the end of the section before it.
+            assert landed["atEnd"] or top <= nav_bottom - nav_top + 16, (width, landed)
+        await context.close()
+
+
+async def test_a_matrix_wider_than_the_screen_says_it_scrolls(
+    web: WebServer, browser: Any, council: Council
+) -> None:
+    record, _ = await ask(council, LONG_QUESTION)
+    for viewport in (PHONE, DESKTOP):
+        context = await browser.new_context(**viewport)
+        page = await context.new_page()
+        await page.goto(f"{web.url}/deliberations/{record.id}")
+        box = page.locator("#current .scroll:has(table.matrix)").first
+        hint = page.locator("#current .scroll-hint:has(+ .scroll table.matrix)").first
+        wider = await box.evaluate("e => e.scrollWidth > e.clientWidth")
+        if viewport is DESKTOP:
+            # Four members' matrix fits a desktop's width: no hint, no fading edge.
+            assert not wider
+            assert await hint.is_hidden()
+            assert await box.evaluate("e => e.className") == "scroll"
+            await context.close()
+            continue
+        assert wider
+        await box.scroll_into_view_if_needed()
+        assert await hint.is_visible()
+        assert "scroll sideways" in (await hint.text_content() or "")
+        # Its right edge fades where more answers lie; once scrolled to the end, the left.
+        await page.wait_for_function(
+            "e => e.classList.contains('more-right') && !e.classList.contains('more-left')",
+            arg=await box.element_handle(),
+        )
+        assert await box.evaluate("e => getComputedStyle(e).maskImage") != "none"
+        await box.evaluate("e => { e.scrollLeft = e.scrollWidth; }")
+        await page.wait_for_function(
+            "e => e.classList.contains('more-left') && !e.classList.contains('more-right')",
+            arg=await box.element_handle(),
+        )
+        await context.close()

@@ -387,3 +387,36 @@ def test_a_record_of_build_0_4_shows_its_points_of_disagreement_as_the_report() 
         )
     ]
     assert "which engine" in markdown_text(view) and "which engine" in page_text(record, view)
+
+
+def test_refused_and_failed_tool_calls_count_among_the_errors() -> None:
+    """A run whose model calls all completed but whose members' tool calls were refused
+    (the budget was spent) or failed: the Errors section says so, on every surface, and
+    never "No call failed."."""
+    record = recorded("members_use_tools")
+    assert record.errors == [] and record.tool_calls
+    refused = [
+        c.model_copy(
+            update={
+                "refused": True,
+                "error": "not run: the tool-call budget is spent",
+                "excerpt": "",
+            }
+        )
+        for c in record.tool_calls[:12]
+    ]
+    broken = record.tool_calls[12].model_copy(update={"error": "connection refused", "excerpt": ""})
+    troubled = record.model_copy(update={"tool_calls": [*refused, broken]})
+    line = "13 tool calls: 12 refused (the budget was spent), 1 failed"
+    page = page_text(troubled)
+    errors = page[page.index("<h2>Errors</h2>") :]
+    assert "No call failed." not in errors
+    assert line in errors
+    view = record_view(troubled)
+    assert errors.count("not run: the budget was spent") >= 12
+    assert "failed after" in errors and "connection refused" in errors
+    assert line in markdown_text(view) and line in mcp_text(view)
+    # The run as it was recorded: every tool call gave a result, and nothing failed.
+    clean = page_text(record)
+    assert "No call failed." in clean[clean.index("<h2>Errors</h2>") :]
+    assert record_view(record).tool_failures == []

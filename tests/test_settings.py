@@ -49,6 +49,7 @@ def test_unset_and_empty_variables_give_the_defaults() -> None:
         assert (settings.web_host, settings.web_port) == ("127.0.0.1", 8080)
         assert settings.web_token is None and settings.payload_key is None
         assert settings.max_concurrent_calls == 200 and settings.metrics_port is None
+        assert settings.metrics_host == "127.0.0.1"  # loopback, as the page
         # (Each tenant's and run's share, and the calls that wait: activities.shares.)
         assert settings.max_calls_per_tenant is settings.max_calls_per_run is None
         assert settings.max_waiting_calls is None
@@ -78,6 +79,7 @@ def test_each_variable_is_read_into_its_type() -> None:
             "COUNCIL_MAX_CALLS_PER_RUN": "7",
             "COUNCIL_MAX_WAITING_CALLS": "0",
             "COUNCIL_METRICS_PORT": "9464",
+            "COUNCIL_METRICS_HOST": " [::] ",
             "COUNCIL_LOG_LEVEL": "debug",
             "COUNCIL_MCP_PROGRESS_SECONDS": "2.5",
             "UNRELATED": "x",
@@ -93,6 +95,7 @@ def test_each_variable_is_read_into_its_type() -> None:
     assert (settings.max_calls_per_tenant, settings.max_calls_per_run) == (6, 7)
     assert settings.max_waiting_calls == 0
     assert (settings.metrics_port, settings.log_level) == (9464, "DEBUG")
+    assert settings.metrics_host == "::"
     assert settings.mcp_progress_seconds == 2.5
 
 
@@ -102,6 +105,16 @@ def test_each_variable_is_read_into_its_type() -> None:
         ("COUNCIL_WEB_PORT", "70000", "COUNCIL_WEB_PORT must be a port number from 1 to 65535"),
         ("COUNCIL_WEB_PORT", "8⁰80", "COUNCIL_WEB_PORT must be a port number from 1 to 65535"),
         ("COUNCIL_METRICS_PORT", "٩٤٦٤", "COUNCIL_METRICS_PORT must be a port number from 1 to"),
+        *(
+            (
+                "COUNCIL_METRICS_HOST",
+                value,
+                f"COUNCIL_METRICS_HOST must be an IP address to listen on: 127.0.0.1 (loopback, "
+                f"the default), ::1, 0.0.0.0 (every IPv4 address), :: or one of this "
+                f"machine's (got {value!r})",
+            )
+            for value in ("localhost", "0.0.0.0:9464", "256.1.1.1")
+        ),
         (
             "COUNCIL_MAX_CONCURRENT_CALLS",
             "0",

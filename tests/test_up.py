@@ -55,6 +55,11 @@ UNSET = (
     "COUNCIL_SIM_LATENCY",
     "COUNCIL_SIM_DISAGREE",
     "SIM_LATENCY",
+    # The simulator's and the worker's metrics' ports: from each test.
+    "COUNCIL_SIM_PORT",
+    "COUNCIL_METRICS_PORT",
+    "COUNCIL_METRICS_HOST",
+    "COUNCIL_WORKER_PROCESSES",
     # The codec server it starts: its port comes from each test, its origins from make up.
     "COUNCIL_CODEC_PORT",
     "COUNCIL_CODEC_CORS_ORIGINS",
@@ -164,9 +169,10 @@ class Up:
 @contextmanager
 def make_up(tmp: Path, **env: str) -> Iterator[Up]:
     """`python up.py --data TMP`, the script behind `make up`, with its output in a file
-    (and its codec server, if it starts one, on a free port)."""
+    (and its codec server and simulator, if it starts them, on free ports)."""
     environment = {k: v for k, v in os.environ.items() if k not in UNSET}
     environment["COUNCIL_CODEC_PORT"] = str(free_port())
+    environment["COUNCIL_SIM_PORT"] = str(free_port())
     marker = f"COUNCIL_UP_TEST={uuid.uuid4().hex}"
     environment[marker.split("=")[0]] = marker.split("=")[1]
     output = tmp / "up.out"
@@ -196,16 +202,25 @@ async def test_make_up_serves_a_page_that_runs_a_deliberation_and_sigint_stops_i
     tmp_path: Path, page: Any
 ) -> None:
     server_port, web_port = free_server_port(), free_port()
+    sim_port, metrics_port = free_port(), free_port()
     with make_up(
         tmp_path,
         TEMPORAL_ADDRESS=f"127.0.0.1:{server_port}",
         COUNCIL_WEB_PORT=str(web_port),
+        COUNCIL_SIM_PORT=str(sim_port),
+        COUNCIL_METRICS_PORT=str(metrics_port),
         SIM_LATENCY="0",  # the run completes at once (the default pace: the next test)
     ) as up:
         page_url = up.line(r"the page:\s+(\S+)").group(1)
         ui = up.line(r"the Temporal UI:\s+(\S+)").group(1)
         assert page_url == f"http://127.0.0.1:{web_port}"
         assert ui == f"http://127.0.0.1:{server_port + 1000}"
+        # The simulator on COUNCIL_SIM_PORT, the worker's metrics on COUNCIL_METRICS_PORT
+        # (on loopback: not on 127.0.0.2, which a socket bound to every address answers).
+        sim_url = up.line(r"the simulator:\s+(\S+)").group(1)
+        assert sim_url == f"http://127.0.0.1:{sim_port}/v1"
+        metrics = up.line(r"the metrics:\s+(\S+)").group(1)
+        assert metrics == f"http://127.0.0.1:{metrics_port}/metrics"
         assert "simulated" in up.output()
         assert (tmp_path / "data" / "temporal.db").exists()
         started = descendants(up.popen.pid)
@@ -227,6 +242,9 @@ async def test_make_up_serves_a_page_that_runs_a_deliberation_and_sigint_stops_i
         assert web_env["COUNCIL_CONFIG"].endswith("offline.toml")
         async with httpx.AsyncClient(timeout=5) as http:
             assert (await http.get(ui)).status_code == 200  # the dev server's Web UI
+            assert (await http.get(f"{sim_url}/models")).status_code == 200
+            assert "temporal_" in (await http.get(metrics)).text
+        assert not port_open("127.0.0.2", metrics_port)
 
         await page.goto(page_url)
         assert "sim/atlas" in await page.content()  # the form offers the simulator's members
@@ -455,9 +473,19 @@ def test_a_page_port_that_cannot_be_used_is_refused_before_anything_starts(
         port = taken.getsockname()[1]
         with make_up(tmp_path, COUNCIL_WEB_PORT=str(port)) as up:
             assert up.popen.wait(20) == 2
-    assert up.output().startswith(
-        f"up: COUNCIL_WEB_PORT: port {port} on 127.0.0.1 is already in use"
-    )
+        assert up.output().startswith(
+            f"up: COUNCIL_WEB_PORT: port {port} on 127.0.0.1 is already in use"
+        )
+        # The simulator's port (a `make simulator` of another shell, say) and the worker's
+        # metrics' port, each refused in one line before anything starts.
+        for variable in ("COUNCIL_SIM_PORT", "COUNCIL_METRICS_PORT"):
+            with make_up(
+                tmp_path, COUNCIL_WEB_PORT=str(free_port()), **{variable: str(port)}
+            ) as up:
+                assert up.popen.wait(20) == 2
+            line = up.output()
+            assert line.startswith(f"up: {variable}: port {port} on 127.0.0.1 is already in use")
+            assert line.endswith(f"({variable}={port + 1} make up)\n") and line.count("\n") == 1
     assert not (tmp_path / "data").exists()
 
 

@@ -10,8 +10,8 @@ answers as they arrive and the text each member is writing, the review matrix ro
 row, the rounds, the usage, the state of each call (its retries too), the controls that
 still apply, and the final answer as the chairman writes it. When the state shown
 changes (stopping) the sidebar's recent conversations come too. Once the run closed, one
-last message renders the finished page's sections and the sidebar, and the event `end`
-follows.
+last message renders the finished page's sections and the sidebar, empties the notice of
+what a control just did, and the event `end` follows.
 """
 
 from __future__ import annotations
@@ -107,6 +107,10 @@ class Live:
             **{name: render(name, turn) for name in SECTIONS},
         }
         if finished:
+            # What a control did while the run went ("stop requested", "the maximum is now
+            # 4 refinement round(s)") is no news once it has ended: the steering and the
+            # stop reason keep it as history.
+            out["notice"] = ""
             names, members = council_choices(self.settings)
             target = turn if turn.status == "completed" and turn.final is not None else None
             out["ask"] = render("ask", target, names, members, views.StartForm())

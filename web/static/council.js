@@ -86,6 +86,48 @@
     setInterval(refresh, 4000);
   }
 
+  // The section links stay at the top as the page scrolls: a link to a section leaves its
+  // heading just below them, however many lines they take (on a phone, two).
+  const sectionLinks = document.querySelector("#current nav.sections");
+  if (sectionLinks) {
+    const keepBelow = () =>
+      document.documentElement.style.setProperty("--nav-height", `${sectionLinks.offsetHeight}px`);
+    new ResizeObserver(keepBelow).observe(sectionLinks);
+    keepBelow();
+  }
+
+  // A table wider than its place (the review matrix on a phone) scrolls in its own box and
+  // says so: the line above it shows, and the box's edge fades on the side where more lies.
+  // Looked at again whenever a box or its table changes size (a critique opened in a cell),
+  // is scrolled, or comes with the live stream.
+  const watched = new WeakSet();
+  const sized = new ResizeObserver((entries) => {
+    for (const entry of entries) markScroll(entry.target.closest(".scroll"));
+  });
+  function markScroll(box) {
+    if (!box) return;
+    const wider = box.scrollWidth - box.clientWidth > 1;
+    box.classList.toggle("more-left", wider && box.scrollLeft > 1);
+    box.classList.toggle(
+      "more-right",
+      wider && box.scrollLeft + box.clientWidth < box.scrollWidth - 1,
+    );
+    const hint = box.previousElementSibling;
+    if (hint && hint.classList.contains("scroll-hint")) hint.hidden = !wider;
+  }
+  function markScrolls() {
+    for (const box of document.querySelectorAll(".scroll")) {
+      if (!watched.has(box)) {
+        watched.add(box);
+        sized.observe(box);
+        if (box.firstElementChild) sized.observe(box.firstElementChild);
+        box.addEventListener("scroll", () => markScroll(box), { passive: true });
+      }
+      markScroll(box);
+    }
+  }
+  markScrolls();
+
   const live = document.getElementById("live");
   if (!live || live.hidden) return;
   const events = document.getElementById("events");
@@ -139,6 +181,7 @@
       events.append(item);
     }
     for (const [id, html] of Object.entries(data.sections)) swap(id, html);
+    markScrolls();
     live.dataset.state = data.state;
   };
   source.addEventListener("end", () => {
