@@ -14,6 +14,7 @@ import os
 import re
 import shlex
 import shutil
+import sys
 import uuid
 from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
@@ -551,7 +552,13 @@ async def test_the_documented_llm_configuration_points_at_v1_with_a_key_it_takes
     assert entry["model_name"] in listed
 
 
-@pytest.mark.skipif(shutil.which("llm") is None, reason="no `llm` command (pip install llm)")
+# The `llm` command of this interpreter's environment (requirements-dev.txt), else the PATH's.
+LLM = next(
+    (str(p) for p in [Path(sys.executable).parent / "llm"] if p.exists()), shutil.which("llm")
+)
+
+
+@pytest.mark.skipif(LLM is None, reason="no `llm` command (pip install llm)")
 async def test_llm_set_up_as_documented_asks_the_council_and_continues_the_thread(
     web: WebServer, council: Council, tmp_path: Path
 ) -> None:
@@ -569,8 +576,13 @@ async def test_llm_set_up_as_documented_asks_the_council_and_continues_the_threa
         if command[1] in ("-m", "-c"):
             command = [*command[:-1], f"{command[-1]} ({mark})"]
             questions.append(command[-1])
+        assert LLM is not None and command[0] == "llm"
         done = await asyncio.create_subprocess_exec(
-            *command, env=env, stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE
+            LLM,
+            *command[1:],
+            env=env,
+            stdout=asyncio.subprocess.PIPE,
+            stderr=asyncio.subprocess.PIPE,
         )
         out, err = await asyncio.wait_for(done.communicate(), 120)
         assert done.returncode == 0, (command, err.decode())
