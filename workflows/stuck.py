@@ -53,8 +53,9 @@ MESSAGE_CHARS = 300
 NEWEST_EVENTS = 100
 
 _CAUSE = WorkflowTaskFailedCause
-# A workflow task the server failed for a passing reason: the next one goes on (an event
-# came in while the task completed, the worker's cache was reset, the run was reset).
+# A workflow task the server failed for a passing reason: the next one goes on, or the run
+# has closed (an event came in while the task completed, the worker's cache was reset, the
+# run was reset or closed under it).
 PASSING_CAUSES = frozenset(
     {
         _CAUSE.WORKFLOW_TASK_FAILED_CAUSE_UNHANDLED_COMMAND,
@@ -62,6 +63,8 @@ PASSING_CAUSES = frozenset(
         _CAUSE.WORKFLOW_TASK_FAILED_CAUSE_RESET_STICKY_TASK_QUEUE,
         _CAUSE.WORKFLOW_TASK_FAILED_CAUSE_RESET_WORKFLOW,
         _CAUSE.WORKFLOW_TASK_FAILED_CAUSE_FAILOVER_CLOSE_COMMAND,
+        # The run was closed (terminated, say) while the task was under way.
+        _CAUSE.WORKFLOW_TASK_FAILED_CAUSE_FORCE_CLOSE_COMMAND,
         _CAUSE.WORKFLOW_TASK_FAILED_CAUSE_WORKFLOW_PAUSE_REQUESTED_BEFORE_TASK_STARTED,
     }
 )
