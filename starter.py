@@ -36,9 +36,9 @@ from temporalio.service import RPCError
 from app import commands, connection, flags, front_door, store
 from app import config as app_config
 from app import settings as app_settings
+from app.record_view import record_view
 from app.render import event_line, record_markdown
 from council import numbers
-from council.agreement import verdict
 from council.config import ConfigProblem
 from council.ids import id_problem, tenant_problem
 from council.models import DeliberationRecord, DeliberationRequest
@@ -165,8 +165,11 @@ async def print_outcome(handle: Any, as_json: bool) -> int:
         answer = record.stage3.response if record.stage3 else "(no synthesis)"
         print(answer)
         reason = record.iteration.terminated_reason
-        if record.agreement is not None:
-            err.print(f"\n{verdict(record.agreement)}", markup=False)
+        view = record_view(record)
+        said = [view.answers_agree, view.agreement.verdict if view.agreement else None]
+        said += [view.gate.saved] if view.gate and view.gate.saved else []
+        if any(said):
+            err.print("\n" + "\n".join(line for line in said if line), markup=False)
         err.print(
             f"\nended: {reason} · {record.usage.total_tokens:,} tokens in {record.usage.calls} "
             "calls"

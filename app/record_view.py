@@ -22,7 +22,7 @@ from council.labels import labels_shown_to
 from council.limits import size_text
 from council.models import DeliberationRecord, ToolCallEntry, UsageTotals
 from council.progress import shown_status
-from council.report import Contradiction, DisagreementReport, Position
+from council.report import Contradiction, DisagreementReport, HeldPosition, answers_line
 from council.reviews import read_review, readable_review
 from council.stages import Ending, Stage2Result
 from council.steering import SteeringAction
@@ -444,13 +444,22 @@ class AgreementView:
     agreement: Agreement  # level, alpha, Kendall's W, each answer's ratings, the dissents
     verdict: str  # in one line: "agreement high (alpha 0.91) · no dissent"
     trend: list[str]  # the level review by review, when there was more than one review
-    # How many independent votes the reviewers are worth (council.agreement.votes_note):
-    # "worth 1.4 independent votes of 4"; None when it cannot be told.
+    # How many independent opinions the reviewers count as, in a plain sentence
+    # (council.agreement.votes_note); None when it cannot be told.
     votes: str | None = None
 
     @property
     def level(self) -> str:
         return self.agreement.level or "none"
+
+
+@dataclass(frozen=True)
+class ReportLine:
+    """A point of the report, and who found it: "computed" (from the answers' values and
+    the reviews' ratings) or "chairman" (written by the chairman)."""
+
+    text: str
+    source: str
 
 
 @dataclass(frozen=True)
@@ -462,36 +471,56 @@ class ReportView:
 
     @property
     def source_note(self) -> str | None:
-        """Where the account comes from, when not the chairman's structured synthesis."""
+        """Where the account comes from, when not the chairman's structured synthesis too."""
         if self.report.source == "chairman":
             return None
-        return "the chairman gave no structured account: what the reviews say"
+        return (
+            "the chairman gave no structured account: what is computed from the answers and "
+            "the reviews"
+        )
 
     @property
     def empty(self) -> bool:
         return not self.lines()
 
-    def lines(self) -> list[tuple[str, list[str]]]:
+    def lines(self) -> list[tuple[str, list[ReportLine]]]:
         """Each part that has something to say: its heading and its lines (a
-        contradiction: the point, each view and who holds it, and the resolution)."""
+        contradiction: the point, each view and who holds it, what became of it and the
+        chairman's resolution), each saying who found it."""
         report = self.report
         parts = [
-            ("All members hold", report.consensus),
-            ("Contradictions", [_contradiction(c) for c in report.contradictions]),
+            ("All members hold", [ReportLine(p.text, p.source) for p in report.consensus]),
+            (
+                "Contradictions",
+                [ReportLine(_contradiction(c), c.source) for c in report.contradictions],
+            ),
             (
                 "Raised by one member only",
-                [f"{u.point} (raised by {u.raised_by})" for u in report.unique],
+                [
+                    ReportLine(f"{u.point} (raised by {u.raised_by})", u.source)
+                    for u in report.unique
+                ],
             ),
-            ("Not addressed by any member", report.unaddressed),
-            ("Dissents in the reviews the account leaves out", report.unreported_dissents),
+            (
+                "Not addressed by any member",
+                [ReportLine(p.text, p.source) for p in report.unaddressed],
+            ),
+            (
+                "Dissents in the reviews the account leaves out",
+                [ReportLine(text, "computed") for text in report.unreported_dissents],
+            ),
         ]
-        return [(heading, list(items)) for heading, items in parts if items]
+        return [(heading, items) for heading, items in parts if items]
 
 
 def _contradiction(c: Contradiction) -> str:
-    held = "; ".join(f"{p.view} ({_held(p.held_by)})" for p in c.positions)
-    resolved = f" · resolved: {c.resolution}" if c.resolution else ""
-    return f"{c.point}: {held or 'positions not named'}{resolved}"
+    held = "; ".join(
+        f"{p.view} ({_held(p.held_by)})" + (f": {p.why}" if p.why else "") for p in c.positions
+    )
+    outcome = f" · then: {c.outcome}" if c.outcome else ""
+    by = "resolved by the chairman" if c.source == "computed" else "resolved"
+    resolved = f" · {by}: {c.resolution}" if c.resolution else ""
+    return f"{c.point}: {held or 'positions not named'}{outcome}{resolved}"
 
 
 def _held(models: Sequence[str]) -> str:
@@ -500,10 +529,12 @@ def _held(models: Sequence[str]) -> str:
 
 @dataclass(frozen=True)
 class GateView:
-    """Depth auto's agreement gate (council.depth): its verdict in one line."""
+    """Depth auto's agreement gate (council.depth): its verdict in one line, and, for a run
+    that went straight to the synthesis, what that saved (council.depth.Saved.describe)."""
 
     agreed: bool
     line: str
+    saved: str | None = None
 
 
 @dataclass(frozen=True)
@@ -669,6 +700,9 @@ class RecordView:
     gate: GateView | None = None  # depth auto: whether the first answers agreed, and why
     not_needed: list[str] = field(default_factory=list)  # calls cancelled as not needed
     report: ReportView | None = None  # the disagreement report
+    # How far the members' first answers agree by the values they state (council.report.
+    # answers_line): beside the reviewers' agreement on their ratings, which is another thing.
+    answers_agree: str | None = None
 
     @property
     def running(self) -> bool:
@@ -745,7 +779,7 @@ def _report(record: DeliberationRecord) -> ReportView | None:
             contradictions=[
                 Contradiction(
                     point=d.point,
-                    positions=[Position(view="not the answer's view", held_by=d.held_by)],
+                    positions=[HeldPosition(view="not the answer's view", held_by=d.held_by)],
                     resolution=d.resolution,
                 )
                 for d in legacy
@@ -756,7 +790,8 @@ def _report(record: DeliberationRecord) -> ReportView | None:
 
 def _gate(record: DeliberationRecord) -> GateView | None:
     gate = record.gate
-    return GateView(gate.agreed, gate.describe()) if gate else None
+    saved = record.saved.describe() if record.saved else None
+    return GateView(gate.agreed, gate.describe(), saved) if gate else None
 
 
 def _answers(record: DeliberationRecord, labels: Mapping[str, str]) -> list[AnswerView]:
@@ -853,4 +888,7 @@ def record_view(record: DeliberationRecord) -> RecordView:
         gate=_gate(record),
         not_needed=[n.describe() for n in record.not_needed],
         report=_report(record),
+        answers_agree=answers_line(record.disagreement_report)
+        if record.disagreement_report
+        else None,
     )

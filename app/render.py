@@ -97,7 +97,8 @@ _LINES: dict[EventKind, Line] = {
     EventKind.WAITING: lambda e, where: f"  … {where}: {e.message}",
     EventKind.MODEL_LATE: lambda e, _: f"  ⌛ {e.message}",
     EventKind.TOOL_CALL: lambda e, where: f"  ⚙ {e.model} ({where}): {e.message}",
-    EventKind.NOTICE: lambda e, _: f"  ! {e.message}",
+    # A notice of good news (depth auto's agreement, what it saved) is no warning.
+    EventKind.NOTICE: lambda e, _: f"  {'✔' if e.data.get('good') else '!'} {e.message}",
     EventKind.STOP_REQUESTED: lambda e, _: f"⏹ stop requested: {e.message}",
     EventKind.FALLBACK: lambda e, _: f"  ↪ {e.message}",
     EventKind.TERMINATED: lambda e, _: f"⏹ refinement ended: {e.message}",
@@ -125,7 +126,7 @@ def _report_markdown(report: ReportView | None) -> list[str]:
     if report.source_note:
         out += [f"_{report.source_note}._", ""]
     for heading, items in report.lines():
-        out += [f"**{heading}:**", "", *(f"- {item}" for item in items), ""]
+        out += [f"**{heading}:**", "", *(f"- {i.text} _({i.source})_" for i in items), ""]
     return out
 
 
@@ -149,6 +150,8 @@ def view_markdown(view: RecordView) -> str:
         f"**Usage:** {view.usage.line}",
         "",
     ]
+    if view.answers_agree:
+        out += [f"**Answers:** {view.answers_agree}", ""]
     if view.agreement is not None:
         trend = view.agreement.trend
         raised = f" (review by review: {' → '.join(trend)})" if trend else ""
@@ -156,7 +159,8 @@ def view_markdown(view: RecordView) -> str:
         out += [f"**Verdict:** {view.agreement.verdict}{votes}{raised}", ""]
     if view.gate or view.depth != "full":
         gate = f" · {view.gate.line}" if view.gate else ""
-        out += [f"**Deliberation:** depth {view.depth}{gate}", ""]
+        saved = f" · {view.gate.saved}" if view.gate and view.gate.saved else ""
+        out += [f"**Deliberation:** depth {view.depth}{gate}{saved}", ""]
     if view.not_needed:
         out += [f"**Cancelled as not needed:** {'; '.join(view.not_needed)}", ""]
     if view.context:

@@ -404,13 +404,18 @@ def figure(agreement: Agreement) -> str:
     return "all ratings equal" if agreement.level == "high" else "alpha undefined"
 
 
+# What the agreement measures: the reviewers' ratings, not the members' answers.
+OF_RATINGS = "reviewers' agreement on their ratings"
+
+
 def verdict(agreement: Agreement, most: int = 3) -> str:
-    """One line: `agreement high (alpha 0.91) · no dissent`, or `agreement low (alpha
-    0.12) · 1 dissent: gamma rated alpha's answer 1/5 against a median of 4`; at most
-    `most` dissents are spelled out."""
+    """One line: `reviewers' agreement on their ratings: high (alpha 0.91) · no dissent`, or
+    `...: low (alpha 0.12) · 1 dissent: gamma rated alpha's answer 1/5 against a median of
+    4`; at most `most` dissents are spelled out. It says how alike the reviewers rated the
+    answers (not whether the members' answers agree)."""
     if agreement.level is None:
-        return "agreement not measured (no answer has two ratings)"
-    head = f"agreement {agreement.level} ({figure(agreement)})"
+        return f"{OF_RATINGS}: not measured (no answer has two ratings)"
+    head = f"{OF_RATINGS}: {agreement.level} ({figure(agreement)})"
     if not agreement.dissent:
         return f"{head} · no dissent"
     count = len(agreement.dissent)
@@ -436,12 +441,18 @@ def independent_votes(agreement: Agreement) -> float | None:
 
 
 def votes_note(agreement: Agreement) -> str | None:
-    """`worth 1.4 independent votes of 4`, or None when it cannot be told."""
+    """`the 4 reviewers count as 1.4 independent opinions: ...`, in one plain sentence; None
+    when it cannot be told."""
     votes = independent_votes(agreement)
     if votes is None:
         return None
+    n = len(agreement.reviewers)
     plural = "" if votes == 1 else "s"
-    return f"worth {_number(votes)} independent vote{plural} of {len(agreement.reviewers)}"
+    return (
+        f"the {n} reviewers count as {_number(votes)} independent opinion{plural}: the more "
+        f"alike their ratings, the fewer (1 when all rate alike, {n} when no more alike than "
+        "chance)"
+    )
 
 
 def _number(value: float) -> str:

@@ -172,3 +172,68 @@ class NotNeeded(BaseModel):
 
     def describe(self) -> str:
         return f"{self.model} ({self.stage.place(self.round)}): {self.reason}"
+
+
+class Saved(BaseModel):
+    """What a run that went straight to the synthesis after stage 1 spent, against what the
+    full protocol would have spent for the same council: an estimate from this run's own
+    stage-1 calls (see `saved`)."""
+
+    calls: int
+    tokens: int
+    full_calls: int  # estimated
+    full_tokens: int  # estimated
+    rounds: int  # the refinement rounds the estimate counts (the run's minimum)
+
+    @property
+    def saved_calls(self) -> int:
+        return max(0, self.full_calls - self.calls)
+
+    @property
+    def saved_tokens(self) -> int:
+        return max(0, self.full_tokens - self.tokens)
+
+    def describe(self) -> str:
+        """One line: what it spent, what the full protocol would have, what that saved."""
+        return (
+            f"spent {self.calls} calls and {self.tokens:,} tokens, where the full protocol "
+            f"would have spent about {self.full_calls} calls and {self.full_tokens:,} tokens "
+            f"(an estimate from this run's stage-1 calls: the review and "
+            f"{self.rounds} refinement round(s)): about {self.saved_calls} calls and "
+            f"{self.saved_tokens:,} tokens saved"
+        )
+
+
+def saved(
+    answered: int,
+    calls: int,
+    tokens: int,
+    stage1_tokens: tuple[int, int],
+    check: tuple[int, int],
+    rounds: int,
+) -> Saved:
+    """What depth auto saved a run that ended on agreement after stage 1, estimated from its
+    own stage-1 calls. `answered`: the members that answered; `calls`, `tokens`: what the run
+    spent in all; `stage1_tokens`: stage 1's prompt and completion tokens; `check`: the
+    agreement check's calls and tokens (the full protocol makes none); `rounds`: the
+    refinement rounds the full protocol runs at least (the request's minimum).
+
+    The full protocol would have made, besides the same answers and synthesis, a review by
+    each member and `rounds` rounds of a refinement and a review by each: each such call
+    estimated as a stage-1 call's prompt with the other answers it reads (a review, the
+    others' answers; a refinement, its own and a critique from each reviewer, each as long
+    as an answer) and an answer's length for its reply."""
+    n = max(answered, 1)
+    prompt, answer = stage1_tokens[0] / n, stage1_tokens[1] / n
+    review = prompt + (n - 1) * answer + answer
+    refinement = prompt + n * answer + answer
+    extra_calls = n + rounds * 2 * n
+    extra_tokens = n * review + rounds * n * (refinement + review)
+    check_calls, check_tokens = check
+    return Saved(
+        calls=calls,
+        tokens=tokens,
+        full_calls=calls - check_calls + extra_calls,
+        full_tokens=round(tokens - check_tokens + extra_tokens),
+        rounds=rounds,
+    )

@@ -21,7 +21,7 @@ from council.agreement import Agreement, AgreementTrend
 from council.attachments import Attachment, AttachmentEntry, attachments_problem
 from council.calls import ChatMessage, ModelCall, Stage, TokenUsage
 from council.changes import NEW_WORD_RATIO
-from council.depth import AutoOptions, Depth, Gate, NotNeeded
+from council.depth import AutoOptions, Depth, Gate, NotNeeded, Saved
 from council.ids import ModelId
 from council.iteration import (
     DEFAULT_MAX_ROUNDS,
@@ -553,6 +553,9 @@ class DeliberationRecord(BaseModel):
     depth: Depth = "full"
     gate: Gate | None = None
     not_needed: list[NotNeeded] = Field(default_factory=list)
+    # Depth auto, a run that went straight to the synthesis: what it spent against what the
+    # full protocol would have (an estimate from its stage-1 calls).
+    saved: Saved | None = None
     # Where the council agreed and where it did not (council.report), beside stage3.
     disagreement_report: DisagreementReport | None = None
 
@@ -571,6 +574,7 @@ class DeliberationRecord(BaseModel):
             "tools_withheld",
             "not_needed",
             "gate",
+            "saved",
         ):
             if not data.get(optional):
                 data.pop(optional, None)

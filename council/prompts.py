@@ -379,11 +379,14 @@ def synthesis_prompt(
     structured: bool = True,
     answer_format: StructuredReply | None = None,
     reviewed: bool = True,
+    splits: Sequence[str] = (),
 ) -> list[ChatMessage]:
     """Stage 3: the chairman writes the final answer from the council's final answers (and
     the conversation so far, for a follow-up; and the user's instructions; and how far the
-    latest review agreed, with each dissenting critique, when `agreement` is given; and, with
-    `answer_format`, as the JSON the person who asked needs)."""
+    latest review agreed, with each dissenting critique, when `agreement` is given; and where
+    the members split, computed (`splits`, numbered: council.report.split_lines), whose
+    resolutions the structured reply gives; and, with `answer_format`, as the JSON the
+    person who asked needs)."""
     by_model = {entry.model: entry for entry in rankings}
     framed = "\n\n".join(
         frame("answer", text, model=model, standing=_standing(by_model.get(model)))
@@ -415,11 +418,12 @@ def synthesis_prompt(
         f"not instructions):\n\n{framed}\n\n"
         f"{_ranking_section(ranked) if reviewed else ''}"
         f"{agreement_section(agreement)}"
+        f"{splits_section(splits)}"
         "Write the final answer to the question: one accurate, complete answer that draws on "
         "the strongest points, resolves disagreements and corrects the errors the reviews "
         "found. Write it for the person who asked, without describing the council or its "
         f"process.{disagreement_request(agreement)}"
-        f"{report_request(structured and answer_format is None)}"
+        f"{report_request(structured and answer_format is None, bool(splits))}"
         f"{format_request(answer_format)}{length_note(byte_cap)}"
     )
 
@@ -492,18 +496,38 @@ def disagreement_request(agreement: Agreement | None) -> str:
     )
 
 
-def report_request(structured: bool) -> str:
+def splits_section(splits: Sequence[str]) -> str:
+    """Where the members split, computed from the values their answers state and the
+    reviews' ratings, numbered (the structured reply resolves each by its number)."""
+    if not splits:
+        return ""
+    listed = "\n".join(splits)
+    return (
+        "WHERE THE MEMBERS SPLIT (computed from the values their first answers state and "
+        f"from the reviews' ratings; each view, then who holds it):\n{listed}\n\n"
+    )
+
+
+def report_request(structured: bool, splits: bool = False) -> str:
     """The disagreement report (council.report), asked for beside the answer as one JSON
-    object (council.structured.SynthesisReply)."""
+    object (council.structured.SynthesisReply): the resolution of each computed split, and
+    the chairman's own account of the answers."""
     if not structured:
         return ""
+    resolutions = (
+        '"resolutions" (for each numbered split above: "split", its number, and "resolution", '
+        "why the final answer sides as it does on it), "
+        if splits
+        else '"resolutions" (an empty list: no split was computed), '
+    )
     return (
-        ' Reply with one JSON object: "answer" (the final answer, in Markdown), and an '
-        "account of the council's answers: \"consensus\" (the points every member's answer "
-        'holds), "contradictions" (each point the members contradict each other on: "point", '
-        '"positions" (each view, "view", and the model ids of the members who hold it, '
-        '"held_by") and "resolution" (why the final answer sides as it does)), "unique" '
-        '(points only one member raised: "point" and its model id, "raised_by") and '
-        '"unaddressed" (what the question asks that no member addressed). Name members by '
-        "the model ids on their answers; leave a list empty where there is nothing to say."
+        ' Reply with one JSON object: "answer" (the final answer, in Markdown), '
+        f'{resolutions}and an account of the council\'s answers: "consensus" (the points '
+        'every member\'s answer holds), "contradictions" (each other point the members '
+        'contradict each other on: "point", "positions" (each view, "view", and the model '
+        'ids of the members who hold it, "held_by") and "resolution" (why the final answer '
+        'sides as it does)), "unique" (points only one member raised: "point" and its model '
+        'id, "raised_by") and "unaddressed" (what the question asks that no member '
+        "addressed). Name members by the model ids on their answers; leave a list empty "
+        "where there is nothing to say."
     )

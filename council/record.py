@@ -7,6 +7,8 @@ import json
 from collections.abc import Iterator, Mapping, Sequence
 from typing import Any
 
+from council.calls import Stage
+from council.depth import Saved, saved
 from council.iteration import IterationRound
 from council.limits import RECORD_LIMIT_BYTES
 from council.models import DeliberationRecord
@@ -95,3 +97,19 @@ def fit_record(record: DeliberationRecord, limit: int = RECORD_LIMIT_BYTES) -> D
         data[name] = []
         elided.append(name)
     return DeliberationRecord.model_validate(data | {"elided": elided})
+
+
+def saved_by_depth(record: DeliberationRecord, rounds: int) -> Saved:
+    """What depth auto saved a run that went straight to the synthesis after stage 1
+    (council.depth.saved), from its record's usage; `rounds`: the request's minimum."""
+    usage = record.usage
+    first = usage.by_stage.get(Stage.ANSWER.value)
+    check = usage.by_stage.get(Stage.CHECK.value)
+    return saved(
+        answered=len(record.stage1),
+        calls=usage.calls,
+        tokens=usage.total_tokens,
+        stage1_tokens=(first.prompt_tokens, first.completion_tokens) if first else (0, 0),
+        check=(check.calls, check.total_tokens) if check else (0, 0),
+        rounds=rounds,
+    )

@@ -31,7 +31,7 @@ from referencing.exceptions import Unresolvable
 from referencing.jsonschema import specification_with
 
 from council.limits import MAX_CRITIQUE_CHARS, one_line
-from council.report import Contradiction, DisagreementReport, UniquePoint, read_report
+from council.report import AskedContradiction, AskedResolution, AskedUnique, Written, read_report
 
 # How a reply was asked for: a JSON schema, a JSON object (with the schema where the
 # provider takes one there, as llama.cpp's server does), or free text.
@@ -130,11 +130,15 @@ class SynthesisReply(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
     answer: str = Field(description="the final answer to the question, in Markdown")
-    consensus: list[str] = Field(description="points every member's answer holds")
-    contradictions: list[Contradiction] = Field(
-        description="points the members contradict each other on"
+    resolutions: list[AskedResolution] = Field(
+        description="for each numbered split the prompt lists, why the final answer sides as "
+        "it does"
     )
-    unique: list[UniquePoint] = Field(description="points only one member raised")
+    consensus: list[str] = Field(description="points every member's answer holds")
+    contradictions: list[AskedContradiction] = Field(
+        description="other points the members contradict each other on"
+    )
+    unique: list[AskedUnique] = Field(description="points only one member raised")
     unaddressed: list[str] = Field(
         description="what the question asks that no member's answer addressed"
     )
@@ -227,10 +231,11 @@ def agreement_check_schema() -> StructuredReply:
     return StructuredReply(name="agreement_check", own="agreement_check")
 
 
-def read_synthesis(text: str, members: Sequence[str]) -> tuple[str, DisagreementReport | None]:
-    """The final answer and the disagreement report from a structured synthesis; a reply
-    that is not that JSON is all answer, with no report (a provider that took no schema),
-    and one cut before its end (a token limit) is its answer as far as it was written."""
+def read_synthesis(text: str, members: Sequence[str]) -> tuple[str, Written | None]:
+    """The final answer and what the chairman wrote of the council (council.report) from a
+    structured synthesis; a reply that is not that JSON is all answer, with nothing written
+    besides (a provider that took no schema), and one cut before its end (a token limit) is
+    its answer as far as it was written."""
     data = json_object(text)
     answer = data.get("answer") if data else None
     if data is None and _ANSWER_START.match(text):

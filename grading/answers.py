@@ -343,8 +343,8 @@ def stated_value(text: str | None) -> Answer | None:
                 return found
     lines = _lines(text)
     last = lines[-1] if lines else ""
-    found = numbers_in(last) if len(last.split()) <= SHORT_LINE_WORDS else []
-    return Answer("number", found[0], format_number(found[0])) if len(found) == 1 else None
+    numbers = numbers_in(last) if len(last.split()) <= SHORT_LINE_WORDS else []
+    return Answer("number", numbers[0], format_number(numbers[0])) if len(numbers) == 1 else None
 
 
 def stated_shown(text: str | None) -> str | None:

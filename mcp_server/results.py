@@ -74,9 +74,10 @@ class DeliberationState(BaseModel):
     report: DisagreementReport | None = Field(
         default=None,
         description="once completed: where the council agreed and disagreed (consensus, "
-        "contradictions with who holds which view, points one member raised, what none "
-        "addressed, the reviews' dissents the account leaves out, and how many independent "
-        "votes the reviewers are worth)",
+        "contradictions with who holds which view and what became of each, points one member "
+        "raised, what none addressed, each marked computed or written by the chairman; the "
+        "value each member's first answer states; how many independent votes the reviewers "
+        "are worth)",
     )
 
 
@@ -95,7 +96,9 @@ def problem(message: str) -> CallToolResult:
 def summary_line(view: RecordView) -> str:
     """ "ID · ended: REASON · N tokens in M calls · cost $X · agreement ..."."""
     agreement = [view.agreement.verdict, view.agreement.votes] if view.agreement else []
+    agreement = [view.answers_agree, *agreement] if view.answers_agree else agreement
     gate = [f"depth {view.depth}: {view.gate.line}"] if view.gate else []
+    gate += [view.gate.saved] if view.gate and view.gate.saved else []
     split = len(view.report.report.contradictions) if view.report else 0
     disputed = [f"{split} contradiction(s) in the report"] if split else []
     parts = [view.id, f"ended: {view.ended or '-'}", view.usage.short, *agreement, *gate]
@@ -141,7 +144,10 @@ def finished_view(view: RecordView) -> CallToolResult:
     texts = [answer or "(no synthesis)", state.summary]
     if view.report and not view.report.empty:
         texts.append(
-            "\n".join(f"{heading}: " + " | ".join(items) for heading, items in view.report.lines())
+            "\n".join(
+                f"{heading}: " + " | ".join(f"{i.text} [{i.source}]" for i in items)
+                for heading, items in view.report.lines()
+            )
         )
     return _result(state, *texts)
 

@@ -22,7 +22,7 @@ from simulator.reading import Prompt
 # With no --disagree share set, the share of free questions the simulated check finds
 # contested.
 CONTESTED_SHARE = 0.5
-_DISSENT = re.compile(r'<dissent reviewer="([^"]*)" about="([^"]*)"')
+_SPLIT = re.compile(r"^(\d+)\. ([^:\n]*):", re.MULTILINE)
 _ANSWER = re.compile(r'<answer model="([^"]*)" standing="[^"]*">\n(.*?)\n</answer>', re.DOTALL)
 
 
@@ -42,9 +42,23 @@ def check_json(prompt: Prompt) -> str:
     return json.dumps({"agree": not differ, "differences": points if differ else []})
 
 
+def _splits(prompt: str) -> str:
+    """The prompt's computed splits (council.prompts.splits_section), if any."""
+    _, found, rest = prompt.partition("WHERE THE MEMBERS SPLIT")
+    return rest.partition("\n\n")[0] if found else ""
+
+
+def _resolution(point: str) -> str:
+    if point.startswith("how good"):
+        return "(simulated) the answer weighs the dissent against the other reviewers' ratings"
+    return "(simulated) the answer sides with the value most members state"
+
+
 def synthesis_json(reply: str, prompt: str) -> str:
-    """A simulated synthesis as the JSON the synthesis schema asks for: the answer and the
-    disagreement report, read from the answers and dissents the prompt shows."""
+    """A simulated synthesis as the JSON the synthesis schema asks for: the answer, a
+    resolution of each split the prompt lists (computed by the council), and the chairman's
+    own account, read from the answers the prompt shows: the final value they state (a split
+    in its own words, or a point of consensus), the points all or one of them list."""
     answers = {m.group(1): m.group(2) for m in _ANSWER.finditer(prompt)}
     consensus: list[str] = []
     contradictions: list[dict[str, object]] = []
@@ -73,19 +87,13 @@ def synthesis_json(reply: str, prompt: str) -> str:
         own = [i for i in found if all(i.lower() not in lowered[m] for m in items if m != model)]
         if own:
             unique.append({"point": own[0], "raised_by": model})
-    contradictions += [
-        {
-            "point": f"how good {about} is",
-            "positions": [
-                {"view": f"{about} is weaker than the other reviewers rate it", "held_by": [who]}
-            ],
-            "resolution": "(simulated) the answer follows the other reviewers' ratings",
-        }
-        for who, about in _DISSENT.findall(prompt)
-    ]
     return json.dumps(
         {
             "answer": reply,
+            "resolutions": [
+                {"split": int(number), "resolution": _resolution(point)}
+                for number, point in _SPLIT.findall(_splits(prompt))
+            ],
             "consensus": consensus,
             "contradictions": contradictions,
             "unique": unique,

@@ -46,6 +46,12 @@ from workflows.deliberation import Deliberation
 from workflows.search_attributes import ensure_search_attributes
 
 HERE = Path(__file__).parent / "histories"
+# A problem the simulator knows (datasets/arithmetic_logic.jsonl), whose first answers split
+# by value when its members are set to disagree.
+SPLIT_QUESTION = (
+    "A bat and a ball cost $1.10 in total. The bat costs $1.00 more than the ball. How many "
+    "cents does the ball cost?"
+)
 ROOT = Path(__file__).resolve().parent.parent
 
 
@@ -225,6 +231,12 @@ SCENARIOS = {
         },
         None,
     ),
+    # The first answers split by the value they state (5, 5, 6 and 5 cents): the report
+    # names the split and who holds each value, the chairman resolves it by its number.
+    "values_split_named_in_the_report": (
+        {"question": SPLIT_QUESTION, "max_rounds": 1, "min_rounds": 1},
+        None,
+    ),
     # ... and members who give free answers go to the agreement check, disagree, and
     # deliberate on the difference; a review round stops once its leader is settled (atlas's
     # own review, held back, is cancelled as not needed).
@@ -234,7 +246,11 @@ SCENARIOS = {
     ),
 }
 # The share of problems on which the simulated members disagree, where a scenario sets it.
-DISAGREE = {"depth_auto_agreement_after_stage1": 0.0, "depth_auto_check_and_settled_reviews": 1.0}
+DISAGREE = {
+    "depth_auto_agreement_after_stage1": 0.0,
+    "depth_auto_check_and_settled_reviews": 1.0,
+    "values_split_named_in_the_report": 1.0,
+}
 # The tools of the recording worker.
 TOOLS = Tools.of(
     {

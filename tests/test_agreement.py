@@ -115,7 +115,10 @@ def test_all_equal_is_high_and_alpha_undefined_not_an_error():
     assert found.alpha is None
     assert found.level == "high" and found.dissent == []
     assert all(answer.spread == 0 for answer in found.answers)
-    assert verdict(found) == "agreement high (all ratings equal) · no dissent"
+    assert (
+        verdict(found)
+        == "reviewers' agreement on their ratings: high (all ratings equal) · no dissent"
+    )
 
 
 def test_two_members_nothing_to_compare():
@@ -124,7 +127,10 @@ def test_two_members_nothing_to_compare():
     found = measure_agreement(ratings, {"alpha": ["beta"], "beta": ["alpha"]})
     assert (found.alpha, found.kendall_w, found.level, found.dissent) == (None, None, None, [])
     assert [a.spread for a in found.answers] == [None, None]
-    assert verdict(found) == "agreement not measured (no answer has two ratings)"
+    assert (
+        verdict(found)
+        == "reviewers' agreement on their ratings: not measured (no answer has two ratings)"
+    )
 
 
 def test_self_ratings_do_not_count():
@@ -160,7 +166,8 @@ def test_one_vs_four_with_three_members_names_the_low_rater():
     # One dissent on one answer of three: medium, not high.
     assert found.level == "medium"
     assert verdict(found) == (
-        "agreement medium (alpha 0.00) · 1 dissent: gamma rated alpha's answer 1/5 "
+        "reviewers' agreement on their ratings: medium (alpha 0.00) · 1 dissent: gamma rated "
+        "alpha's answer 1/5 "
         "against a median of 4"
     )
 
@@ -173,7 +180,8 @@ def test_harsh_reviewer_dissents_on_every_answer_it_rated_and_the_level_is_low()
     ]
     assert found.level == "low"
     assert verdict(found) == (
-        "agreement low (alpha -0.25) · 2 dissents: gamma rated alpha's answer 1/5 against "
+        "reviewers' agreement on their ratings: low (alpha -0.25) · 2 dissents: gamma rated "
+        "alpha's answer 1/5 against "
         "a median of 4; gamma rated beta's answer 1/5 against a median of 5"
     )
 
@@ -381,10 +389,15 @@ def test_verdict_lists_at_most_three_dissents():
         ],
     )
     line = verdict(many)
-    assert line.startswith("agreement low (alpha 0.12) · 5 dissents: r rated m0's answer 1.5/5")
+    assert line.startswith(
+        "reviewers' agreement on their ratings: low (alpha 0.12) · 5 dissents: r rated m0's "
+        "answer 1.5/5"
+    )
     assert line.endswith("against a median of 4.5; and 2 more")
     assert line.count("rated") == 3
-    assert verdict(Agreement(level="medium")) == "agreement medium (alpha undefined) · no dissent"
+    assert verdict(Agreement(level="medium")) == (
+        "reviewers' agreement on their ratings: medium (alpha undefined) · no dissent"
+    )
 
 
 # Properties.
@@ -469,7 +482,7 @@ def test_level_and_dissent_follow_their_rules(ratings):
         assert found.dissent == [] and found.level == "high"
     if found.dissent:
         assert found.level in ("medium", "low")
-    assert verdict(found).startswith("agreement ")
+    assert verdict(found).startswith("reviewers' agreement on their ratings: ")
 
 
 @st.composite
@@ -565,6 +578,12 @@ def test_independent_votes_follow_how_far_the_reviewers_agree() -> None:
     # Not told without alpha or a second reviewer.
     assert independent_votes(Agreement(alpha=None, reviewers=four)) is None
     assert independent_votes(Agreement(alpha=0.3, reviewers=["a"])) is None
-    assert votes_note(Agreement(alpha=0.5, reviewers=four)) == "worth 1.6 independent votes of 4"
-    assert votes_note(Agreement(alpha=1.0, reviewers=four)) == "worth 1 independent vote of 4"
+    # Said in one plain sentence.
+    assert votes_note(Agreement(alpha=0.5, reviewers=four)) == (
+        "the 4 reviewers count as 1.6 independent opinions: the more alike their ratings, "
+        "the fewer (1 when all rate alike, 4 when no more alike than chance)"
+    )
+    assert votes_note(Agreement(alpha=1.0, reviewers=four)).startswith(
+        "the 4 reviewers count as 1 independent opinion: "
+    )
     assert votes_note(Agreement()) is None

@@ -10,12 +10,15 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+from app.render import event_line
 from council.calls import Stage
 from council.depth import NOT_NEEDED
 from council.iteration import TerminationReason
+from council.progress import EventKind
 from council.prompts import CHECK_OPENING, FOCUS_HEADER
-from council.report import DisagreementReport
-from tests.temporal_fixtures import Council, model_calls, until
+from council.report import VALUE_POINT, DisagreementReport
+from grading.answers import stated_shown
+from tests.temporal_fixtures import Council, model_calls, starter, until
 from workflows.deliberation import Deliberation
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -56,11 +59,28 @@ async def test_members_who_state_one_value_end_after_stage_1_with_the_evidence(
     assert record.stage3 is not None and record.stage3.response
     report = record.disagreement_report
     assert report is not None and report.source == "chairman"
-    assert f"the final answer is {PROBLEM['answer']}" in report.consensus
+    # What they agree on is said: the value, computed, and the chairman's own wording.
+    assert [(p.text, p.source) for p in report.consensus][:2] == [
+        (f"every member's first answer states {PROBLEM['answer']}", "computed"),
+        (f"the final answer is {PROBLEM['answer']}", "chairman"),
+    ]
     assert report.independent_members is None  # no review to tell
-    # The Temporal UI's current details say why the run ended there.
+    # What going straight to the synthesis saved, against the full protocol's estimate.
+    saved = record.saved
+    assert saved is not None and (saved.calls, saved.tokens) == (
+        record.usage.calls,
+        record.usage.total_tokens,
+    )
+    assert saved.full_calls == record.usage.calls + len(MARKING) * 3  # a review, 1 round
+    assert saved.saved_tokens > 0 and saved.full_tokens > 2 * saved.tokens
+    # The Temporal UI's current details say why the run ended there, and what it saved.
     metadata = await handle.query("__temporal_workflow_metadata")
     assert f"**Depth auto:** {gate.describe()}" in metadata.current_details
+    assert saved.describe() in metadata.current_details
+    # Good news, said without a warning glyph where the run's events are shown.
+    progress = await handle.query(Deliberation.progress, 0)
+    good = [event_line(e) for e in progress.events if e.kind == EventKind.NOTICE]
+    assert good == [f"  ✔ {gate.describe()}", f"  ✔ {saved.describe()}"]
 
 
 async def test_members_who_state_different_values_deliberate_on_the_difference(
@@ -157,20 +177,65 @@ async def test_a_review_round_stops_once_the_ranking_is_settled(council: Council
     assert len(held) == 2 and all(e.get("outcome") != "ok" for e in held)
 
 
-async def test_the_report_names_dissents_the_chairman_left_out(council: Council) -> None:
+async def test_without_a_structured_reply_the_computed_report_is_whole(council: Council) -> None:
     # A harsh reviewer dissents; without structured output the chairman's reply is prose,
-    # so the report is the reviews' part: the dissents, and the independent votes.
+    # so the report is what is computed: each dissent with both sides, the independent votes.
     council.sim.set_faults(
         {"*": {"rating": 4, "structured": False}, "sim/drift": {"rating": 1, "structured": False}}
     )
     record = await council.run(models=FOUR, **ONE_ROUND)
     report = record.disagreement_report
-    assert isinstance(report, DisagreementReport) and report.source == "reviews"
+    assert isinstance(report, DisagreementReport) and report.source == "computed"
     assert record.agreement is not None
-    assert len(report.unreported_dissents) == len(record.agreement.dissent) > 0
-    assert all(line.startswith("sim/drift rated ") for line in report.unreported_dissents)
+    dissents = [c for c in report.contradictions if c.point.startswith("how good")]
+    assert len(dissents) == len({d.author for d in record.agreement.dissent}) > 0
+    for split in dissents:
+        assert split.source == "computed"
+        low, high = split.positions
+        assert (low.view, low.held_by) == ("rated it 1/5", ["sim/drift"]) and low.why
+        assert high.view == "rated it 4/5" and "sim/drift" not in high.held_by
+    assert report.unreported_dissents == []
     assert report.independent_members is not None
     assert 1 <= report.independent_members <= len(record.agreement.reviewers)
+
+
+async def test_a_split_of_the_first_answers_is_named_with_who_states_each_value(
+    council: Council, cli_env: dict[str, str]
+) -> None:
+    """The bat and ball: the first answers state 5, 5, 6 and 5 cents. The gate names who
+    states which; the report names 6 and who said it, on the record, in show and on the
+    page's view; the chairman resolves it by its number; the prompt names only members."""
+    question = (
+        "A bat and a ball cost $1.10 in total. The bat costs $1.00 more than the ball. How "
+        "many cents does the ball cost?"
+    )
+    with council.sim.disagreeing(1.0):
+        handle = await council.start(question, models=FOUR, depth="auto", **ONE_ROUND)
+        record = await handle.result()
+    stated = {a.model: stated_shown(a.response) for a in record.stage1}
+    assert sorted(stated.values()) == ["5", "5", "5", "6"]
+    [six] = [model for model, value in stated.items() if value == "6"]
+    fives = [model for model in FOUR if model != six]
+    assert record.gate is not None and record.gate.describe() == (
+        f"the first answers state different values: 5 ({', '.join(fives)}); 6 ({six})"
+    )
+    report = record.disagreement_report
+    assert report is not None and report.stated == stated
+    split = report.contradictions[0]
+    assert (split.point, split.source) == (VALUE_POINT, "computed")
+    assert [(p.view, p.held_by) for p in split.positions] == [("5", fives), ("6", [six])]
+    assert split.resolution.startswith("(simulated)")  # the chairman's, by the split's number
+    [synthesis] = [c for c in await model_calls(handle) if c.stage == Stage.SYNTHESIS]
+    assert f"1. {VALUE_POINT}: 5 ({', '.join(fives)}); 6 ({six})" in synthesis.messages[-1].content
+    # Which agreement is which: the members' answers, beside the reviewers' ratings.
+    code, out, err = await starter("show", record.id, env=cli_env)
+    assert code == 0, err
+    assert (
+        f"**Answers:** members' first answers: 3 of 4 state 5 ({', '.join(fives)}); {six} states 6"
+        in out
+    )
+    assert f"6 (held by {six})" in out and "_(computed)_" in out
+    assert "reviewers' agreement on their ratings: " in out
 
 
 async def test_a_stop_during_the_check_ends_with_the_answers_there_are(

@@ -1,7 +1,8 @@
 """The pure rules of depth auto and the disagreement report: the agreement gate by values
-and by the check's reply, the report read from a structured synthesis (bounded, naming only
-the council's members) and checked against the reviews' dissents, and the answer of a
-structured synthesis read as it streams."""
+and by the check's reply, the report's computed facts (the values the first answers state,
+the dissents) with what the chairman's structured synthesis adds on top (bounded, naming
+only the council's members), what depth auto saved, and the answer of a structured
+synthesis read as it streams."""
 
 from __future__ import annotations
 
@@ -13,7 +14,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from app.render import event_line
-from council.agreement import Agreement, Dissent
+from council.agreement import Agreement, AnswerAgreement, Dissent
 from council.calls import Stage
 from council.depth import (
     MAX_DIFFERENCE_CHARS,
@@ -21,10 +22,20 @@ from council.depth import (
     NOT_NEEDED,
     by_values,
     read_check,
+    saved,
 )
 from council.models import DeliberationRequest
 from council.progress import EventKind, ProgressEvent
-from council.report import MAX_POINT_CHARS, MAX_POINTS, checked, from_reviews
+from council.report import (
+    MAX_POINT_CHARS,
+    MAX_POINTS,
+    VALUE_POINT,
+    DisagreementReport,
+    answers_line,
+    facts,
+    merged,
+    split_lines,
+)
 from council.structured import partial_answer, read_synthesis
 
 pytestmark = pytest.mark.fast
@@ -102,8 +113,9 @@ def synthesis(**fields: object) -> str:
 
 
 def test_the_report_names_only_the_councils_members_and_is_bounded() -> None:
-    text, report = read_synthesis(
+    text, written = read_synthesis(
         synthesis(
+            resolutions=[{"split": 1, "resolution": "the working checks out"}, {"split": "x"}],
             consensus=["all hold this", 3, "  spaced\n out  "],
             contradictions=[
                 {
@@ -122,8 +134,13 @@ def test_the_report_names_only_the_councils_members_and_is_bounded() -> None:
         ),
         MEMBERS,
     )
-    assert text == "The answer." and report is not None
-    assert report.consensus == ["all hold this", "spaced out"]
+    assert text == "The answer." and written is not None
+    report = written.report
+    assert written.resolutions == {1: "the working checks out"}
+    assert [(p.text, p.source) for p in report.consensus] == [
+        ("all hold this", "chairman"),
+        ("spaced out", "chairman"),
+    ]
     [contradiction] = report.contradictions
     assert [(p.view, p.held_by) for p in contradiction.positions] == [
         ("42", ["m/a", "m/c"]),
@@ -131,7 +148,7 @@ def test_the_report_names_only_the_councils_members_and_is_bounded() -> None:
     ]
     assert [(u.point, u.raised_by) for u in report.unique] == [("a caveat", "m/b")]
     assert len(report.unaddressed) == MAX_POINTS
-    assert all(len(item) <= MAX_POINT_CHARS + 1 for item in report.unaddressed)
+    assert all(len(item.text) <= MAX_POINT_CHARS + 1 for item in report.unaddressed)
     assert report.members == 3 and report.source == "chairman"
 
 
@@ -139,37 +156,143 @@ def test_prose_is_all_answer_and_no_report() -> None:
     assert read_synthesis("Just prose.", MEMBERS) == ("Just prose.", None)
 
 
-def dissent(reviewer: str, author: str) -> Dissent:
-    return Dissent(reviewer=reviewer, author=author, rating=1, others_median=4, critique="bad")
+FOUR = ["m/a", "m/b", "m/c", "m/d"]
 
 
-def agreement(*dissents: Dissent) -> Agreement:
-    return Agreement(
-        level="medium", alpha=0.5, reviewers=MEMBERS, answers=[], dissent=list(dissents)
+def test_a_split_of_stated_values_names_each_value_and_who_states_it() -> None:
+    computed = facts(FOUR, {"m/a": "5", "m/b": "5", "m/c": "6", "m/d": "5"})
+    [split] = computed.contradictions
+    assert (split.point, split.source) == (VALUE_POINT, "computed")
+    assert [(p.view, p.held_by) for p in split.positions] == [
+        ("5", ["m/a", "m/b", "m/d"]),
+        ("6", ["m/c"]),
+    ]
+    assert computed.consensus == []
+    assert (
+        answers_line(computed)
+        == "members' first answers: 3 of 4 state 5 (m/a, m/b, m/d); m/c states 6"
     )
+    assert split_lines(computed) == [f"1. {VALUE_POINT}: 5 (m/a, m/b, m/d); 6 (m/c)"]
+    # What became of it: refinement brought m/c round, and the final answer states 5.
+    after = facts(FOUR, computed.stated, {m: "5" for m in FOUR})
+    report = merged(after, None, "5")
+    assert report.contradictions[0].outcome == (
+        "after refinement: 5 (m/a, m/b, m/c, m/d); the final answer states 5"
+    )
+    assert report.source == "computed" and report.final_value == "5"
 
 
-def test_dissents_no_contradiction_names_are_listed_as_left_out() -> None:
-    _, report = read_synthesis(
+def test_values_that_agree_are_consensus_that_says_the_value() -> None:
+    computed = facts(FOUR, dict.fromkeys(FOUR, "42"))
+    assert [(p.text, p.source) for p in computed.consensus] == [
+        ("every member's first answer states 42", "computed")
+    ]
+    assert computed.contradictions == [] and split_lines(computed) == []
+    assert answers_line(computed) == "members' first answers: all 4 state 42"
+    partly = facts(FOUR, {"m/a": "42", "m/b": "42", "m/c": None, "m/d": "42"})
+    assert partly.consensus[0].text == (
+        "every first answer that states a value states 42 (m/a, m/b, m/d); m/c states none"
+    )
+    assert answers_line(partly) == (
+        "members' first answers: 3 of 4 state 42 (m/a, m/b, m/d); m/c states no value"
+    )
+    assert facts(FOUR, {"m/a": "42", "m/b": None}).consensus == []  # one value: nothing said
+
+
+def test_each_answer_a_rating_stands_apart_on_names_both_sides_and_who_gave_them() -> None:
+    rated = Agreement(
+        level="low",
+        alpha=0.1,
+        reviewers=FOUR,
+        answers=[AnswerAgreement(author="m/a", ratings={"m/b": 5, "m/c": 1, "m/d": 4})],
+        dissent=[
+            Dissent(reviewer="m/c", author="m/a", rating=1, others_median=4.5, critique="wrong")
+        ],
+    )
+    [split] = facts(FOUR, {}, agreement=rated).contradictions
+    assert split.point == "how good m/a's answer is" and split.source == "computed"
+    assert [(p.view, p.held_by, p.why) for p in split.positions] == [
+        ("rated it 1/5", ["m/c"], "wrong"),
+        ("rated it 4-5/5", ["m/b", "m/d"], ""),
+    ]
+
+
+def test_the_chairman_adds_resolutions_and_its_own_points_on_top() -> None:
+    computed = facts(FOUR, {"m/a": "5", "m/b": "5", "m/c": "6", "m/d": "5"})
+    _, written = read_synthesis(
         synthesis(
-            consensus=[],
+            resolutions=[{"split": 1, "resolution": "5 fits both conditions"}],
+            consensus=["the bat costs a dollar more"],
             contradictions=[
-                {"point": "p", "positions": [{"view": "v", "held_by": ["m/c"]}], "resolution": ""}
+                # The computed split in its own words: not listed twice.
+                {
+                    "point": "the ball's price",
+                    "positions": [
+                        {"view": "six cents", "held_by": ["m/c"]},
+                        {"view": "five cents", "held_by": ["m/a", "m/b", "m/d"]},
+                    ],
+                    "resolution": "",
+                },
+                {
+                    "point": "whether to show the algebra",
+                    "positions": [{"view": "yes", "held_by": ["m/a"]}],
+                    "resolution": "it helps",
+                },
             ],
             unique=[],
             unaddressed=[],
         ),
-        MEMBERS,
+        FOUR,
     )
-    assert report is not None
-    seen = checked(report, agreement(dissent("m/a", "m/b"), dissent("m/c", "m/a")))
-    assert seen.unreported_dissents == [
-        "m/a rated m/b's answer 1/5 where the others' median was 4/5"
+    report = merged(computed, written, "5")
+    assert [(c.point, c.source, c.resolution) for c in report.contradictions] == [
+        (VALUE_POINT, "computed", "5 fits both conditions"),
+        ("whether to show the algebra", "chairman", "it helps"),
     ]
-    assert seen.independent_members == pytest.approx(3 / (1 + 2 * 0.5), abs=0.05)
-    alone = checked(from_reviews(MEMBERS), agreement(dissent("m/a", "m/b")))
-    assert alone.source == "reviews" and len(alone.unreported_dissents) == 1
-    assert checked(report, None) == report  # no review (the gate agreed): as the chairman said
+    assert [(p.text, p.source) for p in report.consensus] == [
+        ("the bat costs a dollar more", "chairman")
+    ]
+    assert report.source == "chairman" and report.stated == computed.stated
+
+
+def test_without_a_structured_reply_the_computed_report_is_whole() -> None:
+    rated = Agreement(
+        level="medium",
+        alpha=0.5,
+        reviewers=FOUR,
+        answers=[AnswerAgreement(author="m/b", ratings={"m/a": 1, "m/c": 4, "m/d": 4})],
+        dissent=[Dissent(reviewer="m/a", author="m/b", rating=1, others_median=4)],
+    )
+    report = merged(
+        facts(FOUR, {"m/a": "7", "m/b": "8", "m/c": "7", "m/d": "7"}, None, rated), None, None
+    )
+    assert [c.point for c in report.contradictions] == [VALUE_POINT, "how good m/b's answer is"]
+    assert all(c.source == "computed" and c.positions for c in report.contradictions)
+    assert report.independent_members == pytest.approx(4 / (1 + 3 * 0.5), abs=0.05)
+    assert report.source == "computed"
+
+
+def test_a_record_of_the_build_before_reads_its_points_as_the_chairmans() -> None:
+    old = DisagreementReport.model_validate(
+        {"consensus": ["all hold this"], "unaddressed": ["the tax"], "source": "reviews"}
+    )
+    assert [(p.text, p.source) for p in old.consensus] == [("all hold this", "chairman")]
+    assert old.unaddressed[0].source == "chairman" and old.source == "reviews"
+
+
+def test_what_depth_auto_saved_is_estimated_from_the_runs_own_first_answers() -> None:
+    # 4 members: stage 1 spent 400 prompt and 800 completion tokens (100 and 200 each); the
+    # check 1 call of 50 tokens; the synthesis the rest (6 calls, 2,000 tokens in all).
+    spent = saved(4, 6, 2000, (400, 800), (1, 50), rounds=1)
+    # A review: 100 + 3 x 200 + 200 = 900; a refinement: 100 + 4 x 200 + 200 = 1,100.
+    assert spent.full_calls == 6 - 1 + 4 + 1 * 2 * 4
+    assert spent.full_tokens == 2000 - 50 + 4 * 900 + 4 * (1100 + 900)
+    assert (spent.saved_calls, spent.saved_tokens) == (11, 11550)
+    line = spent.describe()
+    assert line.startswith("spent 6 calls and 2,000 tokens, where the full protocol would")
+    assert "an estimate from this run's stage-1 calls" in line and "11,550 tokens saved" in line
+    # No refinement round at least: the review alone.
+    assert saved(4, 6, 2000, (400, 800), (0, 0), rounds=0).full_calls == 10
 
 
 # ---- the answer as it streams -----------------------------------------------------------------

@@ -61,12 +61,15 @@ def web(
         yield server
 
 
-def ended_after_stage_1(record: DeliberationRecord) -> None:
+def ended_after_stage_1(record: DeliberationRecord) -> str:
+    """What the run saved, in the line every surface shows."""
     assert record.status == "completed", record.errors
     assert record.iteration.terminated_reason == TerminationReason.AGREEMENT
     assert record.gate is not None and record.gate.describe() == AGREED
     assert record.stage2 == [] and record.stage3 is not None
     assert record.disagreement_report is not None
+    assert record.saved is not None and record.saved.saved_calls > 0
+    return record.saved.describe()
 
 
 # ---- the command line ------------------------------------------------------------------
@@ -81,12 +84,15 @@ async def test_start_depth_auto_wait_json_then_show_and_the_transcript(
     )
     assert code == 0, err
     record = DeliberationRecord.model_validate_json(out)
-    ended_after_stage_1(record)
+    saved = ended_after_stage_1(record)
     assert json.loads(out)["gate"]["values"] == dict.fromkeys(MARKING, ANSWER)
+    # What it spent against the full protocol's estimate, and no warning glyph for it.
+    assert f"  ✔ {AGREED}" in err and f"  ✔ {saved}" in err and "  ! " not in err
 
     code, shown, err = await starter("show", wid, env=env)
     assert code == 0, err
-    assert f"depth auto · {AGREED}" in shown
+    assert f"depth auto · {AGREED} · {saved}" in shown
+    assert f"**Answers:** members' first answers: all 3 state {ANSWER}" in shown
     assert "Where the council agreed and disagreed" in shown
     assert f"the final answer is {ANSWER}" in shown
 
@@ -127,9 +133,11 @@ async def test_v1_takes_depth_in_the_council_options_and_by_a_named_council(
         )
         named = await client.chat.completions.create(model="council/quick", messages=user(QUESTION))
     record = await record_of(council, completion.id)
-    ended_after_stage_1(record)
+    saved = ended_after_stage_1(record)
     about = completion.model_extra["council"]
     assert about["depth"] == "auto" and about["gate_line"] == AGREED
+    assert about["saved_line"] == saved and about["saved"]["full_calls"] > about["saved"]["calls"]
+    assert about["answers_agree"] == f"members' first answers: all 3 state {ANSWER}"
     assert about["termination_reason"] == TerminationReason.AGREEMENT
     report = record.disagreement_report
     assert report is not None and about["disagreement_report"] == report.model_dump(mode="json")
@@ -157,13 +165,13 @@ async def test_mcp_takes_depth_and_returns_the_report(
             done = await client.call_tool("get_deliberation", {"id": wid})
             wrong = await client.call_tool("start_deliberation", {"question": "q", "depth": "deep"})
     assert "auto" in json.dumps(depth) and "full" in json.dumps(depth)
-    ended_after_stage_1(record)
+    saved = ended_after_stage_1(record)
     data = done.structured_content
     assert isinstance(data, dict)
     assert data["depth"] == "auto" and data["gate"] == AGREED
     assert record.disagreement_report is not None
     assert data["report"] == record.disagreement_report.model_dump(mode="json")
-    assert f"depth auto: {AGREED}" in data["summary"]
+    assert f"depth auto: {AGREED} · {saved}" in data["summary"]
     assert f"the final answer is {ANSWER}" in texts(done)[2]
     assert wrong.is_error and len(texts(wrong)) == 1 and "depth" in texts(wrong)[0]
 
@@ -181,13 +189,22 @@ async def test_the_start_form_takes_depth_and_the_page_shows_the_gate_and_report
     await page.click("#start-button")
     await page.wait_for_url(re.compile(r"/deliberations/council-"))
     wid = page.url.rsplit("/", 1)[-1]
-    ended_after_stage_1(await record_of(council, wid))
+    saved = ended_after_stage_1(await record_of(council, wid))
     await page.wait_for_function(
         "() => document.querySelector('#status')?.textContent === 'completed'", timeout=60_000
     )
     gate = page.locator("#final-gate")
     await gate.wait_for()
     assert await gate.inner_text() == f"depth auto · {AGREED}"
+    assert await page.locator("#final-saved").inner_text() == saved
+    assert await page.locator("#final-answers-agree").inner_text() == (
+        f"members' first answers: all 3 state {ANSWER}"
+    )
     report = page.locator("#final-report")
     assert "Where the council agreed and disagreed" in await report.inner_text()
     assert f"the final answer is {ANSWER}" in await report.inner_text()
+    # Each point says who found it: the value computed, the chairman's own wording.
+    computed = report.locator("li", has_text=f"every member's first answer states {ANSWER}")
+    assert await computed.locator(".badge.source-computed").inner_text() == "computed"
+    written = report.locator("li", has_text=f"the final answer is {ANSWER}")
+    assert await written.locator(".badge.source-chairman").inner_text() == "chairman"

@@ -32,6 +32,7 @@ from council import limits
 from council.agreement import verdict, votes_note
 from council.calls import Stage
 from council.models import DeliberationRecord
+from council.report import answers_line
 from harness.processes import ROOT, Process, free_port, port_open, spawn
 from mcp_server.http_transport import MAX_BODY_BYTES as MCP_BODY
 from tests import mcp_tasks_client as tasks
@@ -93,11 +94,19 @@ def summary_of(record: DeliberationRecord) -> str:
         f"{record.id} · ended: {record.iteration.terminated_reason} · "
         f"{record.usage.total_tokens:,} tokens in {record.usage.calls} calls · "
         f"{record.usage.cost_line()}"
+        + (f" · {answers}" if (answers := answers_of(record)) else "")
         + (f" · {verdict(record.agreement)}" if record.agreement is not None else "")
         + (f" · {votes}" if record.agreement and (votes := votes_note(record.agreement)) else "")
         + (f" · depth {record.depth}: {record.gate.describe()}" if record.gate else "")
+        + (f" · {record.saved.describe()}" if record.gate and record.saved else "")
         + (f" · {n} contradiction(s) in the report" if (n := contradictions(record)) else "")
     )
+
+
+def answers_of(record: DeliberationRecord) -> str | None:
+    """How far the members' first answers agree by value (council.report.answers_line)."""
+    report = record.disagreement_report
+    return answers_line(report) if report else None
 
 
 def contradictions(record: DeliberationRecord) -> int:
@@ -179,7 +188,7 @@ async def test_ask_council_reports_progress_and_returns_the_answer(
     assert texts(result)[:2] == [record.stage3.response, summary]
     report = record.disagreement_report
     assert report is not None and data["report"] == report.model_dump(mode="json")
-    for point in report.consensus + [u.point for u in report.unique]:
+    for point in [p.text for p in report.consensus] + [u.point for u in report.unique]:
         assert point in texts(result)[2]
     assert data["summary"] == summary and data["status"] == "completed"
     assert data["answer"] == record.stage3.response

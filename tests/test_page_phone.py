@@ -130,3 +130,39 @@ async def test_a_matrix_wider_than_the_screen_says_it_scrolls(
             arg=await box.element_handle(),
         )
         await context.close()
+
+
+BAT_AND_BALL = (
+    "A bat and a ball cost $1.10 in total. The bat costs $1.00 more than the ball. How many "
+    "cents does the ball cost?"
+)
+
+
+async def test_at_390_px_the_report_names_the_split_and_which_agreement_is_which(
+    web: WebServer, browser: Any, council: Council
+) -> None:
+    """The first answers state 5, 5, 6 and 5 cents: on a phone, the report names 6 and who
+    said it (computed), the members' answers are said beside the reviewers' agreement on
+    their ratings, and nothing scrolls sideways."""
+    with council.sim.disagreeing(1.0):
+        record = await council.run(BAT_AND_BALL, max_rounds=1)
+    report = record.disagreement_report
+    assert report is not None and sorted(report.stated.values()) == ["5", "5", "5", "6"]
+    [six] = [model for model, value in report.stated.items() if value == "6"]
+    context = await browser.new_context(**PHONE)
+    page = await context.new_page()
+    await page.goto(f"{web.url}/deliberations/{record.id}")
+    split = page.locator("#final-report li", has_text="the value the first answers state")
+    assert f"6 (held by {six})" in await split.inner_text()
+    assert await split.locator(".badge.source-computed").inner_text() == "computed"
+    answers = await page.locator("#final-answers-agree").inner_text()
+    assert (
+        answers.startswith("members' first answers: 3 of 4 state 5")
+        and f"{six} states 6" in answers
+    )
+    verdict = await page.locator("#final-agreement").inner_text()
+    assert verdict.startswith("reviewers' agreement on their ratings: ")
+    votes = await page.locator("#final-votes").inner_text()
+    assert "independent opinion" in votes and "the more alike their ratings, the fewer" in votes
+    assert await page_width(page) == 390
+    await context.close()

@@ -17,10 +17,11 @@ from typing import Any
 
 import pytest
 
-from app.record_view import RecordView, record_view
+from app.record_view import RecordView, ReportLine, record_view
 from app.render import view_markdown
 from council.attachments import CutFor
 from council.models import DeliberationRecord
+from council.report import Point
 from council.structured import Disagreement
 from council.thread import ContextSummary
 from mcp_server.results import finished_view
@@ -70,14 +71,17 @@ def records() -> list[DeliberationRecord]:
 def everything() -> DeliberationRecord:
     """One record with a part of every kind: the stragglers' run, with the others' failed
     calls, steering, stop, attachment and earlier turns."""
-    cut, failing, steered, stopped, attached, dissent, tooled, settled, _ = (
+    cut, failing, steered, stopped, attached, dissent, tooled, settled, agreed = (
         recorded(name) for name in RECORDED
     )
     assert dissent.disagreement_report is not None and settled.gate is not None
     # The dissent's report, with a part of every kind.
     report = dissent.disagreement_report.model_copy(
         update={
-            "unaddressed": ["what the question's second part asks"],
+            "unaddressed": [Point(text="what the question's second part asks")],
+            # The values the first answers stated (the recorded question states none).
+            "stated": {"sim/atlas": "5", "sim/borealis": "5", "sim/drift": "5"},
+            "unstated": ["sim/cirrus"],
             "unreported_dissents": [
                 "sim/cirrus rated sim/atlas's answer 1/5 where the others' median was 4/5"
             ],
@@ -106,6 +110,8 @@ def everything() -> DeliberationRecord:
             "depth": settled.depth,
             "gate": settled.gate,
             "not_needed": settled.not_needed,
+            # What going straight to the synthesis saved (the run that agreed after stage 1).
+            "saved": agreed.saved,
             "disagreement_report": report,
         }
     )
@@ -230,11 +236,12 @@ PROBES: dict[str, Probe] = {
         x for c in v.tool_calls for x in (c.line, " ".join(c.excerpt.split()))
     ],
     "depth": lambda v: [f"depth {v.depth}"] if v.depth != "full" else [],
-    "gate": lambda v: [v.gate.line] if v.gate else [],
+    "gate": lambda v: [v.gate.line, *([v.gate.saved] if v.gate.saved else [])] if v.gate else [],
     "not_needed": lambda v: v.not_needed,
     "report": lambda v: (
-        [item for _, items in v.report.lines() for item in items] if v.report else []
+        [item.text for _, items in v.report.lines() for item in items] if v.report else []
     ),
+    "answers_agree": lambda v: [v.answers_agree] if v.answers_agree else [],
 }
 # What the MCP result leaves out: a tool returns the final answer with a summary of how
 # the run went (the models that call it read the answer, not the transcript).
@@ -256,7 +263,9 @@ MCP_LEAVES_OUT = {
 # The MCP result's summary of usage: the totals.
 MCP_PROBES: dict[str, Probe] = {
     "usage": lambda v: [v.usage.short],
-    "final": lambda v: [v.final.chairman, json.dumps(v.final.text)[1:-1]] if v.final else [],
+    "final": lambda v: (
+        [v.final.chairman, json.dumps(v.final.text, ensure_ascii=False)[1:-1]] if v.final else []
+    ),
     "late": lambda v: [json.dumps(line, ensure_ascii=False)[1:-1] for line in v.late],
     "failed": lambda v: [json.dumps(f.line, ensure_ascii=False)[1:-1] for f in v.failed],
     "rounds_completed": lambda v: [f'"rounds_completed": {v.rounds_completed}'],
@@ -383,7 +392,12 @@ def test_a_record_of_build_0_4_shows_its_points_of_disagreement_as_the_report() 
     assert view.report is not None and view.report.lines() == [
         (
             "Contradictions",
-            ["which engine: not the answer's view (held by sim/drift) · resolved: the load"],
+            [
+                ReportLine(
+                    "which engine: not the answer's view (held by sim/drift) · resolved: the load",
+                    "chairman",
+                )
+            ],
         )
     ]
     assert "which engine" in markdown_text(view) and "which engine" in page_text(record, view)

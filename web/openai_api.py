@@ -50,6 +50,7 @@ from council.calls import CallProgress, Stage
 from council.config import DEFAULT_COUNCIL
 from council.models import DeliberationRecord, DeliberationRequest
 from council.progress import Progress
+from council.report import answers_line
 from council.structured import StructuredReply
 from council.thread import Thread
 from doctor.tools import offer_problem
@@ -358,6 +359,10 @@ class Started:
             "agreement": record.agreement.model_dump(mode="json") if record.agreement else None,
             "verdict": verdict(record.agreement) if record.agreement else None,
             "independent_votes": independent_votes(record.agreement) if record.agreement else None,
+            # The members' first answers by the values they state (not the ratings).
+            "answers_agree": answers_line(record.disagreement_report)
+            if record.disagreement_report
+            else None,
             "depth": record.depth,
             "disagreement_report": record.disagreement_report.model_dump(mode="json")
             if record.disagreement_report
@@ -368,6 +373,9 @@ class Started:
                     "gate": record.gate.model_dump(mode="json"),
                     "gate_line": record.gate.describe(),
                     "not_needed": [n.model_dump(mode="json") for n in record.not_needed],
+                    # Went straight to the synthesis: what that saved (an estimate).
+                    "saved": record.saved.model_dump(mode="json") if record.saved else None,
+                    "saved_line": record.saved.describe() if record.saved else None,
                 }
                 if record.gate
                 else {}

@@ -37,13 +37,13 @@ with workflow.unsafe.imports_passed_through():
     from council.limits import MAX_FEEDBACK_CHARS
     from council.models import DeliberationRecord, DeliberationRequest
     from council.progress import EventKind, Progress
-    from council.record import fit_record
+    from council.record import fit_record, saved_by_depth
     from council.refinement import (
         plan_refinements,
         record_refinements,
         refinement_result,
     )
-    from council.report import checked, from_reviews
+    from council.report import facts, merged, split_lines
     from council.reviews import ParsedReview
     from council.stages import Stage2Result
     from council.steering import (
@@ -62,6 +62,7 @@ with workflow.unsafe.imports_passed_through():
     )
     from council.thread import summarize_context
     from council.validation import InvalidRequest, validate_request
+    from grading.answers import stated_shown
     from workflows import search_attributes
     from workflows.fan_out import Enough, FanOut
     from workflows.final_answer import best_answer_stands, candidates, synthesize
@@ -327,6 +328,15 @@ class Deliberation:
             return
         rankings = self.record.aggregate_rankings
         agreement = self._latest_agreement()
+        # Where the members split, computed: the values their answers state, the dissents.
+        computed = facts(
+            self.record.models,
+            {answer.model: stated_shown(answer.response) for answer in self.record.stage1},
+            {m: stated_shown(text) for m, text in self.answers.items()}
+            if self.record.rounds
+            else None,
+            agreement,
+        )
         # The format the person who asked needs, if any; else the answer comes back as JSON
         # with the disagreement report (council.report).
         wanted = self.request.answer_format
@@ -342,6 +352,7 @@ class Deliberation:
             agreement=agreement,
             answer_format=wanted,
             reviewed=self.state.termination_reason != TerminationReason.AGREEMENT,
+            splits=split_lines(computed),
         )
         round_number = self.state.current_round
         models = candidates(self.record.chairman, rankings, self.answers)
@@ -357,7 +368,7 @@ class Deliberation:
             material,
             wanted,
         )
-        stage3, report = written or (None, None)
+        stage3, account = written or (None, None)
         self.record.stage3 = stage3 or best_answer_stands(
             self.live.event,
             rankings,
@@ -366,9 +377,9 @@ class Deliberation:
             self.record.rounds,
             wanted,
         )
-        self.record.disagreement_report = checked(
-            report or from_reviews(self.record.models), agreement
-        )
+        final = self.record.stage3
+        stated = stated_shown(final.response) if final is not None and wanted is None else None
+        self.record.disagreement_report = merged(computed, account, stated)
 
     def _failure(self, message: str, kind: str) -> ApplicationError:
         """The run's end when the council cannot go on: the failure carries the record as
@@ -380,6 +391,12 @@ class Deliberation:
 
     def _finish(self) -> DeliberationRecord:
         self.state.cost_usd = self.record.usage.cost_usd
+        if self.state.termination_reason == TerminationReason.AGREEMENT:
+            self.record.saved = saved_by_depth(self.record, self.request.min_rounds)
+            # Good news: said as such (council.progress: data "good").
+            self.live.event(
+                EventKind.NOTICE, message=self.record.saved.describe(), data={"good": True}
+            )
         record = fit_record(self._built())
         record.status, record.completed_at = "completed", workflow.now()
         self.live.finished(self.state, record)

@@ -53,6 +53,8 @@ def current_details(
         lines += ["", f"**Verdict:** {verdict(agreement)}"]
     if record.gate is not None:
         lines += ["", f"**Depth auto:** {record.gate.describe()}"]
+    if record.saved is not None:
+        lines += ["", record.saved.describe()]
     if record.not_needed:
         lines += ["", "Not needed: " + "; ".join(n.describe() for n in record.not_needed)]
     if record.late:

@@ -26,7 +26,7 @@ with workflow.unsafe.imports_passed_through():
     from council.iteration import IterationRound
     from council.progress import EventKind
     from council.refinement import answer_ending
-    from council.report import DisagreementReport
+    from council.report import Written
     from council.stages import AggregateRanking, Stage1Result, Stage3Result
     from council.structured import (
         StructuredReply,
@@ -81,11 +81,11 @@ async def synthesize(
     messages: list[ChatMessage],
     material: list[str],
     wanted: StructuredReply | None,
-) -> tuple[Stage3Result, DisagreementReport | None] | None:
+) -> tuple[Stage3Result, Written | None] | None:
     """The synthesis by the first of `models` whose call succeeds with a reply that does not
-    echo `material` (the answers and the user's own text), and the disagreement report it
-    gives (council.report; None from a reply that is not the structured synthesis); None
-    when none does. `wanted` is the schema the person who asked gave: then the reply is
+    echo `material` (the answers and the user's own text), and what it writes of the council
+    (council.report; None from a reply that is not the structured synthesis); None when
+    none does. `wanted` is the schema the person who asked gave: then the reply is
     that, and no report is asked for."""
     chairman = models[0]
     fmt = wanted or synthesis_schema()

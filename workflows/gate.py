@@ -57,6 +57,7 @@ async def agreement_gate(
         EventKind.NOTICE,
         stage=Stage.CHECK,
         message=gate.describe(),
-        data={"agreed": gate.agreed, "method": gate.method},
+        # Agreement is good news (no warning glyph): data "good".
+        data={"agreed": gate.agreed, "method": gate.method, "good": gate.agreed},
     )
     return gate
