@@ -116,7 +116,9 @@ async def test_the_models_and_a_plain_completion_that_show_finds(
     # The documented extra: how far the final review agreed.
     assert record.agreement is not None
     assert about["agreement"] == record.agreement.model_dump(mode="json")
-    assert about["verdict"].startswith(f"agreement {record.agreement.level}")
+    assert about["verdict"].startswith(
+        f"reviewers' agreement on their ratings: {record.agreement.level}"
+    )
     assert about["independent_votes"] == independent_votes(record.agreement)
     if record.agreement.alpha is not None:
         assert 1 <= about["independent_votes"] <= len(record.agreement.reviewers)

@@ -51,7 +51,7 @@ from temporalio.converter import (
     StorageDriverWorkflowInfo,
     WorkflowSerializationContext,
 )
-from temporalio.exceptions import ApplicationError, WorkflowAlreadyStartedError
+from temporalio.exceptions import ApplicationError, TerminatedError, WorkflowAlreadyStartedError
 from temporalio.service import RPCError, RPCStatusCode
 
 from council.attachments import Attachment
@@ -68,7 +68,7 @@ from workflows.priority import INTERACTIVE, Launch
 from workflows.registry import MODEL_CALLS
 from workflows.shared import Shared
 from workflows.stuck import RunStuck as RunStuck
-from workflows.stuck import Stuck, end_stuck, record_of_terminated
+from workflows.stuck import Stuck, end_stuck
 from workflows.stuck import stuck as stuck
 
 QUERY_TIMEOUT = timedelta(seconds=5)
@@ -734,11 +734,8 @@ def failed_record(failure: WorkflowFailureError) -> DeliberationRecord | None:
     details of its failure, or of its termination when a stop ended it stuck: no worker,
     and no build of the workflow, is needed to read it. None for a run that failed before
     it had a record (an invalid request), or was terminated without one."""
-    terminated = record_of_terminated(failure)
-    if terminated is not None:
-        return terminated
     cause = failure.cause
-    details = cause.details if isinstance(cause, ApplicationError) else ()
+    details = cause.details if isinstance(cause, ApplicationError | TerminatedError) else ()
     if not details:
         return None
     try:

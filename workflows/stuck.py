@@ -10,7 +10,7 @@ signal (a stop included) until someone ends it. Every surface asks here:
 - `result_unless_stuck(handle)`: the run's result, or RunStuck once it is stuck;
 - `end_stuck(handle, stuck, reason)`: the run terminated, with the record it had (replayed
   from its history with this build's code, as far as it replays) as the termination's
-  details, which `record_of_terminated` reads back.
+  details, which `workflows.client.failed_record` reads back.
 """
 
 from __future__ import annotations
@@ -21,7 +21,6 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
 
-from pydantic import ValidationError
 from temporalio import workflow
 from temporalio.api.common.v1 import WorkflowExecution
 from temporalio.api.enums.v1 import EventType, WorkflowTaskFailedCause
@@ -31,10 +30,8 @@ from temporalio.client import (
     Client,
     WorkflowExecutionDescription,
     WorkflowExecutionStatus,
-    WorkflowFailureError,
     WorkflowHandle,
 )
-from temporalio.exceptions import TerminatedError
 from temporalio.worker import (
     ExecuteWorkflowInput,
     Interceptor,
@@ -231,16 +228,3 @@ async def end_stuck(handle: WorkflowHandle[Any, Any], stuck: Stuck, reason: str)
     details = [record] if record is not None else []
     await handle.terminate(*details, reason=one_line(why, MESSAGE_CHARS))
     return record is not None
-
-
-def record_of_terminated(failure: WorkflowFailureError) -> DeliberationRecord | None:
-    """The record a terminated run was ended with (end_stuck), from the termination's
-    details; None when it was ended without one."""
-    cause = failure.cause
-    details = cause.details if isinstance(cause, TerminatedError) else ()
-    if not details:
-        return None
-    try:
-        return DeliberationRecord.model_validate(details[0])
-    except ValidationError:
-        return None
