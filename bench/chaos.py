@@ -35,6 +35,7 @@ from council.models import DeliberationRecord
 from harness.processes import DATA
 from harness.stack import Stack, WorkerProcess
 from simulator.personas import DEFAULT_MODELS
+from workflows.stuck import task_failure
 
 MODELS = DEFAULT_MODELS
 ROUNDS = 2
@@ -170,12 +171,18 @@ async def crashes(chaos: Chaos, done: asyncio.Event, kills: int, rng: random.Ran
         await asyncio.to_thread(chaos.start_worker)
 
 
-async def completion_times(client: Client, workflow_ids: list[str]) -> dict[str, float]:
-    """call id (workflow/activity id) -> when Temporal recorded the call as completed."""
+async def completion_times(
+    client: Client, workflow_ids: list[str]
+) -> tuple[dict[str, float], set[str]]:
+    """call id (workflow/activity id) -> when Temporal recorded the call as completed; and
+    the runs whose history holds a failed workflow task (workflows.stuck.task_failure)."""
     times: dict[str, float] = {}
+    failed: set[str] = set()
     for workflow_id in workflow_ids:
         scheduled: dict[int, str] = {}
         async for event in client.get_workflow_handle(workflow_id).fetch_history_events():
+            if task_failure(event) is not None:
+                failed.add(workflow_id)
             if event.HasField("activity_task_scheduled_event_attributes"):
                 scheduled[event.event_id] = (
                     event.activity_task_scheduled_event_attributes.activity_id
@@ -185,7 +192,7 @@ async def completion_times(client: Client, workflow_ids: list[str]) -> dict[str,
                     event.activity_task_completed_event_attributes.scheduled_event_id
                 ]
                 times[f"{workflow_id}/{activity}"] = event.event_time.ToDatetime().timestamp()
-    return times
+    return times, failed
 
 
 def complete(record: DeliberationRecord) -> bool:
@@ -235,7 +242,7 @@ async def phase(chaos: Chaos, prefix: str, runs: int, wild: bool, kills: int, rn
         ]
     records = await run_all(stack, prefix, runs)
     elapsed = time.monotonic() - started
-    recorded = await completion_times(stack.client, [r.id for r in records])
+    recorded, failed_tasks = await completion_times(stack.client, [r.id for r in records])
     done.set()
     weather_seen = (await chaos_tasks[0]) if chaos_tasks else []
     if chaos_tasks:
@@ -243,7 +250,7 @@ async def phase(chaos: Chaos, prefix: str, runs: int, wild: bool, kills: int, rn
     log = stack.sim.log()
     assert chaos.worker is not None
     chaos.worker.stop()
-    return records, log, elapsed, weather_seen, recorded
+    return records, log, elapsed, weather_seen, recorded, failed_tasks
 
 
 def table(rows: list[tuple[str, str]]) -> str:
@@ -262,11 +269,11 @@ async def main(runs: int, kills: int, seed: int) -> int:
         try:
             await stack.start(runtime=quiet_runtime())
             say(f"baseline: {runs} deliberations, no faults")
-            base_records, base_log, base_elapsed, _, _ = await phase(
+            base_records, base_log, base_elapsed, _, _, base_failed = await phase(
                 chaos, "calm", runs, False, 0, rng
             )
             say(f"baseline done in {base_elapsed:.1f} s; now the same {runs} under chaos")
-            records, log, elapsed, weather_seen, recorded = await phase(
+            records, log, elapsed, weather_seen, recorded, failed = await phase(
                 chaos, "chaos", runs, True, kills, rng
             )
         finally:
@@ -306,6 +313,8 @@ async def main(runs: int, kills: int, seed: int) -> int:
             ", ".join(f"{k} {v}" for k, v in sorted(outcomes.items()) if k != "ok"),
         ),
         ("completed calls made again", f"{len(made_again)}"),
+        # A failed workflow task is retried for good: such a run would never end.
+        ("runs with a failed workflow task", f"{len(base_failed | failed)}"),
         (
             "calls answered twice (answer lost in a crash)",
             f"{len(paid_twice)}; all in flight at a crash: {paid_twice <= in_flight_any} "

@@ -2,7 +2,8 @@
 server is stopped and restarted once and the simulator storms with 429s, 5xx, hangs and
 cut streams. It runs the harness a user runs (bench.chaos, as a subprocess), so that
 neither the harness nor the straggler rule can break it unseen: every record must be
-whole (no member cut or failed) and no completed call made again."""
+whole (no member cut or failed), no completed call made again and no run's history holds a
+failed workflow task."""
 
 from __future__ import annotations
 
@@ -38,3 +39,4 @@ async def test_a_short_chaos_run_keeps_every_record_whole() -> None:
     )
     assert table["worker SIGKILLs / server restarts"] == "2 / 1"
     assert table["completed calls made again"] == "0"
+    assert table["runs with a failed workflow task"] == "0"
