@@ -43,7 +43,7 @@ with workflow.unsafe.imports_passed_through():
         record_refinements,
         refinement_result,
     )
-    from council.report import facts, merged, split_lines
+    from council.report import DisagreementReport, facts, merged, split_lines
     from council.reviews import ParsedReview
     from council.stages import Stage2Result
     from council.steering import (
@@ -328,15 +328,7 @@ class Deliberation:
             return
         rankings = self.record.aggregate_rankings
         agreement = self._latest_agreement()
-        # Where the members split, computed: the values their answers state, the dissents.
-        computed = facts(
-            self.record.models,
-            {answer.model: stated_shown(answer.response) for answer in self.record.stage1},
-            {m: stated_shown(text) for m, text in self.answers.items()}
-            if self.record.rounds
-            else None,
-            agreement,
-        )
+        computed = self._facts(agreement)
         # The format the person who asked needs, if any; else the answer comes back as JSON
         # with the disagreement report (council.report).
         wanted = self.request.answer_format
@@ -378,8 +370,20 @@ class Deliberation:
             wanted,
         )
         final = self.record.stage3
-        stated = stated_shown(final.response) if final is not None and wanted is None else None
-        self.record.disagreement_report = merged(computed, account, stated)
+        value = stated_shown(final.response) if final is not None and wanted is None else None
+        self.record.disagreement_report = merged(computed, account, value)
+
+    def _facts(self, agreement: Agreement | None) -> DisagreementReport:
+        """Where the members split, computed (council.report): the value each first answer
+        states and each after refinement, the latest review's dissents."""
+        return facts(
+            self.record.models,
+            {answer.model: stated_shown(answer.response) for answer in self.record.stage1},
+            {m: stated_shown(text) for m, text in self.answers.items()}
+            if self.record.rounds
+            else None,
+            agreement,
+        )
 
     def _failure(self, message: str, kind: str) -> ApplicationError:
         """The run's end when the council cannot go on: the failure carries the record as
