@@ -180,9 +180,10 @@ async def test_the_notices_go_once_the_run_has_ended(
     """What a control just did shows while the run goes ("the maximum is now 2 ...",
     "stop requested ..."), and goes once the run has ended, without a reload; the
     steering and the stop reason keep it as history."""
-    # The chairman's synthesis is held back: the run stays under way (stopping) until the
-    # test lets it go.
-    council.sim.set_faults({"*": {"latency": 0.3, "hold": True, "stages": ["stage3"]}})
+    # The reviews are held back (the controls stay on the page until the test has used
+    # them), and so is the chairman's synthesis: the run stays under way (stopping) until
+    # the test lets it go.
+    council.sim.set_faults({"*": {"latency": 0.3, "hold": True, "stages": ["stage2", "stage3"]}})
     await start_from_the_form(page, web, "Do notices outlive their run?", max_rounds="1")
     await shows(page, "#answers article.answer", 4)
     await page.click("#more-rounds-button")
@@ -193,16 +194,13 @@ async def test_the_notices_go_once_the_run_has_ended(
     assert (await page.text_content("#note") or "").startswith("stop requested")
     await page.evaluate("window.__notReloaded = true")
     council.sim.set_faults({"*": {"latency": 0.3}})
-    # Stopped; or completed, where the loop had ended before the stop came (the synthesis
-    # was under way then: the stop changes nothing).
-    ended = "s => ['stopped', 'completed'].includes(document.querySelector('#status')?.textContent)"
-    await page.wait_for_function(ended, timeout=60_000)
+    await wait_for_status(page, "stopped")
     await page.locator("#note").wait_for(state="detached", timeout=30_000)
     assert await page.evaluate("window.__notReloaded") is True
     assert "set the maximum rounds to 2" in (await page.text_content("#steering") or "")
     # Opened again at the address the stop left, the page shows no notice either.
     await page.reload()
-    await page.wait_for_function(ended, timeout=60_000)
+    await wait_for_status(page, "stopped")
     assert await page.locator("#note").count() == 0
 
 
