@@ -19,6 +19,12 @@ WORKDIR /app
 COPY requirements.txt requirements-server.txt ./
 RUN pip install -r requirements.txt -r requirements-server.txt
 
+# bubblewrap confines the stdio tool servers the worker starts (activities/confinement.py),
+# where the container may make namespaces; where it may not, the worker starts none but
+# those whose council.toml entry says trusted = true (docs/tools.md).
+RUN apt-get update && apt-get install -y --no-install-recommends bubblewrap \
+    && rm -rf /var/lib/apt/lists/*
+
 # The code: everything .dockerignore leaves in (tests, benchmarks, docs and local state
 # stay out).
 COPY . .

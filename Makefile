@@ -6,7 +6,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: install browser demo up test test-fast test-real lint format server worker simulator codec-server web chaos eval bench clean
+.PHONY: install browser sandbox demo up test test-fast test-real lint format server worker simulator codec-server web chaos eval bench clean
 
 install: $(STAMP)
 
@@ -26,12 +26,12 @@ demo: $(STAMP)
 # started. Prints the page's, the Temporal UI's, the codec server's and the simulator's
 # address. Each simulated call takes 2 to 5 s, to watch a run: SIM_LATENCY=0 answers at
 # once, SIM_LATENCY=1.5 or SIM_LATENCY=1-3 sets the pace.
-up: $(STAMP)
+up: $(STAMP) sandbox
 	SIM_LATENCY="$(SIM_LATENCY)" $(BIN)/python up.py
 
 # The whole suite, in four processes (each with its own Temporal dev server, simulator and
 # browser): most of a test's time is spent waiting for a run, so four keep two cores busy.
-test: $(STAMP) browser
+test: $(STAMP) browser sandbox
 	$(BIN)/python -m pytest -q -n 4
 
 # The fast tier, in well under a minute: the unit, property, replay and specification tests
@@ -50,6 +50,18 @@ browser:
 			apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium >/dev/null; \
 		else \
 			echo "make: no chromium, and no root to install it: the browser tests will be skipped"; \
+		fi; }
+
+# A stdio tool server runs confined in bubblewrap (activities/confinement.py), the tests'
+# servers too: installed here when it is missing and we may (root, apt-get); elsewhere
+# install it (Debian and Ubuntu: bubblewrap), or the tests that start one fail saying so.
+sandbox:
+	@command -v bwrap >/dev/null 2>&1 || { \
+		if [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then \
+			echo "make: installing bubblewrap, which confines the tool servers"; \
+			apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq bubblewrap >/dev/null; \
+		else \
+			echo "make: no bubblewrap, and no root to install it: stdio tool servers will not start"; \
 		fi; }
 
 # The real-model tier: a council of SmolLM2-135M-Instruct (its weights ship in the
@@ -104,7 +116,7 @@ server: $(STAMP)
 codec-server: $(STAMP)
 	$(BIN)/python -m harness.serve codec-server
 
-worker: $(STAMP)
+worker: $(STAMP) sandbox
 	$(BIN)/python worker.py
 
 # The web page (http://127.0.0.1:8080 unless COUNCIL_WEB_HOST/COUNCIL_WEB_PORT say otherwise).

@@ -71,6 +71,7 @@ from mcp.types import (
 )
 from pydantic import ValidationError
 
+from activities.confinement import Confinement
 from activities.errors import one_line
 from activities.tool_failure import ToolFailure
 from council.redaction import Redactor
@@ -377,8 +378,12 @@ class Sessions:
     its next call (its server went away while idle) is replaced once, within the call's
     timeout."""
 
-    def __init__(self, idle_seconds: float = IDLE_SECONDS) -> None:
+    def __init__(
+        self, idle_seconds: float = IDLE_SECONDS, confinement: Confinement | None = None
+    ) -> None:
+        """`confinement`: how stdio servers start (default: confined, hiding nothing more)."""
         self.idle_seconds = idle_seconds
+        self.confinement = confinement or Confinement()
         self._idle: dict[str, list[_Kept]] = {}
         self._open: set[_Kept] = set()
         self._closing: set[asyncio.Task[None]] = set()
@@ -470,7 +475,9 @@ class Sessions:
         """Hold a session open until it is closed (or its server goes away)."""
         try:
             async with contextlib.AsyncExitStack() as stack:
-                transport = await stack.enter_async_context(_transport(entry, token, kept.watch))
+                transport = await stack.enter_async_context(
+                    _transport(entry, token, kept.watch, self.confinement)
+                )
                 client = await stack.enter_async_context(Client(transport, cache=None))
                 kept.ready.set_result(client)
                 await kept.closing.wait()
@@ -528,16 +535,21 @@ async def _session(
 
 
 @contextlib.asynccontextmanager
-async def _transport(entry: McpEntry, token: str | None, watch: _Watch) -> AsyncIterator[Transport]:
+async def _transport(
+    entry: McpEntry, token: str | None, watch: _Watch, confinement: Confinement
+) -> AsyncIterator[Transport]:
     if entry.command is not None:
         inherited = {name: os.environ[name] for name in INHERITED if name in os.environ}
         # "python" is the worker's own interpreter (which has the mcp package).
         program = sys.executable if entry.command[0] in PYTHON_NAMES else entry.command[0]
-        server = StdioServerParameters(
-            command=program,
-            args=entry.command[1:],
-            env=inherited | entry.env,
-            cwd=entry.cwd,
+        server = confinement.wrap(
+            StdioServerParameters(
+                command=program,
+                args=entry.command[1:],
+                env=inherited | entry.env,
+                cwd=entry.cwd,
+            ),
+            entry.trusted,
         )
         assert watch.stderr is not None and watch.stderr.writer is not None
         # The SDK types errlog as text; it hands the file's descriptor to the process.

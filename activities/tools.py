@@ -26,6 +26,7 @@ from typing import TYPE_CHECKING
 from temporalio import activity
 from temporalio.exceptions import ApplicationError
 
+from activities.confinement import Confinement
 from activities.errors import one_line
 from activities.tool_failure import ToolFailure
 from council.redaction import Redactor
@@ -55,9 +56,13 @@ class ToolBox:
         tools: Tools | None = None,
         env: Mapping[str, str] | None = None,
         secrets: Iterable[str] = (),
+        confinement: Confinement | None = None,
     ) -> None:
-        """`secrets`: others kept out of every result and error (the providers' keys)."""
+        """`secrets`: others kept out of every result and error (the providers' keys);
+        `confinement`: how its stdio servers start (activities.confinement; default:
+        confined, hiding nothing more)."""
         self.tools = tools or Tools()
+        self.confinement = confinement or Confinement()
         self.env = dict(os.environ if env is None else env)
         keys = [
             self.env.get(variable, "")
@@ -78,7 +83,7 @@ class ToolBox:
         from activities import mcp_tools  # (see list_tools)
 
         if self._sessions is None:
-            self._sessions = mcp_tools.Sessions()
+            self._sessions = mcp_tools.Sessions(confinement=self.confinement)
         return self._sessions
 
     def _key_variables(self) -> list[str]:

@@ -90,7 +90,7 @@ def task_queue() -> str:
     return app_settings.current().task_queue
 
 
-_TLS_FILES = (
+TLS_FILES = (
     "TEMPORAL_TLS_CLIENT_CERT_PATH",
     "TEMPORAL_TLS_CLIENT_KEY_PATH",
     "TEMPORAL_TLS_SERVER_CA_CERT_PATH",
@@ -114,7 +114,7 @@ def connect_options(env: Mapping[str, str] | None = None) -> dict[str, Any]:
         profile = ClientConfigProfile.load(override_env_vars=present)
         options: dict[str, Any] = dict(profile.to_client_connect_config())
     except OSError as err:
-        named = [v for v in _TLS_FILES if present.get(v) == getattr(err, "filename", None)]
+        named = [v for v in TLS_FILES if present.get(v) == getattr(err, "filename", None)]
         where = named[0] if named else "a TLS file of the Temporal config profile"
         raise ConfigError(f"{where}: cannot read {err.filename}: {err.strerror}") from None
     except Exception as err:  # the SDK's ConfigError: a bad TOML file, an unknown profile

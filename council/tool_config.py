@@ -3,6 +3,7 @@
     [tools.calc]                      # an MCP server over stdio
     command = ["python", "examples/calculator_mcp.py"]
     env = { UNITS = "si" }            # optional; cwd = "..." optional
+    # trusted = true                  # start it unconfined (activities.confinement)
     allow = ["evaluate", "convert"]   # optional: only these of its tools are offered (naming
                                       # one offers it, read-only or not)
 
@@ -84,6 +85,9 @@ class McpEntry(ToolLimits):
     token_env: str | None = None
     allow: list[str] | None = None
     side_effects: bool = False
+    # A stdio server started unconfined, as the worker's user (activities.confinement):
+    # only where the machine cannot confine one, for a server one trusts with the keys.
+    trusted: bool = False
     # Keep the session (a stdio server's process) open for the next call of any run
     # (activities.mcp_tools.Sessions); false: a session, and a server, for each call.
     keep_open: bool = True
@@ -110,8 +114,8 @@ class McpEntry(ToolLimits):
             raise ValueError("give either command (stdio) or url (streamable HTTP)")
         if self.url is None and self.token_env is not None:
             raise ValueError("token_env goes with url")
-        if self.command is None and (self.env or self.cwd):
-            raise ValueError("env and cwd go with command")
+        if self.command is None and (self.env or self.cwd or self.trusted):
+            raise ValueError("env, cwd and trusted go with command")
         return self
 
 

@@ -16,8 +16,10 @@ import time
 from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING
 
+from activities.confinement import Confinement
 from activities.tool_failure import ToolFailure
 from app import config as app_config
+from app.secret_paths import kept_from_tools
 from council.config import ConfigProblem
 from council.tool_config import SEARCH_SETUP, McpEntry, Tools, nothing_offered
 from council.tools import WEB_SEARCH, offered_name
@@ -52,17 +54,29 @@ async def offer_problem(
     return None
 
 
-async def _listing(name: str, entry: McpEntry, env: Mapping[str, str]) -> Listing | None:
-    """What the server of `entry` offers, asked at most once in OFFER_SECONDS."""
+async def read_confined(name: str, entry: McpEntry, env: Mapping[str, str]) -> Listing:
+    """What the server of `entry` offers, asked as a worker asks it: a stdio server confined
+    and kept from this installation's files of keys (activities.confinement)."""
     from activities import mcp_tools  # (the MCP SDK takes a second to import)
 
+    sessions = mcp_tools.Sessions(confinement=Confinement.hiding(kept_from_tools(env)))
+    try:
+        return await mcp_tools.read_tools(
+            name, entry.model_copy(update={"keep_open": False}), env, sessions
+        )
+    finally:
+        await sessions.aclose()
+
+
+async def _listing(name: str, entry: McpEntry, env: Mapping[str, str]) -> Listing | None:
+    """What the server of `entry` offers, asked at most once in OFFER_SECONDS."""
     key = name + "\n" + entry.model_dump_json()
     now = time.monotonic()
     kept = _offers.get(key)
     if kept is not None and now - kept[0] < OFFER_SECONDS:
         return kept[1]
     try:
-        listing: Listing | None = await mcp_tools.read_tools(name, entry, env)
+        listing: Listing | None = await read_confined(name, entry, env)
     except ToolFailure:
         listing = None
     _offers[key] = (time.monotonic(), listing)
@@ -95,7 +109,7 @@ async def tool_checks(env: Mapping[str, str] | None = None) -> tuple[list[Check]
     if not (tools.servers() or WEB_SEARCH in tools.entries):
         return [], []
     # Loaded only where there is something to ask (the MCP SDK takes a second to import).
-    from activities import mcp_tools, web_tools
+    from activities import web_tools
 
     checks: list[Check] = []
     secrets: list[str] = []
@@ -105,7 +119,7 @@ async def tool_checks(env: Mapping[str, str] | None = None) -> tuple[list[Check]
         check = f"tool {name}"
         where = "its command and cwd" if entry.command else "its url and token_env"
         try:
-            listing = await mcp_tools.read_tools(name, entry, env)
+            listing = await read_confined(name, entry, env)
         except ToolFailure as failure:
             checks.append(failed(check, str(failure), f"check [tools.{name}] in {path}: {where}"))
             continue

@@ -372,9 +372,10 @@ def start_worker(
     module: str | None = None,
     processes: int | None = None,
     make_current: bool = False,
+    cwd: Path = ROOT,
 ) -> Process:
     """`python worker.py` (or `python -m module`, another worker that prints the same ready
-    line) with the given environment; returns once it polls its task queue. With
+    line) with the given environment, in `cwd`; returns once it polls its task queue. With
     `processes`, `worker.py --processes N`: returns once all N poll it."""
     start = log_path.stat().st_size if log_path is not None and log_path.exists() else 0
     command = (
@@ -384,7 +385,7 @@ def start_worker(
         command += ["--processes", str(processes)]
     if make_current:
         command.append("--make-current")
-    process = spawn(module or "worker", command, log_path, env)
+    process = spawn(module or "worker", command, log_path, env, cwd)
     if log_path is not None:
 
         def ready() -> bool:

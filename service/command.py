@@ -29,6 +29,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import NoReturn
 
+from activities.confinement import Confinement, protect_this_process
 from activities.metrics import HISTOGRAM_BUCKETS
 from activities.model_call import ModelGateway
 from activities.tools import ToolBox
@@ -43,6 +44,7 @@ from app.connection import (
     store_note,
     task_queue,
 )
+from app.secret_paths import kept_from_tools
 from app.supervisor import ProcessCountError, Supervisor
 from council import numbers
 from council.config import ConfigProblem
@@ -95,7 +97,13 @@ async def run(
         for name, p in gateway.providers.items()
     )
     which = f" (process {process_index}, pid {os.getpid()})" if process_index else ""
-    toolbox = ToolBox(config.tool_set(), secrets=gateway.redactor.secrets)
+    # Its stdio tool servers start confined, kept from the files that hold keys, and no
+    # process of its user may read its memory (activities.confinement).
+    toolbox = ToolBox(
+        config.tool_set(),
+        secrets=gateway.redactor.secrets,
+        confinement=Confinement.hiding(kept_from_tools()),
+    )
     tools = ", ".join(config.tool_set().available())
     async with serving(client, gateway, take_over=take_over, toolbox=toolbox) as routing:
         log.info("%s", routing)
@@ -214,6 +222,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         format=f"%(asctime)s %(levelname)s %(name)s{which}: %(message)s",
         stream=sys.stderr,
     )
+    # No process of this user but root may read the keys in this one's memory or
+    # environment (a tool server of the worker least of all).
+    protect_this_process()
     try:
         if count > 1:
             return run_processes(count, args.make_current)

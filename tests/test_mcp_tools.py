@@ -100,7 +100,8 @@ server.run()
 # What a stdio server may find in its environment: the names the client passes on (the
 # SDK's few beside PATH, HOME and LANG), the entry's env, and LC_CTYPE, which Python
 # sets itself under the C locale.
-PASSED_ON = {"PATH", "HOME", "LANG", "LOGNAME", "SHELL", "TERM", "USER", "LC_CTYPE"}
+# (and PWD, which the sandbox sets where it changes into the server's cwd)
+PASSED_ON = {"PATH", "HOME", "LANG", "LOGNAME", "SHELL", "TERM", "USER", "LC_CTYPE", "PWD"}
 
 
 def calculator(**options: object) -> McpEntry:
@@ -118,6 +119,13 @@ def own_server(tmp_path: Path) -> McpEntry:
         cwd=str(tmp_path),
         timeout=STARTS_WITHIN,
     )
+
+
+@pytest.fixture
+def trusted_server(own_server: McpEntry) -> McpEntry:
+    """The test's server started unconfined (`trusted`): the process id it writes is then the
+    one this process sees (a confined server has a PID namespace of its own)."""
+    return own_server.model_copy(update={"trusted": True})
 
 
 def same_place(path: str, directory: Path) -> bool:
@@ -274,9 +282,9 @@ async def test_content_that_is_not_text(own_server: McpEntry) -> None:
 
 
 async def test_a_hanging_tool_times_out_and_its_server_is_gone(
-    own_server: McpEntry, tmp_path: Path
+    trusted_server: McpEntry, tmp_path: Path
 ) -> None:
-    entry = own_server.model_copy(update={"timeout": 1.0})
+    entry = trusted_server.model_copy(update={"timeout": 1.0})
     with pytest.raises(ToolFailure) as failure:
         await call_tool(entry, {}, "hang", {})
     assert str(failure.value) == "the MCP server did not answer within 1 s"
@@ -304,8 +312,9 @@ async def until_dead(pid: int, within: float = 30) -> bool:
 
 
 async def test_a_workers_sessions_keep_a_server_for_the_next_call(
-    own_server: McpEntry, tmp_path: Path
+    trusted_server: McpEntry, tmp_path: Path
 ) -> None:
+    own_server = trusted_server
     pid_file = tmp_path / "server.pid"
     sessions = Sessions(idle_seconds=3600)
     try:

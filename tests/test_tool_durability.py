@@ -136,6 +136,9 @@ class SlowTool:
             "env": {"TOOL_LOG": str(self.log), "TOOL_GO": str(self.go), "TOOL_FREE": str(free)},
             "timeout": timeout,
             "max_attempts": max_attempts,
+            # Unconfined: the server writes its log beside its script, and names the worker
+            # by its parent's process id (a confined one has a PID namespace of its own).
+            "trusted": True,
         }
 
     def lines(self) -> list[dict[str, Any]]:
@@ -161,6 +164,7 @@ def toml_entry(name: str, entry: dict[str, Any]) -> str:
         f"env = {{ {env} }}\n"
         f"timeout = {entry['timeout']}\n"
         f"max_attempts = {entry['max_attempts']}\n"
+        f"trusted = {json.dumps(entry.get('trusted', False))}\n"
     )
 
 
