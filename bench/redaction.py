@@ -5,8 +5,10 @@ back passes through it. Two tables:
 
 - its cost: `redact()` (and `settled()`, a streamed text's) on texts of 250 KB to 1 MB of
   prose with a key's echoes in it (in every form of the second table, one every 4 KB),
-  with one key and with ten, the median of five runs; the time per MB stays flat as the
-  text grows if the cost is linear in it;
+  with one key and with ten, and on 1 MB of nothing but echoes (the most pieces a text
+  can hold), the median of five runs; the time per MB stays flat as the text grows if the
+  cost is linear in it; beside it, what searching the text once for each piece costs
+  (what the automaton replaces);
 - what survives: a provider's echo of the key in one form (a part of it, reversed,
   encoded), in a sentence, redacted: how many of the echo's 8-character pieces (each a
   piece of the key, or of the key's encoding) are left in the text.
@@ -17,6 +19,7 @@ back passes through it. Two tables:
 from __future__ import annotations
 
 import base64
+import itertools
 import statistics
 import sys
 import time
@@ -25,7 +28,7 @@ from functools import partial
 from urllib.parse import quote
 
 from bench import report
-from council.redaction import MIN_PIECE, Redactor
+from council.redaction import MIN_PIECE, Redactor, pieces
 
 # 44 characters, with two that URL encoding changes.
 KEY = "sk-canary-7Qm2Xv9Lr4/Tz8Wb3+Nd6Hj1Kp0Ys5Fg2U"
@@ -34,6 +37,7 @@ SIZES = (250_000, 500_000, 1_000_000)
 QUICK_SIZES = (100_000, 200_000)
 REPEAT = 5
 ECHO_EVERY = 4_000
+_UNSEEN = itertools.count()
 PROSE = (
     "A council of models answers the question, reviews the answers anonymously, refines "
     "them and a chairman writes the synthesis; every call is an activity of its own. "
@@ -89,6 +93,30 @@ def text_of(size: int) -> str:
     return "".join(parts)[:size]
 
 
+def echoes_only(size: int) -> str:
+    """`size` characters of the key's echoes, one after another with a space between."""
+    forms = " ".join(echoes().values()) + " "
+    return (forms * (size // len(forms) + 1))[:size]
+
+
+def scan_per_piece(text: str, every: list[str]) -> int:
+    """What the automaton saves: the text searched once for each piece (counting only)."""
+    return sum(text.count(piece) for piece in every)
+
+
+def first_build(keys: list[str], repeat: int = REPEAT) -> float:
+    """The time to make the first redactor of a set of keys (a process builds one set's
+    automaton once): each time keys it has not seen, of the same lengths."""
+    times = []
+    for _ in range(repeat):
+        n = next(_UNSEEN)
+        fresh = [f"{key[:-4]}{n:04d}" for key in keys]
+        started = time.perf_counter()
+        Redactor(fresh)
+        times.append(time.perf_counter() - started)
+    return statistics.median(times)
+
+
 def median_seconds(work: Callable[[], object], repeat: int = REPEAT) -> float:
     times = []
     for _ in range(repeat):
@@ -104,30 +132,38 @@ def measure(quick: bool = False) -> report.Section:
         [
             "text",
             "keys",
-            "build (once per set of keys)",
+            "first redactor of the keys (build)",
             "redact()",
             "per MB",
             "settled() (a live text)",
+            "beside it: one scan of the text per piece",
             "redacted spans",
         ]
     )
-    for keys in ([KEY], [KEY, *OTHERS]):
-        build = median_seconds(partial(Redactor, keys))
+    sizes = QUICK_SIZES if quick else SIZES
+    mb = [f"{size / 1_000_000:g} MB" for size in sizes]
+    cases = [([KEY], name, text_of(size)) for name, size in zip(mb, sizes, strict=True)]
+    cases += [([KEY, *OTHERS], name, text_of(size)) for name, size in zip(mb, sizes, strict=True)]
+    # The worst case: nothing but echoes, every character in a piece.
+    cases.append(([KEY], f"{mb[-1]} of echoes only", echoes_only(sizes[-1])))
+    for keys, name, text in cases:
+        build = first_build(keys)
         redactor = Redactor(keys)
-        for size in QUICK_SIZES if quick else SIZES:
-            text = text_of(size)
-            seconds = median_seconds(partial(redactor.redact, text))
-            live = median_seconds(partial(redactor.settled, text))
-            spans = redactor.redact(text).count("[redacted]")
-            cost.add(
-                f"{size / 1_000_000:g} MB",
-                len(keys),
-                f"{build * 1000:.2f} ms",
-                f"{seconds * 1000:.1f} ms",
-                f"{seconds * 1000 / (size / 1_000_000):.1f} ms",
-                f"{live * 1000:.1f} ms",
-                f"{spans:,}",
-            )
+        seconds = median_seconds(partial(redactor.redact, text))
+        live = median_seconds(partial(redactor.settled, text))
+        every = sorted({piece for key in keys for piece in pieces(key)})
+        per_piece = median_seconds(partial(scan_per_piece, text, every), repeat=1)
+        spans = redactor.redact(text).count("[redacted]")
+        cost.add(
+            name,
+            len(keys),
+            f"{build * 1000:.2f} ms",
+            f"{seconds * 1000:.1f} ms",
+            f"{seconds * 1000 / (len(text) / 1_000_000):.1f} ms",
+            f"{live * 1000:.1f} ms",
+            f"{per_piece * 1000:,.0f} ms ({len(every):,} pieces)",
+            f"{spans:,}",
+        )
     section.tables.append(cost)
     redactor = Redactor([KEY])
     left = report.Table(["the key echoed as", "its characters", "8-character pieces left"])
