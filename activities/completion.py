@@ -102,9 +102,9 @@ class Completion:
         for what has arrived (a reply of megabytes is read after its call, more than once)."""
         key = (len(self._parts), self.cut)
         if self._final_for != key:
-            text = self.redactor.redact("".join(self._parts))
-            if self.cut:  # what was not read may have finished a secret this text begins
-                text = text[: len(text) - self.redactor.unsettled(text)]
+            raw = "".join(self._parts)
+            # What was not read may have finished a piece of a secret that this text begins.
+            text = self.redactor.settled(raw) if self.cut else self.redactor.redact(raw)
             kept = _utf8_prefix(text, self.max_content_bytes)
             self._final_text, self._final_cut = kept, self.cut or len(kept) < len(text)
             self._final_for = key

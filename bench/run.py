@@ -5,9 +5,11 @@
     python -m bench --only throughput     a selection (comma-separated or repeated)
     python -m bench --only throughput --profile   also profile the worker with py-spy
     python -m bench --only throughput --pin       the worker on a core of its own (bench.pinning)
+    python -m bench --only redaction              the redaction rule alone (no server)
 
 It starts its own Temporal dev server (headless, a scratch SQLite file), simulator and
-workers, so nothing else needs to run, and stops them at the end. Process logs (and
+workers, so nothing else needs to run, and stops them at the end (a selection of
+benchmarks that need none of them starts none). Process logs (and
 profiles) go to bench/out/.
 """
 
@@ -30,6 +32,7 @@ from bench import (
     payloads,
     priority,
     providers,
+    redaction,
     report,
     scale,
     stragglers,
@@ -52,7 +55,10 @@ BENCHMARKS: dict[str, Benchmark] = {
     "watchers": watchers.run,
     "priority": priority.run,
     "providers": providers.run,
+    "redaction": redaction.run,
 }
+# The benchmarks that measure code alone: no server, simulator or worker.
+STACKLESS = frozenset({"redaction"})
 RESULTS = ROOT / "bench" / "RESULTS.md"
 OUT = ROOT / "bench" / "out"
 
@@ -195,7 +201,8 @@ async def run(args: argparse.Namespace) -> str:
     sections = []
     ok = False
     try:
-        await stack.start()
+        if not STACKLESS.issuperset(names):
+            await stack.start()
         for name in names:
             print(f"bench: {name} ...", file=sys.stderr, flush=True)
             t0 = time.monotonic()

@@ -1,15 +1,24 @@
 """Secrets kept out of every text that leaves a process, even in part.
 
-A provider may echo the key it was sent, and a text is cut in many places (a reply's size
-cap, an error's one line, a model name's length) or shown while it streams. So any start
-of a secret of MIN_PIECE characters or more counts as the secret (a shorter secret counts
-whole) and becomes REDACTED, as far as the text goes on matching it; a text is redacted
-before it is cut; and a text still arriving is shown without an ending that could be the
-start of a secret, until the next characters say it is not. A key cut anywhere thus
-leaves no MIN_PIECE characters of it in a row.
+A provider may echo the key it was sent, whole or in part, reversed or encoded, and a text
+is cut in many places (a reply's size cap, an error's one line, a model name's length) or
+shown while it streams. So every piece of MIN_PIECE characters of a secret, wherever it
+starts in the secret, counts as the secret, and so does every such piece of the secret's
+common encodings (`forms`): base64 (at each of the three byte alignments, standard and
+URL-safe, without padding), hex (lower and upper case), URL encoding, and the secret
+reversed. A secret shorter than MIN_PIECE counts whole. A piece found becomes REDACTED,
+and so does every piece that overlaps or follows it, so that an echoed run is one
+REDACTED. A text is redacted before it is cut; and a text still arriving is shown without
+an ending that could begin a piece, until the next characters say it does not. A key cut
+anywhere, or encoded, thus leaves no MIN_PIECE characters of it (or of its encoding) in a
+row.
+
+The pieces of all secrets are one Aho-Corasick automaton (the `ahocorasick_rs` package, a
+binding of the Rust `aho-corasick` crate), built once per set of secrets: a text is read
+once whatever the number of pieces, and the cost is linear in the text (bench.redaction).
 
     redactor = Redactor([key, ...])
-    redactor.redact(text)          # every secret, and every start of one, replaced
+    redactor.redact(text)          # every piece of every secret and its encodings replaced
     redactor.settled(text)         # and without an ending that may begin one (live text)
     redactor.cut(text, limit)      # redacted, then at most `limit` characters
 
@@ -19,87 +28,159 @@ every library, pass through the same rule before any handler sees it.
 
 from __future__ import annotations
 
+import base64
+import functools
 import logging
+import re
 import threading
 from collections.abc import Iterable
+from dataclasses import dataclass
 from typing import Any
+from urllib.parse import quote, quote_plus
+
+from ahocorasick_rs import AhoCorasick, MatchKind
 
 REDACTED = "[redacted]"
-# The fewest characters of a secret's start that count as the secret.
+# The fewest characters in a row of a secret (or of its encoding) that count as the secret.
 MIN_PIECE = 8
+_ESCAPE = re.compile(r"%[0-9A-F]{2}")
+
+
+def forms(secret: str) -> list[str]:
+    """The secret as a provider may echo it: as it is, reversed, and its UTF-8 bytes in
+    base64 (each of the three byte alignments, so that a part of the key that starts
+    anywhere is found, in both alphabets, without padding), hex in either case, and URL
+    encoding (with upper or lower case escapes)."""
+    data = secret.encode("utf-8")
+    found = [secret, secret[::-1]]
+    for skip in range(3):
+        for encode in (base64.b64encode, base64.urlsafe_b64encode):
+            found.append(encode(data[skip:]).decode("ascii").rstrip("="))
+    found += [data.hex(), data.hex().upper()]
+    # Every reserved character escaped, all but '/' (a path's), and a form's ('+' for space).
+    for quoted in (quote(secret, safe=""), quote(secret), quote_plus(secret)):
+        found += [quoted, _ESCAPE.sub(lambda escape: escape[0].lower(), quoted)]
+    return [form for form in dict.fromkeys(found) if form]
+
+
+def pieces(secret: str) -> set[str]:
+    """What counts as the secret: every MIN_PIECE characters in a row of each of its forms
+    (the whole secret when it is shorter)."""
+    if len(secret) < MIN_PIECE:
+        return {secret}
+    return {
+        form[at : at + MIN_PIECE]
+        for form in forms(secret)
+        for at in range(len(form) - MIN_PIECE + 1)
+    }
+
+
+@dataclass(frozen=True)
+class _Matcher:
+    """What finds the pieces of a set of secrets."""
+
+    automaton: AhoCorasick | None
+    pieces: frozenset[str]
+    # The pieces' lengths, longest first (MIN_PIECE, and any shorter secret's).
+    sizes: tuple[int, ...]
+    # Every start of a piece shorter than it (what a text still arriving may end in).
+    starts: frozenset[str]
+    widest_start: int
+    # How far past a cut a secret (or an encoding of it) that began before it may reach.
+    longest: int
+
+
+@functools.lru_cache(maxsize=64)
+def _matcher(secrets: tuple[str, ...]) -> _Matcher:
+    """Built once per set of secrets in a process (a tool's redactor is made per call)."""
+    found = sorted({piece for secret in secrets for piece in pieces(secret)})
+    starts = frozenset(piece[:size] for piece in found for size in range(1, len(piece)))
+    return _Matcher(
+        automaton=AhoCorasick(found, matchkind=MatchKind.LeftmostLongest) if found else None,
+        pieces=frozenset(found),
+        sizes=tuple(sorted({len(piece) for piece in found}, reverse=True)),
+        starts=starts,
+        widest_start=max(map(len, starts), default=0),
+        longest=max((len(form) for secret in secrets for form in forms(secret)), default=0),
+    )
 
 
 class Redactor:
     def __init__(self, secrets: Iterable[str] = ()) -> None:
-        self.secrets = tuple(sorted({s for s in secrets if s}, key=len, reverse=True))
-        # How far past a cut a secret that began before it may reach.
-        self.longest = len(self.secrets[0]) if self.secrets else 0
+        self.secrets = tuple(sorted({s for s in secrets if s}, key=lambda s: (-len(s), s)))
+        self._matcher = _matcher(self.secrets)
+        self.longest = self._matcher.longest
 
     def __bool__(self) -> bool:
         return bool(self.secrets)
 
-    def redact(self, text: str) -> str:
-        """The text with every secret, and every start of one, replaced by REDACTED."""
-        if not self.secrets or not text:
-            return text
+    def _spans(self, text: str) -> list[tuple[int, int]]:
+        """Where the pieces are in the text, overlapping and adjacent ones merged, in order.
+
+        The automaton finds the leftmost pieces that do not overlap (a long echo is one
+        match every MIN_PIECE characters, not one a character); the pieces that begin
+        inside a match are looked up beside it (fewer than MIN_PIECE starts, whatever the
+        number of pieces), and the furthest end among them is the span's."""
+        matcher = self._matcher
+        assert matcher.automaton is not None
         spans: list[tuple[int, int]] = []
-        for secret in self.secrets:
-            start = text.find(secret[:MIN_PIECE])
-            while start >= 0:
-                spans.append((start, start + _common_start(text, start, secret)))
-                start = text.find(secret[:MIN_PIECE], start + 1)
-        if not spans:
-            return text
-        spans.sort()
+        for _, start, stop in matcher.automaton.find_matches_as_indexes(text):
+            end = stop
+            for at in range(stop - 1, start, -1):
+                if at + matcher.sizes[0] <= end:
+                    break
+                for size in matcher.sizes:
+                    if at + size > end and text[at : at + size] in matcher.pieces:
+                        end = at + size
+                        break
+            if spans and start <= spans[-1][1]:
+                spans[-1] = (spans[-1][0], max(end, spans[-1][1]))
+            else:
+                spans.append((start, end))
+        return spans
+
+    def _shown(self, text: str, upto: int) -> str:
+        """The text redacted, up to the character `upto` of the text (a piece that begins
+        before it is REDACTED whole)."""
+        if self._matcher.automaton is None or not text:
+            return text[:upto]
         parts: list[str] = []
         done = 0
-        begin, end = spans[0]
-        for start, stop in spans[1:]:
-            if start <= end:
-                end = max(end, stop)
-                continue
-            parts += [text[done:begin], REDACTED]
-            done, begin, end = end, start, stop
-        parts += [text[done:begin], REDACTED, text[end:]]
+        for start, stop in self._spans(text):
+            if start >= upto:
+                break
+            parts += [text[done:start], REDACTED]
+            done = stop
+        if done < upto:
+            parts.append(text[done:upto])
         return "".join(parts)
 
+    def redact(self, text: str) -> str:
+        """The text with every piece of a secret, or of its encodings, replaced by
+        REDACTED."""
+        return self._shown(text, len(text))
+
     def unsettled(self, text: str) -> int:
-        """How many characters at the end of the text could be the start of a secret."""
-        for secret in self.secrets:
-            if secret[0] in text[-len(secret) :]:
-                break
-        else:
-            return 0
-        most = 0
-        for secret in self.secrets:
-            for size in range(min(len(secret) - 1, len(text)), most, -1):
-                if text.endswith(secret[:size]):
-                    most = size
-                    break
-        return most
+        """How many characters at the end of the text could be the start of a piece (at
+        most MIN_PIECE - 1: as many look-ups, whatever the number of pieces)."""
+        starts = self._matcher.starts
+        for size in range(min(self._matcher.widest_start, len(text)), 0, -1):
+            if text[-size:] in starts:
+                return size
+        return 0
 
     def settled(self, text: str) -> str:
         """Text that is still arriving, as it may be shown: redacted, and without an ending
-        that the next characters could make a secret's start."""
-        clean = self.redact(text)
-        return clean[: len(clean) - self.unsettled(clean)]
+        that the next characters could make a piece. What it shows of a text only grows
+        as the text does."""
+        return self._shown(text, len(text) - self.unsettled(text))
 
     def cut(self, text: str, limit: int) -> str:
         """At most `limit` characters of the text, redacted before the cut (only as much of
         the text is read as the cut and the longest secret need)."""
         window = text[: limit + self.longest]
-        clean = self.redact(window)
-        if len(window) < len(text):
-            clean = clean[: len(clean) - self.unsettled(clean)]
+        clean = self.redact(window) if len(window) == len(text) else self.settled(window)
         return clean[:limit]
-
-
-def _common_start(text: str, at: int, secret: str) -> int:
-    """How many characters of the text from `at` match the start of the secret."""
-    size = min(MIN_PIECE, len(secret))
-    while size < len(secret) and at + size < len(text) and text[at + size] == secret[size]:
-        size += 1
-    return size
 
 
 class _LogRedaction:

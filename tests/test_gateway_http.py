@@ -28,7 +28,7 @@ from tests.sim_fixtures import wait_until
 pytestmark = pytest.mark.fast
 
 QUESTION = "What are the trade-offs between SQL and NoSQL databases?"
-KEY = "sk-council-test-KEY-7f3a9c51e2-never-print"
+KEY = "sk-gw-KEY-7f3a9c51e2-Xq8Lm4Vb"  # (random: any 8 characters of it are redacted)
 
 
 def make_call(model: str = "sim/atlas", question: str = QUESTION, **fields: Any) -> ModelCall:

@@ -29,7 +29,8 @@ from council.calls import CallProgress, ModelCall, ModelReply, Stage
 from council.redaction import MIN_PIECE, REDACTED, Redactor
 from doctor.checks import failed
 from doctor.checks import redact as doctor_redact
-from tests.hostile_provider import HostileProvider, error_name
+from tests.hostile_provider import HostileProvider, echoed_parts, error_name
+from tests.key_pieces import leaked
 
 pytestmark = pytest.mark.fast
 
@@ -61,6 +62,7 @@ def assert_clean(text: str, where: str) -> None:
         f"{longest_piece(text)} of the key's {len(KEY)} characters leaked into {where}: "
         f"{text[:200]!r}…"
     )
+    assert not leaked(text, KEY), f"pieces of the key's encodings leaked into {where}"
 
 
 @pytest.fixture
@@ -216,6 +218,32 @@ async def test_a_key_dripped_one_character_at_a_time_never_shows(
     assert all(b.startswith(a) for a, b in itertools.pairwise(texts))
 
 
+async def test_parts_of_an_echoed_key_from_anywhere_in_it_and_its_encodings_are_redacted(
+    provider: HostileProvider, caplog: pytest.LogCaptureFixture
+) -> None:
+    caplog.set_level(logging.DEBUG)
+    async with gateway(provider) as gw:
+        outcome = await run(gw, make_call("leak/parts"))
+    assert outcome.reply is not None and "The key I was sent, in part" in outcome.reply.content
+    # One REDACTED for each part echoed, where it stood.
+    assert outcome.reply.content.count(REDACTED) == len(echoed_parts(KEY))
+    for where, text in {**outcome.texts(), "log": caplog.text}.items():
+        assert_clean(text, where)
+
+
+async def test_a_key_dripped_from_its_second_character_and_reversed_never_shows(
+    provider: HostileProvider,
+) -> None:
+    async with gateway(provider) as gw:
+        outcome = await run(gw, make_call("leak/driptail"))
+    assert outcome.reply is not None and outcome.reply.content.count(REDACTED) == 2
+    texts = [beat.text for beat in outcome.beats]
+    assert len(texts) >= 5 and any("Here it comes" in text for text in texts)
+    for where, text in outcome.texts().items():
+        assert_clean(text, where)
+    assert all(b.startswith(a) for a, b in itertools.pairwise(texts))
+
+
 def test_every_log_line_of_the_worker_is_redacted(
     provider: HostileProvider, caplog: pytest.LogCaptureFixture
 ) -> None:
@@ -225,6 +253,7 @@ def test_every_log_line_of_the_worker_is_redacted(
     gateway(provider)  # the worker's keys, configured
     logging.getLogger("temporalio.activity").debug("details %s", KEY[:20])
     logging.getLogger("some.library").warning(f"prefix {KEY[:15]}")
+    logging.getLogger("some.library").info("parts %s", list(echoed_parts(KEY).values()))
     try:
         raise RuntimeError(f"a provider said {KEY[:30]}")
     except RuntimeError:

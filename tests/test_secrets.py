@@ -1,8 +1,9 @@
 """Secret hygiene: a deliberation run with a recognizable API key leaves no trace of it
 in the full history (as `temporal workflow show` prints it), the worker's log at debug
 level, or the record. One model's provider echoes the key in its 401 error, as some do.
-A provider of the test's own (tests.hostile_provider) echoes, pads, cuts and drips it:
-not even 8 characters of it in a row reach anything the run leaves."""
+A provider of the test's own (tests.hostile_provider) echoes, pads, cuts and drips it,
+and echoes parts of it from anywhere in it, reversed and encoded: not even 8 characters
+of it in a row (nor of its encodings) reach anything the run leaves."""
 
 from __future__ import annotations
 
@@ -19,7 +20,8 @@ from app import store
 from council import limits
 from harness.processes import ROOT, free_port, start_web, start_worker, temporal_binary
 from simulator import SimulatorServer
-from tests.hostile_provider import HostileProvider, error_name
+from tests.hostile_provider import HostileProvider, echoed_parts, error_name
+from tests.key_pieces import leaked
 from tests.temporal_fixtures import (
     FOUR_MODELS,
     TEST_API_KEY,
@@ -228,3 +230,88 @@ async def test_no_piece_of_the_key_leaves_when_the_provider_leaks_it(
         "record (show --json)": record,
     }.items():
         assert not pieces_of_the_canary(text), f"a piece of the key reached the {name}"
+
+
+# 44 characters, two of which URL encoding changes.
+LONG_CANARY = "sk-canary-7Qm2Xv9Lr4/Tz8Wb3+Nd6Hj1Kp0Ys5Fg2U"
+
+
+async def test_no_piece_of_the_key_leaves_when_a_provider_echoes_it_from_anywhere_or_encoded(
+    temporal: WorkflowEnvironment, tmp_path: Path
+) -> None:
+    """Members whose every reply (the chairman's too) echoes the key without its first
+    character, from its eighth, its last 20 characters, reversed, in base64 and in hex
+    (tests.hostile_provider's `parts`): the record, the Markdown, the page, every payload
+    of the history (each reference resolved from the store), the store's blobs and the
+    worker's log at DEBUG hold no 8 characters in a row of the key or of its encodings."""
+    with HostileProvider() as provider:
+        members = ["leak/parts", "leak/parts:second", "leak/parts:third"]
+        env = {
+            "TEMPORAL_ADDRESS": temporal_address(temporal),
+            "COUNCIL_TASK_QUEUE": f"council-parts-{uuid.uuid4().hex[:8]}",
+            "COUNCIL_LLM_BASE_URL": provider.url,
+            "COUNCIL_LLM_API_KEY": LONG_CANARY,
+            "COUNCIL_LOG_LEVEL": "DEBUG",
+            **store_env(),
+        }
+        run_id = f"parts-{uuid.uuid4().hex[:8]}"
+        worker_log = tmp_path / "worker.log"
+        members_args = [arg for m in members for arg in ("--model", m)]
+        start = (sys.executable, "starter.py", "start", "Is the key safe?", "--id", run_id)
+        started = await asyncio.gather(
+            asyncio.to_thread(start_worker, env, worker_log),
+            asyncio.to_thread(start_web, env, port=free_port(), log_path=tmp_path / "web.log"),
+            _run(
+                *start,
+                *members_args,
+                "--chairman",
+                "leak/parts",
+                "--max-rounds",
+                "1",
+                "--wait",
+                env=env,
+            ),
+            return_exceptions=True,
+        )
+        try:
+            for outcome in started:
+                if isinstance(outcome, BaseException):
+                    raise outcome
+            _, web, _ = started
+            async with httpx.AsyncClient(base_url=web.extra["url"], timeout=60) as client:
+                page, record, markdown = await asyncio.gather(
+                    _text(client, f"/deliberations/{run_id}"),
+                    _run(sys.executable, "starter.py", "show", run_id, "--json", env=env),
+                    _run(sys.executable, "starter.py", "show", run_id, "--markdown", env=env),
+                )
+        finally:
+            for process in started[:2]:
+                if not isinstance(process, BaseException):
+                    process.stop()
+        history = await _history_text(temporal, run_id)
+
+    # The attack really ran: the key was sent, and every reply (the synthesis too) echoed
+    # its parts.
+    assert provider.keys == {LONG_CANARY}
+    parsed = json.loads(record[record.index("{") :])
+    assert {entry["model"] for entry in parsed["stage1"]} == set(members)
+    replies = [*(entry["response"] for entry in parsed["stage1"]), parsed["stage3"]["response"]]
+    assert all("The key I was sent, in part" in text for text in replies), replies
+    blobs = await asyncio.to_thread(_every_blob, Path(store_env()["COUNCIL_STORE"]))
+    shown = {
+        "record (show --json)": record,
+        "Markdown (show --markdown)": markdown,
+        "page": page,
+        "history and its payloads": history,
+        "payload store": blobs.decode("utf-8", "replace"),
+        "worker log (DEBUG)": worker_log.read_text(),
+        "web log": (tmp_path / "web.log").read_text(),
+    }
+    leaks = {name: found for name, text in shown.items() if (found := leaked(text, LONG_CANARY))}
+    assert not leaks, "pieces of the key reached " + "; ".join(
+        f"the {name}: {sum(map(len, found.values()))} ({', '.join(found)})"
+        for name, found in leaks.items()
+    )
+    # Each part the provider echoed is one [redacted] where it stood.
+    for text in replies:
+        assert text.count("[redacted]") >= len(echoed_parts(LONG_CANARY)), text[:400]
