@@ -462,12 +462,15 @@ def test_the_tries_of_a_client_are_forgotten_once_their_window_passed(
 ) -> None:
     from web import guard as rules
 
-    guard = Guard(("localhost",), Principals.of("the-team-token"))
-    monkeypatch.setattr(rules, "MAX_CLIENTS_KEPT", 3)
     now = [1000.0]
-    monkeypatch.setattr(rules.time, "monotonic", lambda: now[0])
-    for n in range(3):
+    guard = Guard(("localhost",), Principals.of("the-team-token"), clock=lambda: now[0])
+    monkeypatch.setattr(rules, "MAX_CLIENTS_KEPT", 3)
+    for _ in range(MAX_FAILED_LOGINS):
+        guard.sign_in_failed("10.0.0.9")
+    assert guard.sign_in_wait("10.0.0.9") == rules.LOGIN_WINDOW_SECONDS
+    for n in range(2):
         guard.sign_in_failed(f"10.0.0.{n}")
     now[0] += rules.LOGIN_WINDOW_SECONDS + 1
+    assert guard.sign_in_wait("10.0.0.9") == 0
     guard.sign_in_failed("10.0.1.1")
     assert set(guard._failures) == {"10.0.1.1"}

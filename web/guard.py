@@ -38,7 +38,7 @@ import ipaddress
 import secrets
 import time
 from collections import deque
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from urllib.parse import quote, urlsplit
 
@@ -121,6 +121,8 @@ class Guard:
     principals: Principals = field(default_factory=Principals)
     # COUNCIL_WEB_PUBLIC_READ: anyone who reaches the server may read without the token.
     public_read: bool = False
+    # What the tries' windows are measured by.
+    clock: Callable[[], float] = time.monotonic
     _failures: dict[str, deque[float]] = field(default_factory=dict)
     _sign_ins: dict[str, deque[float]] = field(default_factory=dict)
 
@@ -254,7 +256,7 @@ class Guard:
     # ---- sign-in attempts ---------------------------------------------------------
 
     def _recent(self, kept: dict[str, deque[float]], client: str) -> deque[float]:
-        now = time.monotonic()
+        now = self.clock()
         if len(kept) >= MAX_CLIENTS_KEPT and client not in kept:
             # Forget the clients whose window has passed (bounded memory, whatever many
             # addresses try).
@@ -276,7 +278,7 @@ class Guard:
         if signing_in:
             windows.append(self._recent(self._sign_ins, client))
             limits.append(MAX_SIGN_INS)
-        now = time.monotonic()
+        now = self.clock()
         waits = [
             max(1.0, LOGIN_WINDOW_SECONDS - (now - window[-limit]))
             for window, limit in zip(windows, limits, strict=True)
@@ -285,10 +287,10 @@ class Guard:
         return max(waits, default=0.0)
 
     def sign_in_tried(self, client: str) -> None:
-        self._recent(self._sign_ins, client).append(time.monotonic())
+        self._recent(self._sign_ins, client).append(self.clock())
 
     def sign_in_failed(self, client: str) -> None:
-        self._recent(self._failures, client).append(time.monotonic())
+        self._recent(self._failures, client).append(self.clock())
 
 
 class TooManyFailures(Forbidden):
