@@ -176,9 +176,12 @@ def main(argv: list[str] | None = None) -> int:
             metrics = metrics_url(settings)
             if metrics:
                 say(f"  the metrics:      {metrics} (the worker's, for Prometheus)")
-            if settings.web_token:
+            if settings.web_token or settings.web_tokens or settings.web_tokens_file:
                 what = "starting" if settings.web_public_read else "reading, starting"
-                say(f"  {what} and stopping on the page need COUNCIL_WEB_TOKEN (sign in at /login)")
+                say(
+                    f"  {what} and stopping on the page need an access token (COUNCIL_WEB_TOKEN, "
+                    "COUNCIL_WEB_TOKENS; sign in at /login)"
+                )
             return watch(started, say)
     except Stopped:
         return 0

@@ -118,7 +118,17 @@ class ToolBox:
                     log.warning("the tools of %s cannot be read: %s", name, self._line(failure))
                     offer.unavailable[name] = self._line(failure)
                     continue
-                offer.specs += listing.specs
+                # A name another entry offers already (its start was refused where its
+                # servers could say so: app.front_door.check_tools): the first keeps it.
+                taken = {spec.name: spec.source for spec in offer.specs}
+                for spec in listing.specs:
+                    if spec.name in taken:
+                        offer.withheld.append(
+                            f"{spec.name}: offered by {taken[spec.name]} already; rename one "
+                            "of the two entries"
+                        )
+                    else:
+                        offer.specs.append(spec)
                 offer.withheld += withheld_lines(name, listing.withheld)
         return offer
 

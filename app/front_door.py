@@ -26,7 +26,8 @@ Rules:
   [tools] entries, fetch, and web_search where a search backend is set. Before the run
   starts, each MCP entry named must offer at least one of its tools (`check_tools`, with
   the surface's way of asking its servers: doctor.tools.offer_problem): one whose every tool
-  its rules withhold is refused, naming the entry and the setting that offers them.
+  its rules withhold is refused, naming the entry and the setting that offers them; two
+  that offer one function name are refused, naming both.
 - The whole is validated once, and every problem is raised at once as Refused: each with
   the pydantic location of its field, so that a surface names the field its own way (a
   CLI flag, a form's label, a path in a JSON body, an MCP argument) and says the rest in

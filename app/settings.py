@@ -50,6 +50,8 @@ from pydantic_settings import BaseSettings, EnvSettingsSource, NoDecode, Setting
 from pydantic_settings.sources.utils import parse_env_vars
 
 from app import data_dir
+from app import principals as access
+from app.principals import Principal
 from council.config import DefaultProvider
 from council.ids import id_problem, tenant_problem
 from council.numbers import Number, WholeNumber
@@ -217,6 +219,14 @@ class Settings(BaseSettings):
     web_host: str = Field(DEFAULT_WEB_HOST, validation_alias="COUNCIL_WEB_HOST")
     web_port: Port = Field(DEFAULT_WEB_PORT, validation_alias="COUNCIL_WEB_PORT")
     web_token: SecretStr | None = Field(None, validation_alias="COUNCIL_WEB_TOKEN", repr=False)
+    # Named tokens, each a principal of its own (app.principals): NAME=TOKEN pairs, and
+    # those of a file.
+    web_tokens: Annotated[tuple[Principal, ...], NoDecode] = Field(
+        (), validation_alias="COUNCIL_WEB_TOKENS", repr=False
+    )
+    web_tokens_file: Annotated[tuple[Principal, ...], NoDecode] = Field(
+        (), validation_alias="COUNCIL_WEB_TOKENS_FILE", repr=False
+    )
     # With a token: anyone who reaches the page may still read every run (not start one).
     web_public_read: bool = Field(False, validation_alias="COUNCIL_WEB_PUBLIC_READ")
     web_allowed_hosts: Listed = Field(
@@ -323,6 +333,22 @@ class Settings(BaseSettings):
         if problem:
             raise ValueError(problem)
         return value
+
+    @field_validator("web_tokens", "web_tokens_file", mode="before")
+    @classmethod
+    def _named_tokens(cls, value: Any, info: ValidationInfo) -> Any:
+        """NAME=TOKEN pairs (COUNCIL_WEB_TOKENS), or the file of them (one a line), beside
+        COUNCIL_WEB_TOKEN and the pairs read before (app.principals)."""
+        if not isinstance(value, str):
+            return value
+        from_file = info.field_name == "web_tokens_file"
+        named = access.read_file(value) if from_file else access.parse(value)
+        shared: SecretStr | None = info.data.get("web_token")
+        held = {shared.get_secret_value(): "COUNCIL_WEB_TOKEN"} if shared is not None else {}
+        problem = access.conflict(named, info.data.get("web_tokens", ()), held)
+        if problem:
+            raise ValueError(problem)
+        return tuple(named)
 
     @field_validator("build_id", mode="after")
     @classmethod
@@ -442,6 +468,14 @@ class Settings(BaseSettings):
         held = [getattr(self, name) for name in type(self).model_fields]
         held += [getattr(self.llm, name) for name in type(self.llm).model_fields]
         values = [value.get_secret_value() for value in held if isinstance(value, SecretStr)]
+        # The named tokens (COUNCIL_WEB_TOKENS and its file).
+        values += [
+            principal.token
+            for value in held
+            if isinstance(value, tuple)
+            for principal in value
+            if isinstance(principal, Principal)
+        ]
         return values + list(self.llm.extra_headers.values())
 
 

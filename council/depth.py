@@ -4,11 +4,13 @@ answers disagree (`auto`).
 Under `auto` the agreement gate reads the first answers once stage 1 is over:
 
 - when every answer states a final value that can be compared (a number, an option letter,
-  yes or no: grading.answers.stated_value), the answers agree when at least `agree_share`
-  of them state the same value (by_values);
-- otherwise one agreement check call (the chairman's model unless `check_model` names
-  another) reads the answers and replies with a structured verdict: whether they agree, and
-  the points on which they differ (read_check).
+  yes or no: grading.answers.stated_value), or when the values some answers state already
+  differ, the answers agree when at least `agree_share` of them state the same value
+  (by_values): a computed difference is never left to a model's judgement;
+- otherwise (no two answers state values that differ, and some state none) one agreement
+  check call (the chairman's model unless `check_model` names another) reads the answers
+  and replies with a structured verdict: whether they agree, and the points on which they
+  differ (read_check).
 
 When they agree, the run goes straight to the synthesis and the record keeps the gate's
 evidence (`ended: agreement after stage 1`); when not, the protocol goes on and the points
@@ -73,8 +75,10 @@ class Gate(BaseModel):
     agreed: bool
     # How it was told: by the values the answers state, or by the agreement check's call.
     method: Literal["values", "check"]
-    # By values: model -> the value its answer states.
+    # By values: model -> the value its answer states; and the answers that state none
+    # (beside values that differ).
     values: dict[str, str] = Field(default_factory=dict)
+    unstated: list[str] = Field(default_factory=list)
     # Where the answers differ: by values, each value and who states it; by the check,
     # the points its reply names (model text, bounded).
     differences: list[str] = Field(default_factory=list)
@@ -105,8 +109,9 @@ class Gate(BaseModel):
             counts = Counter(self.values.values())
             value, count = counts.most_common(1)[0]
             if self.agreed:
-                every = "all" if count == len(self.values) else f"{count} of"
-                return f"agreement after stage 1: {every} {len(self.values)} answers state {value}"
+                answers = len(self.values) + len(self.unstated)
+                every = "all" if count == answers else f"{count} of"
+                return f"agreement after stage 1: {every} {answers} answers state {value}"
             return "the first answers state different values: " + "; ".join(self.differences)
         if self.agreed:
             return f"agreement after stage 1: {self.checker} found the answers in agreement"
@@ -116,15 +121,22 @@ class Gate(BaseModel):
 
 def by_values(values: Mapping[str, str | None], share: float = DEFAULT_AGREE_SHARE) -> Gate | None:
     """The gate from the value each answer states (model -> the value, shown as text; None
-    where an answer states none): None when fewer than two answers or one states no value
-    (they cannot be compared by value); else agreed when the most common value is stated by
-    at least `share` of the answers."""
-    if len(values) < 2 or any(value is None for value in values.values()):
+    where an answer states none), agreed when the most common value is stated by at least
+    `share` of all the answers. None (the agreement check decides) when there are fewer
+    than two answers, or when some answer states no value and those that do state the same
+    one (or only one does): nothing computed tells them apart. Values that differ are
+    always the values' to judge, an answer that states none counting against every value:
+    a computed difference is never outweighed by a model's reading of the answers (which
+    an answer's own words could sway)."""
+    if len(values) < 2:
         return None
     stated = {model: value for model, value in values.items() if value is not None}
     counts = Counter(stated.values())
+    unstated = [model for model, value in values.items() if value is None]
+    if unstated and len(counts) < 2:
+        return None
     _, most = counts.most_common(1)[0]
-    agreed = most / len(stated) >= share
+    agreed = most / len(values) >= share
     differences = (
         []
         if len(counts) == 1
@@ -133,7 +145,11 @@ def by_values(values: Mapping[str, str | None], share: float = DEFAULT_AGREE_SHA
             for value, _ in counts.most_common()
         ]
     )
-    return Gate(agreed=agreed, method="values", values=stated, differences=differences)
+    if unstated:
+        differences.append(f"no comparable value ({', '.join(unstated)})")
+    return Gate(
+        agreed=agreed, method="values", values=stated, unstated=unstated, differences=differences
+    )
 
 
 def read_check(text: str, checker: str) -> Gate:

@@ -28,6 +28,11 @@ declare themselves read-only (`readOnlyHint`), and the others only with `side_ef
 true`. A tool not offered is withheld, and said so: in `doctor`, in the record of a run
 (`tools_withheld`, withheld_lines), and, where an entry a run names offers none of its
 tools, in the refusal of its start (nothing_offered).
+
+Each tool is offered to the models under one function name, its entry's and its own
+(council.tools.offered_name): two entries a run names that would offer the same name
+(`[tools."calc.v2"]` and `[tools.calc_v2]`, whose names read the same once cleaned) refuse
+its start, naming both (clashing).
 """
 
 from __future__ import annotations
@@ -247,6 +252,25 @@ def nothing_offered(name: str, withheld: Mapping[str, str], path: str = "council
         f"tools: {name} offers none of its tools: its allow names none of them (it has "
         f"{_names(list(withheld))}); name them in the allow of {where}, or leave allow out"
     )
+
+
+def clashing(offers: Mapping[str, Sequence[str]], path: str = "council.toml") -> str | None:
+    """The refusal of a start whose MCP entries (name -> the functions each offers, as
+    council.tools.offered_name makes them) offer one function name twice: a model could
+    not tell the two apart, nor the worker where to send its call. One line naming both
+    entries and the name; None when every name is offered once."""
+    first: dict[str, str] = {}
+    for name, functions in offers.items():
+        for function in functions:
+            other = first.setdefault(function, name)
+            if other != name:
+                return (
+                    f"tools: [tools.{other}] and [tools.{name}] of {path} both offer "
+                    f"{function} (an offered name is the entry's and the tool's, joined by "
+                    "__, in letters, digits, _ and -, at most 64 characters): rename one "
+                    "of the two entries"
+                )
+    return None
 
 
 def _names(tools: Sequence[str]) -> str:

@@ -5,7 +5,8 @@ withholds, and why.
 
 Before a run starts, its surface asks the same of the MCP servers it names
 (`offer_problem`, through app.front_door.check_tools): a run given an entry that offers
-none of its tools is refused. What a server offers is kept OFFER_SECONDS by the process.
+none of its tools is refused, and so is one given two entries that offer one function
+name. What a server offers is kept OFFER_SECONDS by the process.
 """
 
 from __future__ import annotations
@@ -21,7 +22,7 @@ from activities.tool_failure import ToolFailure
 from app import config as app_config
 from app.secret_paths import kept_from_tools
 from council.config import ConfigProblem
-from council.tool_config import SEARCH_SETUP, McpEntry, Tools, nothing_offered
+from council.tool_config import SEARCH_SETUP, McpEntry, Tools, clashing, nothing_offered
 from council.tools import WEB_SEARCH, offered_name
 from doctor.checks import Check, failed, passed
 
@@ -41,17 +42,23 @@ async def offer_problem(
     tools: Tools, names: Sequence[str], env: Mapping[str, str] | None = None
 ) -> str | None:
     """Why a run given the tools `names` must not start: an MCP entry among them offers
-    none of its tools (council.tool_config.nothing_offered, one line); None when each
-    offers one, or cannot say now (the run goes on and its record says why)."""
+    none of its tools (council.tool_config.nothing_offered), or two offer one function name
+    (council.tool_config.clashing), one line; None when neither, or a server cannot say now
+    (the run goes on and its record says why)."""
     env = os.environ if env is None else env
     servers = tools.servers()
     named = [name for name in names if name in servers]
     listings = await asyncio.gather(*(_listing(name, servers[name], env) for name in named))
+    path = str(app_config.config_path(env) or app_config.DEFAULT_FILE)
     for name, listing in zip(named, listings, strict=True):
         if listing is not None and not listing.specs and listing.withheld:
-            path = app_config.config_path(env) or app_config.DEFAULT_FILE
-            return nothing_offered(name, listing.withheld, str(path))
-    return None
+            return nothing_offered(name, listing.withheld, path)
+    offers = {
+        name: [spec.name for spec in listing.specs]
+        for name, listing in zip(named, listings, strict=True)
+        if listing is not None
+    }
+    return clashing(offers, path)
 
 
 async def read_confined(name: str, entry: McpEntry, env: Mapping[str, str]) -> Listing:

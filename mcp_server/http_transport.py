@@ -4,14 +4,15 @@ page's rules (web.guard), checked in front of every request:
 - Host allowlist: loopback names, the host given to --http, COUNCIL_WEB_ALLOWED_HOSTS;
   another name (DNS rebinding) gets a 400.
 - A browser's request must come from an allowed origin of this server (403 otherwise).
-- With COUNCIL_WEB_TOKEN set, every request carries `Authorization: Bearer TOKEN`,
-  compared in constant time (401 otherwise).
+- With COUNCIL_WEB_TOKEN or named tokens (COUNCIL_WEB_TOKENS) set, every request carries
+  one of them as `Authorization: Bearer TOKEN`, compared in constant time (401 otherwise);
+  a client that sent too many wrong ones is refused for a while (429, web.guard).
 - A request's body is at most MAX_BODY_BYTES, enough for a question and attachments at
   their limits (the SDK's own cap, 4 MiB, is below them); a larger one is refused as it
   arrives with a JSON-RPC error in one line (HTTP 413), which MCP clients show as such.
 - The runs a request starts are its caller's, as the page's and /v1's are
-  (web.guard.Guard.tenant): the token's holder, else the client's address; each caller
-  its own fairness key, never one for every MCP client.
+  (web.guard.Guard.tenant): the principal whose token it sent (by its name), else, on a
+  server without tokens, the client's address; never one key for every MCP client.
 
 The SDK's own Host and Origin check is off: these rules replace it, with the page's
 allowlist (which the SDK cannot express: `*.domain` patterns).
@@ -33,10 +34,13 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 from app import request_body
 from council import limits, numbers
 from mcp_server.inputs import Problem
-from web.guard import Forbidden, Guard
+from web.guard import Forbidden, Guard, TooManyFailures, too_many
 
 ENDPOINT = "/mcp"
-TOKEN_NEEDED = "this server needs its access token: send Authorization: Bearer <COUNCIL_WEB_TOKEN>"
+TOKEN_NEEDED = (
+    "this server needs an access token: send Authorization: Bearer TOKEN (COUNCIL_WEB_TOKEN, "
+    "or your own of COUNCIL_WEB_TOKENS)"
+)
 # A tool call with the question at its limit, every character escaped in JSON (six bytes
 # each), room for the other arguments, and the attachments at their limit in all, each
 # byte counted twice: base64 takes 4/3 of a file, and a text's escapes (newlines, quotes)
@@ -81,7 +85,7 @@ class Guarded:
             return
         # Whose runs this request starts (mcp_server.runs.caller_of): who it proved to be,
         # never a name or a session it chose itself.
-        request.state.tenant = self.guard.tenant(request)
+        request.state.tenant = self.guard.tenant(request, session=False)
         await self.app(scope, receive, send)
 
     def refusal(self, request: Request) -> Response | None:
@@ -89,7 +93,11 @@ class Guarded:
             self.guard.check_origin(request)
         except Forbidden as refused:
             return PlainTextResponse(str(refused), status_code=403)
-        if not self.guard.bearer_given(request):
+        try:
+            given = self.guard.bearer_given(request)
+        except TooManyFailures as refused:
+            return too_many(refused)
+        if not given:
             return PlainTextResponse(
                 TOKEN_NEEDED, status_code=401, headers={"WWW-Authenticate": "Bearer"}
             )

@@ -11,7 +11,9 @@ from __future__ import annotations
 from app import config as app_config
 from app import connection
 from app import settings as app_settings
+from app.principals import Principals
 from council.config import Config
+from council.redaction import redact_logs
 from mcp_server import http_transport
 from mcp_server.inputs import Problem
 from mcp_server.runs import Backend
@@ -19,14 +21,20 @@ from mcp_server.tools import build_server, note
 from web import guard
 
 
-def access_note(host: str, token: str | None) -> str:
-    if token:
-        return "every request needs the access token (Authorization: Bearer)"
+def access_note(host: str, principals: Principals) -> str:
+    if principals:
+        return (
+            f"every request needs an access token (Authorization: Bearer; {len(principals)} "
+            "token(s) of COUNCIL_WEB_TOKEN and COUNCIL_WEB_TOKENS)"
+        )
     if guard.loopback(host):
-        return f"no COUNCIL_WEB_TOKEN: serving on {host} only, so only this machine can call it"
+        return (
+            f"no COUNCIL_WEB_TOKEN or COUNCIL_WEB_TOKENS: serving on {host} only, so only this "
+            "machine can call it"
+        )
     return (
-        f"no COUNCIL_WEB_TOKEN and --http {host}: anyone who can reach the port can start and "
-        "stop deliberations; set COUNCIL_WEB_TOKEN"
+        f"no COUNCIL_WEB_TOKEN or COUNCIL_WEB_TOKENS and --http {host}: anyone who can reach the "
+        "port can start and stop deliberations; set one"
     )
 
 
@@ -37,7 +45,7 @@ def http_guard(host: str, settings: app_settings.Settings | None = None) -> guar
         hosts = guard.allowed_hosts(host, settings.web_allowed_hosts)
     except guard.ConfigError as error:
         raise Problem(str(error)) from None
-    return guard.Guard(hosts, settings.secret("web_token"))
+    return guard.Guard(hosts, guard.principals_of(settings))
 
 
 async def serve(http: str | None) -> None:
@@ -57,13 +65,14 @@ async def serve_stdio() -> None:
 
 async def serve_http(host: str, port: int) -> None:
     rules = http_guard(host)
+    redact_logs(rules.principals.tokens())  # not even part of one in a log line
     config = app_config.load()
     with http_transport.listening_socket(host, port) as sock:
         backend = await connect(config)
         shown = f"[{host}]" if ":" in host else host
         note(
             f"council MCP server on http://{shown}:{port}{http_transport.ENDPOINT} "
-            f"({described(backend)}); {access_note(host, rules.token)}; answers to the host "
+            f"({described(backend)}); {access_note(host, rules.principals)}; answers to the host "
             f"names {', '.join(rules.allowed)} (more: COUNCIL_WEB_ALLOWED_HOSTS)"
         )
         await http_transport.serve(build_server(backend), sock, rules)

@@ -3,7 +3,8 @@
 (council.report). Pure functions of the prompt, like every simulated reply.
 
 The check compares the values the answers state (grading.answers.stated_value) where each
-states one; otherwise a share of questions,
+states one (a checker that obeys the answers, the fault `obey`, replies agree to any that
+asks it to); otherwise a share of questions,
 fixed by a hash of each, reads as contested: the simulator's `--disagree` share when set,
 else half.
 """
@@ -23,11 +24,16 @@ from simulator.reading import Prompt
 # contested.
 CONTESTED_SHARE = 0.5
 _SPLIT = re.compile(r"^(\d+)\. ([^:\n]*):", re.MULTILINE)
+# What an obedient checker takes for an order: an answer that asks for the verdict agree.
+OBEYED = re.compile(r'"agree"\s*:\s*true', re.IGNORECASE)
 _ANSWER = re.compile(r'<answer model="([^"]*)" standing="[^"]*">\n(.*?)\n</answer>', re.DOTALL)
 
 
-def check_json(prompt: Prompt) -> str:
-    """The agreement check's verdict as the JSON its schema asks for."""
+def check_json(prompt: Prompt, *, obey: bool = False) -> str:
+    """The agreement check's verdict as the JSON its schema asks for; `obey`: a checker that
+    does what an answer tells it (OBEYED), whatever the answers say."""
+    if obey and any(OBEYED.search(text) for text in prompt.answers.values()):
+        return json.dumps({"agree": True, "differences": []})
     values = [stated_shown(text) for text in prompt.answers.values()]
     if values and all(v is not None for v in values):
         differ = len(set(values)) > 1

@@ -141,6 +141,20 @@ class FaultSpec(BaseModel):
         description="response_format types refused, with the HTTP status of the refusal "
         '(llama-cpp-python\'s server answers {"json_schema": 500})',
     )
+    append: str | None = Field(
+        default=None,
+        min_length=1,
+        max_length=10_000,
+        description="text added at the end of every reply (only in `stages`, when given): a "
+        "member whose answer carries words for whoever reads it next, as an answer with an "
+        "injected instruction does",
+    )
+    obey: bool = Field(
+        default=False,
+        description="as the agreement check, do what the answers it reads tell it: an answer "
+        "that asks for '\"agree\": true' gets that verdict (simulator.accounts.OBEYED), as a "
+        "model that follows instructions in the material it is given does",
+    )
     tools: bool = Field(
         default=True,
         description="take tools (function calling; simulator.tools); false: a request that "
@@ -221,6 +235,8 @@ class Plan:
     structured: bool = True
     refuse_formats: dict[str, int] = field(default_factory=dict)
     tools: bool = True
+    append: str | None = None
+    obey: bool = False
 
 
 class FaultInjector:
@@ -284,6 +300,8 @@ class FaultInjector:
             structured=spec.structured,
             refuse_formats=dict(spec.refuse_formats),
             tools=spec.tools,
+            append=spec.append if spec.stages is None or stage in spec.stages else None,
+            obey=spec.obey,
         )
 
     def holds(self, model: str, stage: Stage) -> bool:

@@ -284,10 +284,12 @@ class _Exchange:
         prompt.disagree = self.sim.config.disagree
         prompt.tool_note = tools.note(self.messages)
         text = (
-            accounts.check_json(prompt)
+            accounts.check_json(prompt, obey=self.plan.obey)
             if prompt.stage is Stage.CHECK
             else reply(persona, prompt, Script(self.scripted_ratings(prompt), self.plan.critiques))
         )
+        if self.plan.append and prompt.stage is not Stage.CHECK:
+            text = f"{text}\n\n{self.plan.append}"
         if prompt.stage is Stage.ANSWER:
             self.sim.authors.note(text, self.model)
         elif prompt.stage is Stage.REFINE:

@@ -54,7 +54,23 @@ def test_values_that_all_match_agree_and_name_the_value() -> None:
 
 def test_one_answer_without_a_value_leaves_it_to_the_check() -> None:
     assert by_values({"m/a": "42", "m/b": None, "m/c": "42"}) is None
+    assert by_values({"m/a": "42", "m/b": None, "m/c": None}) is None
     assert by_values({"m/a": "42"}) is None  # one answer: nothing to compare
+
+
+def test_values_that_differ_are_judged_by_value_even_beside_an_answer_without_one() -> None:
+    """Before: one answer without a value left the gate to the check call, whose model reads
+    the answers (and can be swayed by what they say), even where others' values differed."""
+    gate = by_values({"m/a": "42", "m/b": None, "m/c": "41"})
+    assert gate is not None and gate.method == "values" and not gate.agreed
+    assert gate.differences == ["42 (m/a)", "41 (m/c)", "no comparable value (m/b)"]
+    assert gate.unstated == ["m/b"]
+    # The share counts every answer, the one without a value against every value.
+    five = {"m/a": "5", "m/b": "5", "m/c": "5", "m/d": "6", "m/e": None}
+    assert not by_values(five, 0.75).agreed  # type: ignore[union-attr]
+    passed = by_values(five, 0.6)
+    assert passed is not None and passed.agreed
+    assert passed.describe() == "agreement after stage 1: 3 of 5 answers state 5"
 
 
 def test_different_values_disagree_and_say_who_states_which() -> None:
@@ -64,14 +80,20 @@ def test_different_values_disagree_and_say_who_states_which() -> None:
 
 
 @given(
-    st.lists(st.sampled_from(["1", "2", "3"]), min_size=2, max_size=12),
+    st.lists(st.sampled_from(["1", "2", "3", None]), min_size=2, max_size=12),
     st.floats(min_value=0.5, max_value=1.0),
 )
-def test_the_share_decides_exactly_as_counted(values: list[str], share: float) -> None:
+def test_the_share_decides_exactly_as_counted(values: list[str | None], share: float) -> None:
+    """Over every answer, one without a value counting against every value; left to the
+    check only where no two stated values differ and some answer states none."""
     stated = {f"m/{i}": v for i, v in enumerate(values)}
     gate = by_values(stated, share)
-    assert gate is not None
-    most = max(values.count(v) for v in set(values))
+    distinct = {v for v in values if v is not None}
+    if None in values and len(distinct) < 2:
+        assert gate is None
+        return
+    assert gate is not None and gate.method == "values"
+    most = max(values.count(v) for v in distinct)
     assert gate.agreed == (most / len(values) >= share)
     assert gate.agreed or len(set(values)) > 1  # all the same always agrees
 

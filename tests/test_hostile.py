@@ -702,6 +702,7 @@ async def test_a_trusted_proxy_setting_that_is_not_an_address_exits_2(value: str
 async def test_the_sign_in_cookie_is_a_signed_session_not_the_token(
     web_with_token: WebServer, council: Council
 ) -> None:
+    from app.principals import Principals
     from tests.web_fixtures import WEB_TOKEN
     from web.guard import SESSION_COOKIE, SESSION_SECONDS, Guard
 
@@ -724,7 +725,9 @@ async def test_the_sign_in_cookie_is_a_signed_session_not_the_token(
     other_signature = signature[:-1] + ("0" if signature[-1] != "0" else "1")
     # A session past its time, signed as the server signs: refused as well.
     old = f"{int(time.time()) - SESSION_SECONDS - 60}.{nonce}"
-    expired = f"{old}.{Guard(('localhost',), WEB_TOKEN)._signature(old)}"
+    principals = Principals.of(WEB_TOKEN)
+    [shared] = principals
+    expired = f"{old}.{Guard(('localhost',), principals)._signature(old, shared)}"
     forgeries = (WEB_TOKEN, f"{body}.{other_signature}", f"1.{nonce}.{signature}", expired)
     for forged in forgeries:
         async with httpx.AsyncClient(

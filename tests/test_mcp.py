@@ -46,7 +46,6 @@ from tests.temporal_fixtures import (
     until,
 )
 from workflows import client as deliberations
-from workflows.priority import tenant_of
 
 TOOLS = {"ask_council", "start_deliberation", "get_deliberation", "stop_deliberation"}
 TOKEN = "mcp-test-token-9c41e"
@@ -651,7 +650,8 @@ async def test_an_http_caller_starts_runs_under_its_own_fairness_key(
 ) -> None:
     """Before: every MCP client's runs shared one fairness key ("mcp"), so one client's
     backlog was every other's. Over HTTP a run is now its caller's, as on the page and /v1:
-    the token's holder (a digest), never a key all clients share."""
+    the principal of the token it sent (COUNCIL_WEB_TOKEN's: `shared`), never a key all
+    clients share."""
     port, _ = http_server
     url = f"http://127.0.0.1:{port}/mcp"
     async with (
@@ -664,7 +664,7 @@ async def test_an_http_caller_starts_runs_under_its_own_fairness_key(
     handle = deliberations.handle(council.client, started.structured_content["id"])
     described = await handle.describe()
     key = described.raw_description.workflow_execution_info.priority.fairness_key
-    assert key == tenant_of("bearer", TOKEN) and TOKEN not in key
+    assert key == "shared"
     await handle.terminate("test over")
 
 

@@ -20,11 +20,13 @@ from app import settings as app_settings
 from council.validation import validate_request
 from simulator import SimulatorServer
 from tests.temporal_fixtures import Council, council_worker, request, starter
-from tests.web_fixtures import WEB_TOKEN, WebServer, web_server
+from tests.web_fixtures import WebServer, web_server
 from workflows import client as deliberations
 from workflows.priority import BATCH_KEY, INTERACTIVE_KEY, Launch, Urgency, tenant_of
 
 PAIR = ["sim/atlas", "sim/borealis"]
+SCRIPT_TOKEN = "script-token-4f1c9a27e0"
+PERSON_TOKEN = "person-token-b83d5e6012"
 
 
 @pytest.fixture
@@ -178,14 +180,15 @@ async def test_a_caller_naming_many_users_gets_one_share(
     """Before: /v1's `user` picked the fairness key, so a caller naming a new user on each
     request held a share per name (another tenant's run: 34.7 s instead of 10.6 s in the
     probe), and `user: "alice"` got alice's exact key. Scaled down: with one call at a time,
-    a token holder's eight runs through /v1, each for another user, then a signed-in
-    person's two runs through the page, all a person's runs (one priority, so that only
-    fairness orders them): the person's finish while the caller's are still queued (with
-    eight keys against one they came last)."""
+    a script's eight runs through /v1 with its own token, each for another user, then a
+    signed-in person's two runs through the page with theirs, all a person's runs (one
+    priority, so that only fairness orders them): the person's finish while the script's
+    are still queued (with eight keys against one they came last)."""
     order: list[str] = []
-    with web_server(temporal, busy, tmp_path, COUNCIL_WEB_TOKEN=WEB_TOKEN) as web:
+    tokens = f"script={SCRIPT_TOKEN},person={PERSON_TOKEN}"
+    with web_server(temporal, busy, tmp_path, COUNCIL_WEB_TOKENS=tokens) as web:
         async with AsyncOpenAI(
-            base_url=f"{web.url}/v1", api_key=WEB_TOKEN, max_retries=0, timeout=120
+            base_url=f"{web.url}/v1", api_key=SCRIPT_TOKEN, max_retries=0, timeout=120
         ) as api:
 
             async def hostile(i: int) -> str:
@@ -210,7 +213,8 @@ async def test_a_caller_naming_many_users_gets_one_share(
             try:
                 await until_running(busy, 8)
                 async with httpx.AsyncClient(base_url=web.url, timeout=60) as http:
-                    assert (await http.post("/login", data={"token": WEB_TOKEN})).status_code == 303
+                    signed_in = await http.post("/login", data={"token": PERSON_TOKEN})
+                    assert signed_in.status_code == 303
                     people = [asyncio.ensure_future(honest(i, http)) for i in range(2)]
                     await asyncio.wait_for(asyncio.gather(*people), 120)
                 ids = await asyncio.wait_for(asyncio.gather(*attack), 120)
@@ -219,7 +223,7 @@ async def test_a_caller_naming_many_users_gets_one_share(
                     call.cancel()
     last_b = max(order.index("b0"), order.index("b1"))
     assert last_b < len(order) - 3, order
-    caller = tenant_of("bearer", WEB_TOKEN)
+    caller = "script"
     for workflow in ids:
         described = await busy.client.get_workflow_handle(workflow).describe()
         assert priority_of(described) == Priority(INTERACTIVE_KEY, caller)

@@ -83,11 +83,13 @@ async def test_one_input_larger_than_the_quota_is_refused_before_it_is_stored(
 async def test_v1_answers_a_caller_over_its_quota_with_a_429_in_one_line(
     temporal: WorkflowEnvironment, council: Council, tmp_path: Path
 ) -> None:
-    # A token of this test's own: the caller is its holder, whose only runs are this test's
-    # (the client's address would count every run the suite started from 127.0.0.1).
+    # A named token of this test's own: the caller is its principal, whose only runs are
+    # this test's (the client's address, or COUNCIL_WEB_TOKEN's principal, would count every
+    # run the suite started from 127.0.0.1 or with that token).
     token = f"quota-{uuid.uuid4().hex}"
+    named = f"quota-{uuid.uuid4().hex[:8]}={token}"
     with web_server(
-        temporal, council, tmp_path, COUNCIL_QUOTA_RUNS="1", COUNCIL_WEB_TOKEN=token
+        temporal, council, tmp_path, COUNCIL_QUOTA_RUNS="1", COUNCIL_WEB_TOKENS=named
     ) as web:
         async with openai.AsyncOpenAI(
             base_url=f"{web.url}/v1", api_key=token, max_retries=0, timeout=60

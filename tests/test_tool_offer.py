@@ -15,9 +15,11 @@ from council.tool_config import (
     NOT_READ_ONLY,
     WRITES,
     McpEntry,
+    clashing,
     nothing_offered,
     withheld_lines,
 )
+from council.tools import offered_name
 
 pytestmark = pytest.mark.fast
 
@@ -77,3 +79,23 @@ def test_the_refusal_names_the_entry_and_the_setting_that_offers_its_tools() -> 
         "leave allow out"
     )
     assert "\n" not in unmarked + typo
+
+
+def test_two_entries_that_offer_one_function_name_are_named_both() -> None:
+    """Names that read the same once cleaned (a dot becomes _), or once joined by __."""
+    cleaned = clashing({"calc.v2": ["calc_v2__evaluate"], "calc_v2": ["calc_v2__evaluate"]})
+    assert cleaned == (
+        "tools: [tools.calc.v2] and [tools.calc_v2] of council.toml both offer "
+        "calc_v2__evaluate (an offered name is the entry's and the tool's, joined by __, in "
+        "letters, digits, _ and -, at most 64 characters): rename one of the two entries"
+    )
+    joined = {
+        "a": [offered_name("a", "b__c"), offered_name("a", "d")],
+        "a__b": [offered_name("a__b", "c")],
+    }
+    line = clashing(joined, "/etc/council.toml")
+    assert line is not None and "\n" not in line
+    assert line.startswith(
+        "tools: [tools.a] and [tools.a__b] of /etc/council.toml both offer a__b__c"
+    )
+    assert clashing({"a": ["a__x", "a__y"], "b": ["b__x"]}) is None

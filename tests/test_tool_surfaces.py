@@ -259,3 +259,52 @@ async def test_the_start_form_offers_the_tools_and_the_page_shows_their_calls(
     excerpt = calls.locator(".tool-call .excerpt").first
     await excerpt.wait_for()  # shown once opened
     assert RESULT in await excerpt.inner_text()
+
+
+# ---- two entries that offer one function name ------------------------------------------
+
+
+@pytest.fixture
+def twins(tmp_path: Path) -> Path:
+    """council.toml with the calculator twice, under names that read the same once cleaned:
+    both would offer calc_v2__evaluate and calc_v2__convert."""
+    path = tmp_path / "council.toml"
+    command = json.dumps([sys.executable, str(ROOT / "examples/calculator_mcp.py")])
+    path.write_text(
+        f'[tools."calc.v2"]\ncommand = {command}\n\n[tools.calc_v2]\ncommand = {command}\n'
+    )
+    return path
+
+
+async def test_start_with_two_entries_offering_one_name_exits_2_naming_both(twins: Path) -> None:
+    # Both servers are asked what they offer before anything starts (Temporal is unreachable).
+    env = {"COUNCIL_CONFIG": str(twins), "TEMPORAL_ADDRESS": "127.0.0.1:1"}
+    code, out, err = await starter("start", QUESTION, "--tools", "calc.v2,calc_v2", env=env)
+    assert code == 2 and out == ""
+    assert err.count("\n") == 1, err
+    assert (
+        f"--tools: [tools.calc.v2] and [tools.calc_v2] of {twins} both offer calc_v2__evaluate"
+        in err
+    ), err
+    assert err.rstrip().endswith("rename one of the two entries")
+    # Each alone starts (is refused only for want of a server).
+    code, _, err = await starter("start", QUESTION, "--tools", "calc_v2", env=env)
+    assert code == 2 and "cannot reach the Temporal server" in err, err
+
+
+async def test_a_run_whose_entries_offer_one_name_is_offered_it_once(twins: Path) -> None:
+    """Where the start could not tell (a server that answered only later), the run's
+    listing keeps the first entry's function and says why the other's is not offered."""
+    toolbox = ToolBox(app_config.load({"COUNCIL_CONFIG": str(twins)}).tool_set())
+    try:
+        offer = await toolbox.list_tools(["calc.v2", "calc_v2"])
+    finally:
+        await toolbox.aclose()
+    assert [(s.name, s.source) for s in offer.specs] == [
+        ("calc_v2__evaluate", "calc.v2"),
+        ("calc_v2__convert", "calc.v2"),
+    ]
+    assert offer.withheld == [
+        "calc_v2__evaluate: offered by calc.v2 already; rename one of the two entries",
+        "calc_v2__convert: offered by calc.v2 already; rename one of the two entries",
+    ]

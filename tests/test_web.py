@@ -310,7 +310,7 @@ async def test_with_a_token_starting_and_stopping_need_it(
             "/deliberations", data=form, headers={"Authorization": f"Bearer {WEB_TOKEN}"}
         )
         assert bearer.status_code == 303
-    assert "need the access token" in web.log()
+    assert "need an access token" in web.log()
 
 
 async def test_partial_text_costs_the_history_nothing(council: Council) -> None:

@@ -2,11 +2,14 @@
 Markdown (a heading, a list, a table, a code block, a link) shows those elements, and
 the hostile Markdown beside it (raw script, an image with an error handler, a javascript:
 link, an image to load, a data: autolink) is inert. The models are an in-test
-OpenAI-compatible server that answers every call with that text."""
+OpenAI-compatible server that answers every call with that text. A chairman's structured
+synthesis (JSON) with markup and a script in its answer and every part of its report is
+inert the same way."""
 
 from __future__ import annotations
 
 import asyncio
+import json
 import socket
 from collections.abc import AsyncIterator
 from pathlib import Path
@@ -26,6 +29,7 @@ from tests.temporal_fixtures import TEST_API_KEY, council_worker
 from tests.web_fixtures import PAGE_SCRIPTS, web_server
 
 MODELS = ["md/one", "md/two"]
+THREE = [*MODELS, "md/three"]
 PIXEL = "/pixel.png"
 LONG_LINE = "x = [" + ", ".join(str(n) for n in range(100)) + "]"
 
@@ -192,3 +196,123 @@ async def test_markdown_renders_as_elements_and_hostile_markdown_is_inert(
             code = page.locator("#final-answer .md pre").first
             assert await code.evaluate("pre => pre.scrollWidth > pre.clientWidth")
             assert await code.evaluate("pre => getComputedStyle(pre).overflowX") == "auto"
+
+
+# ---- a structured synthesis whose every field is hostile -----------------------------------
+
+
+def hostile(field: str) -> str:
+    """Markup and script that name the field they stand in."""
+    return (
+        f"<script>window.__pwned = '{field}'</script><b>{field} in bold</b>"
+        f'<img src="x" onerror="window.__pwned = \'{field} img\'">'
+    )
+
+
+class StructuredModels(Models):
+    """Members who state different values (5, 6, 6: the chairman is shown a split to
+    resolve), and a chairman whose structured synthesis carries markup and a script in its
+    answer and in every part of its report (its own contradiction, md/one against md/two
+    alone, is not the computed split)."""
+
+    async def complete(self, request: Request) -> Response:
+        body = await request.json()
+        prompt = read_prompt(prompt_text(body["messages"]))
+        if prompt.stage is not Stage.SYNTHESIS:
+            if prompt.stage is Stage.REVIEW:
+                text = review(sorted(prompt.answers))
+            else:
+                value = 5 if body["model"] == MODELS[0] else 6  # md/two, md/three: 6
+                text = f"The ball costs {value} cents.\n\nFinal answer: {value}"
+            return self.reply(body["model"], text)
+        synthesis = {
+            "answer": f"The ball costs 5 cents.\n\n{hostile('answer')}",
+            "resolutions": [{"split": 1, "resolution": hostile("resolution")}],
+            "consensus": [hostile("consensus")],
+            "contradictions": [
+                {
+                    "point": hostile("point"),
+                    "positions": [
+                        {"view": hostile("view one"), "held_by": [MODELS[0]]},
+                        {"view": hostile("view two"), "held_by": [MODELS[1]]},
+                    ],
+                    "resolution": hostile("contradiction resolution"),
+                }
+            ],
+            "unique": [{"point": hostile("unique"), "raised_by": MODELS[1]}],
+            "unaddressed": [hostile("unaddressed")],
+        }
+        return self.reply(body["model"], json.dumps(synthesis))
+
+    def reply(self, model: str, text: str) -> Response:
+        return JSONResponse(
+            {
+                "id": "md-2",
+                "object": "chat.completion",
+                "model": model,
+                "choices": [
+                    {
+                        "index": 0,
+                        "message": {"role": "assistant", "content": text},
+                        "finish_reason": "stop",
+                    }
+                ],
+                "usage": {"prompt_tokens": 50, "completion_tokens": 90, "total_tokens": 140},
+            }
+        )
+
+
+@pytest.fixture
+async def structured_models() -> AsyncIterator[StructuredModels]:
+    served = StructuredModels()
+    task = asyncio.create_task(served.server.serve(sockets=[served.socket]))
+    yield served
+    served.server.should_exit = True
+    await task
+    served.socket.close()
+
+
+async def test_a_structured_synthesis_with_markup_and_script_is_inert_on_the_page(
+    temporal: Any, structured_models: StructuredModels, page: Any, tmp_path: Path
+) -> None:
+    """The chairman's JSON is model text like any other: its answer and each part of its
+    report (consensus, contradictions and their views, resolutions, unique points, what none
+    addressed) show on the page as the text they are, markup and all; no script runs, no
+    image loads, no element of theirs is made."""
+    models = structured_models
+    settings = GatewaySettings(base_url=f"{models.root}/v1", api_key=TEST_API_KEY, stream=False)
+    async with council_worker(temporal.client, None, settings=settings) as council:
+        record = await council.run(models=THREE, chairman=MODELS[0], max_rounds=1)
+        report = record.disagreement_report
+        assert report is not None and report.source == "chairman"  # the JSON was read
+        shown = report.model_dump_json()
+        fields = [
+            "consensus",
+            "resolution",
+            "point",
+            "view one",
+            "view two",
+            "contradiction resolution",
+            "unique",
+            "unaddressed",
+        ]
+        assert all(json.dumps(hostile(field))[1:-1] in shown for field in fields), shown
+        with web_server(temporal, council, tmp_path) as web:
+            dialogs: list[str] = []
+            page.on("dialog", lambda dialog: dialogs.append(dialog.message))
+            await page.goto(f"{web.url}/deliberations/{record.id}")
+            answer = await page.locator("#final-answer").inner_text()
+            section = await page.locator("#final-report").inner_text()
+            assert hostile("answer") in answer
+            for field in fields:
+                assert hostile(field) in section, field
+            await page.hover("#final-report")
+            assert await page.evaluate("window.__pwned") is None
+            assert dialogs == []
+            for scope in ("#final-answer", "#final-report"):
+                made = await page.locator(scope).evaluate(
+                    "el => el.querySelectorAll('script, b, img, iframe').length"
+                )
+                assert made == 0, scope
+            sources = "Array.from(document.scripts, s => s.getAttribute('src'))"
+            assert set(await page.evaluate(sources)) <= PAGE_SCRIPTS

@@ -1,7 +1,8 @@
 """python -m web [--host H] [--port N]: the web page, on the Temporal server the starter uses.
 
 Reads COUNCIL_WEB_HOST (default 127.0.0.1), COUNCIL_WEB_PORT (8080), COUNCIL_WEB_TOKEN
-(optional: starting and stopping then need it), COUNCIL_WEB_ALLOWED_HOSTS (names beyond
+and COUNCIL_WEB_TOKENS or COUNCIL_WEB_TOKENS_FILE (optional: starting and stopping then
+need one of their tokens; app.principals), COUNCIL_WEB_ALLOWED_HOSTS (names beyond
 loopback and --host that the server answers to, comma-separated),
 COUNCIL_WEB_TRUSTED_PROXIES (the reverse proxies whose X-Forwarded-For and
 X-Forwarded-Proto count: addresses or networks, comma-separated; none by default, so
@@ -25,6 +26,7 @@ import uvicorn
 from app import commands, connection
 from app import config as app_config
 from app import settings as app_settings
+from app.principals import Principals
 from app.settings import Settings
 from council.config import ConfigProblem
 from council.redaction import redact_logs
@@ -47,25 +49,25 @@ def parse_args(
     return parser.parse_args(argv)
 
 
-def access_note(host: str, port: int, token: str | None, public_read: bool = False) -> str:
-    if token and public_read:
+def access_note(host: str, port: int, principals: Principals, public_read: bool = False) -> str:
+    known = (
+        f"{len(principals)} token(s) of COUNCIL_WEB_TOKEN and COUNCIL_WEB_TOKENS; sign in at /login"
+    )
+    if principals and public_read:
         return (
-            "starting and stopping need the access token (COUNCIL_WEB_TOKEN; sign in at /login); "
-            "anyone who can reach the page may read every run (COUNCIL_WEB_PUBLIC_READ)"
+            f"starting and stopping need an access token ({known}); anyone who can reach the "
+            "page may read every run (COUNCIL_WEB_PUBLIC_READ)"
         )
-    if token:
-        return (
-            "reading, starting and stopping need the access token (COUNCIL_WEB_TOKEN; sign in "
-            "at /login)"
-        )
+    if principals:
+        return f"reading, starting and stopping need an access token ({known})"
     if guard.loopback(host):
         return (
-            f"no COUNCIL_WEB_TOKEN: serving on {host} only, so only this machine can start and "
-            "stop deliberations"
+            f"no COUNCIL_WEB_TOKEN or COUNCIL_WEB_TOKENS: serving on {host} only, so only this "
+            "machine can start and stop deliberations"
         )
     return (
-        f"no COUNCIL_WEB_TOKEN and --host {host}: anyone who can reach port {port} can start and "
-        "stop deliberations; set COUNCIL_WEB_TOKEN"
+        f"no COUNCIL_WEB_TOKEN or COUNCIL_WEB_TOKENS and --host {host}: anyone who can reach "
+        f"port {port} can start and stop deliberations; set one"
     )
 
 
@@ -73,11 +75,11 @@ async def serve(args: argparse.Namespace, variables: Settings) -> None:
     settings = WebSettings.of(variables, args.host, app_config.load(), connection.address())
     proxies = guard.trusted_proxies(variables.web_trusted_proxies)
     client = await connection.connect()
-    token = settings.token
-    redact_logs([token] if token else [])  # not even part of it in a log line
+    principals = settings.principals
+    redact_logs(principals.tokens())  # not even part of one in a log line
     hosts = settings.allowed_hosts
     app = build_app(client, settings)
-    access = access_note(args.host, args.port, token, variables.web_public_read)
+    access = access_note(args.host, args.port, principals, variables.web_public_read)
     print(
         f"council web page on http://{args.host}:{args.port} (Temporal {connection.address()}, "
         f"namespace {client.namespace}); {access}; "

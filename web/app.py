@@ -1,8 +1,9 @@
 """The web server, composed: the pages (web.pages), the live stream (web.live), the
-OpenAI-compatible API (web.openai_api), the setup checks (web.doctor), the static files, and
-the rules every route follows (web.guard): the Host allowlist, the write check and the
-token (for reads too); security headers on every response; Temporal unreachable is a 503
-that names the server.
+OpenAI-compatible API (web.openai_api), the setup checks (web.doctor), the static files, a
+pointer at the MCP server for a client that looks for one at /mcp, and the rules every
+route follows (web.guard): the Host allowlist, the write check and the tokens (for reads
+too); security headers on every response; Temporal unreachable is a 503 that names the
+server.
 """
 
 from __future__ import annotations
@@ -14,8 +15,8 @@ from starlette.datastructures import MutableHeaders
 from starlette.middleware import Middleware
 from starlette.middleware.trustedhost import TrustedHostMiddleware
 from starlette.requests import Request
-from starlette.responses import Response
-from starlette.routing import Mount
+from starlette.responses import PlainTextResponse, Response
+from starlette.routing import Mount, Route
 from starlette.staticfiles import StaticFiles
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 from temporalio.client import Client
@@ -44,7 +45,7 @@ __all__ = ["WebSettings", "build_app"]
 
 
 def build_app(client: Client, settings: WebSettings) -> Starlette:
-    guard = Guard(settings.allowed_hosts, settings.token, settings.public_read)
+    guard = Guard(settings.allowed_hosts, settings.principals, settings.public_read)
     hosts = list(settings.allowed_hosts)
     pages = templates()
 
@@ -78,10 +79,23 @@ def build_app(client: Client, settings: WebSettings) -> Starlette:
             *Live(client, settings, pages).routes(),
             *DoctorPage(settings, guard, pages).routes(),
             *OpenAIApi(client, settings, guard).routes(),
+            Route("/mcp", no_mcp_here, methods=["GET", "POST", "DELETE"]),
             Mount("/static", StaticFiles(directory=HERE / "static"), name="static"),
         ],
         exception_handlers={RPCError: temporal_error, store.StoreError: store_error},
     )
+
+
+# The MCP server is a process of its own (`starter.py mcp --http HOST:PORT`, the endpoint
+# http://HOST:PORT/mcp): a client pointed at the page's /mcp is told so.
+NO_MCP_HERE = (
+    "no MCP server here: it is a process of its own, `bin/council mcp --http HOST:PORT` "
+    "(starter.py mcp), with its endpoint at http://HOST:PORT/mcp (docs/integrations.md)"
+)
+
+
+async def no_mcp_here(request: Request) -> Response:
+    return PlainTextResponse(NO_MCP_HERE, status_code=404)
 
 
 class SecurityHeaders:

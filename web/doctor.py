@@ -16,7 +16,7 @@ from starlette.routing import Route
 from starlette.templating import Jinja2Templates
 
 import doctor
-from web.guard import Guard
+from web.guard import Guard, TooManyFailures, too_many
 from web.settings import WebSettings
 
 
@@ -30,7 +30,11 @@ class DoctorPage:
         return [Route("/doctor", self.show, methods=["GET"])]
 
     async def show(self, request: Request) -> Response:
-        if not self.guard.token_given(request):
+        try:
+            signed_in = self.guard.token_given(request)
+        except TooManyFailures as refused:
+            return too_many(refused)
+        if not signed_in:
             return PlainTextResponse(
                 "this server needs its access token to run the setup checks: /login",
                 status_code=403,
@@ -43,7 +47,7 @@ class DoctorPage:
                 "checks": checks,
                 "marks": doctor.MARKS,
                 "healthy": doctor.healthy(checks),
-                "token_required": bool(self.settings.token),
+                "token_required": self.guard.token_required,
                 "simulated": self.settings.simulated,
             },
         )

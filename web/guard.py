@@ -8,16 +8,23 @@ stream, the OpenAI-compatible API, the MCP transport):
 - Writes (start, stop, steer, sign in) from a browser must come from an allowlisted
   origin: the Origin (or, without one, the Referer) must name an allowed host, and the
   same host and port the request was sent to.
-- The access token (COUNCIL_WEB_TOKEN), when set, for reads as for writes: a page, the
-  list, a run, its record, its live stream and its files answer only with the token
-  (a browser is sent to /login, and back once signed in), unless COUNCIL_WEB_PUBLIC_READ
+- The access tokens (app.principals: COUNCIL_WEB_TOKEN, the team's one, and the named
+  tokens of COUNCIL_WEB_TOKENS), when any is set, for reads as for writes: a page, the
+  list, a run, its record, its live stream and its files answer only with a token (a
+  browser is sent to /login, and back once signed in), unless COUNCIL_WEB_PUBLIC_READ
   opens reading on purpose; /login and the static files are open; /v1 and the MCP
-  transport need the bearer token for everything, /doctor the token whatever the reading
-  rule. The token is `Authorization: Bearer`, compared in constant time, or the session
-  cookie that /login gives for it. The cookie never holds the token: it is a random
-  value and the time it was issued, signed with a key derived from the token (so a new
-  token signs everyone out), valid for SESSION_SECONDS. Failed sign-ins are limited per
-  client address.
+  transport need a bearer token for everything, /doctor a token whatever the reading
+  rule. A token is `Authorization: Bearer`, compared in constant time with every one the
+  server has, or the session cookie that /login gives for it. The cookie never holds the
+  token: it is the time it was issued, a random value and the principal's name, signed
+  with a key derived from that principal's token (so a new token signs its holders out),
+  valid for SESSION_SECONDS.
+- Who asks is the principal, never the session: every sign-in and request with one token
+  is one tenant (its name), with one quota and one share of the calls.
+- Tries are limited per client address (an IPv6 address by its /64): MAX_FAILED_LOGINS
+  wrong tokens within LOGIN_WINDOW_SECONDS, at the sign-in or as a bearer on any route,
+  and MAX_SIGN_INS sign-ins of any outcome; past either, every try is a 429 (its token
+  not even compared) until the window clears.
 - The client address is the connection's, unless it comes from a proxy the operator
   named (COUNCIL_WEB_TRUSTED_PROXIES): only then do X-Forwarded-For and
   X-Forwarded-Proto count (uvicorn's proxy headers middleware applies them).
@@ -31,7 +38,7 @@ import ipaddress
 import secrets
 import time
 from collections import deque
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from urllib.parse import quote, urlsplit
 
@@ -47,24 +54,42 @@ from app.hosts import host_allowed
 from app.hosts import host_name as _host_name
 from app.hosts import loopback as loopback
 from app.hosts import setting_items as _items
+from app.principals import Principal, Principals
+from app.settings import Settings
 from council import numbers
 from workflows.priority import tenant_of
 
 SESSION_COOKIE = "council_session"
 # How long a sign-in lasts.
 SESSION_SECONDS = 7 * 24 * 3600
-# Failed sign-ins from one client address: this many within the window, then 429.
+# Wrong tokens from one client address (at the sign-in or as a bearer), and sign-ins of any
+# outcome: this many within the window, then 429 for every try until the window clears.
 MAX_FAILED_LOGINS = 5
+MAX_SIGN_INS = 10
 LOGIN_WINDOW_SECONDS = 300.0
+# The clients whose attempts are remembered before those of passed windows are forgotten.
+MAX_CLIENTS_KEPT = 10_000
+# Where a request keeps who it proved to be (Guard.principal), once found.
+_FOUND = "council.principal"
 # Read without the token whatever the setting: the sign-in and what its page needs. /v1
-# and /doctor check the token themselves (each in its own words).
-OPEN_PATHS = ("/login", "/doctor")
+# and /doctor check the token themselves (each in its own words); /mcp only says where the
+# MCP server is.
+OPEN_PATHS = ("/login", "/doctor", "/mcp")
 OPEN_PREFIXES = ("/static/", "/v1/")
 READ_METHODS = ("GET", "HEAD")
 
 
 class Forbidden(Exception):
     """A request the rules refuse (the message says why, in one line)."""
+
+
+def principals_of(settings: Settings) -> Principals:
+    """Who may use the page, /v1 and MCP over HTTP: COUNCIL_WEB_TOKEN's principal and the
+    named tokens of COUNCIL_WEB_TOKENS and COUNCIL_WEB_TOKENS_FILE (none: no token is
+    needed)."""
+    return Principals.of(
+        settings.secret("web_token"), (*settings.web_tokens, *settings.web_tokens_file)
+    )
 
 
 def trusted_proxies(value: str | Iterable[str] | None) -> tuple[str, ...]:
@@ -89,13 +114,21 @@ def trusted_proxies(value: str | Iterable[str] | None) -> tuple[str, ...]:
 
 @dataclass
 class Guard:
-    """The rules, with the server's allowlist and token."""
+    """The rules, with the server's allowlist and principals (app.principals: the tokens it
+    takes and the names they go by; none: no token is needed)."""
 
     allowed: Sequence[str]
-    token: str | None = None
+    principals: Principals = field(default_factory=Principals)
     # COUNCIL_WEB_PUBLIC_READ: anyone who reaches the server may read without the token.
     public_read: bool = False
+    # What the tries' windows are measured by.
+    clock: Callable[[], float] = time.monotonic
     _failures: dict[str, deque[float]] = field(default_factory=dict)
+    _sign_ins: dict[str, deque[float]] = field(default_factory=dict)
+
+    @property
+    def token_required(self) -> bool:
+        return bool(self.principals)
 
     def _origin_ok(self, request: Request, source: str) -> bool:
         try:
@@ -121,63 +154,88 @@ class Guard:
         elif referer is not None and not self._origin_ok(request, referer):
             raise Forbidden("refused: a request from another page's origin")
 
-    def token_matches(self, given: str) -> bool:
-        """Whether `given` is the server's token (compared in constant time)."""
-        if not self.token:
-            return False
-        return hmac.compare_digest(given.encode(), self.token.encode())
+    # ---- who is asking ------------------------------------------------------------------
+
+    def principal(self, request: Request, *, session: bool = True) -> Principal | None:
+        """Who the request proves to be: its sign-in session when it sends one (and
+        `session` lets it count: the API and the MCP transport take a bearer only), else its
+        `Authorization: Bearer` token; None for neither."""
+        if not self.principals:
+            return None
+        cookie = request.cookies.get(SESSION_COOKIE) if session else None
+        if cookie:
+            return self.session_principal(cookie)
+        return self.bearer(request)
+
+    def bearer(self, request: Request) -> Principal | None:
+        """The principal whose token the request's `Authorization: Bearer` is (None: none
+        sent, or none of this server's). A bearer that is no token of this server counts as
+        a failed sign-in of its client, and a client past the limit is refused
+        (TooManyFailures) before its bearer is compared. Found once per request."""
+        found: tuple[Principal | None] | None = request.scope.get(_FOUND)
+        if found is not None:
+            return found[0]
+        scheme, _, given = request.headers.get("authorization", "").partition(" ")
+        principal = None
+        if scheme.lower() == "bearer" and given.strip() and self.principals:
+            client = client_key(request)
+            wait = self.sign_in_wait(client)
+            if wait:
+                raise TooManyFailures(wait)
+            principal = self.principals.matching(given.strip())
+            if principal is None:
+                self.sign_in_failed(client)
+        request.scope[_FOUND] = (principal,)
+        return principal
 
     def bearer_given(self, request: Request) -> bool:
-        """The request's `Authorization: Bearer` is the server's token (always true without
-        one): the rule of the API and the MCP transport, which have no sign-in."""
-        if not self.token:
-            return True
-        scheme, _, given = request.headers.get("authorization", "").partition(" ")
-        return scheme.lower() == "bearer" and self.token_matches(given.strip())
+        """The request's bearer is one of the server's tokens (always true without any): the
+        rule of the API and the MCP transport, which have no sign-in. TooManyFailures for a
+        client past the limit."""
+        return not self.principals or self.principal(request, session=False) is not None
 
     def token_given(self, request: Request) -> bool:
-        """The page's rule: a session from the sign-in, or the token as a bearer."""
-        if not self.token:
-            return True
-        cookie = request.cookies.get(SESSION_COOKIE)
-        return self.session_valid(cookie) if cookie else self.bearer_given(request)
+        """The page's rule: a session from the sign-in, or a token as a bearer."""
+        return not self.principals or self.principal(request) is not None
 
-    def tenant(self, request: Request) -> str:
-        """Who is asking, as a fairness key (workflows.priority), from what it proved: its
-        sign-in session, else the server's token as a bearer, else the client's address (a
-        bearer that the server does not check proves nothing, and a name the request gives
-        itself is not who it is); a digest of it, never the value."""
-        cookie = request.cookies.get(SESSION_COOKIE)
-        if cookie and self.session_valid(cookie):
-            return tenant_of("session", cookie)
-        if self.token and self.bearer_given(request):
-            return tenant_of("bearer", self.token)
+    def tenant(self, request: Request, *, session: bool = True) -> str:
+        """Who is asking, as a fairness key (workflows.priority), from what it proved (as
+        `principal` reads it): the principal's name, one for every sign-in, session and
+        request of its token; else, on a server that takes no token, the client's address
+        as a digest (a name the request gives itself is not who it is)."""
+        principal = self.principal(request, session=session)
+        if principal is not None:
+            return principal.tenant
         return tenant_of("address", request.client.host if request.client else "?")
 
     # ---- sessions ---------------------------------------------------------------------
 
-    def _signature(self, body: str) -> str:
-        assert self.token
-        key = hashlib.sha256(b"council web session\0" + self.token.encode()).digest()
+    def _signature(self, body: str, principal: Principal) -> str:
+        key = hashlib.sha256(b"council web session\0" + principal.token.encode()).digest()
         return hmac.new(key, body.encode(), hashlib.sha256).hexdigest()
 
-    def new_session(self) -> str:
-        """A sign-in cookie's value: when it was issued, a random part, and their
-        signature."""
-        body = f"{int(time.time())}.{secrets.token_urlsafe(24)}"
-        return f"{body}.{self._signature(body)}"
+    def new_session(self, principal: Principal) -> str:
+        """A sign-in cookie's value: when it was issued, a random part, whose it is (the
+        principal's name), and their signature with a key derived from its token."""
+        body = f"{int(time.time())}.{secrets.token_urlsafe(24)}.{principal.name}"
+        return f"{body}.{self._signature(body, principal)}"
 
-    def session_valid(self, value: str) -> bool:
-        """A cookie this server's token signed, issued less than SESSION_SECONDS ago."""
-        if not self.token:
-            return False
+    def session_principal(self, value: str) -> Principal | None:
+        """The principal of a cookie that its token signed, issued less than SESSION_SECONDS
+        ago (None: no such session)."""
         body, _, signature = value.rpartition(".")
-        issued = numbers.whole(body.partition(".")[0], signed=False)
-        if issued is None or not hmac.compare_digest(
-            signature.encode(), self._signature(body).encode()
+        issued_text, _, rest = body.partition(".")
+        principal = self.principals.named(rest.partition(".")[2])
+        issued = numbers.whole(issued_text, signed=False)
+        if (
+            principal is None
+            or issued is None
+            or not hmac.compare_digest(
+                signature.encode(), self._signature(body, principal).encode()
+            )
         ):
-            return False
-        return -60 <= time.time() - issued <= SESSION_SECONDS
+            return None
+        return principal if -60 <= time.time() - issued <= SESSION_SECONDS else None
 
     def read_allowed(self, request: Request) -> bool:
         """A read of this path needs nothing more, or the request has what it needs."""
@@ -190,29 +248,82 @@ class Guard:
         )
 
     def check_write(self, request: Request) -> None:
-        """Start, stop or steer: same origin, and the token when the server has one."""
+        """Start, stop or steer: same origin, and a token when the server takes any."""
         self.check_origin(request)
         if not self.token_given(request):
             raise Forbidden("this server needs its access token to start or stop: /login")
 
     # ---- sign-in attempts ---------------------------------------------------------
 
-    def _recent_failures(self, client: str) -> deque[float]:
-        window = self._failures.setdefault(client, deque())
-        now = time.monotonic()
+    def _recent(self, kept: dict[str, deque[float]], client: str) -> deque[float]:
+        now = self.clock()
+        if len(kept) >= MAX_CLIENTS_KEPT and client not in kept:
+            # Forget the clients whose window has passed (bounded memory, whatever many
+            # addresses try).
+            for other in [
+                c for c, w in kept.items() if not w or now - w[-1] > LOGIN_WINDOW_SECONDS
+            ]:
+                del kept[other]
+        window = kept.setdefault(client, deque())
         while window and now - window[0] > LOGIN_WINDOW_SECONDS:
             window.popleft()
         return window
 
-    def login_wait(self, client: str) -> float:
-        """Seconds until this client may try to sign in again (0: now)."""
-        window = self._recent_failures(client)
-        if len(window) < MAX_FAILED_LOGINS:
-            return 0.0
-        return max(1.0, LOGIN_WINDOW_SECONDS - (time.monotonic() - window[0]))
+    def sign_in_wait(self, client: str, *, signing_in: bool = False) -> float:
+        """Seconds until this client may try a token again (0: now): after MAX_FAILED_LOGINS
+        wrong tokens (a sign-in or a bearer) within LOGIN_WINDOW_SECONDS, and, for the
+        sign-in form, after MAX_SIGN_INS sign-ins of any outcome."""
+        windows = [self._recent(self._failures, client)]
+        limits = [MAX_FAILED_LOGINS]
+        if signing_in:
+            windows.append(self._recent(self._sign_ins, client))
+            limits.append(MAX_SIGN_INS)
+        now = self.clock()
+        waits = [
+            max(1.0, LOGIN_WINDOW_SECONDS - (now - window[-limit]))
+            for window, limit in zip(windows, limits, strict=True)
+            if len(window) >= limit
+        ]
+        return max(waits, default=0.0)
 
-    def login_failed(self, client: str) -> None:
-        self._recent_failures(client).append(time.monotonic())
+    def sign_in_tried(self, client: str) -> None:
+        self._recent(self._sign_ins, client).append(self.clock())
+
+    def sign_in_failed(self, client: str) -> None:
+        self._recent(self._failures, client).append(self.clock())
+
+
+class TooManyFailures(Forbidden):
+    """A client past the limit of wrong tokens: refused (429) for `wait` seconds, its token
+    not even compared."""
+
+    def __init__(self, wait: float) -> None:
+        self.wait = wait
+        super().__init__(f"too many failed sign-ins from this address: try again in {wait:.0f} s")
+
+    def retry_after(self) -> str:
+        return f"{self.wait:.0f}"
+
+
+def too_many(refused: TooManyFailures) -> PlainTextResponse:
+    """The refusal of a client past the limit: 429, and when to try again."""
+    return PlainTextResponse(
+        str(refused), status_code=429, headers={"Retry-After": refused.retry_after()}
+    )
+
+
+def client_key(request: Request) -> str:
+    """Whose attempts these are, for the sign-in limits: the client's address (as the
+    connection or a trusted proxy gives it), an IPv6 address by its /64 network, which one
+    client commonly holds whole."""
+    host = request.client.host if request.client else "?"
+    try:
+        address = ipaddress.ip_address(host)
+    except ValueError:
+        return host
+    if address.version == 6 and address.ipv4_mapped is None:
+        return str(ipaddress.ip_network(f"{address}/64", strict=False))
+    return str(address.ipv4_mapped or address) if address.version == 6 else str(address)
 
 
 def sign_in_target(value: str | None) -> str:
@@ -242,7 +353,12 @@ class ReadsNeedToken:
             await self.app(scope, receive, send)
             return
         request = Request(scope)
-        if self.guard.read_allowed(request):
+        try:
+            allowed = self.guard.read_allowed(request)
+        except TooManyFailures as over:
+            await too_many(over)(scope, receive, send)
+            return
+        if allowed:
             await self.app(scope, receive, send)
             return
         if "text/html" in request.headers.get("accept", ""):

@@ -54,7 +54,7 @@ from council.report import answers_line
 from council.structured import StructuredReply
 from council.thread import Thread
 from doctor.tools import offer_problem
-from web.guard import Forbidden, Guard
+from web.guard import Forbidden, Guard, TooManyFailures
 from web.openai_body import ChatBody, Conversation, Refusal, read_body
 from web.openai_options import OptionError, check_fields
 from web.pages import deliberation_url
@@ -488,11 +488,17 @@ class OpenAIApi:
         return answer
 
     def check_token(self, request: Request) -> None:
-        if not self.guard.bearer_given(request):
+        try:
+            given = self.guard.bearer_given(request)
+        except TooManyFailures as refused:
+            raise ApiError(
+                429, str(refused), "too_many_failed_tokens", "rate_limit_error", retry=False
+            ) from None
+        if not given:
             raise ApiError(
                 401,
                 "this server needs its access token: send Authorization: Bearer TOKEN "
-                "(the server's COUNCIL_WEB_TOKEN)",
+                "(COUNCIL_WEB_TOKEN, or your own of COUNCIL_WEB_TOKENS)",
                 "invalid_api_key",
             )
 
@@ -555,7 +561,7 @@ class OpenAIApi:
                 self.client,
                 wanted,
                 self.settings.task_queue,
-                launch=asked.launch(self.guard.tenant(request), self.settings.quota),
+                launch=asked.launch(self.guard.tenant(request, session=False), self.settings.quota),
             )
         except QuotaExceeded as over:
             raise ApiError(

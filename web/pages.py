@@ -60,7 +60,16 @@ from council.progress import shown_status
 from council.steering import HumanCritique, rounds_problem
 from doctor.tools import offer_problem
 from web import markdown, reading, views
-from web.guard import SESSION_COOKIE, SESSION_SECONDS, Forbidden, Guard, sign_in_target
+from web.guard import (
+    SESSION_COOKIE,
+    SESSION_SECONDS,
+    Forbidden,
+    Guard,
+    TooManyFailures,
+    client_key,
+    sign_in_target,
+    too_many,
+)
 from web.settings import WebSettings
 from workflows import client as deliberations
 from workflows.priority import Launch
@@ -151,7 +160,7 @@ class Pages:
         ]
 
     def page(self, request: Request, name: str, code: int = 200, **context: Any) -> Response:
-        context.setdefault("token_required", bool(self.settings.token))
+        context.setdefault("token_required", self.guard.token_required)
         context.setdefault("public_read", self.settings.public_read)
         context.setdefault("simulated", self.settings.simulated)
         return self.templates.TemplateResponse(request, name, context, status_code=code)
@@ -174,6 +183,8 @@ class Pages:
         async def checked(request: Request) -> Response:
             try:
                 self.guard.check_write(request)
+            except TooManyFailures as refused:
+                return too_many(refused)
             except Forbidden as refused:
                 return PlainTextResponse(str(refused), status_code=403)
             try:
@@ -503,10 +514,10 @@ class Pages:
             self.guard.check_origin(request)
         except Forbidden as refused:
             return PlainTextResponse(str(refused), status_code=403)
-        client = request.client.host if request.client else "?"
-        wait = self.guard.login_wait(client)
+        client = client_key(request)
+        wait = self.guard.sign_in_wait(client, signing_in=True)
         if wait:
-            error = f"too many failed sign-ins: try again in {wait:.0f} s"
+            error = f"too many sign-ins from this address: try again in {wait:.0f} s"
             response = self.page(request, "login.html", 429, error=error)
             response.headers["Retry-After"] = f"{wait:.0f}"
             return response
@@ -518,14 +529,16 @@ class Pages:
             return PlainTextResponse(f"the form cannot be read: {error}", status_code=400)
         given = str(form.get("token") or "")
         then = sign_in_target(str(form.get("next") or ""))
-        if not self.guard.token_matches(given):
-            self.guard.login_failed(client)
-            refusal = "that is not this server's token"
+        self.guard.sign_in_tried(client)
+        principal = self.guard.principals.matching(given) if given else None
+        if principal is None:
+            self.guard.sign_in_failed(client)
+            refusal = "that is not a token of this server"
             return self.page(request, "login.html", 403, error=refusal, then=then)
         response = RedirectResponse(then, status_code=303)
         response.set_cookie(
             SESSION_COOKIE,
-            self.guard.new_session(),
+            self.guard.new_session(principal),
             max_age=SESSION_SECONDS,
             httponly=True,
             samesite="strict",

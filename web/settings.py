@@ -7,6 +7,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from app.principals import Principals
 from app.settings import Settings
 from council.config import Config
 from web import guard
@@ -37,9 +38,10 @@ class WebSettings:
         return self.variables.task_queue
 
     @property
-    def token(self) -> str | None:
-        """COUNCIL_WEB_TOKEN: starting and stopping (and reading, unless public_read) need it."""
-        return self.variables.secret("web_token")
+    def principals(self) -> Principals:
+        """COUNCIL_WEB_TOKEN's principal and the named tokens (app.principals): starting and
+        stopping (and reading, unless public_read) need one of their tokens."""
+        return guard.principals_of(self.variables)
 
     @property
     def public_read(self) -> bool:

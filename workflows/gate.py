@@ -1,7 +1,7 @@
 """Depth auto's agreement gate, after stage 1 (council.depth): by the values the first
-answers state when each states one that can be compared, else by one agreement check call
-(the chairman's model unless the request names another), asked as one activity like
-every model call."""
+answers state when each states one that can be compared or those stated already differ,
+else by one agreement check call (the chairman's model unless the request names another),
+asked as one activity like every model call."""
 
 from __future__ import annotations
 
