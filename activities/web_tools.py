@@ -13,8 +13,10 @@ resolves differently the next time (DNS rebinding) cannot slip past. Loopback, p
 link-local, shared (CGNAT), multicast, reserved and unspecified addresses, and the
 clouds' metadata addresses, in IPv4 or in IPv6 (an IPv4 address in IPv6 clothes too),
 are refused unless `allow_addresses` under [tools.fetch] in council.toml lists them. It
-reads at most `max_bytes` of a reply, only of a textual type (HTML is turned into its
-readable text), within `timeout` seconds in all.
+reads at most `max_bytes` of a reply, only of a textual type, within `timeout` seconds in
+all. HTML is turned into its readable text (activities.page_text: in one pass, time linear
+in the page's size) in a process of its own, within PAGE_READING's CPU time and memory,
+killed when the call ends.
 
 `web_search` asks the backend the operator configured (a SearXNG-compatible JSON
 endpoint, or Brave's Search API with its key read from the variable named): not guarded,
@@ -534,26 +536,24 @@ async def _read(response: httpx.Response, call: _Call) -> str:
     charset = response.charset_encoding
     if media_type in HTML_TYPES:
         call.reading = response.url
-        title, text = await page_text(bytes(body), charset, call.page_limits, response.url)
+        title, text = await _page_text(bytes(body), charset, call.page_limits, response.url)
         call.reading = None
     else:
-        title, text = "", decoded(bytes(body), charset).lstrip("\ufeff").strip()
+        title, text = "", _decode(bytes(body), charset).lstrip("\ufeff").strip()
     header = f"URL: {response.url}" + (f" | Title: {title}" if title else "")
     if cut:
         text += f"\n[... cut: only the first {entry.max_bytes:,} bytes were read]"
     return f"{header}\n\n{text or '(no readable text)'}"
 
 
-def decoded(data: bytes, charset: str | None) -> str:
-    """A text reply's bytes as text, in its charset (UTF-8 when it names none, or one
-    Python does not know)."""
+def _decode(data: bytes, charset: str | None) -> str:
     try:
         return data.decode(charset or "utf-8", "replace")
-    except LookupError:
+    except LookupError:  # a charset Python does not know
         return data.decode("utf-8", "replace")
 
 
-async def page_text(
+async def _page_text(
     data: bytes, charset: str | None, bounds: process.Limits, url: httpx.URL
 ) -> tuple[str, str]:
     """An HTML page's title and readable text (activities.page_text), read in a process of
