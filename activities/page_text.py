@@ -25,6 +25,8 @@ import codecs
 import html
 import json
 import re
+import sys
+from array import array
 
 from council.limits import PAGE_TITLE_CHARS
 
@@ -127,13 +129,14 @@ def _known(label: str) -> str | None:
 class _Reader:
     """The text of a page as its markup is read: the open elements on a stack, with where
     each name stands in it, so that an end tag closes what it closes in one step however
-    deep the page nests."""
+    deep the page nests (16 bytes an open element: a name is kept once, its places as an
+    array of integers)."""
 
     def __init__(self) -> None:
         self.pieces: list[str] = []
         self.title: str | None = None
         self.open: list[str] = []
-        self.places: dict[str, list[int]] = {}
+        self.places: dict[str, array[int]] = {}
         self.dropped = 0  # open elements whose content is not text
         self.pre = 0  # open <pre> elements
 
@@ -180,7 +183,7 @@ class _Reader:
             return end if close < 0 else close + 1
         found = _NAME.match(page, lt + 1)
         assert found is not None  # (a letter follows the "<")
-        name = found.group().lower()
+        name = sys.intern(found.group().lower())
         after = _tag_end(page, found.end())
         if after < 0:
             return end
@@ -208,7 +211,7 @@ class _Reader:
         if closed or name in VOID:
             self._closed(name)
             return
-        self.places.setdefault(name, []).append(len(self.open))
+        self.places.setdefault(name, array("q")).append(len(self.open))
         self.open.append(name)
 
     def end(self, name: str) -> None:
@@ -265,8 +268,11 @@ class _Reader:
             self._break(" ")
 
     def _break(self, text: str) -> None:
-        if not self.dropped:
-            self.pieces.append(text)
+        # (A line break right after another would only make an empty line, which is left
+        # out: not kept at all, so deep or flat markup costs no piece a tag.)
+        if self.dropped or (text == "\n" and self.pieces and self.pieces[-1] == "\n"):
+            return
+        self.pieces.append(text)
 
 
 def _tag_end(page: str, at: int) -> int:
