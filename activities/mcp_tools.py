@@ -17,11 +17,16 @@ once per run and kept in history as ToolSpecs) and one call of one of its tools
   own, which holds the providers' keys; in `cwd` when given. Its stderr is read as it is
   written and only its last STDERR_TAIL_BYTES kept (a chatty server costs neither disk nor
   memory, and never blocks on a full pipe), its last line named when it fails. When the
-  call ends, however it ends, the SDK closes its stdin and kills its process group if it
-  does not exit.
+  call ends, however it ends, its stdin is closed and its process group killed if it does
+  not exit (activities.mcp_wire.stdio_transport, which reads its stdout).
 - streamable HTTP (`url`): with `Authorization: Bearer <token>`, the token read from the
   variable `token_env` names, in the environment given (never shown: a message names the
   variable).
+- What a server sends is bounded (activities.mcp_wire): one message (a result, a page of
+  its tools) may weigh at most council.tools.message_bytes of the call's result cap (16
+  times it, at least 1 MB; a page of tools MAX_MESSAGE_BYTES), counted as it arrives. A
+  message past it is read no further: the call fails in one line naming the cap (final:
+  the same call would send the same), and the session is closed (a stdio server killed).
 - Offered: as the entry's rules say (council.tool_config.McpEntry.withholds): with `allow`,
   the tools it names; without, the tools that declare themselves read-only (readOnlyHint),
   the others only with `side_effects = true`. The others are withheld, each with why
@@ -48,12 +53,12 @@ import sys
 from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
 from types import TracebackType
-from typing import IO, Any, TextIO, TypeVar, cast
+from typing import IO, Any, TypeVar, cast
 from urllib.parse import urlsplit
 
 import anyio
 import httpx2
-from mcp import Client, MCPError, StdioServerParameters, stdio_client
+from mcp import Client, MCPError, StdioServerParameters
 from mcp.client import Transport
 from mcp.client.streamable_http import streamable_http_client
 from mcp.shared._stream_protocols import ReadStream
@@ -73,10 +78,20 @@ from pydantic import ValidationError
 
 from activities.confinement import Confinement
 from activities.errors import one_line
+from activities.mcp_wire import CappedBody, MessageCap, event_stream, stdio_transport
 from activities.tool_failure import ToolFailure
+from council.limits import size_text
 from council.redaction import Redactor
 from council.tool_config import McpEntry
-from council.tools import ToolSpec, offered_name
+from council.tools import (
+    DEFAULT_RESULT_BYTES,
+    MAX_MESSAGE_BYTES,
+    MESSAGE_FACTOR,
+    MIN_MESSAGE_BYTES,
+    ToolSpec,
+    message_bytes,
+    offered_name,
+)
 
 __all__ = ["Listing", "Sessions", "ToolFailure", "call_tool", "list_tools", "read_tools"]
 
@@ -139,7 +154,7 @@ async def read_tools(
     specs: list[ToolSpec] = []
     withheld: dict[str, str] = {}
     offered: set[str] = set()
-    for tool in await _session(entry, env, listing, sessions):
+    for tool in await _session(entry, env, listing, sessions, MAX_MESSAGE_BYTES):
         hint = tool.annotations.read_only_hint if tool.annotations is not None else None
         why = entry.withholds(tool.name, hint)
         read_only = bool(hint)
@@ -171,14 +186,16 @@ async def call_tool(
     tool: str,
     arguments: dict[str, Any],
     sessions: Sessions | None = None,
+    result_bytes: int = DEFAULT_RESULT_BYTES,
 ) -> str:
     """The text of one call of `tool` at the server of `entry`; ToolFailure (one line) when
-    it gave none: the tool's own error, or why the server could not answer."""
+    it gave none: the tool's own error, or why the server could not answer. `result_bytes`:
+    the call's result cap, which bounds what the server may send (message_bytes)."""
 
     async def calling(client: Client) -> CallToolResult:
         return await client.call_tool(tool, arguments)
 
-    result = await _session(entry, env, calling, sessions)
+    result = await _session(entry, env, calling, sessions, message_bytes(result_bytes))
     if result.is_error:
         said = _redactor(entry, env).redact(result_text(result))
         raise ToolFailure(one_line(said, ERROR_CHARS) or f"{tool} failed (it gave no reason)")
@@ -274,16 +291,22 @@ class StderrTail:
 @dataclass
 class _Watch:
     """What a session saw besides its messages, for a failure's line: the HTTP status of a
-    refused request, lines of a stdio server's stdout that are not MCP, its stderr."""
+    refused request, lines of a stdio server's stdout that are not MCP, its stderr; and the
+    cap on each message it may receive, with whether one went past it."""
 
     status: int | None = None
     stray: str | None = None
     stderr: StderrTail | None = None
+    cap: MessageCap = field(default_factory=lambda: MessageCap(MAX_MESSAGE_BYTES))
 
     async def response(self, response: httpx2.Response) -> None:
         # A message's POST only: a server may answer the optional GET stream with 405.
         if response.request.method == "POST" and response.status_code >= 400:
             self.status = response.status_code
+        # Every body is read within the cap, the GET stream's included (an async client's
+        # streams are async).
+        assert isinstance(response.stream, httpx2.AsyncByteStream)
+        response.stream = CappedBody(response.stream, self.cap, event_stream(response))
 
     def noticed(self, error: Exception) -> None:
         if self.stray is None:
@@ -389,9 +412,14 @@ class Sessions:
         self._closing: set[asyncio.Task[None]] = set()
 
     async def use(
-        self, entry: McpEntry, env: Mapping[str, str], work: Callable[[Client], Awaitable[T]]
+        self,
+        entry: McpEntry,
+        env: Mapping[str, str],
+        work: Callable[[Client], Awaitable[T]],
+        cap: int = MAX_MESSAGE_BYTES,
     ) -> T:
-        """`work` done in a session with the server, within the entry's timeout."""
+        """`work` done in a session with the server, within the entry's timeout, each
+        message the server sends within `cap` bytes."""
         token = _token(entry, env)
         redactor = _redactor(entry, env)
         key = json.dumps([entry.model_dump(mode="json"), token])
@@ -400,15 +428,17 @@ class Sessions:
         done = False
         try:
             with anyio.move_on_after(entry.timeout):
-                value = await self._work(key, entry, token, work, held)
+                value = await self._work(key, entry, token, work, held, cap)
                 done = True
         except Exception as error:
-            # The server could not be reached, or went away: tried again.
-            line = _failure(entry, error, held[-1].watch if held else _Watch())
+            # The server could not be reached, or went away: tried again; or it sent a
+            # message past the cap: final.
+            watch = held[-1].watch if held else _Watch()
+            line = _failure(entry, error, watch)
             if held:
                 await self._close(held[-1])
             raise ToolFailure(
-                one_line(redactor.redact(line), ERROR_CHARS), transient=True
+                one_line(redactor.redact(line), ERROR_CHARS), transient=watch.cap.exceeded is None
             ) from None
         except BaseException:
             if held:  # cancelled: the server goes with the call
@@ -421,6 +451,9 @@ class Sessions:
             raise ToolFailure(
                 one_line(redactor.redact(why + _stray(kept.watch)), ERROR_CHARS), transient=True
             )
+        if kept.watch.cap.exceeded is not None:  # on another stream of its session (HTTP)
+            await self._close(kept)
+            raise ToolFailure(_too_large(kept.watch.cap.exceeded))
         kept.calls += 1
         self._put_back(kept)
         return cast(T, value)
@@ -432,18 +465,19 @@ class Sessions:
         token: str | None,
         work: Callable[[Client], Awaitable[T]],
         held: list[_Kept],
+        cap: int,
     ) -> T:
-        kept = self._take(key, entry, token)
+        kept = self._take(key, entry, token, cap)
         held.append(kept)
         try:
             # (shielded: a cancelled call must not cancel the session's own future)
             return await work(await asyncio.shield(kept.ready))
         except Exception:
-            if kept.calls == 0:
+            if kept.calls == 0 or kept.watch.cap.exceeded is not None:
                 raise
         # Its server went away while the session was idle: a new one, once.
         await self._close(kept)
-        kept = self._take(key, entry, token, fresh=True)
+        kept = self._take(key, entry, token, cap, fresh=True)
         held.append(kept)
         return await work(await asyncio.shield(kept.ready))
 
@@ -453,17 +487,21 @@ class Sessions:
             *(self._close(kept) for kept in list(self._open)), *list(self._closing)
         )
 
-    def _take(self, key: str, entry: McpEntry, token: str | None, fresh: bool = False) -> _Kept:
-        """An idle session of the server (not with `fresh`), else one opened now."""
+    def _take(
+        self, key: str, entry: McpEntry, token: str | None, cap: int, fresh: bool = False
+    ) -> _Kept:
+        """An idle session of the server (not with `fresh`), else one opened now; its
+        messages within `cap` from now on."""
         idle = self._idle.get(key, [])
         while idle and not fresh:
             kept = idle.pop()
             if kept.expiry is not None:
                 kept.expiry.cancel()
             if not kept.keeper.done():
+                kept.watch.cap.limit = cap
                 return kept
             self._later(kept)  # its server went away while it was idle
-        watch = _Watch()
+        watch = _Watch(cap=MessageCap(cap))
         if entry.command is not None:
             watch.stderr = StderrTail()  # closed by _close
         kept = _Kept(key, watch, asyncio.get_running_loop().create_future(), entry.keep_open)
@@ -523,13 +561,15 @@ async def _session(
     env: Mapping[str, str],
     work: Callable[[Client], Awaitable[T]],
     sessions: Sessions | None,
+    cap: int,
 ) -> T:
-    """`work` in a session of `sessions`, or in one of its own (closed after)."""
+    """`work` in a session of `sessions`, or in one of its own (closed after), each message
+    within `cap` bytes."""
     if sessions is not None:
-        return await sessions.use(entry, env, work)
+        return await sessions.use(entry, env, work, cap)
     once = Sessions()
     try:
-        return await once.use(entry.model_copy(update={"keep_open": False}), env, work)
+        return await once.use(entry.model_copy(update={"keep_open": False}), env, work, cap)
     finally:
         await once.aclose()
 
@@ -552,9 +592,8 @@ async def _transport(
             entry.trusted,
         )
         assert watch.stderr is not None and watch.stderr.writer is not None
-        # The SDK types errlog as text; it hands the file's descriptor to the process.
-        errlog = cast(TextIO, watch.stderr.writer)
-        yield cast(Transport, _watched(stdio_client(server, errlog=errlog), watch))
+        errlog = watch.stderr.writer
+        yield cast(Transport, _watched(stdio_transport(server, errlog, watch.cap), watch))
         return
     assert entry.url is not None
     headers = {"Authorization": f"Bearer {token}"} if token is not None else None
@@ -562,7 +601,11 @@ async def _transport(
     async with httpx2.AsyncClient(
         headers=headers, timeout=httpx2.Timeout(entry.timeout), event_hooks=hooks
     ) as http:
-        yield cast(Transport, _watched(streamable_http_client(entry.url, http_client=http), watch))
+        # The SDK's own cap on an event (1 MiB by default) above every cap of ours.
+        transport = streamable_http_client(
+            entry.url, http_client=http, max_sse_event_size=MAX_MESSAGE_BYTES
+        )
+        yield cast(Transport, _watched(transport, watch))
 
 
 def _token(entry: McpEntry, env: Mapping[str, str]) -> str | None:
@@ -597,6 +640,8 @@ def _leaf(error: BaseException) -> BaseException:
 
 def _failure(entry: McpEntry, error: Exception, watch: _Watch) -> str:
     """One line: why the session with the server gave nothing."""
+    if watch.cap.exceeded is not None:
+        return _too_large(watch.cap.exceeded)
     leaf = _leaf(error)
     if entry.command is not None and isinstance(leaf, OSError):
         what = leaf.filename if leaf.filename is not None else entry.command[0]
@@ -618,6 +663,14 @@ def _failure(entry: McpEntry, error: Exception, watch: _Watch) -> str:
     if isinstance(leaf, ValidationError):
         return f"the MCP server's answer is not valid MCP ({leaf.error_count()} problems)"
     return f"the MCP server failed: {type(leaf).__name__}: {leaf}" + _stray(watch)
+
+
+def _too_large(cap: int) -> str:
+    return (
+        f"the MCP server sent a message larger than {size_text(cap)}, the most one may weigh "
+        f"({MESSAGE_FACTOR} times the call's result cap, at least {size_text(MIN_MESSAGE_BYTES)}):"
+        " not read further, and its session was closed"
+    )
 
 
 def _stray(watch: _Watch) -> str:

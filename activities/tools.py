@@ -176,7 +176,7 @@ class ToolBox:
             return await web_tools.web_search(arguments, self.tools.search(), self.env)
         server = self._server(spec.source)
         return await mcp_tools.call_tool(
-            server, self.env, spec.tool, arguments, self._mcp_sessions()
+            server, self.env, spec.tool, arguments, self._mcp_sessions(), run.max_bytes
         )
 
     def _server(self, name: str) -> McpEntry:

@@ -13,8 +13,10 @@ resolves differently the next time (DNS rebinding) cannot slip past. Loopback, p
 link-local, shared (CGNAT), multicast, reserved and unspecified addresses, and the
 clouds' metadata addresses, in IPv4 or in IPv6 (an IPv4 address in IPv6 clothes too),
 are refused unless `allow_addresses` under [tools.fetch] in council.toml lists them. It
-reads at most `max_bytes` of a reply, only of a textual type (HTML is turned into its
-readable text), within `timeout` seconds in all.
+reads at most `max_bytes` of a reply, only of a textual type, within `timeout` seconds in
+all. HTML is turned into its readable text (activities.page_text: in one pass, time linear
+in the page's size) in a process of its own, within PAGE_READING's CPU time and memory,
+killed when the call ends.
 
 `web_search` asks the backend the operator configured (a SearXNG-compatible JSON
 endpoint, or Brave's Search API with its key read from the variable named): not guarded,
@@ -42,18 +44,19 @@ from collections.abc import (
     Sequence,
 )
 from contextlib import contextmanager
+from dataclasses import dataclass, replace
 from typing import Any
 
 import httpcore
 import httpx
-from bs4 import BeautifulSoup, Tag, UnicodeDammit
-from bs4.element import NavigableString
 
 from activities.reading import chunks
 from activities.tool_failure import ToolFailure
+from bounded import process
+from council import limits
 from council.redaction import Redactor, redact_logs
 from council.tool_config import SEARCH_SETUP, FetchEntry, SearchEntry
-from council.tools import FETCH, WEB_SEARCH, ToolSpec
+from council.tools import FETCH, MAX_TOOL_TIMEOUT, WEB_SEARCH, ToolSpec
 
 IPAddress = ipaddress.IPv4Address | ipaddress.IPv6Address
 IPNetwork = ipaddress.IPv4Network | ipaddress.IPv6Network
@@ -90,21 +93,14 @@ METADATA = frozenset(
 SHARED = ipaddress.IPv4Network("100.64.0.0/10")  # carrier-grade NAT (RFC 6598)
 NAT64 = ipaddress.IPv6Network("64:ff9b::/96")  # an IPv4 address behind a NAT64 gateway
 
-# Elements that are not a page's readable text, and those that begin a line of it.
-_DROPPED = (
-    "script", "style", "noscript", "template", "title", "meta", "link", "svg", "iframe",
-    "object", "embed", "canvas",
-)  # fmt: skip
-_BLOCKS = (
-    "address", "article", "aside", "blockquote", "br", "dd", "details", "div", "dl", "dt",
-    "fieldset", "figcaption", "figure", "footer", "form", "h1", "h2", "h3", "h4", "h5", "h6",
-    "header", "hr", "li", "main", "nav", "ol", "p", "pre", "section", "summary", "table",
-    "tr", "ul", "body", "html",
-)  # fmt: skip
-_CELLS = ("td", "th")
-_XML_DECLARATION = re.compile(r"^\s*<\?xml[^>]*\?>", re.IGNORECASE)
 _TAG = re.compile(r"<[^>]*>")
-_SPACES = re.compile(r"\s+")
+# What turning a page's HTML into text may take (activities.page_text, in a process of its
+# own): the clock's share is what remains of the call's timeout.
+PAGE_READING = process.Limits(
+    cpu_seconds=limits.PAGE_READ_CPU_SECONDS,
+    memory_bytes=limits.PAGE_READ_MEMORY_BYTES,
+    seconds=float(MAX_TOOL_TIMEOUT),
+)
 
 
 # -- what the model is offered ----------------------------------------------------------
@@ -400,19 +396,42 @@ def _tls() -> ssl.SSLContext:
 
 
 async def fetch(
-    arguments: dict[str, Any], entry: FetchEntry, *, resolver: Resolver | None = None
+    arguments: dict[str, Any],
+    entry: FetchEntry,
+    *,
+    resolver: Resolver | None = None,
+    page_limits: process.Limits | None = None,
 ) -> str:
     """A URL's readable text, under a header line that names the URL it came from (after
-    redirects) and the page's title; ToolFailure in one line when there is none."""
+    redirects) and the page's title; ToolFailure in one line when there is none. An HTML
+    page's text is read in a process of its own within `page_limits` (PAGE_READING, its
+    clock the call's timeout), killed when the call ends."""
     url = _fetch_url(arguments.get("url"))
     backend = GuardedBackend(allowed_networks(entry.allow_addresses), resolver or system_resolver)
+    call = _Call(entry, backend, page_limits or replace(PAGE_READING, seconds=entry.timeout))
     try:
         async with asyncio.timeout(entry.timeout):
-            return await _fetch(url, entry, backend)
+            return await _fetch(url, call)
     except TimeoutError:
+        if call.reading is not None:
+            raise ToolFailure(
+                f"fetch: the text of {call.reading} was not read within {entry.timeout:g} s",
+                transient=True,
+            ) from None
         raise ToolFailure(
             f"fetch: {url} gave no complete reply within {entry.timeout:g} s", transient=True
         ) from None
+
+
+@dataclass
+class _Call:
+    """One fetch: its entry, its guard, what reading a page's text may take, and the page
+    whose text is being read (None while there is none)."""
+
+    entry: FetchEntry
+    backend: GuardedBackend
+    page_limits: process.Limits
+    reading: httpx.URL | None = None
 
 
 def _fetch_url(value: Any) -> httpx.URL:
@@ -429,9 +448,10 @@ def _fetch_url(value: Any) -> httpx.URL:
     return url
 
 
-async def _fetch(url: httpx.URL, entry: FetchEntry, backend: GuardedBackend) -> str:
+async def _fetch(url: httpx.URL, call: _Call) -> str:
+    entry = call.entry
     async with httpx.AsyncClient(
-        transport=GuardedTransport(backend),
+        transport=GuardedTransport(call.backend),
         follow_redirects=False,
         trust_env=False,
         timeout=entry.timeout,
@@ -452,7 +472,7 @@ async def _fetch(url: httpx.URL, entry: FetchEntry, backend: GuardedBackend) -> 
                 raise ToolFailure(_transport_failure(request.url, error)) from None
             try:
                 if not response.is_redirect:
-                    return await _read(response, entry)
+                    return await _read(response, call)
                 following = response.next_request
                 if following is None:  # pragma: no cover - httpx sets it on a redirect
                     raise ToolFailure(f"fetch: {request.url} redirects nowhere")
@@ -488,7 +508,8 @@ def _is_text(media_type: str) -> bool:
     return media_type in TEXT_TYPES or media_type.endswith(("+json", "+xml"))
 
 
-async def _read(response: httpx.Response, entry: FetchEntry) -> str:
+async def _read(response: httpx.Response, call: _Call) -> str:
+    entry = call.entry
     if response.status_code >= 400:
         raise ToolFailure(
             f"fetch: {response.url} answered HTTP {response.status_code} {response.reason_phrase}"
@@ -514,7 +535,9 @@ async def _read(response: httpx.Response, entry: FetchEntry) -> str:
         raise ToolFailure(_transport_failure(response.url, error)) from None
     charset = response.charset_encoding
     if media_type in HTML_TYPES:
-        title, text = await asyncio.to_thread(page_text, bytes(body), charset)
+        call.reading = response.url
+        title, text = await _page_text(bytes(body), charset, call.page_limits, response.url)
+        call.reading = None
     else:
         title, text = "", _decode(bytes(body), charset).lstrip("\ufeff").strip()
     header = f"URL: {response.url}" + (f" | Title: {title}" if title else "")
@@ -530,30 +553,25 @@ def _decode(data: bytes, charset: str | None) -> str:
         return data.decode("utf-8", "replace")
 
 
-def page_text(data: bytes, charset: str | None = None) -> tuple[str, str]:
-    """An HTML page's title and readable text: no scripts, styles or markup, a line per
-    block, whitespace collapsed. The charset is the reply's, else the page's own."""
-    markup = _decode(data, charset) if charset else UnicodeDammit(data, is_html=True).unicode_markup
-    # Without the XML declaration (an XHTML page's) and with a line end, Beautiful Soup
-    # has no cause to warn that the markup looks like XML or like a file name or URL.
-    markup = _XML_DECLARATION.sub("", markup or "", count=1) + "\n"
-    soup = BeautifulSoup(markup, "html.parser")
-    title_tag = soup.find("title")
-    title = _squeeze(title_tag.get_text()) if isinstance(title_tag, Tag) else ""
-    for tag in soup.find_all(_DROPPED):
-        tag.decompose()
-    # A line end in the markup is a space (except in <pre>); a block begins a line.
-    for string in soup.find_all(string=True):
-        if type(string) is NavigableString and string.find_parent("pre") is None:
-            string.replace_with(_SPACES.sub(" ", string))
-    for tag in soup.find_all(_BLOCKS):
-        tag.insert_before("\n")
-        tag.insert_after("\n")
-    for tag in soup.find_all(_CELLS):
-        tag.insert_after(" ")
-    # Each line's own whitespace collapsed too (a <pre> keeps its lines, not its indent).
-    lines = (_squeeze(line) for line in soup.get_text().splitlines())
-    return title, "\n".join(line for line in lines if line)
+async def _page_text(
+    data: bytes, charset: str | None, bounds: process.Limits, url: httpx.URL
+) -> tuple[str, str]:
+    """An HTML page's title and readable text (activities.page_text), read in a process of
+    its own within `bounds`; the process is killed when the call ends (TimeoutError past
+    the clock's share, as the call's own timeout). ToolFailure past the CPU or memory."""
+    ended = await process.run_async("activities.page_text:answer", data, bounds, charset or "")
+    if ended.output is not None:
+        parts = json.loads(ended.output)
+        return str(parts["title"]), str(parts["text"])
+    if ended.stopped == "time":
+        raise TimeoutError
+    if ended.stopped == "cpu":
+        why = f"takes more than {bounds.cpu_seconds} s of CPU time to read"
+    elif ended.stopped == "memory":
+        why = f"needs more than {limits.size_text(bounds.memory_bytes)} of memory to read"
+    else:
+        why = f"could not be read (the reader stopped: {ended.detail})"
+    raise ToolFailure(f"fetch: the text of {url} {why}; not read")
 
 
 def _squeeze(text: str) -> str:

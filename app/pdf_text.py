@@ -4,8 +4,7 @@ server, CLI or MCP server that received it.
 
     read(data)  ->  Outcome: its text, or the limit or problem that stopped the reading
 
-The process (this module run as a script: `child`) is this Python, isolated (-I: no
-environment variables, no user site, not the current directory on its path) and given no
+The process (bounded.process, its work `answer`) is this Python, isolated and given no
 environment at all, so nothing a PDF makes pypdf do can see a key. Before it reads a byte
 it lowers its own priority and sets its limits (council.limits): CPU time (the kernel
 stops it at PDF_READ_CPU_SECONDS), address space (PDF_READ_MEMORY_BYTES) and no core file;
@@ -20,22 +19,11 @@ reads files apart from the event loop).
 from __future__ import annotations
 
 import json
-import os
-import signal
-import subprocess
-import sys
 from dataclasses import asdict, dataclass
-from pathlib import Path
 from typing import Any
 
+from bounded import process
 from council import limits
-
-# The folder that holds the `app` package (a checkout, or site-packages once installed).
-_ROOT = str(Path(__file__).resolve().parents[1])
-_START = "import sys; sys.path.insert(0, sys.argv[1]); from app.pdf_text import child; child()"
-# What the reading process may lower its priority by: the process that waits for it (a
-# server answering others) comes first.
-_NICENESS = 5
 
 
 @dataclass(frozen=True)
@@ -66,48 +54,21 @@ class Outcome:
 
 def read(data: bytes, budget: Budget = Budget()) -> Outcome:
     """The text of the PDF `data`, read in a process of its own within `budget`."""
-    command = [sys.executable, "-I", "-c", _START, _ROOT, json.dumps(asdict(budget))]
+    bounds = process.Limits(budget.cpu_seconds, budget.memory_bytes, budget.seconds)
+    ended = process.run("app.pdf_text:answer", data, bounds, json.dumps(asdict(budget)))
+    if ended.stopped in ("memory", "cpu", "time"):
+        return Outcome(problem=ended.stopped)
     try:
-        done = subprocess.run(
-            command,
-            input=data,
-            stdout=subprocess.PIPE,
-            stderr=subprocess.DEVNULL,
-            env={},
-            timeout=budget.seconds,
-            check=False,
-        )
-    except subprocess.TimeoutExpired:  # run() has killed it
-        return Outcome(problem="time")
-    if done.returncode in (-signal.SIGXCPU, -signal.SIGKILL):
-        return Outcome(problem="cpu")
-    try:
-        answer = json.loads(done.stdout)
-        return Outcome(**answer)
+        return Outcome(**json.loads(ended.output or b""))
     except (ValueError, TypeError):
-        return Outcome(problem="stopped", detail=f"exit status {done.returncode}")
+        return Outcome(problem="stopped", detail=ended.detail or "no answer")
 
 
-def child() -> None:
-    """The reading process: the budget in argv, the PDF on stdin, the Outcome on stdout."""
-    budget = Budget(**json.loads(sys.argv[2]))
-    _confine(budget)
-    data = sys.stdin.buffer.read()
-    try:
-        outcome = _outcome(data, budget)
-    except MemoryError:
-        outcome = Outcome(problem="memory")
-    sys.stdout.write(json.dumps(asdict(outcome)))
-    sys.stdout.flush()
-
-
-def _confine(budget: Budget) -> None:
-    import resource
-
-    os.nice(_NICENESS)
-    resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
-    resource.setrlimit(resource.RLIMIT_CPU, (budget.cpu_seconds, budget.cpu_seconds + 2))
-    resource.setrlimit(resource.RLIMIT_AS, (budget.memory_bytes, budget.memory_bytes))
+def answer(data: bytes, argument: str) -> bytes:
+    """The reading process's work: the PDF in, its Outcome as JSON out (the budget in
+    `argument`)."""
+    budget = Budget(**json.loads(argument))
+    return json.dumps(asdict(_outcome(data, budget))).encode()
 
 
 def _outcome(data: bytes, budget: Budget) -> Outcome:

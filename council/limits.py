@@ -119,6 +119,13 @@ PDF_READ_MEMORY_BYTES = 1_000_000_000
 PDF_READ_SECONDS = 60
 # PDFs one server reads at once; the requests beyond wait their turn (nothing else does).
 PDF_READERS = 2
+# Turning a fetched HTML page into text (activities.page_text) takes time linear in its
+# size (about half a second a MB on one core), in a process of its own within these
+# bounds; the time on the clock is what is left of the fetch's own timeout. The most a
+# page may give as its title.
+PAGE_READ_CPU_SECONDS = 30
+PAGE_READ_MEMORY_BYTES = 1_000_000_000
+PAGE_TITLE_CHARS = 300
 
 
 def size_text(count: int) -> str:

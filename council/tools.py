@@ -36,6 +36,16 @@ MAX_CALLS_PER_RUN = 500
 DEFAULT_RESULT_BYTES = 16_000
 MIN_RESULT_BYTES = 256
 MAX_RESULT_BYTES = 200_000
+# The most one message of a tool server (an MCP tool's result, a page of its tools) may
+# weigh as it arrives: the call's result cap times MESSAGE_FACTOR (room for JSON-RPC's
+# framing, JSON's escapes of up to 6 bytes a character, and a text given twice, as content
+# and as structured content), never less than MIN_MESSAGE_BYTES (room for an image or a
+# resource, which a result only names). A message past it is not read further: its call
+# fails (not tried again: the same call would send the same) and the server's session is
+# closed (activities.mcp_wire). A page of a server's tools may weigh MAX_MESSAGE_BYTES.
+MESSAGE_FACTOR = 16
+MIN_MESSAGE_BYTES = 1_000_000
+MAX_MESSAGE_BYTES = MESSAGE_FACTOR * MAX_RESULT_BYTES
 # A tool server's timeout (seconds) and attempts, unless its entry says otherwise.
 DEFAULT_TOOL_TIMEOUT = 30.0
 MAX_TOOL_TIMEOUT = 600.0
@@ -179,6 +189,12 @@ def cut_result(text: str, limit: int) -> tuple[str, bool]:
     marker = CUT_MARKER.format(limit=limit)
     kept = data[: max(0, limit - len(marker.encode("utf-8")))].decode("utf-8", "ignore")
     return kept + marker, True
+
+
+def message_bytes(result_bytes: int) -> int:
+    """The most one message of a tool server may weigh in a call whose result is cut to
+    `result_bytes`."""
+    return min(MAX_MESSAGE_BYTES, max(MIN_MESSAGE_BYTES, MESSAGE_FACTOR * result_bytes))
 
 
 def result_message(call: ToolCall, result: ToolResult) -> str:

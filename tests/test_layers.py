@@ -1,6 +1,7 @@
 """The layers of the code: imports point down, and no module imports itself back.
 
     council, grading                  pure: the protocol, problems and grading
+    bounded                           work in a process of its own, within limits
     activities                        I/O: the model call
     workflows                         Temporal workflows (may name the activity they call)
     app                               the front door, the settings, connecting to Temporal,
@@ -30,9 +31,10 @@ pytestmark = pytest.mark.fast
 BELOW = {
     "council": set(),
     "grading": {"council"},
-    "activities": {"council"},
+    "bounded": set(),
+    "activities": {"council", "bounded"},
     "workflows": {"council", "grading", "activities"},
-    "app": {"council"},
+    "app": {"council", "bounded"},
     "doctor": {"council", "activities", "workflows", "app"},
     "simulator": {"council", "grading"},
     "harness": {"council", "app", "workflows", "simulator"},

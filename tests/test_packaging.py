@@ -39,6 +39,7 @@ from tests.temporal_fixtures import TEST_API_KEY, temporal_address
 RUNTIME = (
     "activities",
     "app",
+    "bounded",
     "council",
     "doctor",
     "evaluation",

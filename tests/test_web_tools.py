@@ -30,6 +30,7 @@ from activities.web_tools import (
     search_spec,
     web_search,
 )
+from council.limits import PAGE_TITLE_CHARS
 from council.redaction import REDACTED
 from council.tool_config import FetchEntry, SearchEntry
 
@@ -188,6 +189,65 @@ async def test_an_xhtml_page_with_an_xml_declaration_and_no_charset(site: Site) 
     site.routes["/x"] = reply(200, "application/xhtml+xml", page.encode())
     text = await fetch({"url": f"{site.url}/x"}, local())
     assert text == f"URL: {site.url}/x | Title: Caf\u00e9\n\ncr\u00e8me br\u00fbl\u00e9e"
+
+
+CYRILLIC = "\u0447\u0430\u0439"
+
+
+@pytest.mark.parametrize(
+    ("body", "text"),
+    [
+        # The page's own charset: a <meta> (either form), a BOM; else UTF-8 where the bytes
+        # are UTF-8, else windows-1252.
+        ('<meta charset="iso-8859-1"><p>caf\u00e9</p>'.encode("latin-1"), "caf\u00e9"),
+        (
+            (
+                '<meta http-equiv="Content-Type" content="text/html; charset=windows-1251">'
+                f"<p>{CYRILLIC}</p>"
+            ).encode("cp1251"),
+            CYRILLIC,
+        ),
+        ("<p>cr\u00e8me</p>".encode("utf-16"), "cr\u00e8me"),
+        ("<p>na\u00efve</p>".encode(), "na\u00efve"),
+        (b"<p>caf\xe9</p>", "caf\u00e9"),
+    ],
+    ids=["meta-charset", "meta-http-equiv", "bom", "utf-8", "windows-1252"],
+)
+async def test_a_page_without_a_charset_is_read_in_its_own(
+    site: Site, body: bytes, text: str
+) -> None:
+    site.routes["/page"] = reply(200, "text/html", body)
+    assert await fetch({"url": f"{site.url}/page"}, local()) == f"URL: {site.url}/page\n\n{text}"
+
+
+@pytest.mark.parametrize(
+    ("markup", "text"),
+    [
+        ("a<!-->b<!--->c<!-- <p>hidden</p> -->d", "abcd"),
+        ("<ul><li>one<li>two</ul>three</div>, four", "one\ntwo\nthree, four"),
+        ("line one</br>line two", "line one\nline two"),
+        ('<a title="a > b" href=\'x"y\'>link</a> after', "link after"),
+        ("<script>document.write('</p>x')</script><p>shown</p>", "shown"),
+        ("<textarea>some <b>text</b> &amp; more</textarea>", "some <b>text</b> & more"),
+        ("<p>a &lt; b, 3<4, AT&T &amp; &#x41;&#66;</p>", "a < b, 3<4, AT&T & AB"),
+        ("<pre>  keep\n   lines  </pre>x\ny", "keep\nlines\nx y"),
+        ("<p>a<![CDATA[ <raw> ]]>b</p>", "a <raw> b"),
+        ("<P>Upper</P><DIV>Div</DIV><SCRIPT>no</SCRIPT>", "Upper\nDiv"),
+        ("<p>kept</p><a href='never closed", "kept"),
+        ("<p>kept</p><!-- never closed <p>x</p>", "kept"),
+    ],
+)
+async def test_markup_is_read_as_a_browser_reads_it(site: Site, markup: str, text: str) -> None:
+    site.routes["/page"] = reply(200, "text/html; charset=utf-8", markup.encode())
+    assert await fetch({"url": f"{site.url}/page"}, local()) == f"URL: {site.url}/page\n\n{text}"
+
+
+async def test_a_title_left_open_is_cut(site: Site) -> None:
+    site.routes["/page"] = reply(200, "text/html", b"<title>" + b"word " * 100_000)
+    header, body = (await fetch({"url": f"{site.url}/page"}, local())).split("\n\n", 1)
+    title = header.split(" | Title: ", 1)[1]
+    assert len(title) == PAGE_TITLE_CHARS and title.endswith("\u2026")
+    assert body == "(no readable text)"
 
 
 async def test_text_types_are_read_as_they_are_in_their_charset(site: Site) -> None:
