@@ -237,6 +237,12 @@ SCENARIOS = {
         {"question": SPLIT_QUESTION, "max_rounds": 1, "min_rounds": 1},
         None,
     ),
+    # Depth auto: first answers whose values differ deliberate, no check asked (the values
+    # outweigh any check).
+    "depth_auto_values_differ": (
+        {"question": SPLIT_QUESTION, "max_rounds": 1, "min_rounds": 1, "depth": "auto"},
+        None,
+    ),
     # ... and members who give free answers go to the agreement check, disagree, and
     # deliberate on the difference; a review round stops once its leader is settled (atlas's
     # own review, held back, is cancelled as not needed).
@@ -250,6 +256,7 @@ DISAGREE = {
     "depth_auto_agreement_after_stage1": 0.0,
     "depth_auto_check_and_settled_reviews": 1.0,
     "values_split_named_in_the_report": 1.0,
+    "depth_auto_values_differ": 1.0,
 }
 # The tools of the recording worker.
 TOOLS = Tools.of(
