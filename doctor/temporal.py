@@ -56,7 +56,7 @@ async def temporal_checks() -> list[Check]:
         )
         return [failed(SERVER, str(unreachable), fix), *_unchecked("the server does not answer")]
     except connection.ConfigError as problem:
-        fix = "correct the setting the message names (README: Environment)"
+        fix = "correct the setting the message names (docs/cli.md: Environment)"
         return [failed(SERVER, str(problem), fix), *_unchecked("the server cannot be reached")]
     return [
         passed(SERVER, f"{address} answers"),

@@ -253,7 +253,7 @@ def problem(span: str) -> str | None:
     if DOTTED.fullmatch(span):
         return code().dotted(span)
     if NAME.fullmatch(span):
-        return code().name(span)
+        return None if (ROOT / span).is_file() else code().name(span)  # `Dockerfile`
     return None
 
 
@@ -291,6 +291,8 @@ def test_the_guide_names_its_layers() -> None:
         ("workflow.wait_condition", True),
         ("COUNCIL_STORE", True),
         ("council.toml", True),
+        ("Dockerfile", True),
+        ("Dockerfiles", False),
     ],
 )
 def test_what_counts_as_found(span: str, found: bool) -> None:

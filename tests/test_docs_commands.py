@@ -3,7 +3,8 @@
 starter.py's parser, and every `--flag` written after it on that line, up to the end of its
 code span or table cell, is one of that command's (or of its sub-commands'); every `make
 TARGET` in a code span or at the start of a line of a code block is a target of the
-Makefile."""
+Makefile. The README stays a user's first page: short, its council.toml one the
+configuration reads, and a link to every page of docs/."""
 
 from __future__ import annotations
 
@@ -15,6 +16,7 @@ from pathlib import Path
 import pytest
 
 import starter
+from council.config import parse_config
 
 pytestmark = pytest.mark.fast
 
@@ -73,6 +75,20 @@ def problems(text: str) -> list[str]:
                 if flag not in commands()[name]
             ]
     return found
+
+
+def test_the_readme_is_short_and_links_every_page() -> None:
+    text = (ROOT / "README.md").read_text(encoding="utf-8")
+    assert len(text.splitlines()) <= 250
+    linked = set(re.findall(r"\]\((docs/[a-z-]+\.md)[)#]", text))
+    assert linked == {str(p.relative_to(ROOT)) for p in ROOT.glob("docs/*.md")}
+
+
+def test_the_readme_council_toml_is_read_as_written() -> None:
+    text = (ROOT / "README.md").read_text(encoding="utf-8")
+    blocks = re.findall(r"^```toml\n(.*?)^```", text, re.DOTALL | re.MULTILINE)
+    assert len(blocks) == 1
+    assert {"default", "mixed"} <= set(parse_config(blocks[0]).council_names())
 
 
 @pytest.mark.parametrize("doc", DOCS, ids=lambda p: str(p.relative_to(ROOT)))

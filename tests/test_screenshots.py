@@ -1,8 +1,8 @@
-"""The README's screenshots, taken by the test suite's browser from the page as it is:
-the list with the start form, a two-turn conversation and a deliberation being written,
-at 1280 px (desktop) and 390 px (phone). Each run of the suite writes them again to
-docs/screenshots/. The page runs on a Temporal server of its own, so that only these
-deliberations show."""
+"""The screenshots of the README and docs/web.md, taken by the test suite's browser from
+the page as it is: the list with the start form, a two-turn conversation and a
+deliberation being written, at 1280 px (desktop) and 390 px (phone). Each run of the suite
+writes them again to docs/screenshots/. The page runs on a Temporal server of its own, so
+that only these deliberations show."""
 
 from __future__ import annotations
 
