@@ -10,7 +10,7 @@ file in data/ keeps the run) and names `make up`, which serves the web page.
 from __future__ import annotations
 
 # First: a Python without Council's packages is told so in one line, and the fix.
-from app import dependencies  # noqa: F401  # isort: skip
+from app.installation import dependencies  # noqa: F401  # isort: skip
 
 import os
 import subprocess

@@ -19,13 +19,13 @@ its UI can show stored texts, when it cannot). Logs go to DIR/logs/.
 With the simulator, the page's default council (the simulator's members) and the
 simulator's address are written to DIR/default-council.json while it runs: the CLI and
 the MCP server of another shell, on the same server and task queue, start the same
-council, and `starter.py doctor` there checks the simulator (app.councils).
+council, and `starter.py doctor` there checks the simulator (app.settings.councils).
 """
 
 from __future__ import annotations
 
 # First: a Python without Council's packages is told so in one line, and the fix.
-from app import dependencies  # noqa: F401  # isort: skip
+from app.installation import dependencies  # noqa: F401  # isort: skip
 
 import argparse
 import os
@@ -34,9 +34,9 @@ from collections.abc import Mapping
 from pathlib import Path
 from urllib.parse import urlsplit
 
-from app import councils
-from app import settings as app_settings
-from app.settings import Settings, SettingsError
+from app.settings import councils
+from app.settings import environment as app_settings
+from app.settings.environment import Settings, SettingsError
 from harness.foreground import Stopped, shown, stop_on_signals, watch
 from harness.local import LocalServer, local_council, simulates, ui_address
 from harness.processes import DATA, Process, port_open, reachable_host, start_web, url_host

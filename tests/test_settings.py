@@ -14,8 +14,8 @@ from pydantic import BaseModel
 
 import starter
 from activities.settings import GatewaySettings
-from app import settings as app_settings
-from app.settings import Settings, SettingsError
+from app.settings import environment as app_settings
+from app.settings.environment import Settings, SettingsError
 from council.config import DefaultProvider
 from harness.processes import ROOT
 from service import command as worker_command
@@ -250,7 +250,7 @@ def test_every_entry_point_refuses_a_bad_setting_before_anything_starts(
 # own, tooling's, by simulator.settings): no other code reads one from the environment, or
 # from a mapping of variables it was handed. Writing one into the environment of a process
 # it starts is fine.
-SETTINGS_MODULES = {"app/settings.py", "simulator/settings.py"}
+SETTINGS_MODULES = {"app/settings/environment.py", "simulator/settings.py"}
 READERS = ("get", "getenv", "pop")
 VARIABLE = re.compile(r"COUNCIL_\w+|OPENROUTER_API_KEY")
 

@@ -27,8 +27,9 @@ from mcp import Client as MCPClient
 from mcp import StdioServerParameters, stdio_client
 from temporalio.client import Client
 
-from app import connection, store
-from app.settings import Settings
+from app.settings.environment import Settings
+from app.store import store
+from app.temporal import connection
 from council.models import DeliberationRecord
 from harness import processes
 from harness.foreground import Stopped, stop_on_signals
@@ -227,7 +228,7 @@ async def test_make_up_serves_a_page_that_runs_a_deliberation_and_sigint_stops_i
         commands = " | ".join(started.values())
         for part in (
             "temporal server start-dev",
-            "-m app.codec_server",
+            "-m app.codec.server",
             "-m simulator",
             "worker.py",
             "-m web",
