@@ -177,9 +177,10 @@ def make_up(tmp: Path, **env: str) -> Iterator[Up]:
     marker = f"COUNCIL_UP_TEST={uuid.uuid4().hex}"
     environment[marker.split("=")[0]] = marker.split("=")[1]
     output = tmp / "up.out"
+    latency = ["--latency", env.pop("SIM_LATENCY")] if "SIM_LATENCY" in env else []
     with open(output, "wb") as out:
         popen = subprocess.Popen(
-            [sys.executable, str(ROOT / "up.py"), "--data", str(tmp / "data")],
+            [sys.executable, str(ROOT / "up.py"), "--data", str(tmp / "data"), *latency],
             cwd=ROOT,
             env={**environment, **env},
             stdout=out,

@@ -46,8 +46,12 @@ from pydantic import (
 )
 from pydantic.fields import FieldInfo
 from pydantic_core import PydanticCustomError
-from pydantic_settings import BaseSettings, EnvSettingsSource, NoDecode, SettingsConfigDict
-from pydantic_settings.sources.utils import parse_env_vars
+from pydantic_settings import (
+    BaseSettings,
+    NoDecode,
+    PydanticBaseSettingsSource,
+    SettingsConfigDict,
+)
 
 from app.access import principals as access
 from app.access.principals import Principal
@@ -428,13 +432,34 @@ class Settings(BaseSettings):
         return found
 
     @classmethod
+    def settings_customise_sources(
+        cls,
+        settings_cls: type[BaseSettings],
+        init_settings: PydanticBaseSettingsSource,
+        env_settings: PydanticBaseSettingsSource,
+        dotenv_settings: PydanticBaseSettingsSource,
+        file_secret_settings: PydanticBaseSettingsSource,
+    ) -> tuple[PydanticBaseSettingsSource, ...]:
+        """Only the values given to the constructor, which read() picks from the variables:
+        no other source reads the environment or a file behind its back."""
+        return (init_settings,)
+
+    @classmethod
     def read(cls, env: Mapping[str, str] | None = None) -> Settings:
-        """The settings in `env` (the process's environment by default); SettingsError."""
-        source = _Variables(cls, os.environ if env is None else env)
+        """The settings in `env` (the process's environment by default); SettingsError.
+        Values are stripped, a variable of only white space is unset, and the default
+        provider's variables (COUNCIL_LLM_*, OPENROUTER_API_KEY) go to the nested `llm`."""
+        variables = os.environ if env is None else env
+        given = {name: text for name, value in variables.items() if (text := value.strip())}
+        values: dict[str, Any] = {}
+        for field, name in cls.variables().items():
+            if name in given:
+                nested = field.rpartition(".")[0]
+                (values.setdefault(nested, {}) if nested else values)[name] = given[name]
         try:
-            return cls(_build_sources=((source,), {}))
+            return cls(**values)
         except ValidationError as error:
-            raise SettingsError(_one_line(error, source.given)) from None
+            raise SettingsError(_one_line(error, given)) from None
 
     @classmethod
     def argument(cls, name: str) -> Callable[[str], Any]:
@@ -477,29 +502,6 @@ class Settings(BaseSettings):
             if isinstance(principal, Principal)
         ]
         return values + list(self.llm.extra_headers.values())
-
-
-class _Variables(EnvSettingsSource):
-    """pydantic-settings' environment source, over a given mapping: values stripped, a
-    variable that holds only white space unset, and the default provider's variables
-    (COUNCIL_LLM_*, OPENROUTER_API_KEY) handed to the nested `llm` by their own names."""
-
-    def __init__(self, settings_cls: type[BaseSettings], variables: Mapping[str, str]) -> None:
-        stripped = {name: value.strip() for name, value in variables.items()}
-        self.given = {name: value for name, value in stripped.items() if value}
-        super().__init__(settings_cls)
-
-    def _load_env_vars(self) -> Mapping[str, str | None]:
-        return parse_env_vars(
-            self.given, self.case_sensitive, self.env_ignore_empty, self.env_parse_none_str
-        )
-
-    def __call__(self) -> dict[str, Any]:
-        data = super().__call__()
-        llm = {name: self.given[name] for name in DefaultProvider.variables() if name in self.given}
-        if llm:
-            data["llm"] = llm
-        return data
 
 
 # ---- one line for any refusal ------------------------------------------------------------
