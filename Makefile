@@ -19,7 +19,7 @@ $(STAMP): requirements.txt requirements-server.txt requirements-plot.txt require
 # `make demo`, `make up` and `make server` start the same way: the dev server at
 # TEMPORAL_ADDRESS, its UI 1000 above, the codec server on COUNCIL_CODEC_PORT.
 demo: $(STAMP)
-	$(BIN)/python demo.py
+	$(BIN)/python demo.py "$$QUESTION"
 
 # The web page with what it needs (dev server and the codec server its UI reads stored
 # texts through, simulator without a key, a worker), in the foreground; Ctrl-C stops what it
@@ -27,7 +27,7 @@ demo: $(STAMP)
 # address. Each simulated call takes 2 to 5 s, to watch a run: SIM_LATENCY=0 answers at
 # once, SIM_LATENCY=1.5 or SIM_LATENCY=1-3 sets the pace.
 up: $(STAMP) sandbox
-	SIM_LATENCY="$(SIM_LATENCY)" $(BIN)/python up.py
+	$(BIN)/python up.py --latency "$(SIM_LATENCY)"
 
 # The whole suite, in four processes (each with its own Temporal dev server, simulator and
 # browser): most of a test's time is spent waiting for a run, so four keep two cores busy.

@@ -1,5 +1,7 @@
 """`make demo`: one deliberation end to end, starting whatever is not running yet.
 
+    python demo.py [QUESTION]      (make demo QUESTION="...")
+
 Starts the embedded Temporal dev server unless one answers at TEMPORAL_ADDRESS (with the
 codec server its Web UI reads stored texts through), the simulator when no API key is
 set, and a worker; runs one deliberation with live progress; prints the final answer and
@@ -10,7 +12,7 @@ file in data/ keeps the run) and names `make up`, which serves the web page.
 from __future__ import annotations
 
 # First: a Python without Council's packages is told so in one line, and the fix.
-from app import dependencies  # noqa: F401  # isort: skip
+from app.installation import dependencies  # noqa: F401  # isort: skip
 
 import os
 import subprocess
@@ -31,7 +33,8 @@ def say(message: str) -> None:
     print(f"demo: {message}", file=sys.stderr, flush=True)
 
 
-def main() -> int:
+def main(argv: list[str]) -> int:
+    question = argv[0].strip() if argv and argv[0].strip() else QUESTION
     try:
         with local_council(
             say,
@@ -39,7 +42,6 @@ def main() -> int:
             "real model",
             tools=True,
         ) as env:
-            question = os.environ.get("QUESTION") or QUESTION
             say(f"asking the council: {question}")
             result = subprocess.run(
                 [sys.executable, "bin/council", "start", question, "--wait"],
@@ -58,4 +60,4 @@ def main() -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(main(sys.argv[1:]))

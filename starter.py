@@ -22,7 +22,7 @@ unreachable.
 from __future__ import annotations
 
 # First: a Python without Council's packages is told so in one line, and the fix.
-from app import dependencies  # noqa: F401  # isort: skip
+from app.installation import dependencies  # noqa: F401  # isort: skip
 
 import argparse
 import json
@@ -33,11 +33,15 @@ from rich.console import Console
 from temporalio.client import WorkflowFailureError
 from temporalio.service import RPCError
 
-from app import commands, connection, flags, front_door, store
-from app import config as app_config
-from app import settings as app_settings
-from app.record_view import record_view
-from app.render import event_line, record_markdown
+from app.installation import commands
+from app.requests import front_door
+from app.settings import config as app_config
+from app.settings import environment as app_settings
+from app.settings import flags
+from app.store import store
+from app.temporal import connection
+from app.views.record_view import record_view
+from app.views.render import event_line, record_markdown
 from council import numbers
 from council.config import ConfigProblem
 from council.ids import id_problem, tenant_problem
@@ -78,7 +82,7 @@ def build_request(args: argparse.Namespace) -> DeliberationRequest:
 
 async def check_tools(request: DeliberationRequest) -> None:
     """A usage error when an MCP entry the request names offers none of its tools (asked
-    of its server now, as a run would: app.front_door.check_tools)."""
+    of its server now, as a run would: app.requests.front_door.check_tools)."""
     if not request.tools:
         return
     # Imported here: only a start with tools asks their servers.
@@ -379,7 +383,7 @@ async def cmd_mcp(args: argparse.Namespace) -> int:
 
 
 async def cmd_store_prune(args: argparse.Namespace) -> int:
-    from app import prune
+    from app.store import prune
 
     warning = prune.grace_floor_warning(args.grace)
     if warning:

@@ -1,13 +1,13 @@
 """`make up`: a local council and its web page, in the foreground until Ctrl-C.
 
-    python up.py [--data DIR]
+    python up.py [--data DIR] [--latency SECONDS]      (make up SIM_LATENCY=SECONDS)
 
 Starts what is not running yet: the embedded Temporal dev server unless one answers at
 TEMPORAL_ADDRESS (state in DIR/temporal.db, default COUNCIL_DATA, else data/; its Web UI
 on the gRPC port + 1000, :8233) with the codec server its UI reads stored texts through
 (COUNCIL_CODEC_PORT, default 8081), the simulator when no API key is set (on
 COUNCIL_SIM_PORT, default 8800, saying so: the answers will be simulated; each call takes
-SIM_LATENCY seconds, default 2 to 5, so that a run can be watched), a worker (its
+--latency seconds, default 2 to 5, so that a run can be watched), a worker (its
 Prometheus metrics on COUNCIL_METRICS_PORT when set, on COUNCIL_METRICS_HOST), and the web
 page (`python -m web` on COUNCIL_WEB_HOST and COUNCIL_WEB_PORT, default 127.0.0.1:8080).
 A port among these that is taken is refused in one line before anything starts. Prints
@@ -19,24 +19,22 @@ its UI can show stored texts, when it cannot). Logs go to DIR/logs/.
 With the simulator, the page's default council (the simulator's members) and the
 simulator's address are written to DIR/default-council.json while it runs: the CLI and
 the MCP server of another shell, on the same server and task queue, start the same
-council, and `starter.py doctor` there checks the simulator (app.councils).
+council, and `starter.py doctor` there checks the simulator (app.settings.councils).
 """
 
 from __future__ import annotations
 
 # First: a Python without Council's packages is told so in one line, and the fix.
-from app import dependencies  # noqa: F401  # isort: skip
+from app.installation import dependencies  # noqa: F401  # isort: skip
 
 import argparse
-import os
 import sys
-from collections.abc import Mapping
 from pathlib import Path
 from urllib.parse import urlsplit
 
-from app import councils
-from app import settings as app_settings
-from app.settings import Settings, SettingsError
+from app.settings import councils
+from app.settings import environment as app_settings
+from app.settings.environment import Settings, SettingsError
 from harness.foreground import Stopped, shown, stop_on_signals, watch
 from harness.local import LocalServer, local_council, simulates, ui_address
 from harness.processes import DATA, Process, port_open, reachable_host, start_web, url_host
@@ -53,9 +51,10 @@ def say(message: str) -> None:
     print(f"up: {message}", file=sys.stderr, flush=True)
 
 
-def sim_latency(env: Mapping[str, str]) -> tuple[str, Latency]:
-    """SIM_LATENCY as given (default 2-5) and read; ValueError with one line naming it."""
-    text = (env.get(SIM_LATENCY) or "").strip() or DEFAULT_SIM_LATENCY
+def sim_latency(given: str) -> tuple[str, Latency]:
+    """--latency (make up's SIM_LATENCY) as given (default 2-5) and read; ValueError with
+    one line naming it."""
+    text = given.strip() or DEFAULT_SIM_LATENCY
     try:
         return text, parse_latency(text)
     except ValueError as error:
@@ -117,10 +116,15 @@ def main(argv: list[str] | None = None) -> int:
         default=settings.data_dir or DATA,
         help="state and logs (default COUNCIL_DATA, else data/)",
     )
+    parser.add_argument(
+        "--latency",
+        default="",
+        help="each simulated call's seconds: 0, 1.5 or 1-3 (default 2-5; make up's SIM_LATENCY)",
+    )
     args = parser.parse_args(argv)
     host, port = settings.web_host, settings.web_port
     try:
-        latency_text, latency = sim_latency(os.environ)
+        latency_text, latency = sim_latency(args.latency)
         server = LocalServer.of(args.data)
     except ValueError as error:
         say(str(error))

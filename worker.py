@@ -1,7 +1,7 @@
 """The Council worker: runs the deliberation workflow and the model-call activity.
 
     python worker.py                     one worker process
-    python worker.py --processes auto    one per core, under a supervisor (app/supervisor.py)
+    python worker.py --processes auto    one per core, under a supervisor (service/supervisor.py)
 
 The command (its options and settings) is service.command; what it runs, service.worker.
 """
@@ -9,7 +9,7 @@ The command (its options and settings) is service.command; what it runs, service
 from __future__ import annotations
 
 # First: a Python without Council's packages is told so in one line, and the fix.
-from app import dependencies  # noqa: F401  # isort: skip
+from app.installation import dependencies  # noqa: F401  # isort: skip
 
 from service.command import entry
 

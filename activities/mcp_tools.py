@@ -12,13 +12,14 @@ once per run and kept in history as ToolSpecs) and one call of one of its tools
   open between calls and serves one call at a time (Sessions): a call that fails, times out
   or is cancelled closes its session, one idle for a minute is closed, and one whose server
   went away while idle is replaced once. Without `sessions`, a call has a session of its own.
-- stdio (`command`): the server runs with `env` over a minimal environment (PATH, HOME,
-  LANG, and the few names the SDK adds: LOGNAME, SHELL, TERM, USER), never the worker's
-  own, which holds the providers' keys; in `cwd` when given. Its stderr is read as it is
-  written and only its last STDERR_TAIL_BYTES kept (a chatty server costs neither disk nor
-  memory, and never blocks on a full pipe), its last line named when it fails. When the
-  call ends, however it ends, its stdin is closed and its process group killed if it does
-  not exit (activities.mcp_wire.stdio_transport, which reads its stdout).
+- stdio (`command`): the server runs with `env` over a minimal environment (PATH, HOME
+  and LANG of the environment given, and the few names the SDK adds: LOGNAME, SHELL, TERM,
+  USER), never the worker's own, which holds the providers' keys; in `cwd` when given.
+  Its stderr is read as it is written and only its last STDERR_TAIL_BYTES kept (a chatty
+  server costs neither disk nor memory, and never blocks on a full pipe), its last line
+  named when it fails. When the call ends, however it ends, its stdin is closed and its
+  process group killed if it does not exit (activities.mcp_wire.stdio_transport, which
+  reads its stdout).
 - streamable HTTP (`url`): with `Authorization: Bearer <token>`, the token read from the
   variable `token_env` names, in the environment given (never shown: a message names the
   variable).
@@ -95,7 +96,7 @@ from council.tools import (
 
 __all__ = ["Listing", "Sessions", "ToolFailure", "call_tool", "list_tools", "read_tools"]
 
-# The variables of the worker's environment a stdio server is given (its entry's env on top).
+# The variables of the environment given a stdio server inherits (its entry's env on top).
 INHERITED = ("PATH", "HOME", "LANG")
 # A stdio command's first word that means the worker's own interpreter.
 PYTHON_NAMES = ("python", "python3")
@@ -422,6 +423,9 @@ class Sessions:
         message the server sends within `cap` bytes."""
         token = _token(entry, env)
         redactor = _redactor(entry, env)
+        if entry.command is not None:  # a stdio server: the few variables it inherits
+            inherited = {name: env[name] for name in INHERITED if name in env}
+            entry = entry.model_copy(update={"env": inherited | entry.env})
         key = json.dumps([entry.model_dump(mode="json"), token])
         held: list[_Kept] = []  # the session in use (the last)
         value: Any = None
@@ -579,14 +583,13 @@ async def _transport(
     entry: McpEntry, token: str | None, watch: _Watch, confinement: Confinement
 ) -> AsyncIterator[Transport]:
     if entry.command is not None:
-        inherited = {name: os.environ[name] for name in INHERITED if name in os.environ}
         # "python" is the worker's own interpreter (which has the mcp package).
         program = sys.executable if entry.command[0] in PYTHON_NAMES else entry.command[0]
         server = confinement.wrap(
             StdioServerParameters(
                 command=program,
                 args=entry.command[1:],
-                env=inherited | entry.env,
+                env=entry.env,
                 cwd=entry.cwd,
             ),
             entry.trusted,

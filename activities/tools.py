@@ -119,7 +119,7 @@ class ToolBox:
                     offer.unavailable[name] = self._line(failure)
                     continue
                 # A name another entry offers already (its start was refused where its
-                # servers could say so: app.front_door.check_tools): the first keeps it.
+                # servers could say so: app.requests.front_door.check_tools): the first keeps it.
                 taken = {spec.name: spec.source for spec in offer.specs}
                 for spec in listing.specs:
                     if spec.name in taken:

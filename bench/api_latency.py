@@ -32,7 +32,7 @@ from typing import Any
 
 import openai
 
-from app import councils
+from app.settings import councils
 from bench.stack import models
 from council.config import parse_config
 from council.validation import validate_request

@@ -13,9 +13,9 @@ import signal
 import sys
 
 from activities.model_call import ModelGateway
-from app import connection
-from app import settings as app_settings
-from app.connection import connect, task_queue
+from app.settings import environment as app_settings
+from app.temporal import connection
+from app.temporal.connection import connect, task_queue
 from bench.bare_workflow import BareGraph, SameCalls, bare_step
 from service.worker import serving
 

@@ -30,7 +30,7 @@ from temporalio.client import Client, WorkflowHandle
 from temporalio.runtime import LoggingConfig, Runtime, TelemetryConfig, TelemetryFilter
 from temporalio.service import RPCError
 
-from app import connection
+from app.temporal import connection
 from council.models import DeliberationRecord
 from harness.processes import DATA
 from harness.stack import Stack, WorkerProcess

@@ -14,7 +14,8 @@ import asyncio
 import time
 from typing import Any
 
-from app import attachments, store
+from app.requests import attachments
+from app.store import store
 from bench import report
 from bench.stack import BenchStack, council_request, history_size
 from council import limits

@@ -24,7 +24,7 @@ from collections.abc import Awaitable, Callable
 from datetime import UTC, datetime
 from pathlib import Path
 
-from app import connection
+from app.temporal import connection
 from bench import (
     crash,
     critical_path,

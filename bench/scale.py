@@ -14,11 +14,11 @@ import asyncio
 import functools
 import os
 
-from app.supervisor import available_cores
 from bench import report
 from bench.stack import BenchStack, CpuMeter, council_plan, council_request
 from bench.throughput import FULL, LoopResult, Sizes, closed_loop
 from harness.processes import worker_processes
+from service.supervisor import available_cores
 
 MODELS = 4
 ROUNDS = 2

@@ -27,7 +27,7 @@ from typing import Any
 from temporalio.api.enums.v1 import EventType
 from temporalio.client import WorkflowHandle
 
-from app import store
+from app.store import store
 from bench.bare_workflow import BareGraph, SameCalls
 from council.calls import ModelCall
 from harness.processes import cpu_seconds

@@ -2,7 +2,7 @@
 it long or large (a PDF bomb, a page of deeply nested markup) costs one bounded process,
 never the time or memory of the server or worker that asked for it.
 
-    ended = run("app.pdf_text:answer", data, Limits(cpu_seconds=30, ...), argument)
+    ended = run("app.requests.pdf_text:answer", data, Limits(cpu_seconds=30, ...), argument)
     ended = await run_async("activities.page_text:answer", data, limits, argument)
     ended.output      # what the work returned (bytes), or None; ended.stopped says why:
                       # "cpu", "memory", "time" or "failed" (ended.detail: its exit status)

@@ -4,7 +4,7 @@ window with a visible marker).
 
 A text file (text, Markdown, code, CSV, JSON) and a PDF travel as their text; an image as
 its bytes (base64), shown to the members whose provider takes images and named to the
-others as an image they could not see. Reading files is the front door's (app.attachments):
+others as an image they could not see. Reading files is the front door's (app.requests.attachments):
 nothing here touches a file.
 """
 

@@ -15,7 +15,7 @@ it, else to the default provider (COUNCIL_LLM_BASE_URL). A council is a set of s
 options; `[councils.default]` is the council used when none is named.
 
 This module parses text and answers questions about it (no file, no environment):
-app.config reads the file and the variables.
+app.settings.config reads the file and the variables.
 """
 
 from __future__ import annotations

@@ -109,8 +109,9 @@ MAX_ATTACHMENT_PDF_BYTES = 20_000_000
 # The texts and images of one run together.
 MAX_ATTACHMENTS_TOTAL_BYTES = 8_000_000
 MAX_ATTACHMENT_NAME_CHARS = 255
-# Reading a PDF's text (app.pdf_text): a small file may inflate into a long read, so each PDF
-# is read in a process of its own, within these bounds, and refused in one line past one.
+# Reading a PDF's text (app.requests.pdf_text): a small file may inflate into a long read, so
+# each PDF is read in a process of its own, within these bounds, and refused in one line past
+# one.
 # The most one stream of a PDF (a page's content, a font's table) may inflate to.
 MAX_PDF_STREAM_BYTES = 10_000_000
 # The CPU time, memory (address space) and time on the clock that reading one PDF may take.

@@ -12,7 +12,7 @@ the first ends, or does the server answer one at a time). The settings, the key 
 requests are the worker's own (activities.settings, activities.llm_client); the key is
 read from this process's environment, so the doctor is run where the worker runs. The
 default provider's base URL is COUNCIL_LLM_BASE_URL; unset, it is the one of a `make up`
-running on the simulator with this Temporal server and task queue (app.councils), else
+running on the simulator with this Temporal server and task queue (app.settings.councils), else
 OpenRouter's; the check says which, and why.
 """
 
@@ -38,9 +38,9 @@ from activities.llm_client import (
 )
 from activities.settings import GatewaySettings
 from activities.slots import reported_slots, self_hosted
-from app import config as app_config
-from app import councils
-from app import settings as app_settings
+from app.settings import config as app_config
+from app.settings import councils
+from app.settings import environment as app_settings
 from council.calls import ChatMessage, ModelCall
 from council.config import (
     DEFAULT_COUNCIL,

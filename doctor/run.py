@@ -7,7 +7,7 @@ import asyncio
 import os
 from collections.abc import Mapping
 
-from app import settings as app_settings
+from app.settings import environment as app_settings
 from doctor.checks import Check, cleaned
 from doctor.providers import provider_checks
 from doctor.store import store_check

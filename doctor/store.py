@@ -12,8 +12,8 @@ from temporalio.converter import (
     StorageDriverStoreContext,
 )
 
-from app import settings as app_settings
-from app import store
+from app.settings import environment as app_settings
+from app.store import store
 from doctor.checks import Check, failed, one_line, passed
 
 NAME = "payload store"

@@ -1,7 +1,7 @@
 """The Temporal side: the server at its address, the namespace, the search attributes the
 worker registers, and a worker polling the task queue (with its build).
 
-The connection is the one every surface makes (app.connection.connect, from the same
+The connection is the one every surface makes (app.temporal.connection.connect, from the same
 TEMPORAL_* settings); when it fails, the checks that need it are skipped.
 """
 
@@ -12,7 +12,7 @@ from temporalio.api.taskqueue.v1 import PollerInfo
 from temporalio.client import Client
 from temporalio.service import RPCError
 
-from app import connection
+from app.temporal import connection
 from doctor.checks import Check, failed, passed, skipped
 from workflows import client as deliberations
 from workflows import search_attributes

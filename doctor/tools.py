@@ -4,7 +4,7 @@ configured (fetch is built in and needs nothing). A check names the tools an ent
 withholds, and why.
 
 Before a run starts, its surface asks the same of the MCP servers it names
-(`offer_problem`, through app.front_door.check_tools): a run given an entry that offers
+(`offer_problem`, through app.requests.front_door.check_tools): a run given an entry that offers
 none of its tools is refused, and so is one given two entries that offer one function
 name. What a server offers is kept OFFER_SECONDS by the process.
 """
@@ -19,8 +19,8 @@ from typing import TYPE_CHECKING
 
 from activities.confinement import Confinement
 from activities.tool_failure import ToolFailure
-from app import config as app_config
-from app.secret_paths import kept_from_tools
+from app.installation.secret_paths import kept_from_tools
+from app.settings import config as app_config
 from council.config import ConfigProblem
 from council.tool_config import SEARCH_SETUP, McpEntry, Tools, clashing, nothing_offered
 from council.tools import WEB_SEARCH, offered_name

@@ -16,7 +16,7 @@ from pathlib import Path
 from rich.console import Console
 from temporalio.client import Client
 
-from app import extras
+from app.installation import extras
 from council import numbers
 from council.ids import MODEL_ID
 from council.models import DeliberationRequest

@@ -7,7 +7,7 @@ from __future__ import annotations
 from temporalio.api.enums.v1 import EventType
 from temporalio.api.history.v1 import HistoryEvent
 
-from app import store
+from app.store import store
 
 # The events a workflow task's commands become (what its completion message carried).
 COMMAND_EVENTS = {

@@ -13,10 +13,10 @@ from pathlib import Path
 
 import httpx
 
-from app import config as app_config
-from app import settings
-from app.connection import DEFAULT_ADDRESS
-from app.settings import Settings, SettingsError
+from app.settings import config as app_config
+from app.settings import environment as settings
+from app.settings.environment import Settings, SettingsError
+from app.temporal.connection import DEFAULT_ADDRESS
 from harness.foreground import shown, stop_all
 from harness.processes import (
     DATA,

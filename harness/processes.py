@@ -25,7 +25,7 @@ from typing import Any, Protocol
 
 import httpx
 
-from app import extras
+from app.installation import extras
 
 ROOT = Path(__file__).resolve().parent.parent
 DATA = ROOT / "data"
@@ -223,7 +223,7 @@ FAIRNESS = [
     "--dynamic-config-value",
     "matching.numTaskqueueWritePartitions=1",
 ]
-# Each task queue's workers are a Worker Deployment of their own (app.deployment); the
+# Each task queue's workers are a Worker Deployment of their own (app.temporal.deployment); the
 # tests and benchmarks give each their own queue, many more than the server's default
 # limit of 100 deployments in a namespace.
 MANY_DEPLOYMENTS = ["--dynamic-config-value", "matching.maxDeployments=100000"]
@@ -315,9 +315,9 @@ def start_codec_server(
     log_path: Path | None = None,
     ready_timeout: float = 30,
 ) -> Process:
-    """`python -m app.codec_server` on 127.0.0.1:`port` with the given environment (its
+    """`python -m app.codec.server` on 127.0.0.1:`port` with the given environment (its
     payload store, keys and allowed origins); returns once it answers."""
-    command = [sys.executable, "-m", "app.codec_server", "--host", "127.0.0.1", "--port", str(port)]
+    command = [sys.executable, "-m", "app.codec.server", "--host", "127.0.0.1", "--port", str(port)]
     process = spawn("codec server", command, log_path, env)
     url = f"http://127.0.0.1:{port}"
     wait_for(

@@ -22,7 +22,7 @@ import sys
 from collections.abc import Callable
 from pathlib import Path
 
-from app.settings import Settings, SettingsError
+from app.settings.environment import Settings, SettingsError
 from harness.foreground import Stopped, shown, stop_all, stop_on_signals, watch
 from harness.local import LocalServer, start_server
 from harness.processes import DATA, Process, port_open
@@ -72,7 +72,7 @@ def serve_server() -> int:
 
 
 def serve_codec_server() -> int:
-    """`python -m app.codec_server` in this process's place, for the UI of TEMPORAL_ADDRESS."""
+    """`python -m app.codec.server` in this process's place, for the UI of TEMPORAL_ADDRESS."""
     configured = Settings.read(os.environ)
     server = LocalServer.of(data_dir())
     taken = server.codec_port_taken()
@@ -80,7 +80,7 @@ def serve_codec_server() -> int:
         say(taken)
         return 2
     say(f"give the Temporal UI of {server.address} the codec endpoint {server.codec_url}")
-    command = ["-m", "app.codec_server", "--host", "127.0.0.1", "--port", str(server.codec_port)]
+    command = ["-m", "app.codec.server", "--host", "127.0.0.1", "--port", str(server.codec_port)]
     os.execve(
         sys.executable,
         [sys.executable, *command],

@@ -9,7 +9,7 @@ simulator as its own process, workers as subprocesses, and a client.
     stack.close()
 
 The chaos run and the benchmarks run on it; the client connects the way the starter
-does (app.connection), so the Temporal and encryption settings apply. Its payload store is
+does (app.temporal.connection), so the Temporal and encryption settings apply. Its payload store is
 a directory in the workdir, for its client and its workers alike.
 """
 
@@ -26,7 +26,7 @@ from typing import Any
 from temporalio.client import Client, WorkflowHandle
 from temporalio.service import RPCError
 
-from app.connection import DEFAULT_NAMESPACE, connect, data_converter
+from app.temporal.connection import DEFAULT_NAMESPACE, connect, data_converter
 from council.models import DeliberationRecord
 from harness.processes import Process, free_port, start_simulator, start_temporal, start_worker
 from harness.simulator_client import SimulatorClient

@@ -31,7 +31,7 @@ from starlette.requests import ClientDisconnect, Request
 from starlette.responses import JSONResponse, PlainTextResponse, Response
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-from app import request_body
+from app.access import request_body
 from council import limits, numbers
 from mcp_server.inputs import Problem
 from web.guard import Forbidden, Guard, TooManyFailures, too_many

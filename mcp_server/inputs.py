@@ -1,9 +1,9 @@
-"""The tools' arguments, read through the front door (app.front_door) as the CLI reads
+"""The tools' arguments, read through the front door (app.requests.front_door) as the CLI reads
 its flags: the council's options (council.toml: the council named, else the default
 one), what the caller gave on top, one validation. A problem is one line that names the
 argument (the request's own name for it), as the CLI's names its flag; nothing is
 started or asked of Temporal before the input passes. Files are counted before any is
-decoded, and every one's size checked before any is read (app.attachments)."""
+decoded, and every one's size checked before any is read (app.requests.attachments)."""
 
 from __future__ import annotations
 
@@ -11,9 +11,9 @@ from typing import Any
 
 from pydantic import BaseModel, Field
 
-from app import attachments as reading
-from app import front_door
-from app.settings import Settings
+from app.requests import attachments as reading
+from app.requests import front_door
+from app.settings.environment import Settings
 from council.attachments import count_problem
 from council.config import Config
 from council.models import DeliberationRequest
@@ -40,7 +40,7 @@ class AttachmentInput(BaseModel):
 
 
 def received_attachment(given: AttachmentInput, index: int) -> reading.Attached:
-    """One attachment argument, received (app.attachments: its size checked; a text is
+    """One attachment argument, received (app.requests.attachments: its size checked; a text is
     read as it is), or the problem it met."""
     name = reading.clean_name(given.name, f"file-{index + 1}")
     try:

@@ -14,7 +14,7 @@ from typing import Any
 from mcp.server.mcpserver import Context
 from temporalio.client import WorkflowHandle
 
-from app.render import event_line
+from app.views.render import event_line
 from council.progress import EventKind, Progress
 from mcp_server import results
 from workflows import client as deliberations

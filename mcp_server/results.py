@@ -7,7 +7,7 @@ from __future__ import annotations
 from mcp.types import CallToolResult, TextContent
 from pydantic import BaseModel, Field
 
-from app.record_view import RecordView, record_view
+from app.views.record_view import RecordView, record_view
 from council.agreement import Agreement
 from council.models import DeliberationRecord
 from council.progress import Progress

@@ -14,8 +14,9 @@ from mcp.types import CallToolResult
 from temporalio.client import Client, WorkflowFailureError, WorkflowHandle
 from temporalio.service import RPCError
 
-from app import connection, store
-from app.settings import Settings
+from app.settings.environment import Settings
+from app.store import store
+from app.temporal import connection
 from council.config import Config
 from council.models import DeliberationRecord
 from council.progress import Progress

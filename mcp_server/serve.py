@@ -2,16 +2,16 @@
 stdio (stdout carries the protocol alone; notes and logs go to stderr) or, with
 `--http HOST:PORT`, on the streamable HTTP transport.
 
-Settings that cannot be used raise Problem (or app.connection's and council.config's
+Settings that cannot be used raise Problem (or app.temporal.connection's and council.config's
 errors) before anything is served: the command exits 2 with one line.
 """
 
 from __future__ import annotations
 
-from app import config as app_config
-from app import connection
-from app import settings as app_settings
-from app.principals import Principals
+from app.access.principals import Principals
+from app.settings import config as app_config
+from app.settings import environment as app_settings
+from app.temporal import connection
 from council.config import Config
 from council.redaction import redact_logs
 from mcp_server import http_transport

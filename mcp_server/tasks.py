@@ -46,7 +46,7 @@ from pydantic.alias_generators import to_camel
 from temporalio.client import WorkflowExecutionDescription
 from temporalio.service import RPCError
 
-from app import connection
+from app.temporal import connection
 from mcp_server import results, runs
 from mcp_server.inputs import Problem
 from workflows import client as deliberations

@@ -1,7 +1,7 @@
 """The Council worker: runs the deliberation workflow and the model-call activity.
 
     python worker.py                     one worker process
-    python worker.py --processes auto    one per core, under a supervisor (app/supervisor.py)
+    python worker.py --processes auto    one per core, under a supervisor (service/supervisor.py)
 
 Reads TEMPORAL_ADDRESS / TEMPORAL_NAMESPACE (or a Temporal config profile),
 COUNCIL_TASK_QUEUE, COUNCIL_LLM_BASE_URL and COUNCIL_LLM_API_KEY (or OPENROUTER_API_KEY),
@@ -11,7 +11,7 @@ Throughput: COUNCIL_MAX_CONCURRENT_CALLS (calls this worker sends at once, defau
 of them COUNCIL_MAX_CALLS_PER_TENANT and COUNCIL_MAX_CALLS_PER_RUN, and
 COUNCIL_MAX_WAITING_CALLS more wait for their turn: activities/shares.py) and
 COUNCIL_MAX_CALLS_PER_SECOND (model calls started per second on the whole task queue,
-all workers together). Payload encryption: COUNCIL_PAYLOAD_KEY (see app/codec.py).
+all workers together). Payload encryption: COUNCIL_PAYLOAD_KEY (see app/codec/encryption.py).
 COUNCIL_WORKER_PROCESSES: the default of --processes. Metrics: COUNCIL_METRICS_PORT, on
 COUNCIL_METRICS_HOST (default 127.0.0.1, loopback); with N processes, process i serves
 its metrics on COUNCIL_METRICS_PORT + i - 1.
@@ -33,10 +33,12 @@ from activities.confinement import Confinement, protect_this_process
 from activities.metrics import HISTOGRAM_BUCKETS
 from activities.model_call import ModelGateway
 from activities.tools import ToolBox
-from app import commands, connection, deployment, supervisor
-from app import config as app_config
-from app import settings as app_settings
-from app.connection import (
+from app.installation import commands
+from app.installation.secret_paths import kept_from_tools
+from app.settings import config as app_config
+from app.settings import environment as app_settings
+from app.temporal import connection, deployment
+from app.temporal.connection import (
     ConfigError,
     ServerUnreachable,
     connect,
@@ -44,10 +46,10 @@ from app.connection import (
     store_note,
     task_queue,
 )
-from app.secret_paths import kept_from_tools
-from app.supervisor import ProcessCountError, Supervisor
 from council import numbers
 from council.config import ConfigProblem
+from service import supervisor
+from service.supervisor import ProcessCountError, Supervisor
 from service.worker import (
     call_limits,
     metrics_host,

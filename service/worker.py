@@ -29,9 +29,9 @@ from activities.call_clocks import CallClocks
 from activities.model_call import PARTIAL_TEXT_SECONDS, ModelGateway
 from activities.shares import CallShares, waiting_calls
 from activities.tools import ToolBox
-from app import deployment
-from app import settings as app_settings
-from app.connection import (
+from app.settings import environment as app_settings
+from app.temporal import deployment
+from app.temporal.connection import (
     task_queue,
 )
 from council.config import DEFAULT_PROVIDER
@@ -103,7 +103,7 @@ def build_worker(
 ) -> Worker:
     """The worker's Temporal worker: these workflows, the model-call activity, the
     straggler watch and the tools of `toolbox`, and any other activities, at this build of
-    the task queue's deployment (app.deployment; runs are pinned to the build they start
+    the task queue's deployment (app.temporal.deployment; runs are pinned to the build they start
     on), with the concurrency, rate limit and shutdown options below; `checked`:
     Council's workflows in the sandbox too (SANDBOX: the tests)."""
     concurrent_calls, calls_per_second = call_limits()
@@ -241,7 +241,7 @@ async def serving(
     limit, whose rate is set on its task queue) until the block ends, with the tools of
     `toolbox` (default: the built-ins alone), closed once the workers have stopped; once
     it polls, its version is made current if its deployment has none, or whatever is
-    current with `take_over` (app.deployment.adopt). Yields the line that says which
+    current with `take_over` (app.temporal.deployment.adopt). Yields the line that says which
     build new runs go to. Meanwhile the providers' concurrency limits are split between the worker
     processes (share_slots), each tenant and run sends its share of the calls
     (activities.shares), and a provider's calls pause while it is down

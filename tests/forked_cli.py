@@ -45,7 +45,7 @@ SCRIPT = ROOT / "starter.py"
 
 def _serve(path: str) -> None:
     # What each child would import: once, here.
-    import app.codec_server  # noqa: F401
+    import app.codec.server  # noqa: F401
     import service.command
     import service.worker  # noqa: F401
     import simulator.server  # noqa: F401
@@ -94,7 +94,7 @@ def _child(conn: socket.socket, request: dict[str, object], fds: list[int]) -> N
         os.chdir(str(request["cwd"]))
         os.environ.clear()
         os.environ.update(request["env"])  # type: ignore[arg-type]
-        from app import settings
+        from app.settings import environment as settings
 
         settings._current = None  # read from this command's environment, as at a start
         sys.stdin = open(0, closefd=False)  # noqa: SIM115

@@ -12,8 +12,9 @@ import pytest
 from temporalio.client import Client, WorkflowHandle
 from temporalio.testing import WorkflowEnvironment
 
-from app import connection, store
-from app.settings import DEFAULT_STORE_THRESHOLD
+from app.settings.environment import DEFAULT_STORE_THRESHOLD
+from app.store import store
+from app.temporal import connection
 from harness.history import inline_size, task_commands
 from simulator import SimulatorServer
 from tests.temporal_fixtures import (

@@ -2,7 +2,7 @@
 
     .venv/bin/python -m tests.record_histories [NAME ...] [--force]
 
-Runs are pinned to the build they started on (app.deployment), so the histories are those
+Runs are pinned to the build they started on (app.temporal.deployment), so the histories are those
 of the current build's protocol, recorded at the package's version (pyproject.toml): a
 protocol change is a new build, so its version is raised and its histories are recorded
 again (`--force`), replacing those of the build before (whose runs finish on their own
@@ -31,8 +31,9 @@ from temporalio.client import Client, WorkflowHistory
 from temporalio.common import TypedSearchAttributes
 
 from activities.tools import ToolBox
-from app import connection, deployment, store
-from app.attachments import from_bytes
+from app.requests.attachments import from_bytes
+from app.store import store
+from app.temporal import connection, deployment
 from council.calls import Stage
 from council.progress import EventKind
 from council.steering import HumanCritique, RoundsChange

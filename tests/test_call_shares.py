@@ -23,7 +23,7 @@ from temporalio.service import RPCError
 from temporalio.testing import WorkflowEnvironment
 
 from activities.shares import Caller, CallShares, waiting_calls
-from app import settings as app_settings
+from app.settings import environment as app_settings
 from council.validation import validate_request
 from simulator import SimulatorServer
 from tests.temporal_fixtures import Council, council_worker, request

@@ -1,7 +1,7 @@
 """The command line in this process: `starter.main(argv)` with stdout and stderr captured,
 as simonw/llm's CLI tests call their command, against the test's dev server, in-process
 worker and simulator (tests/test_starter.py runs `python starter.py` itself, as a user
-does). The options of `start` are derived from the request's fields (app.flags): every
+does). The options of `start` are derived from the request's fields (app.settings.flags): every
 flag of the interface contract is there, reaches its field, and names itself in a
 refusal."""
 
@@ -25,9 +25,10 @@ from temporalio.service import RPCError, RPCStatusCode
 from temporalio.testing import WorkflowEnvironment
 
 import starter
-from app import connection, flags
-from app import settings as app_settings
-from app.front_door import bounds
+from app.requests.front_door import bounds
+from app.settings import environment as app_settings
+from app.settings import flags
+from app.temporal import connection
 from council import limits
 from council.models import DeliberationRecord
 from tests.attachment_files import encrypted_pdf, pdf, png

@@ -14,8 +14,7 @@ from google.protobuf import json_format
 from temporalio.api.common.v1 import Payload, Payloads
 from temporalio.converter import DefaultFailureConverterWithEncodedAttributes
 
-from app import connection, store
-from app.codec import (
+from app.codec.encryption import (
     ENCODING,
     KEY_ID_METADATA,
     CodecConfigError,
@@ -25,7 +24,7 @@ from app.codec import (
     fingerprint,
     new_key,
 )
-from app.codec_server import (
+from app.codec.server import (
     MAX_BODY_BYTES,
     SHOWN_INLINE_BYTES,
     allowed_hosts,
@@ -33,6 +32,8 @@ from app.codec_server import (
     cors_origins,
     create_app,
 )
+from app.store import store
+from app.temporal import connection
 from tests.stored_payloads import converter_of, stored_in
 
 pytestmark = pytest.mark.fast

@@ -9,7 +9,7 @@ from __future__ import annotations
 import pytest
 
 import starter
-from app import commands
+from app.installation import commands
 from service import command as worker_command
 from web import __main__ as web
 

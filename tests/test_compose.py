@@ -28,7 +28,7 @@ from temporalio.client import Client
 from temporalio.common import SearchAttributeIndexedValueType
 from temporalio.contrib.pydantic import pydantic_data_converter
 
-from app.settings import Settings
+from app.settings.environment import Settings
 from harness.processes import ROOT, temporal_binary
 from tests.temporal_fixtures import temporal_address
 from workflows import search_attributes
@@ -384,7 +384,7 @@ def test_worker_gets_exactly_the_variables_the_worker_reads(compose: dict[str, A
     )
     # The codec server gets the keys and its own settings, nothing else.
     codec = set(service_env(compose["services"]["codec-server"]))
-    assert codec <= variables_read_by("app.codec_server")
+    assert codec <= variables_read_by("app.codec.server")
     assert {"COUNCIL_PAYLOAD_KEY", "COUNCIL_CODEC_CORS_ORIGINS", "COUNCIL_CODEC_TOKEN"} <= codec
 
 
@@ -592,7 +592,13 @@ def test_dockerfile_builds_the_worker_from_requirements() -> None:
     assert re.search(r'^CMD \["python", "worker\.py"\]$', text, re.M)
     assert re.search(r"^USER (?!root)\w+", text, re.M), "the image runs as a non-root user"
     # The code the containers run is in the image; secrets and local state are not.
-    entry_points = ("worker", "starter", "simulator.__main__", "app.codec_server", "app.codec")
+    entry_points = (
+        "worker",
+        "starter",
+        "simulator.__main__",
+        "app.codec.server",
+        "app.codec.encryption",
+    )
     for module, path in import_closure(*entry_points).items():
         relative = path.relative_to(ROOT).as_posix()
         assert not dockerignored(relative), f"{relative} ({module}) is excluded from the image"

@@ -12,8 +12,8 @@ from pathlib import Path
 
 import pytest
 
-from app import config as app_config
-from app import councils
+from app.settings import config as app_config
+from app.settings import councils
 from council.config import ConfigProblem, parse_config, route, with_overrides
 from harness.processes import ROOT
 from tests.temporal_fixtures import starter

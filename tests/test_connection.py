@@ -22,8 +22,8 @@ from temporalio.client import Client
 from temporalio.contrib.pydantic import pydantic_data_converter
 from temporalio.service import RPCError, TLSConfig
 
-from app import connection
-from app.codec import new_key
+from app.codec.encryption import new_key
+from app.temporal import connection
 from council.models import DeliberationRecord
 from harness import processes
 from simulator import SimulatorServer

@@ -1,4 +1,4 @@
-"""DATA, where Council keeps what it stores (app.data_dir): COUNCIL_DATA when set, else the
+"""DATA, where Council keeps what it stores (app.store.data_dir): COUNCIL_DATA when set, else the
 checkout's data/ in a checkout, else (installed: no checkout around the packages) the
 user's data directory, never site-packages."""
 
@@ -11,8 +11,8 @@ from pathlib import Path
 import pytest
 from platformdirs import user_data_path
 
-from app import data_dir, store
-from app.settings import Settings
+from app.settings.environment import Settings
+from app.store import data_dir, store
 from harness.processes import ROOT
 
 pytestmark = pytest.mark.fast
@@ -36,9 +36,9 @@ def test_an_installed_council_keeps_its_data_in_the_users_data_directory(
 ) -> None:
     # The module as a wheel installs it: in site-packages, with no checkout beside it.
     site = tmp_path / "site-packages"
-    (site / "app").mkdir(parents=True)
-    shutil.copy(ROOT / "app" / "data_dir.py", site / "app" / "data_dir.py")
-    spec = importlib.util.spec_from_file_location("installed_data_dir", site / "app/data_dir.py")
+    (site / "app/store").mkdir(parents=True)
+    shutil.copy(ROOT / "app/store/data_dir.py", site / "app/store/data_dir.py")
+    spec = importlib.util.spec_from_file_location("installed", site / "app/store/data_dir.py")
     assert spec is not None and spec.loader is not None
     installed = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(installed)

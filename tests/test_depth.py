@@ -10,7 +10,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from app.render import event_line
+from app.views.render import event_line
 from council.calls import Stage
 from council.depth import NOT_NEEDED
 from council.iteration import TerminationReason

@@ -13,7 +13,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from app.render import event_line
+from app.views.render import event_line
 from council.agreement import Agreement, AnswerAgreement, Dissent
 from council.calls import Stage
 from council.depth import (

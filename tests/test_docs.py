@@ -280,7 +280,7 @@ def test_the_guide_names_its_layers() -> None:
         ("ModelGateway.call_model", True),
         ("council.iteration.should_continue_iteration", True),
         ("council.iteration.no_such_rule", False),
-        ("app.settings.Settings", True),
+        ("app.settings.environment.Settings", True),
         ("versions.STRAGGLERS", False),
         ("_fan_out", False),
         ("FanOut", True),

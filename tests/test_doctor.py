@@ -19,8 +19,8 @@ from temporalio.service import RPCError
 
 from activities.llm_client import make_http_client
 from activities.settings import GatewaySettings
-from app import councils
-from app.settings import Settings
+from app.settings import councils
+from app.settings.environment import Settings
 from doctor.providers import CONCURRENT, Provider, default_source, measured_concurrency
 from harness.processes import free_port, temporal_binary
 from simulator import SimulatorConfig, SimulatorServer

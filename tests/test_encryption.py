@@ -23,8 +23,9 @@ from temporalio.client import Client, WorkflowHistory
 from temporalio.contrib.pydantic import pydantic_data_converter
 from temporalio.worker import Replayer
 
-from app import connection, store
-from app.codec import new_key
+from app.codec.encryption import new_key
+from app.store import store
+from app.temporal import connection
 from council.models import DeliberationRecord
 from harness import processes
 from simulator import SimulatorServer
@@ -115,7 +116,7 @@ async def encrypted(
             "COUNCIL_TASK_QUEUE": council.task_queue,
             "COUNCIL_MODELS": ",".join(FOUR_MODELS),
         }
-        # The CLI builds its converter in app.connection, as the worker does.
+        # The CLI builds its converter in app.temporal.connection, as the worker does.
         done = await starter(
             cli_env,
             "start",
@@ -235,7 +236,7 @@ def codec_server(tmp_path_factory, encrypted: EncryptedRun) -> processes.Process
     log = tmp_path_factory.mktemp("codec") / "codec-server.log"
     process = processes.spawn(
         "codec-server",
-        [sys.executable, "-m", "app.codec_server", "--host", "127.0.0.1", "--port", str(port)],
+        [sys.executable, "-m", "app.codec.server", "--host", "127.0.0.1", "--port", str(port)],
         log,
         {
             "COUNCIL_PAYLOAD_KEY": KEY,

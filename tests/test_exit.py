@@ -1,7 +1,7 @@
 """A process that used the Temporal client exits with its own status every time.
 
 The SDK's Tokio threads can hand an RPC's result back while the interpreter finalizes
-and abort it (exit status 134, or a segmentation fault). app.connection.run releases the
+and abort it (exit status 134, or a segmentation fault). app.temporal.connection.run releases the
 runtime and joins those threads before Python exits.
 """
 
@@ -18,7 +18,7 @@ SCRIPT = textwrap.dedent(
     """
     import gc, sys, weakref
     from temporalio.api.workflowservice.v1 import GetSystemInfoRequest
-    from app import connection
+    from app.temporal import connection
 
     seen = {}
 

@@ -1,6 +1,6 @@
-"""The extras (app.extras): a feature whose extra is missing stops before anything starts
-with one line naming the extra; the commands that need none run without it. The installed
-wheel, without its extras, is tested in test_packaging.py."""
+"""The extras (app.installation.extras): a feature whose extra is missing stops before
+anything starts with one line naming the extra; the commands that need none run without it.
+The installed wheel, without its extras, is tested in test_packaging.py."""
 
 from __future__ import annotations
 
@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 import starter
-from app import extras
+from app.installation import extras
 from harness.processes import ROOT, temporal_binary
 
 pytestmark = pytest.mark.fast

@@ -13,8 +13,8 @@ from __future__ import annotations
 import hashlib
 from typing import Any
 
-from app import attachments
-from app.front_door import compose
+from app.requests import attachments
+from app.requests.front_door import compose
 from council import limits
 from council.config import Config
 from council.models import DeliberationRecord, DeliberationRequest

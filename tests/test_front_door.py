@@ -1,4 +1,4 @@
-"""The front door (app.front_door): one composition of a request from a council, the
+"""The front door (app.requests.front_door): one composition of a request from a council, the
 user's options and the question, and one refusal that each surface words with its own
 names for the fields. No server: the council's options come from a council.toml text and
 the settings from a mapping."""
@@ -7,8 +7,9 @@ from __future__ import annotations
 
 import pytest
 
-from app import attachments, flags, front_door
-from app.settings import Settings
+from app.requests import attachments, front_door
+from app.settings import flags
+from app.settings.environment import Settings
 from council import limits
 from council.attachments import IMAGE_TOKENS
 from council.config import parse_config

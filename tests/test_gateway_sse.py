@@ -28,7 +28,7 @@ from activities.errors import (
 from activities.model_call import ModelGateway, heartbeat_interval
 from activities.settings import OPENROUTER_BASE_URL, GatewaySettings
 from activities.sse import DONE_EVENT, SSEDecoder
-from app.settings import Settings, SettingsError
+from app.settings.environment import Settings, SettingsError
 from council.calls import ChatMessage, ModelCall, Stage
 from council.changes import estimate_tokens
 

@@ -702,7 +702,7 @@ async def test_a_trusted_proxy_setting_that_is_not_an_address_exits_2(value: str
 async def test_the_sign_in_cookie_is_a_signed_session_not_the_token(
     web_with_token: WebServer, council: Council
 ) -> None:
-    from app.principals import Principals
+    from app.access.principals import Principals
     from tests.web_fixtures import WEB_TOKEN
     from web.guard import SESSION_COOKIE, SESSION_SECONDS, Guard
 

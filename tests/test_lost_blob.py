@@ -14,7 +14,7 @@ import openai
 from temporalio.api.enums.v1 import EventType
 from temporalio.testing import WorkflowEnvironment
 
-from app import store
+from app.store import store
 from tests.temporal_fixtures import Council, starter
 from tests.test_mcp import stdio_server, texts
 from tests.web_fixtures import web_server

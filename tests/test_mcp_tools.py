@@ -275,6 +275,17 @@ async def test_the_server_gets_its_env_and_not_the_workers(
     assert same_place(seen["cwd"], tmp_path)
 
 
+async def test_the_server_inherits_from_the_environment_given(
+    trusted_server: McpEntry, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """PATH, HOME and LANG come from the environment the caller hands in (the worker's
+    ToolBox hands in its own), not from the process's."""
+    monkeypatch.setenv("LANG", "C.UTF-8")
+    alone = json.loads(await call_tool(trusted_server, {}, "environment", {}))
+    given = json.loads(await call_tool(trusted_server, {"LANG": "C.UTF-8"}, "environment", {}))
+    assert "LANG" not in alone["names"] and "LANG" in given["names"]
+
+
 async def test_content_that_is_not_text(own_server: McpEntry) -> None:
     picture = await call_tool(own_server, {}, "picture", {})
     assert picture == "a caption\n[image/png: 1,234 bytes]"

@@ -23,7 +23,7 @@ from temporalio.testing import WorkflowEnvironment
 
 from activities import mcp_tools
 from activities.tools import ToolBox
-from app.front_door import Refused, compose
+from app.requests.front_door import Refused, compose
 from council.calls import Stage
 from council.config import Config
 from council.models import DeliberationRecord

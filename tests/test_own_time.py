@@ -27,7 +27,7 @@ from temporalio.testing import WorkflowEnvironment
 from activities.model_call import ModelGateway
 from activities.settings import GatewaySettings
 from activities.slots import Slots, props_url, reported_slots, self_hosted
-from app.settings import Settings
+from app.settings.environment import Settings
 from council.calls import Stage
 from council.config import parse_config
 from council.stragglers import FRESH_BEAT_SECONDS, CallClock, due

@@ -70,7 +70,7 @@ MCP_TOOLS = {"ask_council", "start_deliberation", "get_deliberation", "stop_deli
 QUESTION = "Is a pinned dependency worth its upkeep?"
 
 
-# The extras, and the features that need them (app/extras.py).
+# The extras, and the features that need them (app/installation/extras.py).
 EXTRAS = {"server": "requirements-server.txt", "plot": "requirements-plot.txt"}
 
 
@@ -280,8 +280,8 @@ def test_a_feature_that_needs_a_missing_extra_says_which_in_one_line(
 def test_an_installed_council_keeps_its_data_in_the_users_data_directory(
     installed: Installed, tmp_path: Path
 ) -> None:
-    probe = "from app import settings, store; s = settings.current(); print(s.data())"
-    probe += "; print(store.location(s))"
+    probe = "from app.settings import environment; from app.store import store"
+    probe += "; s = environment.current(); print(s.data()); print(store.location(s))"
     # The suite's store (tests/conftest.py) unset: an empty variable counts as unset.
     env = {"XDG_DATA_HOME": str(tmp_path / "share"), "COUNCIL_STORE": "", "COUNCIL_DATA": ""}
     found = installed.run("python", "-c", probe, env=env)

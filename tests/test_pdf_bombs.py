@@ -29,8 +29,8 @@ from mcp import Client
 from mcp.client.streamable_http import streamable_http_client
 from mcp.types import CallToolResult, TextContent
 
-from app import attachments
-from app.pdf_text import Budget
+from app.requests import attachments
+from app.requests.pdf_text import Budget
 from council import limits
 from harness.processes import Process, free_port, port_open, spawn
 from tests.attachment_files import pdf_bomb

@@ -1,5 +1,5 @@
 """Who a run is for on the page, /v1 and MCP over HTTP: the principal (the token used, by
-its name), never the session (app.principals, web.guard).
+its name), never the session (app.access.principals, web.guard).
 
 Before: every sign-in was a tenant of its own, so three sign-ins with one token and a
 quota of 2 runs per caller started 6 runs (5 in the probe, which did not wait for
@@ -30,9 +30,9 @@ from mcp.client.streamable_http import streamable_http_client
 from starlette.requests import Request
 from temporalio.testing import WorkflowEnvironment
 
-from app import store
-from app.principals import SHARED, Principal, Principals
-from app.settings import Settings, SettingsError
+from app.access.principals import SHARED, Principal, Principals
+from app.settings.environment import Settings, SettingsError
+from app.store import store
 from harness.processes import ROOT, Process, free_port, port_open, spawn
 from tests.temporal_fixtures import Council
 from tests.web_fixtures import web_server

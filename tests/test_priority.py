@@ -16,7 +16,7 @@ from openai import AsyncOpenAI
 from temporalio.common import Priority
 from temporalio.testing import WorkflowEnvironment
 
-from app import settings as app_settings
+from app.settings import environment as app_settings
 from council.validation import validate_request
 from simulator import SimulatorServer
 from tests.temporal_fixtures import Council, council_worker, request, starter

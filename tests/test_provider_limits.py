@@ -19,7 +19,7 @@ from temporalio.testing import WorkflowEnvironment
 
 from activities.model_call import ModelGateway
 from activities.settings import GatewaySettings
-from app.settings import Settings, SettingsError
+from app.settings.environment import Settings, SettingsError
 from council.config import ConfigProblem, parse_config
 from council.models import DeliberationRecord
 from harness.processes import start_worker

@@ -26,7 +26,8 @@ from temporalio.converter import (
 )
 from temporalio.testing import WorkflowEnvironment
 
-from app import connection, prune, store
+from app.store import prune, store
+from app.temporal import connection
 from council.validation import validate_request
 from simulator import SimulatorServer
 from tests.temporal_fixtures import council_worker, request, temporal_address

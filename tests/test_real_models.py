@@ -15,7 +15,7 @@ import pytest
 
 from activities.errors import ErrorType
 from activities.model_call import fit_context
-from app.render import event_line
+from app.views.render import event_line
 from council.calls import ChatMessage, ModelCall, Stage
 from council.progress import EventKind
 from council.reviews import read_review

@@ -17,8 +17,8 @@ from typing import Any
 
 import pytest
 
-from app.record_view import RecordView, ReportLine, record_view
-from app.render import view_markdown
+from app.views.record_view import RecordView, ReportLine, record_view
+from app.views.render import view_markdown
 from council.attachments import CutFor
 from council.models import DeliberationRecord
 from council.report import Point

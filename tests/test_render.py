@@ -6,7 +6,7 @@ from datetime import UTC, datetime
 
 import pytest
 
-from app.render import event_line
+from app.views.render import event_line
 from council.calls import Stage
 from council.progress import EventKind, ProgressEvent
 

@@ -1,7 +1,7 @@
 """Committed histories of the current build's protocol replay against the current workflow
 code: a change that would make the workflow take another path on its own histories (a
 nondeterminism) fails here. A protocol change is a new build (runs are pinned to the
-build they start on: app.deployment) at a new version of the package, and its histories
+build they start on: app.temporal.deployment) at a new version of the package, and its histories
 are recorded again: the histories are of the package's version, and the recorder refuses to
 record over the histories of the version it runs at."""
 
@@ -15,7 +15,7 @@ import pytest
 from temporalio.client import WorkflowHistory
 from temporalio.worker import Replayer
 
-from app import connection, deployment
+from app.temporal import connection, deployment
 from service.worker import unsandboxed_runner
 from tests.record_histories import recorded_builds, refusal
 from workflows.deliberation import Deliberation

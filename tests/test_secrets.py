@@ -16,7 +16,7 @@ from pathlib import Path
 import httpx
 from temporalio.testing import WorkflowEnvironment
 
-from app import store
+from app.store import store
 from council import limits
 from harness.processes import ROOT, free_port, start_web, start_worker, temporal_binary
 from simulator import SimulatorServer

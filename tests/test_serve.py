@@ -242,7 +242,7 @@ async def test_a_server_found_running_without_a_codec_endpoint(tmp_path: Path) -
         ) as up:
             up.line("the council is up")
             started = " | ".join(descendants(up.popen.pid).values())
-            assert "app.codec_server" not in started
+            assert "app.codec.server" not in started
             assert up.stop(signal.SIGINT) == 0
         [advice] = [line for line in up.output().splitlines() if "codec" in line]
         assert advice == (

@@ -14,8 +14,8 @@ from pydantic import BaseModel
 
 import starter
 from activities.settings import GatewaySettings
-from app import settings as app_settings
-from app.settings import Settings, SettingsError
+from app.settings import environment as app_settings
+from app.settings.environment import Settings, SettingsError
 from council.config import DefaultProvider
 from harness.processes import ROOT
 from service import command as worker_command
@@ -250,7 +250,7 @@ def test_every_entry_point_refuses_a_bad_setting_before_anything_starts(
 # own, tooling's, by simulator.settings): no other code reads one from the environment, or
 # from a mapping of variables it was handed. Writing one into the environment of a process
 # it starts is fine.
-SETTINGS_MODULES = {"app/settings.py", "simulator/settings.py"}
+SETTINGS_MODULES = {"app/settings/environment.py", "simulator/settings.py"}
 READERS = ("get", "getenv", "pop")
 VARIABLE = re.compile(r"COUNCIL_\w+|OPENROUTER_API_KEY")
 
@@ -365,3 +365,162 @@ def test_every_variable_is_documented_for_users() -> None:
     named = set(VARIABLE.findall("\n".join(p.read_text(encoding="utf-8") for p in docs)))
     assert {"COUNCIL_TASK_QUEUE", "COUNCIL_LLM_API_KEY", "COUNCIL_SIM_DISAGREE"} <= variables_read()
     assert sorted(variables_read() - named) == []
+
+
+# pydantic-settings is read through its public API only (its package's own names, custom
+# sources through settings_customise_sources): a private name may change in any release
+# and stop every process at start.
+def private_uses(path: Path) -> list[str]:
+    """Where a module that imports pydantic_settings touches a private part of it: a
+    submodule, an underscore name imported, passed as a keyword or looked up, or a method
+    of one of its classes overridden under an underscore name. One `line: name` each."""
+    import pydantic_settings
+
+    tree = ast.parse(path.read_text())
+    bases: dict[str, type] = {}
+    found = []
+    for node in ast.walk(tree):
+        if isinstance(node, ast.ImportFrom) and (node.module or "").startswith("pydantic_settings"):
+            if node.module != "pydantic_settings":
+                found.append(f"{node.lineno}: {node.module}")
+            for alias in node.names:
+                if alias.name.startswith("_"):
+                    found.append(f"{node.lineno}: {alias.name}")
+                elif isinstance(value := getattr(pydantic_settings, alias.name, None), type):
+                    bases[alias.asname or alias.name] = value
+        elif isinstance(node, ast.Import):
+            found += [
+                f"{node.lineno}: {alias.name}"
+                for alias in node.names
+                if alias.name.startswith("pydantic_settings.")
+            ]
+    if not bases:
+        return found  # (the imports: in order)
+
+    def private(name: str) -> bool:
+        return name.startswith("_") and not name.endswith("__")
+
+    def theirs(name: str) -> bool:
+        return private(name) and any(hasattr(base, name) for base in bases.values())
+
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Call):
+            found += [f"{node.lineno}: {k.arg}" for k in node.keywords if k.arg and private(k.arg)]
+        elif isinstance(node, ast.Attribute) and theirs(node.attr):
+            found.append(f"{node.lineno}: {node.attr}")
+        elif isinstance(node, ast.ClassDef):
+            inherited = [b.id for b in node.bases if isinstance(b, ast.Name) and b.id in bases]
+            found += [
+                f"{item.lineno}: {item.name}"
+                for item in node.body
+                if inherited
+                and isinstance(item, ast.FunctionDef | ast.AsyncFunctionDef)
+                and any(hasattr(bases[b], item.name) for b in inherited)
+                and private(item.name)
+            ]
+    return sorted(found, key=lambda where: int(where.split(":")[0]))
+
+
+def test_the_settings_use_only_pydantic_settings_public_api() -> None:
+    users = [p for p in python_files() if "pydantic_settings" in p.read_text()]
+    assert ROOT / "app/settings/environment.py" in users
+    found = [f"{p.relative_to(ROOT)}:{where}" for p in users for where in private_uses(p)]
+    assert found == []
+
+
+def test_the_check_sees_a_private_use(tmp_path: Path) -> None:
+    """Control: each way the settings once touched pydantic-settings' private API."""
+    sample = tmp_path / "sample.py"
+    sample.write_text(
+        "from pydantic_settings import BaseSettings, EnvSettingsSource\n"
+        "from pydantic_settings.sources.utils import parse_env_vars\n"
+        "class Variables(EnvSettingsSource):\n"
+        "    def _load_env_vars(self):\n"
+        "        return parse_env_vars({}, True, True, None)\n"
+        "    def _ours(self):\n"
+        "        return self._apply_case_sensitive\n"
+        "class Settings(BaseSettings):\n"
+        "    pass\n"
+        "Settings(_build_sources=((), {}))\n"
+    )
+    assert private_uses(sample) == [
+        "2: pydantic_settings.sources.utils",
+        "4: _load_env_vars",
+        "7: _apply_case_sensitive",
+        "10: _build_sources",
+    ]
+
+
+def test_the_settings_read_only_what_they_are_given(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Settings.read reads the mapping it is given, never the environment or a .env file
+    behind it; constructed bare, the defaults."""
+    monkeypatch.setenv("COUNCIL_TASK_QUEUE", "from-the-environment")
+    assert Settings.read({"COUNCIL_WEB_PORT": "9091"}).task_queue == "council"
+    assert Settings().task_queue == "council"
+    assert Settings.read().task_queue == "from-the-environment"
+
+
+# The scripts of the local stack and the tool servers' side read no variable themselves:
+# demo.py and up.py take their settings from the settings object and make's QUESTION and
+# SIM_LATENCY as arguments; a stdio tool server inherits from the environment its caller
+# hands in (the worker's ToolBox: activities may not import the settings, app/).
+HANDED_IN = ("demo.py", "up.py", "activities/mcp_tools.py")
+
+
+def environment_reads(path: Path) -> list[str]:
+    """Where a module reads the process's environment itself: os.environ[...], its get or
+    pop, `in os.environ`, os.getenv, or os.environ handed to a function that reads it.
+    Handing it all on to a child ({**os.environ}) is not reading it. One `line: code`
+    each."""
+
+    def environ(node: ast.expr) -> bool:
+        return ast.unparse(node) == "os.environ"
+
+    found = []
+    for node in ast.walk(ast.parse(path.read_text())):
+        read = (
+            (isinstance(node, ast.Subscript) and environ(node.value))
+            or (isinstance(node, ast.Compare) and any(environ(c) for c in node.comparators))
+            or (
+                isinstance(node, ast.Call)
+                and isinstance(node.func, ast.Attribute)
+                and (
+                    (environ(node.func.value) and node.func.attr in READERS)
+                    or ast.unparse(node.func) == "os.getenv"
+                )
+            )
+            or (isinstance(node, ast.Call) and any(environ(a) for a in node.args))
+        )
+        if read:
+            found.append((node.lineno, ast.unparse(node)))
+    return [f"{line}: {code}" for line, code in sorted(found)]
+
+
+def test_the_scripts_and_the_tool_servers_read_no_variable_themselves() -> None:
+    reads = [f"{name}:{r}" for name in HANDED_IN for r in environment_reads(ROOT / name)]
+    assert reads == []
+
+
+def test_the_environment_check_sees_a_read(tmp_path: Path) -> None:
+    """Control: each way these modules once read a variable is found; handing the whole
+    environment on is not."""
+    sample = tmp_path / "sample.py"
+    sample.write_text(
+        "import os\n"
+        'question = os.environ.get("QUESTION")\n'
+        'inherited = {n: os.environ[n] for n in ("PATH",) if n in os.environ}\n'
+        'pace = os.getenv("SIM_LATENCY")\n'
+        "latency = sim_latency(os.environ)\n"
+        "child = {**os.environ}\n"
+    )
+    assert [line.split(":")[0] for line in environment_reads(sample)] == ["2", "3", "3", "4", "5"]
+
+
+def test_up_takes_make_ups_latency_as_its_argument() -> None:
+    import up
+
+    assert up.sim_latency(" ") == ("2-5", (2.0, 5.0))
+    assert up.sim_latency("0")[0] == "0"
+    with pytest.raises(ValueError, match=r"^SIM_LATENCY must be "):
+        up.sim_latency("soon")
+    assert up.main(["--latency", "soon"]) == 2

@@ -50,7 +50,7 @@ async def test_unreachable_server_names_the_address() -> None:
 BIG_START = """
 import sys
 from temporalio.contrib.pydantic import pydantic_data_converter
-from app import connection
+from app.temporal import connection
 
 async def main():
     # Without the payload store, so that the input stays in the request and is large.

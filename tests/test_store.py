@@ -23,9 +23,10 @@ from temporalio.client import Client
 from temporalio.converter import StorageDriverStoreContext, StorageDriverWorkflowInfo
 from temporalio.testing import WorkflowEnvironment
 
-from app import connection, store
-from app.connection import ConfigError
-from app.settings import Settings
+from app.settings.environment import Settings
+from app.store import store
+from app.temporal import connection
+from app.temporal.connection import ConfigError
 from council.models import DeliberationRecord
 from doctor.store import store_check
 from simulator import SimulatorServer
@@ -129,7 +130,7 @@ def test_a_bad_store_setting_is_one_line(env: dict[str, str], message: str) -> N
 async def test_doctor_checks_a_directory_store(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from app import settings as app_settings
+    from app.settings import environment as app_settings
 
     monkeypatch.setenv("COUNCIL_STORE", str(tmp_path / "store"))
     app_settings.load()
@@ -244,7 +245,7 @@ async def test_s3_store_round_trip_under_its_prefix(s3: str) -> None:
 
 
 async def test_s3_blobs_are_encrypted_with_the_payload_key(s3: str) -> None:
-    from app.codec import new_key
+    from app.codec.encryption import new_key
 
     converter = connection.data_converter(
         {
@@ -261,7 +262,7 @@ async def test_s3_blobs_are_encrypted_with_the_payload_key(s3: str) -> None:
 
 
 async def test_doctor_checks_an_s3_store(s3: str, monkeypatch: pytest.MonkeyPatch) -> None:
-    from app import settings as app_settings
+    from app.settings import environment as app_settings
 
     monkeypatch.setenv("COUNCIL_STORE", f"s3://{BUCKET}/doctor")
     app_settings.load()
@@ -288,7 +289,7 @@ async def test_s3_prune_keeps_what_runs_reference(
     (written for a run the namespace does not have) goes once past the grace period. (The
     S3 server dates its objects itself: the floor on the grace period, which
     test_prune_race checks, is lifted here so that a blob of a moment ago can be past it.)"""
-    from app import prune
+    from app.store import prune
 
     monkeypatch.setattr(prune, "MIN_GRACE_SECONDS", 0)
 
@@ -323,7 +324,7 @@ async def test_the_codec_server_reads_only_its_bucket_within_the_request_namespa
     import aioboto3
     import httpx
 
-    from app.codec_server import app_from_env
+    from app.codec.server import app_from_env
 
     async with aioboto3.Session().client("s3") as client:
         await client.create_bucket(Bucket=OTHER_BUCKET)
@@ -355,7 +356,7 @@ async def test_the_codec_server_reads_only_its_bucket_within_the_request_namespa
 @pytest.mark.parametrize(
     ("command", "name"),
     [(["starter.py", "list"], "starter"), (["worker.py"], "worker"),
-     (["-m", "app.codec_server"], "codec server")],
+     (["-m", "app.codec.server"], "codec server")],
 )  # fmt: skip
 def test_every_process_stops_on_a_bad_store_setting_with_one_line(
     command: list[str], name: str

@@ -22,8 +22,10 @@ from temporalio.service import RPCError, RPCStatusCode
 from temporalio.testing import WorkflowEnvironment
 from temporalio.worker import Replayer
 
-from app import attachments, connection, front_door, prune, store
-from app.codec import new_key
+from app.codec.encryption import new_key
+from app.requests import attachments, front_door
+from app.store import prune, store
+from app.temporal import connection
 from council import limits
 from council.config import Config
 from council.models import DeliberationRecord

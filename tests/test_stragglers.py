@@ -10,7 +10,7 @@ from __future__ import annotations
 import pytest
 from temporalio.worker import Replayer
 
-from app import connection
+from app.temporal import connection
 from council.calls import Stage
 from council.progress import EventKind
 from council.stragglers import (

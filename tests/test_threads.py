@@ -8,7 +8,7 @@ import contextlib
 import json
 from pathlib import Path
 
-from app import front_door
+from app.requests import front_door
 from council.calls import Stage
 from council.limits import MAX_THREAD_TURNS
 from council.models import DeliberationRecord

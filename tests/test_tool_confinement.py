@@ -24,7 +24,7 @@ from temporalio.testing import WorkflowEnvironment
 from activities import confinement
 from activities.confinement import Confinement
 from activities.tool_failure import ToolFailure
-from app import connection
+from app.temporal import connection
 from council.models import DeliberationRecord
 from council.tools import ToolResult
 from harness import processes

@@ -29,7 +29,7 @@ from temporalio.client import WorkflowHandle
 from temporalio.testing import WorkflowEnvironment
 
 from activities.tools import ToolBox
-from app import connection
+from app.temporal import connection
 from council.calls import Stage
 from council.models import DeliberationRecord
 from council.progress import EventKind

@@ -22,7 +22,7 @@ import pytest
 from temporalio.testing import WorkflowEnvironment
 
 from activities.tools import ToolBox
-from app import config as app_config
+from app.settings import config as app_config
 from council.calls import Stage
 from council.models import DeliberationRecord
 from harness.processes import ROOT

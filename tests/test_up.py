@@ -27,8 +27,9 @@ from mcp import Client as MCPClient
 from mcp import StdioServerParameters, stdio_client
 from temporalio.client import Client
 
-from app import connection, store
-from app.settings import Settings
+from app.settings.environment import Settings
+from app.store import store
+from app.temporal import connection
 from council.models import DeliberationRecord
 from harness import processes
 from harness.foreground import Stopped, stop_on_signals
@@ -176,9 +177,10 @@ def make_up(tmp: Path, **env: str) -> Iterator[Up]:
     marker = f"COUNCIL_UP_TEST={uuid.uuid4().hex}"
     environment[marker.split("=")[0]] = marker.split("=")[1]
     output = tmp / "up.out"
+    latency = ["--latency", env.pop("SIM_LATENCY")] if "SIM_LATENCY" in env else []
     with open(output, "wb") as out:
         popen = subprocess.Popen(
-            [sys.executable, str(ROOT / "up.py"), "--data", str(tmp / "data")],
+            [sys.executable, str(ROOT / "up.py"), "--data", str(tmp / "data"), *latency],
             cwd=ROOT,
             env={**environment, **env},
             stdout=out,
@@ -227,7 +229,7 @@ async def test_make_up_serves_a_page_that_runs_a_deliberation_and_sigint_stops_i
         commands = " | ".join(started.values())
         for part in (
             "temporal server start-dev",
-            "-m app.codec_server",
+            "-m app.codec.server",
             "-m simulator",
             "worker.py",
             "-m web",

@@ -26,7 +26,7 @@ from temporalio.testing import WorkflowEnvironment
 
 from activities.model_call import ModelGateway
 from activities.settings import GatewaySettings
-from app import deployment
+from app.temporal import deployment
 from council.calls import Stage
 from service.worker import serving
 from simulator import SimulatorServer
@@ -107,7 +107,7 @@ async def test_a_run_finishes_on_the_build_it_started_on(
 
 @pytest.mark.fast
 def test_the_build_id_is_the_package_version_unless_set() -> None:
-    from app.settings import Settings, SettingsError
+    from app.settings.environment import Settings, SettingsError
 
     assert Settings.read({}).build_id is None
     assert deployment.build_id() == deployment.package_version()  # this process: none set

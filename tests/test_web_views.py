@@ -8,8 +8,8 @@ from datetime import UTC, datetime, timedelta
 
 import pytest
 
-from app.render import record_markdown
-from app.settings import Settings
+from app.settings.environment import Settings
+from app.views.render import record_markdown
 from council.calls import Stage
 from council.config import Config
 from council.iteration import IterationRound

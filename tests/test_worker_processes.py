@@ -1,5 +1,5 @@
 """`worker.py --processes N`: N worker processes on one task queue under a supervisor
-(app/supervisor.py), on the real dev server; and the supervisor's restart and stop rules
+(service/supervisor.py), on the real dev server; and the supervisor's restart and stop rules
 with plain child processes."""
 
 from __future__ import annotations
@@ -23,11 +23,11 @@ from temporalio.api.workflowservice.v1 import DescribeTaskQueueRequest
 from temporalio.client import WorkflowHandle
 from temporalio.testing import WorkflowEnvironment
 
-from app import supervisor
-from app.supervisor import Supervisor
 from council.models import DeliberationRecord
 from harness.processes import ROOT, Process, free_port, start_worker, worker_processes
 from service import command as worker_command
+from service import supervisor
+from service.supervisor import Supervisor
 from simulator import SimulatorServer
 from tests.sim_fixtures import wait_until
 from tests.temporal_fixtures import request, worker_env

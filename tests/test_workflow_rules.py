@@ -22,7 +22,7 @@ from temporalio.client import Client, WorkflowHandle
 from temporalio.testing import WorkflowEnvironment
 from temporalio.worker import Worker
 
-from app import connection
+from app.temporal import connection
 from council.calls import Stage
 from council.models import DeliberationRecord
 from council.progress import ProgressEvent

@@ -2,32 +2,33 @@
 
 Reads COUNCIL_WEB_HOST (default 127.0.0.1), COUNCIL_WEB_PORT (8080), COUNCIL_WEB_TOKEN
 and COUNCIL_WEB_TOKENS or COUNCIL_WEB_TOKENS_FILE (optional: starting and stopping then
-need one of their tokens; app.principals), COUNCIL_WEB_ALLOWED_HOSTS (names beyond
+need one of their tokens; app.access.principals), COUNCIL_WEB_ALLOWED_HOSTS (names beyond
 loopback and --host that the server answers to, comma-separated),
 COUNCIL_WEB_TRUSTED_PROXIES (the reverse proxies whose X-Forwarded-For and
 X-Forwarded-Proto count: addresses or networks, comma-separated; none by default, so
 that no client can name its own address), COUNCIL_TASK_QUEUE,
 COUNCIL_MODELS and COUNCIL_CHAIRMAN (the form's defaults), COUNCIL_UI_URL,
 COUNCIL_SIMULATED (1: the members are the bundled simulator's, as `make up` runs them
-without a key), and the Temporal and encryption settings of app.connection. Exit status
+without a key), and the Temporal and encryption settings of app.temporal.connection. Exit status
 2 with one line when a setting cannot be used or the server cannot be reached.
 """
 
 from __future__ import annotations
 
 # First: a Python without Council's packages is told so in one line, and the fix.
-from app import dependencies  # noqa: F401  # isort: skip
+from app.installation import dependencies  # noqa: F401  # isort: skip
 
 import argparse
 import sys
 
 import uvicorn
 
-from app import commands, connection
-from app import config as app_config
-from app import settings as app_settings
-from app.principals import Principals
-from app.settings import Settings
+from app.access.principals import Principals
+from app.installation import commands
+from app.settings import config as app_config
+from app.settings import environment as app_settings
+from app.settings.environment import Settings
+from app.temporal import connection
 from council.config import ConfigProblem
 from council.redaction import redact_logs
 from web import guard

@@ -22,7 +22,8 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 from temporalio.client import Client
 from temporalio.service import RPCError
 
-from app import connection, store
+from app.store import store
+from app.temporal import connection
 from web.doctor import DoctorPage
 from web.guard import Guard, ReadsNeedToken
 from web.live import Live

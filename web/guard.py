@@ -2,13 +2,13 @@
 stream, the OpenAI-compatible API, the MCP transport):
 
 - Host allowlist, reads included: only requests addressed to this machine's loopback
-  names, the host the server was started on, and COUNCIL_WEB_ALLOWED_HOSTS (app.hosts,
+  names, the host the server was started on, and COUNCIL_WEB_ALLOWED_HOSTS (app.access.hosts,
   the codec server's rule too). A page on another name that resolves here (DNS
   rebinding) gets a 400, never a page.
 - Writes (start, stop, steer, sign in) from a browser must come from an allowlisted
   origin: the Origin (or, without one, the Referer) must name an allowed host, and the
   same host and port the request was sent to.
-- The access tokens (app.principals: COUNCIL_WEB_TOKEN, the team's one, and the named
+- The access tokens (app.access.principals: COUNCIL_WEB_TOKEN, the team's one, and the named
   tokens of COUNCIL_WEB_TOKENS), when any is set, for reads as for writes: a page, the
   list, a run, its record, its live stream and its files answer only with a token (a
   browser is sent to /login, and back once signed in), unless COUNCIL_WEB_PUBLIC_READ
@@ -46,16 +46,16 @@ from starlette.requests import Request
 from starlette.responses import PlainTextResponse, RedirectResponse
 from starlette.types import ASGIApp, Receive, Scope, Send
 
-# The Host rule is app.hosts' (shared with the codec server); named here as before.
-from app.hosts import LOOPBACK_HOSTS as LOOPBACK_HOSTS
-from app.hosts import ConfigError as ConfigError
-from app.hosts import allowed_hosts as allowed_hosts
-from app.hosts import host_allowed
-from app.hosts import host_name as _host_name
-from app.hosts import loopback as loopback
-from app.hosts import setting_items as _items
-from app.principals import Principal, Principals
-from app.settings import Settings
+# The Host rule is app.access.hosts' (shared with the codec server); named here as before.
+from app.access.hosts import LOOPBACK_HOSTS as LOOPBACK_HOSTS
+from app.access.hosts import ConfigError as ConfigError
+from app.access.hosts import allowed_hosts as allowed_hosts
+from app.access.hosts import host_allowed
+from app.access.hosts import host_name as _host_name
+from app.access.hosts import loopback as loopback
+from app.access.hosts import setting_items as _items
+from app.access.principals import Principal, Principals
+from app.settings.environment import Settings
 from council import numbers
 from workflows.priority import tenant_of
 
@@ -114,7 +114,7 @@ def trusted_proxies(value: str | Iterable[str] | None) -> tuple[str, ...]:
 
 @dataclass
 class Guard:
-    """The rules, with the server's allowlist and principals (app.principals: the tokens it
+    """The rules, with the server's allowlist and principals (app.access.principals: the tokens it
     takes and the names they go by; none: no token is needed)."""
 
     allowed: Sequence[str]

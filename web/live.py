@@ -30,7 +30,7 @@ from starlette.routing import Route
 from starlette.templating import Jinja2Templates
 from temporalio.client import Client
 
-from app.render import event_line
+from app.views.render import event_line
 from council import numbers
 from council.models import DeliberationRecord
 from council.progress import ProgressEvent

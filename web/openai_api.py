@@ -43,7 +43,10 @@ from starlette.types import Receive, Scope, Send
 from temporalio.client import Client, WorkflowFailureError, WorkflowHandle
 from temporalio.service import RPCError
 
-from app import connection, councils, front_door, store
+from app.requests import front_door
+from app.settings import councils
+from app.store import store
+from app.temporal import connection
 from council import limits, numbers
 from council.agreement import independent_votes, verdict
 from council.calls import CallProgress, Stage
@@ -623,7 +626,7 @@ class OpenAIApi:
 
     async def check_tools(self, asked: Asked, wanted: DeliberationRequest) -> None:
         """A 400 naming the body's field when an MCP entry the request names offers none of
-        its tools (app.front_door.check_tools)."""
+        its tools (app.requests.front_door.check_tools)."""
         try:
             await front_door.check_tools(wanted, self.settings.config, offer_problem)
         except front_door.Refused as refused:

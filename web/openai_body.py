@@ -9,7 +9,7 @@ Rules:
   the conversation so far, as turns (a turn's id names the message it starts with); the
   system (and developer) messages are the user's instructions. Text parts of a message
   are read; a user message's `file` parts (file_data a data URL) and `image_url` parts
-  (a data URL: the council fetches nothing) are the run's attachments (app.attachments),
+  (a data URL: the council fetches nothing) are the run's attachments (app.requests.attachments),
   in the order they come; any other part is refused, naming it. Their count is checked
   before any is decoded, each one's size before any is read; reading them (a PDF's text)
   is the caller's, apart from the event loop (Conversation.read_attachments).
@@ -35,7 +35,7 @@ from pydantic import (
 )
 from pydantic_core import PydanticCustomError
 
-from app import attachments as reading
+from app.requests import attachments as reading
 from council import limits
 from council.attachments import Attachment, count_problem
 from council.config import NOT_COUNCIL_OPTIONS
@@ -208,7 +208,7 @@ class Conversation:
     attachments: list[Attachment] = field(default_factory=list)
 
     async def read_attachments(self) -> None:
-        """Read the files, apart from the event loop (app.attachments); a Refusal naming
+        """Read the files, apart from the event loop (app.requests.attachments); a Refusal naming
         the part of the first that cannot be read."""
         read = await reading.read_files_apart(self.files)
         for index, file in enumerate(read):
@@ -230,7 +230,7 @@ class ChatBody(BaseModel):
     # The chairman's reply: max_tokens, or its newer name (one of them).
     max_tokens: int | None = None
     max_completion_tokens: int | None = None
-    # Council options: numbers in them are read by the front door (app.front_door).
+    # Council options: numbers in them are read by the front door (app.requests.front_door).
     temperature: Any = None
     council: dict[str, Any] | None = None
     response_format: StructuredReply | None = None

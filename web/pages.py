@@ -48,9 +48,10 @@ from starlette.templating import Jinja2Templates
 from starlette.types import Message
 from temporalio.client import Client, WorkflowHandle
 
-from app import attachments as files
-from app import councils, front_door
-from app.render import record_markdown
+from app.requests import attachments as files
+from app.requests import front_door
+from app.settings import councils
+from app.views.render import record_markdown
 from council import limits, numbers
 from council.attachments import PDF_TYPE, Attachment, count_problem
 from council.ids import ID_RULE, is_valid_id
@@ -255,7 +256,7 @@ class Pages:
 
     async def tools_refused(self, wanted: DeliberationRequest | None) -> front_door.Refused | None:
         """The refusal of a request (composed already) an MCP entry of which offers none of
-        its tools (app.front_door.check_tools); None when it may start."""
+        its tools (app.requests.front_door.check_tools); None when it may start."""
         if wanted is None:
             return None
         try:
@@ -604,7 +605,7 @@ async def read_form(request: Request, most: int, *, max_files: int) -> FormData:
 
 
 async def read_uploads(uploads: list[UploadFile]) -> list[files.Attached]:
-    """The files of the start form, read (app.attachments): their count and then each one's
+    """The files of the start form, read (app.requests.attachments): their count and then each one's
     size checked before any is read, the PDFs read apart from the event loop."""
     too_many = count_problem(len(uploads))
     if too_many:  # said before any file is read

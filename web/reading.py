@@ -12,8 +12,9 @@ from typing import Any
 from temporalio.client import Client, WorkflowFailureError
 from temporalio.service import RPCError
 
-from app import connection, store
-from app.render import event_line
+from app.store import store
+from app.temporal import connection
+from app.views.render import event_line
 from council.calls import Stage
 from council.models import DeliberationRecord
 from council.progress import EventKind, Progress, ProgressEvent

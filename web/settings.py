@@ -7,8 +7,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from app.principals import Principals
-from app.settings import Settings
+from app.access.principals import Principals
+from app.settings.environment import Settings
 from council.config import Config
 from web import guard
 from workflows.quota import Quota
@@ -39,7 +39,7 @@ class WebSettings:
 
     @property
     def principals(self) -> Principals:
-        """COUNCIL_WEB_TOKEN's principal and the named tokens (app.principals): starting and
+        """COUNCIL_WEB_TOKEN's principal and the named tokens (app.access.principals): starting and
         stopping (and reading, unless public_read) need one of their tokens."""
         return guard.principals_of(self.variables)
 

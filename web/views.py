@@ -10,17 +10,17 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
-from app import front_door
-from app.attachments import Attached
-from app.record_view import RecordView, record_view, review_matrices, review_matrix, word_diff
-from app.settings import Settings
+from app.requests import front_door
+from app.requests.attachments import Attached
+from app.settings.environment import Settings
+from app.views.record_view import RecordView, record_view, review_matrices, review_matrix, word_diff
 from council.calls import Stage
 from council.config import Config
 from council.models import DeliberationRecord, DeliberationRequest
 from council.progress import EventKind, ProgressEvent, shown_status
 from council.validation import Loc
 
-# The record's view is app.record_view's; the names a page's reader knows stay here too.
+# The record's view is app.views.record_view's; the names a page's reader knows stay here too.
 __all__ = ["review_matrices", "review_matrix", "shown_status", "word_diff"]
 
 # ---- the start form -----------------------------------------------------------------------
@@ -44,7 +44,7 @@ FORM_LABELS = {
 }
 FORM_FIELDS = tuple(FORM_LABELS)
 # The fields that are no option of the request: the question, the council's name and the
-# files (read apart: app.attachments).
+# files (read apart: app.requests.attachments).
 _NOT_OPTIONS = ("question", front_door.COUNCIL, front_door.ATTACHMENTS)
 # The tools ticked, as the start handler joins them (commas).
 TOOLS = "tools"

@@ -1,7 +1,7 @@
 """The deliberation: answer, review, refine and re-review until a termination rule holds,
 then synthesize. Every model call is one activity (workflows.fan_out); what the run shows
 while it runs is described by workflows.live; all state lives in workflow history. A run is
-pinned to the build it started on (app.deployment): a protocol change is a new build.
+pinned to the build it started on (app.temporal.deployment): a protocol change is a new build.
 """
 
 from __future__ import annotations

@@ -1,7 +1,7 @@
 """The configuration as a process finds it: `council.toml` (the file COUNCIL_CONFIG
 names, else ./council.toml when it exists). A provider's key is read, by the worker,
 from the variable its `api_key_env` names; a missing one stops the worker at start. What
-a council starts with: app.councils."""
+a council starts with: app.settings.councils."""
 
 from __future__ import annotations
 
@@ -9,8 +9,8 @@ import os
 from collections.abc import Mapping
 from pathlib import Path
 
-from app import settings as app_settings
-from app.settings import Settings
+from app.settings import environment as app_settings
+from app.settings.environment import Settings
 from council.config import Config, ConfigProblem, parse_config
 
 CONFIG_VARIABLE = Settings.variables()["config_file"]

@@ -8,7 +8,7 @@ as everywhere: council.numbers). An empty variable counts as unset (a compose fi
 (COUNCIL_LLM_*, OPENROUTER_API_KEY) are `Settings.llm` (council.config.DefaultProvider),
 which the worker's gateway works with (activities.settings.GatewaySettings.of); the web
 server's view is web.settings.WebSettings. The configuration file itself (council.toml)
-is app.config's; the simulator's own variables are simulator.settings'.
+is app.settings.config's; the simulator's own variables are simulator.settings'.
 
 A field says everything about its variable: the name (validation_alias), the default,
 what a value must be (description) and, for a number, its range (Field's ge/gt/le); a
@@ -16,8 +16,8 @@ refusal of any kind becomes one line of those (_one_line).
 
 Some values are checked where they are used, by the rule that owns them, still at start:
 the Host patterns and proxies (web.guard), the origins of the codec server
-(app.codec_server), the payload keys (app.codec) and the worker process count, which
---processes overrides (app.supervisor).
+(app.codec.server), the payload keys (app.codec.encryption) and the worker process count, which
+--processes overrides (service.supervisor).
 
     settings.load()      read the environment (again), keep it for this process
     settings.current()   what load() read (reading it the first time if needed)
@@ -46,12 +46,16 @@ from pydantic import (
 )
 from pydantic.fields import FieldInfo
 from pydantic_core import PydanticCustomError
-from pydantic_settings import BaseSettings, EnvSettingsSource, NoDecode, SettingsConfigDict
-from pydantic_settings.sources.utils import parse_env_vars
+from pydantic_settings import (
+    BaseSettings,
+    NoDecode,
+    PydanticBaseSettingsSource,
+    SettingsConfigDict,
+)
 
-from app import data_dir
-from app import principals as access
-from app.principals import Principal
+from app.access import principals as access
+from app.access.principals import Principal
+from app.store import data_dir
 from council.config import DefaultProvider
 from council.ids import id_problem, tenant_problem
 from council.numbers import Number, WholeNumber
@@ -219,7 +223,7 @@ class Settings(BaseSettings):
     web_host: str = Field(DEFAULT_WEB_HOST, validation_alias="COUNCIL_WEB_HOST")
     web_port: Port = Field(DEFAULT_WEB_PORT, validation_alias="COUNCIL_WEB_PORT")
     web_token: SecretStr | None = Field(None, validation_alias="COUNCIL_WEB_TOKEN", repr=False)
-    # Named tokens, each a principal of its own (app.principals): NAME=TOKEN pairs, and
+    # Named tokens, each a principal of its own (app.access.principals): NAME=TOKEN pairs, and
     # those of a file.
     web_tokens: Annotated[tuple[Principal, ...], NoDecode] = Field(
         (), validation_alias="COUNCIL_WEB_TOKENS", repr=False
@@ -252,7 +256,7 @@ class Settings(BaseSettings):
         description="a number of seconds",
     )
 
-    # -- payload encryption (app.codec), in every client and worker, and the codec server
+    # -- payload encryption (app.codec.encryption), in every client and worker, and the codec server
     payload_key: SecretStr | None = Field(None, validation_alias="COUNCIL_PAYLOAD_KEY", repr=False)
     payload_key_id: str | None = Field(None, validation_alias="COUNCIL_PAYLOAD_KEY_ID")
     payload_old_keys: SecretStr | None = Field(
@@ -262,7 +266,7 @@ class Settings(BaseSettings):
         default_factory=lambda: list(CODEC_ORIGINS), validation_alias="COUNCIL_CODEC_CORS_ORIGINS"
     )
     codec_token: SecretStr | None = Field(None, validation_alias="COUNCIL_CODEC_TOKEN", repr=False)
-    # Host names the codec server answers to beyond loopback and its --host (app.hosts).
+    # Host names the codec server answers to beyond loopback and its --host (app.access.hosts).
     codec_allowed_hosts: Listed = Field(
         default_factory=list, validation_alias="COUNCIL_CODEC_ALLOWED_HOSTS"
     )
@@ -320,7 +324,7 @@ class Settings(BaseSettings):
     metrics_host: str = Field(DEFAULT_METRICS_HOST, validation_alias="COUNCIL_METRICS_HOST")
     worker_processes: str | None = Field(None, validation_alias="COUNCIL_WORKER_PROCESSES")
     log_level: LogLevel = Field("INFO", validation_alias="COUNCIL_LOG_LEVEL")
-    # The build the worker runs (app.deployment: runs are pinned to it); None: the version.
+    # The build the worker runs (app.temporal.deployment: runs are pinned to it); None: the version.
     build_id: str | None = Field(None, validation_alias="COUNCIL_BUILD_ID")
     # The default provider of model calls (COUNCIL_LLM_*, OPENROUTER_API_KEY): the worker's
     # gateway works with it (activities.settings.GatewaySettings.of).
@@ -338,7 +342,7 @@ class Settings(BaseSettings):
     @classmethod
     def _named_tokens(cls, value: Any, info: ValidationInfo) -> Any:
         """NAME=TOKEN pairs (COUNCIL_WEB_TOKENS), or the file of them (one a line), beside
-        COUNCIL_WEB_TOKEN and the pairs read before (app.principals)."""
+        COUNCIL_WEB_TOKEN and the pairs read before (app.access.principals)."""
         if not isinstance(value, str):
             return value
         from_file = info.field_name == "web_tokens_file"
@@ -428,13 +432,34 @@ class Settings(BaseSettings):
         return found
 
     @classmethod
+    def settings_customise_sources(
+        cls,
+        settings_cls: type[BaseSettings],
+        init_settings: PydanticBaseSettingsSource,
+        env_settings: PydanticBaseSettingsSource,
+        dotenv_settings: PydanticBaseSettingsSource,
+        file_secret_settings: PydanticBaseSettingsSource,
+    ) -> tuple[PydanticBaseSettingsSource, ...]:
+        """Only the values given to the constructor, which read() picks from the variables:
+        no other source reads the environment or a file behind its back."""
+        return (init_settings,)
+
+    @classmethod
     def read(cls, env: Mapping[str, str] | None = None) -> Settings:
-        """The settings in `env` (the process's environment by default); SettingsError."""
-        source = _Variables(cls, os.environ if env is None else env)
+        """The settings in `env` (the process's environment by default); SettingsError.
+        Values are stripped, a variable of only white space is unset, and the default
+        provider's variables (COUNCIL_LLM_*, OPENROUTER_API_KEY) go to the nested `llm`."""
+        variables = os.environ if env is None else env
+        given = {name: text for name, value in variables.items() if (text := value.strip())}
+        values: dict[str, Any] = {}
+        for field, name in cls.variables().items():
+            if name in given:
+                nested = field.rpartition(".")[0]
+                (values.setdefault(nested, {}) if nested else values)[name] = given[name]
         try:
-            return cls(_build_sources=((source,), {}))
+            return cls(**values)
         except ValidationError as error:
-            raise SettingsError(_one_line(error, source.given)) from None
+            raise SettingsError(_one_line(error, given)) from None
 
     @classmethod
     def argument(cls, name: str) -> Callable[[str], Any]:
@@ -455,7 +480,7 @@ class Settings(BaseSettings):
         return read
 
     def data(self) -> Path:
-        """DATA: COUNCIL_DATA, else the checkout's data/ or the user's (app.data_dir)."""
+        """DATA: COUNCIL_DATA, else the checkout's data/ or the user's (app.store.data_dir)."""
         return self.data_dir or data_dir.default_data()
 
     def secret(self, name: Literal["web_token", "codec_token"]) -> str | None:
@@ -477,29 +502,6 @@ class Settings(BaseSettings):
             if isinstance(principal, Principal)
         ]
         return values + list(self.llm.extra_headers.values())
-
-
-class _Variables(EnvSettingsSource):
-    """pydantic-settings' environment source, over a given mapping: values stripped, a
-    variable that holds only white space unset, and the default provider's variables
-    (COUNCIL_LLM_*, OPENROUTER_API_KEY) handed to the nested `llm` by their own names."""
-
-    def __init__(self, settings_cls: type[BaseSettings], variables: Mapping[str, str]) -> None:
-        stripped = {name: value.strip() for name, value in variables.items()}
-        self.given = {name: value for name, value in stripped.items() if value}
-        super().__init__(settings_cls)
-
-    def _load_env_vars(self) -> Mapping[str, str | None]:
-        return parse_env_vars(
-            self.given, self.case_sensitive, self.env_ignore_empty, self.env_parse_none_str
-        )
-
-    def __call__(self) -> dict[str, Any]:
-        data = super().__call__()
-        llm = {name: self.given[name] for name in DefaultProvider.variables() if name in self.given}
-        if llm:
-            data["llm"] = llm
-        return data
 
 
 # ---- one line for any refusal ------------------------------------------------------------

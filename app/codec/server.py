@@ -1,6 +1,6 @@
 """The codec server: shows payloads to the Temporal Web UI and CLI of authorized users.
 
-    python -m app.codec_server [--host 127.0.0.1] [--port 8081]
+    python -m app.codec.server [--host 127.0.0.1] [--port 8081]
 
 Temporal's remote codec protocol: POST /decode, /encode and /download (also under
 /{namespace}/...) take and return {"payloads": [...]} in protobuf JSON. It must run where
@@ -18,7 +18,7 @@ the worker's payload store (COUNCIL_STORE; unset: COUNCIL_DATA/store) and its ke
 Who it answers, before a body is read (one hostile caller must not read, or slow, it):
 
 - Host: this machine's loopback names, the host given to --host and
-  COUNCIL_CODEC_ALLOWED_HOSTS, by the web page's rule (app.hosts); any other Host (a page
+  COUNCIL_CODEC_ALLOWED_HOSTS, by the web page's rule (app.access.hosts); any other Host (a page
   on a name that resolves here) gets a 400.
 - Origin: a browser's call must come from an origin of COUNCIL_CODEC_CORS_ORIGINS (403
   otherwise); a call without one (the `temporal` CLI, a script) is not a browser's.
@@ -68,11 +68,12 @@ from starlette.routing import Route
 from temporalio.api.common.v1 import Payloads
 from temporalio.converter import ExternalStorage, PayloadCodec
 
-from app import hosts, request_body, store
-from app import settings as app_settings
-from app.codec import CodecConfigError, CodecError, codec_from_env
-from app.hosts import LOOPBACK_HOSTS
-from app.settings import CODEC_ORIGINS, Settings, SettingsError
+from app.access import hosts, request_body
+from app.access.hosts import LOOPBACK_HOSTS
+from app.codec.encryption import CodecConfigError, CodecError, codec_from_env
+from app.settings import environment as app_settings
+from app.settings.environment import CODEC_ORIGINS, Settings, SettingsError
+from app.store import store
 from council import numbers
 from council.redaction import redact_logs
 
@@ -115,7 +116,7 @@ def create_app(
     token: str | None = None,
     hosts: Sequence[str] = LOOPBACK_HOSTS,
 ) -> Starlette:
-    """The server: `hosts` are the Host names it answers to (app.hosts.allowed_hosts),
+    """The server: `hosts` are the Host names it answers to (app.access.hosts.allowed_hosts),
     `origins` the pages that may call it (COUNCIL_CODEC_CORS_ORIGINS)."""
     expected = f"Bearer {token}".encode() if token else None
     any_origin = "*" in origins
@@ -254,7 +255,7 @@ def app_from_env(
 
 def allowed_hosts(bind_host: str, env: Settings | Mapping[str, str] | None = None) -> list[str]:
     """The Host names the server answers to: loopback, `bind_host` (unless every address)
-    and COUNCIL_CODEC_ALLOWED_HOSTS, by the web page's rule (app.hosts)."""
+    and COUNCIL_CODEC_ALLOWED_HOSTS, by the web page's rule (app.access.hosts)."""
     try:
         return list(
             hosts.allowed_hosts(bind_host, _settings(env).codec_allowed_hosts, HOSTS_VARIABLE)
@@ -265,7 +266,7 @@ def allowed_hosts(bind_host: str, env: Settings | Mapping[str, str] | None = Non
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(
-        prog="python -m app.codec_server", description=__doc__.split("\n")[0]
+        prog="python -m app.codec.server", description=__doc__.split("\n")[0]
     )
     parser.add_argument(
         "--host", default="127.0.0.1", help="interface to listen on (default 127.0.0.1)"

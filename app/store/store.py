@@ -1,13 +1,13 @@
 """The payload store: large texts travel through Temporal by reference.
 
-Every client and worker (app.connection.data_converter) and the codec server use the SDK's
+Every client and worker (app.temporal.connection.data_converter) and the codec server use the SDK's
 external payload storage configured here. A payload of COUNCIL_STORE_THRESHOLD bytes or
 more (after encryption, when COUNCIL_PAYLOAD_KEY is set: the SDK encodes first and stores
 second, so a blob holds ciphertext) is written to the store, and the history holds a
 small reference in its place: a stage that sends 12 members long prompts at once stays far
 below Temporal's 4 MiB message limit, and no history holds a payload above 256 KiB.
 
-    COUNCIL_STORE            unset: the directory DATA/store (DATA: app.data_dir); a
+    COUNCIL_STORE            unset: the directory DATA/store (DATA: app.store.data_dir); a
                              directory or file:PATH; s3://BUCKET[/PREFIX]
                              (endpoint, region and credentials from AWS's own variables,
                              such as AWS_ENDPOINT_URL, AWS_REGION, AWS_PROFILE). There
@@ -19,7 +19,7 @@ A directory store is content-addressed: NAMESPACE/sha256/ab/cd/<sha256 of the bl
 written atomically (a temporary file renamed into place) and checked against its hash when
 read. An S3 store uses the SDK's S3 driver (content-addressed keys under
 PREFIX/v0/ns/NAMESPACE/...). Blobs that no history references any more are removed by
-`starter.py store prune` (app.prune).
+`starter.py store prune` (app.store.prune).
 """
 
 from __future__ import annotations
@@ -51,8 +51,8 @@ from temporalio.converter import (
 )
 from temporalio.exceptions import ApplicationError
 
-from app import settings as app_settings
-from app.settings import Settings, StoreLocation
+from app.settings import environment as app_settings
+from app.settings.environment import Settings, StoreLocation
 
 STORE_VARIABLE = Settings.variables()["store"]
 THRESHOLD_VARIABLE = Settings.variables()["store_threshold"]

@@ -32,10 +32,10 @@ from temporalio.common import VersioningBehavior, WorkerDeploymentVersion
 from temporalio.service import RPCError, RPCStatusCode
 from temporalio.worker import WorkerDeploymentConfig
 
-from app import settings
+from app.settings import environment as settings
 
 PACKAGE = "council"
-PYPROJECT = Path(__file__).resolve().parent.parent / "pyproject.toml"
+PYPROJECT = Path(__file__).resolve().parents[2] / "pyproject.toml"
 # How long a starting worker waits for the server to list its version before it gives up
 # making it current (the server learns of a version from the worker's first polls).
 ADOPT_SECONDS = 30.0

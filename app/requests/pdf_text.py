@@ -12,7 +12,7 @@ pypdf decodes no stream past MAX_PDF_STREAM_BYTES; the pages are read while thei
 fits MAX_ATTACHMENT_TEXT_BYTES. The caller kills it past PDF_READ_SECONDS on the clock.
 It answers on stdout, one JSON object.
 
-`read` blocks until the process ends: a server calls it from a thread (app.attachments
+`read` blocks until the process ends: a server calls it from a thread (app.requests.attachments
 reads files apart from the event loop).
 """
 
@@ -55,7 +55,7 @@ class Outcome:
 def read(data: bytes, budget: Budget = Budget()) -> Outcome:
     """The text of the PDF `data`, read in a process of its own within `budget`."""
     bounds = process.Limits(budget.cpu_seconds, budget.memory_bytes, budget.seconds)
-    ended = process.run("app.pdf_text:answer", data, bounds, json.dumps(asdict(budget)))
+    ended = process.run("app.requests.pdf_text:answer", data, bounds, json.dumps(asdict(budget)))
     if ended.stopped in ("memory", "cpu", "time"):
         return Outcome(problem=ended.stopped)
     try:

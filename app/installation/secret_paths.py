@@ -16,11 +16,11 @@ from pathlib import Path
 
 from platformdirs import user_config_path
 
-from app import config as app_config
-from app import settings as app_settings
-from app import store
-from app.connection import TLS_FILES
-from app.data_dir import ROOT
+from app.settings import config as app_config
+from app.settings import environment as app_settings
+from app.store import store
+from app.store.data_dir import ROOT
+from app.temporal.connection import TLS_FILES
 
 ENV_FILE = ".env"
 TEMPORAL_CONFIG_FILE = "TEMPORAL_CONFIG_FILE"

@@ -1,5 +1,5 @@
 """The Host names a server of ours answers to: one rule for the web page, the MCP
-transport (web.guard) and the codec server (app.codec_server).
+transport (web.guard) and the codec server (app.codec.server).
 
 A server answers only to this machine's loopback names, the host it was started on
 (unless that is every address) and the names its setting lists (`*.example.com` for a

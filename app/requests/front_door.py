@@ -4,7 +4,7 @@ surface (the CLI, the page, /v1, MCP).
     compose(question, options, council=NAME, ...)  ->  DeliberationRequest, or Refused
 
 Rules:
-- The council is the one named (council.toml), else the default council (app.councils).
+- The council is the one named (council.toml), else the default council (app.settings.councils).
 - `options` are what the user gave, as the surface gave them, under the request's own
   field names (council.models.DeliberationRequest): a value given replaces the council's,
   a table (policy, max_tokens, stragglers) is merged key by key (council.config
@@ -18,7 +18,7 @@ Rules:
 - With attachments and no token budget set (by the user or the council), the default
   budget is left to the deliberation and the files come on top, once per call the run
   could make (council.attachments.budget_with).
-- The user's attachments come read already (app.attachments), each an Attachment or the
+- The user's attachments come read already (app.requests.attachments), each an Attachment or the
   AttachmentProblem that reading it met: a problem is the field `attachments`' (at its
   index), beside the rest. A file left unread because another was refused (Received) is
   passed over: the request is refused with that problem.
@@ -43,10 +43,10 @@ from typing import Any
 import annotated_types
 from pydantic import BaseModel, ValidationError
 
-from app import config as app_config
-from app import councils
-from app.attachments import Attached, AttachmentProblem, Received
-from app.settings import Settings
+from app.requests.attachments import Attached, AttachmentProblem, Received
+from app.settings import config as app_config
+from app.settings import councils
+from app.settings.environment import Settings
 from council import numbers
 from council.attachments import Attachment, budget_with
 from council.config import NOT_COUNCIL_OPTIONS, Config, with_overrides
@@ -118,7 +118,7 @@ def compose(
             read.append(attachment)
     unread = any(isinstance(attachment, Received) for attachment in attachments)
     if unread and not any(isinstance(a, AttachmentProblem) for a in attachments):
-        raise TypeError("the attachments must be read first (app.attachments.read_files)")
+        raise TypeError("the attachments must be read first (app.requests.attachments.read_files)")
     if read:
         data[ATTACHMENTS] = read
     try:

@@ -5,7 +5,7 @@ surface puts after its own name for the field.
 
 - UTF-8 text (text, Markdown, code, CSV, JSON, ...) travels as its text; its media type is
   the one its name suggests (text/plain when it suggests none, or a binary type).
-- A PDF travels as its text, read in a process of its own within limits (app.pdf_text);
+- A PDF travels as its text, read in a process of its own within limits (app.requests.pdf_text);
   an encrypted PDF, one without text (a scan), or one that goes past a limit is refused,
   naming the limit.
 - PNG, JPEG, GIF and WebP images (known by their first bytes, whatever the name or the
@@ -40,7 +40,7 @@ from urllib.parse import unquote_to_bytes
 
 from pydantic import ValidationError
 
-from app import pdf_text as pdf_reading
+from app.requests import pdf_text as pdf_reading
 from council import limits
 from council.attachments import IMAGE_TYPES, PDF_TYPE, Attachment
 from council.paths import url_problem
@@ -135,7 +135,7 @@ def _text_type(name: str, given: str | None) -> str:
 
 
 def pdf_text(name: str, data: bytes, budget: pdf_reading.Budget | None = None) -> str:
-    """The text of a PDF, page after page, read in a process of its own (app.pdf_text)
+    """The text of a PDF, page after page, read in a process of its own (app.requests.pdf_text)
     within `budget` (None: council.limits'); AttachmentProblem for one that is encrypted,
     unreadable, has no text, or goes past a limit, naming the limit."""
     budget = budget or pdf_reading.Budget()

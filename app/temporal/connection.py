@@ -43,10 +43,10 @@ from temporalio.runtime import (
 )
 from temporalio.service import RPCError, RPCStatusCode
 
-from app import settings as app_settings
-from app import store
-from app.codec import CodecConfigError, codec_from_env
-from app.settings import DEFAULT_METRICS_HOST, Settings
+from app.codec.encryption import CodecConfigError, codec_from_env
+from app.settings import environment as app_settings
+from app.settings.environment import DEFAULT_METRICS_HOST, Settings
+from app.store import store
 
 DEFAULT_ADDRESS = "localhost:7233"
 DEFAULT_NAMESPACE = "default"

@@ -4,7 +4,7 @@ description, its range and its default) and how a refusal names it.
 
 FLAGS names the fields that are flags and spells each flag, the one thing not derived;
 a field without a flag is set in council.toml, or on another surface. A flag given
-becomes the field's value in the options of the front door (app.front_door), which puts
+becomes the field's value in the options of the front door (app.requests.front_door), which puts
 it on top of the council's; a flag not given leaves the council's value.
 
 - A number is read in ASCII digits only (council.numbers), a whole number where the field
@@ -27,8 +27,8 @@ from pydantic import BaseModel
 from pydantic.fields import FieldInfo
 from pydantic_core import PydanticUndefined
 
-from app.attachments import Attached, AttachmentProblem, read_files, received_file
-from app.front_door import ATTACHMENTS, COUNCIL, bounds
+from app.requests.attachments import Attached, AttachmentProblem, read_files, received_file
+from app.requests.front_door import ATTACHMENTS, COUNCIL, bounds
 from council import limits, numbers
 from council.attachments import count_problem
 from council.models import DeliberationRequest, ReplyTokens

@@ -12,7 +12,7 @@ ciphertext: Temporal's history at rest holds no question, answer or critique. Th
 id travels in clear in the payload's metadata (so a rotated key still decrypts old
 histories), and it is bound to the ciphertext as associated data.
 
-    python -m app.codec new-key       print a fresh key
+    python -m app.codec.encryption new-key       print a fresh key
 """
 
 from __future__ import annotations
@@ -31,8 +31,8 @@ from cryptography.hazmat.primitives.ciphers.aead import AESGCM
 from temporalio.api.common.v1 import Payload
 from temporalio.converter import PayloadCodec
 
-from app import settings as app_settings
-from app.settings import Settings, SettingsError
+from app.settings import environment as app_settings
+from app.settings.environment import Settings, SettingsError
 
 KEY_VARIABLE = Settings.variables()["payload_key"]
 KEY_ID_VARIABLE = Settings.variables()["payload_key_id"]
@@ -78,12 +78,13 @@ def parse_key(text: str, variable: str) -> bytes:
     if raw is None:
         raise CodecConfigError(
             f"{variable} must be {KEY_BYTES} random bytes written as base64 or hex "
-            f"(it is neither; make one with: python -m app.codec new-key)"
+            f"(it is neither; make one with: python -m app.codec.encryption new-key)"
         )
     if len(raw) != KEY_BYTES:
         raise CodecConfigError(
             f"{variable} must be {KEY_BYTES} random bytes written as base64 or hex "
-            f"(it decodes to {len(raw)} bytes; make one with: python -m app.codec new-key)"
+            f"(it decodes to {len(raw)} bytes; make one with: "
+            "python -m app.codec.encryption new-key)"
         )
     return raw
 
@@ -209,7 +210,7 @@ def main(argv: list[str]) -> int:
         else:
             print(f"encryption on: key id {keys.current_id}, {len(keys.keys) - 1} older key(s)")
         return 0
-    print("usage: python -m app.codec new-key | check", file=sys.stderr)
+    print("usage: python -m app.codec.encryption new-key | check", file=sys.stderr)
     return 2
 
 

@@ -17,7 +17,7 @@ from platformdirs import user_data_path
 
 APP_NAME = "council"
 # The folder that holds the `app` package: a checkout's root, or site-packages once installed.
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 
 
 def in_checkout() -> bool:

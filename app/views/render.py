@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping
 
-from app.record_view import (
+from app.views.record_view import (
     ContextView,
     Matrix,
     RecordView,

@@ -22,9 +22,9 @@ from typing import Any
 
 from pydantic import BaseModel, ValidationError
 
-from app import settings as app_settings
-from app.connection import DEFAULT_ADDRESS, DEFAULT_NAMESPACE
-from app.settings import Settings
+from app.settings import environment as app_settings
+from app.settings.environment import Settings
+from app.temporal.connection import DEFAULT_ADDRESS, DEFAULT_NAMESPACE
 from council.config import DEFAULT_COUNCIL, Config
 
 # OpenRouter ids; COUNCIL_MODELS (comma-separated) or [councils.default] replaces them.

@@ -35,8 +35,8 @@ from temporalio.api.workflowservice.v1 import (
 from temporalio.client import Client, WorkflowExecutionStatus
 from temporalio.service import RPCError, RPCStatusCode
 
-from app import store
-from app.store import LocalStore, S3Store
+from app.store import store
+from app.store.store import LocalStore, S3Store
 
 DEFAULT_GRACE_SECONDS = 3600
 MIN_GRACE_SECONDS = 600

@@ -1,0 +1,1 @@
+"""The settings: the COUNCIL_* variables, council.toml and its councils, the CLI's council flags."""

@@ -1,0 +1,1 @@
+"""Connecting to Temporal, and the worker deployment every run is pinned to."""
