@@ -556,12 +556,13 @@ def read_review(
     asked: str | None = None,
     ending: Ending | None = None,
 ) -> tuple[Stage2Result, ParsedReview]:
-    """A reviewer's reply as the record keeps it, and the parse its critiques come from.
-    A reply in the review's JSON form is read as JSON (read_as: how it was asked for, or
-    json_object); any other as text."""
+    """A reviewer's reply as the record keeps it (its critiques too, and the JSON form
+    written out), and the parse. A reply in the review's JSON form is read as JSON
+    (read_as: how it was asked for, or json_object); any other as text."""
     shown = labels_shown_to(reviewer, label_to_model)
     parsed = parse_json_review(text, shown)
     read_as = (asked or JSON_OBJECT) if parsed is not None else TEXT
+    written_out = readable_review(text, shown) if parsed is not None else None
     if parsed is None:
         parsed = parse_review(text, shown)
     result = Stage2Result(
@@ -572,6 +573,8 @@ def read_review(
         ratings_inferred=parsed.ratings_inferred,
         presented_order=list(presented_order),
         read_as=read_as,
+        critiques=parsed.critiques,
+        written_out=written_out,
         **(ending.model_dump() if ending else {}),
     )
     return result, parsed

@@ -44,6 +44,13 @@ class Stage2Result(Ending):
         description="how the review was read: json_schema or json_object (JSON asked for in "
         "that form), or text",
     )
+    # Read once, as the review is stored (None in an older record: read when shown).
+    critiques: dict[str, str] | None = Field(
+        default=None, description="label -> the critique the review gives that answer"
+    )
+    written_out: str | None = Field(
+        default=None, description="a review given as JSON, written out in the text form"
+    )
 
 
 class Stage2_5Result(BaseModel):

@@ -8,12 +8,12 @@ from __future__ import annotations
 import inspect
 import sys
 from collections.abc import Callable
-from typing import Annotated, Any
+from typing import Annotated, Any, TypeVar
 
 from mcp.server.mcpserver import Context, MCPServer
 from mcp.server.mcpserver.exceptions import ToolError
 from mcp.types import CallToolResult, InputRequiredResult, ToolAnnotations
-from pydantic import BeforeValidator, Field, ValidationError
+from pydantic import BaseModel, BeforeValidator, Field, ValidationError
 from pydantic_core import PydanticCustomError
 
 from council import limits, numbers
@@ -50,42 +50,25 @@ def ascii_whole(value: Any) -> Any:
     return value
 
 
-Question = Annotated[str, Field(description="the question the council deliberates on")]
-CouncilName = Annotated[
-    str | None,
-    Field(description="a council of council.toml (default: the default council)"),
-]
-Models = Annotated[
-    list[str] | None,
-    Field(description="the council's models, 2 to 12 (default: the council's)"),
-]
-Chairman = Annotated[
-    str | None,
-    Field(description="the model that writes the final answer (default: the council's)"),
-]
-MaxRounds = Annotated[
-    int | None,
-    BeforeValidator(ascii_whole),
-    Field(description="refinement rounds at most, 1 to 5 (default: the council's)"),
-]
-ToolNames = Annotated[
-    list[str] | None,
-    Field(
-        description="tools the members may call: council.toml's [tools] entries, fetch, "
-        "web_search (default: the council's)"
-    ),
-]
-DepthArg = Annotated[
-    Depth | None,
-    Field(
-        description="full: the whole protocol on every question; auto: straight to the "
-        "final answer when the members' first answers agree, reviews stopped once the "
-        "ranking is settled (default: the council's)"
-    ),
-]
-Attachments = Annotated[
-    list[AttachmentInput] | None,
-    Field(
+class StartArguments(BaseModel):
+    """What ask_council and start_deliberation take: the question, and options that stand
+    in for the council's own."""
+
+    question: str = Field(description="the question the council deliberates on")
+    council: str | None = Field(
+        None, description="a council of council.toml (default: the default council)"
+    )
+    models: list[str] | None = Field(
+        None, description="the council's models, 2 to 12 (default: the council's)"
+    )
+    chairman: str | None = Field(
+        None, description="the model that writes the final answer (default: the council's)"
+    )
+    max_rounds: Annotated[int | None, BeforeValidator(ascii_whole)] = Field(
+        None, description="refinement rounds at most, 1 to 5 (default: the council's)"
+    )
+    attachments: list[AttachmentInput] | None = Field(
+        None,
         description=(
             "files every member, reviewer and the chairman reads: each {name, media_type?, "
             "text | data_base64}; text (Markdown, code, CSV, JSON), a PDF (read as its text) "
@@ -93,9 +76,42 @@ Attachments = Annotated[
             f"{limits.MAX_ATTACHMENTS} files, {limits.size_text(limits.MAX_ATTACHMENT_TEXT_BYTES)}"
             f" of text or {limits.size_text(limits.MAX_ATTACHMENT_IMAGE_BYTES)} of image each, "
             f"{limits.size_text(limits.MAX_ATTACHMENTS_TOTAL_BYTES)} in all"
+        ),
+    )
+    tools: list[str] | None = Field(
+        None,
+        description="tools the members may call: council.toml's [tools] entries, fetch, "
+        "web_search (default: the council's)",
+    )
+    depth: Depth | None = Field(
+        None,
+        description="full: the whole protocol on every question; auto: straight to the "
+        "final answer when the members' first answers agree, reviews stopped once the "
+        "ranking is settled (default: the council's)",
+    )
+
+
+Tool = TypeVar("Tool", bound=Callable[..., Any])
+
+
+def takes_start_arguments(tool: Tool) -> Tool:
+    """A tool whose `**arguments` are StartArguments' fields: each a parameter of its own,
+    with its description, in the schema the client reads, as if the tool declared them."""
+    own = inspect.signature(tool, eval_str=True)
+    fields = [
+        inspect.Parameter(
+            name,
+            inspect.Parameter.KEYWORD_ONLY,
+            default=inspect.Parameter.empty if field.is_required() else field.default,
+            annotation=Annotated[field.annotation, field],
         )
-    ),
-]
+        for name, field in StartArguments.model_fields.items()
+    ]
+    signature = own.replace(parameters=[own.parameters["ctx"], *fields])
+    tool.__signature__ = signature  # type: ignore[attr-defined]
+    return tool
+
+
 Id = Annotated[str, Field(description="the deliberation's id")]
 Reason = Annotated[
     str | None, Field(description="why it is stopped, kept in the record (at most 500 characters)")
@@ -175,61 +191,23 @@ def build_server(backend: Backend) -> MCPServer:
     starts = ToolAnnotations(read_only_hint=False, destructive_hint=False, open_world_hint=True)
 
     @server.tool(annotations=starts)
-    async def ask_council(
-        question: Question,
-        ctx: Context,
-        council: CouncilName = None,
-        models: Models = None,
-        chairman: Chairman = None,
-        max_rounds: MaxRounds = None,
-        attachments: Attachments = None,
-        tools: ToolNames = None,
-        depth: DepthArg = None,
-    ) -> Outcome:
+    @takes_start_arguments
+    async def ask_council(ctx: Context, **arguments: Any) -> Outcome:
         """Ask the council a question and wait for its final answer (this takes minutes;
         progress notifications follow each stage and round, the first naming the
         deliberation's id; a client that takes tasks gets a task at once). Returns the
         answer, then one line with the deliberation's id, why it ended, and the tokens and
         cost it took."""
-        arguments = {
-            "question": question,
-            "council": council,
-            "models": models,
-            "chairman": chairman,
-            "max_rounds": max_rounds,
-            "attachments": attachments,
-            "tools": tools,
-            "depth": depth,
-        }
         if tasks.as_task():  # the client polls a task: start, and return at once
             caller = runs.caller_of(ctx.request_context.request)
             return await runs.answered(backend, runs.start(backend, caller, **arguments))
         return await runs.answered(backend, ask(backend, ctx, **arguments))
 
     @server.tool(annotations=starts)
-    async def start_deliberation(
-        question: Question,
-        ctx: Context,
-        council: CouncilName = None,
-        models: Models = None,
-        chairman: Chairman = None,
-        max_rounds: MaxRounds = None,
-        attachments: Attachments = None,
-        tools: ToolNames = None,
-        depth: DepthArg = None,
-    ) -> Outcome:
+    @takes_start_arguments
+    async def start_deliberation(ctx: Context, **arguments: Any) -> Outcome:
         """Start a deliberation and return its id at once, without waiting for the answer;
         get_deliberation reads its status, and its answer once it is done."""
-        arguments = {
-            "question": question,
-            "council": council,
-            "models": models,
-            "chairman": chairman,
-            "max_rounds": max_rounds,
-            "attachments": attachments,
-            "tools": tools,
-            "depth": depth,
-        }
         caller = runs.caller_of(ctx.request_context.request)
         return await runs.answered(backend, runs.start(backend, caller, **arguments))
 

@@ -146,6 +146,7 @@ async def test_the_tools_and_their_arguments(cli_env: dict[str, str], server_log
             "tools",
             "depth",
         }
+        assert all(field["description"] for field in schema["properties"].values())
     for tool in tools.values():  # the docstring's words, not the source's indentation
         assert tool.description and tool.description == tool.description.strip()
         assert not any(line.startswith(" ") for line in tool.description.splitlines())

@@ -114,6 +114,7 @@ def test_the_wheel_holds_what_the_commands_run_and_leaves_the_tooling_out(wheel:
         assert f"{package}/__init__.py" in names, package
     assert {"worker.py", "starter.py", "workflows/deliberation.py"} <= set(names)
     assert {"web/templates/deliberation.html", "web/static/council.js"} <= set(names)
+    assert [n for n in names if n.startswith("app/") and n.endswith("/record.md.j2")]
     assert {
         "web/static/vendor/idiomorph-0.8.0.js",
         "web/static/vendor/idiomorph-LICENSE.txt",

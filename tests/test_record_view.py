@@ -17,11 +17,14 @@ from typing import Any
 
 import pytest
 
-from app.views.record_view import RecordView, ReportLine, record_view
+from app.views.record_view import Matrix, RecordView, ReportLine, record_view
 from app.views.render import view_markdown
 from council.attachments import CutFor
+from council.labels import labels_shown_to
 from council.models import DeliberationRecord
 from council.report import Point
+from council.reviews import read_review
+from council.stages import Stage2Result
 from council.structured import Disagreement
 from council.thread import ContextSummary
 from mcp_server.results import finished_view
@@ -434,3 +437,32 @@ def test_refused_and_failed_tool_calls_count_among_the_errors() -> None:
     clean = page_text(record)
     assert "No call failed." in clean[clean.index("<h2>Errors</h2>") :]
     assert record_view(record).tool_failures == []
+
+
+def test_the_view_shows_a_review_as_read_when_stored_and_an_older_one_the_same() -> None:
+    """A review is read once, as it is stored: the view shows the critiques and the
+    written-out JSON the record keeps, and reads again only an older record's review,
+    which kept neither, to show it the same."""
+    record = recorded("agreement_dissent_and_structured_synthesis")
+    labels = record.label_to_model
+    stored = [read_review(r.model, r.ranking, labels)[0] for r in record.stage2]
+    assert all(r.critiques and r.written_out for r in stored)  # given as JSON, with critiques
+    older = [r.model_copy(update={"critiques": None, "written_out": None}) for r in stored]
+
+    def first_review(reviews: list[Stage2Result]) -> Matrix | None:
+        return record_view(record.model_copy(update={"stage2": reviews})).first_review
+
+    assert first_review(older) == first_review(stored) is not None
+    kept = [
+        r.model_copy(
+            update={
+                "critiques": dict.fromkeys(labels_shown_to(r.model, labels), "as kept"),
+                "written_out": "written out as kept",
+            }
+        )
+        for r in stored
+    ]
+    matrix = first_review(kept)
+    assert matrix is not None and matrix.rows
+    assert {cell.critique for _, cells in matrix.rows for cell in cells.values()} == {"as kept"}
+    assert set(matrix.texts.values()) == {"written out as kept"}

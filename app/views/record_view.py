@@ -1,5 +1,5 @@
 """The record as every surface shows it: one view model, built once from a record by
-`record_view`. The page (web/templates), the Markdown transcript (app/render.py) and the
+`record_view`. The page (web/templates), the Markdown transcript (app/views/render.py) and the
 MCP results (mcp_server/results.py) only render it: labels, order, which member was cut,
 the agreement's wording and the usage sums are worked out here, once.
 
@@ -18,12 +18,11 @@ from functools import cached_property
 from council.agreement import Agreement, Dissent, verdict, votes_note
 from council.calls import Stage
 from council.iteration import CritiqueItem, IterationRound, RejectedCritique
-from council.labels import labels_shown_to
 from council.limits import size_text
 from council.models import DeliberationRecord, ToolCallEntry, UsageTotals
 from council.progress import shown_status
 from council.report import Contradiction, DisagreementReport, HeldPosition, answers_line
-from council.reviews import read_review, readable_review
+from council.reviews import read_review
 from council.stages import Ending, Stage2Result
 from council.steering import SteeringAction
 from council.stragglers import LateCall
@@ -232,11 +231,12 @@ def review_matrix(
 ) -> Matrix:
     """`tool_calls`: each reviewer's, for this review."""
     labels = dict(label_to_model)
+    reviews = [_as_stored(review, labels) for review in reviews]
     rows = []
     for review in reviews:
-        _, parsed = read_review(review.model, review.ranking, labels)
+        said = review.critiques or {}
         cells = {
-            label: Cell(review.ratings.get(label), parsed.critiques.get(label, ""))
+            label: Cell(review.ratings.get(label), said.get(label, ""))
             for label, model in labels.items()
             if model != review.model
         }
@@ -255,7 +255,7 @@ def review_matrix(
                 presented_order=list(review.presented_order),
                 read_as=review.read_as,
                 cut=cut_note(review),
-                text=readable_review(review.ranking, labels_shown_to(review.model, labels)),
+                text=review.ranking if review.written_out is None else review.written_out,
                 tool_calls=list((tool_calls or {}).get(review.model, [])),
             )
             for review in reviews
@@ -270,6 +270,15 @@ def review_matrix(
         },
         late=list(late),
     )
+
+
+def _as_stored(review: Stage2Result, labels: dict[str, str]) -> Stage2Result:
+    """A review as the record keeps it; an older record's, with what that did not keep
+    (the critiques, the JSON written out) read from its text."""
+    if review.critiques is not None:
+        return review
+    read, _ = read_review(review.model, review.ranking, labels)
+    return review.model_copy(update={"critiques": read.critiques, "written_out": read.written_out})
 
 
 def late_reviewers(record: DeliberationRecord, round_number: int) -> list[tuple[str, str]]:
