@@ -36,10 +36,10 @@ from app.connection import (
 )
 from council.config import DEFAULT_PROVIDER
 from council.limits import MAX_MODELS
+from runs.attributes import ensure_search_attributes
 from workflows import search_attributes
 from workflows.calls import provider_queue
 from workflows.registry import MODEL_CALLS, WORKFLOWS
-from workflows.search_attributes import ensure_search_attributes
 
 log = logging.getLogger("council.worker")
 

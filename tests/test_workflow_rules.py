@@ -28,12 +28,12 @@ from council.models import DeliberationRecord
 from council.progress import ProgressEvent
 from council.validation import validate_request
 from harness.processes import temporal_binary
+from runs import starting
+from runs.attributes import ensure_search_attributes
+from runs.stuck import task_failures
 from service.worker import SANDBOX, serving, unsandboxed_runner
 from tests.fake_models import FakeModels
 from tests.temporal_fixtures import FOUR_MODELS, request
-from workflows import client as deliberations
-from workflows.search_attributes import ensure_search_attributes
-from workflows.stuck import task_failures
 
 pytestmark = pytest.mark.fast
 
@@ -68,7 +68,7 @@ class Rules:
 
     async def start(self, **fields: Any) -> WorkflowHandle[Any, DeliberationRecord]:
         wanted = validate_request(request(**fields))
-        return await deliberations.start(self.client, wanted, self.queue)
+        return await starting.start(self.client, wanted, self.queue)
 
     async def run(self, **fields: Any) -> DeliberationRecord:
         return await (await self.start(**fields)).result()

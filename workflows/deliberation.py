@@ -489,7 +489,7 @@ class Deliberation:
     @workflow.update(unfinished_policy=workflow.HandlerUnfinishedPolicy.ABANDON)
     async def wait_progress(self, since: int) -> Progress:
         """The progress query's answer once there are events after `since`: a follower's
-        long poll (workflows.client.follow). Each accepted call costs history events, so a
+        long poll (runs.following.follow). Each accepted call costs history events, so a
         follower asks once for every batch of events, not on a clock; a run that fails
         abandons the calls still waiting (the follower reads the rest with the query)."""
         # A run that has finished has no event to wait for: an ask at its end is answered
