@@ -10,19 +10,13 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
 
-from temporalio.client import (
-    Client,
-)
+from temporalio.client import Client
 from temporalio.service import RPCError
 
 from council.ids import EVALUATION_ID_PREFIX
 from council.limits import MAX_THREAD_TURNS
 from council.progress import shown_status
-from runs.finding import (
-    handle,
-    question_of,
-    status_name,
-)
+from runs.finding import handle, question_of, status_name
 from runs.stuck import stuck
 from workflows import search_attributes
 from workflows.deliberation import Deliberation

@@ -11,14 +11,8 @@ import re
 import uuid
 
 from temporalio.api.common.v1 import Payload
-from temporalio.client import (
-    Client,
-    WorkflowHandle,
-)
-from temporalio.common import (
-    WorkflowIDConflictPolicy,
-    WorkflowIDReusePolicy,
-)
+from temporalio.client import Client, WorkflowHandle
+from temporalio.common import WorkflowIDConflictPolicy, WorkflowIDReusePolicy
 from temporalio.converter import (
     StorageDriverStoreContext,
     StorageDriverWorkflowInfo,

@@ -21,10 +21,7 @@ from temporalio.client import (
 from temporalio.service import RPCError, RPCStatusCode
 
 from council.steering import HumanCritique, RoundsChange, bounded_reason
-from runs.finding import (
-    Found,
-    status_of,
-)
+from runs.finding import Found, status_of
 from runs.following import within
 from runs.stuck import end_stuck, stuck
 from workflows.deliberation import Deliberation

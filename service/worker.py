@@ -48,15 +48,18 @@ log = logging.getLogger("council.worker")
 # council's.
 EAGER_CALLS = MAX_MODELS
 
-# The SDK's sandbox with every module passed through (ours define classes and functions
-# only: none is imported again for each run). So configured it refuses the builtins that
-# do I/O (open, ...) but not a module's clock or randomness, which the protocol's tests and
-# the replay of recorded histories catch. Council's own workflows are declared unsandboxed
-# (`sandboxed=False`): the sandbox's work on every workflow task and every payload was an
-# eighth of a saturated worker's CPU (bench/RESULTS.md). The suite's workers and the replay
-# tests still run them in it (`checked`).
+# The SDK's sandbox, passing through only what does not replay: what it passes by default
+# (the standard library, the SDK, pydantic), our pure modules (council, grading) and the
+# activities the workflows name. Every module of workflows/ is imported again in it for each
+# run, so that a clock, randomness or file read there fails the run, as
+# tests/test_determinism.py refuses it in the code. Council's own workflows are declared
+# unsandboxed (`sandboxed=False`): the sandbox's work on every workflow task and every
+# payload was an eighth of a saturated worker's CPU (bench/RESULTS.md). The suite's workers
+# and the replay tests still run them in it (`checked`).
 SANDBOX = SandboxedWorkflowRunner(
-    restrictions=SandboxRestrictions.default.with_passthrough_all_modules()
+    restrictions=SandboxRestrictions.default.with_passthrough_modules(
+        "council", "grading", "activities"
+    )
 )
 
 

@@ -14,30 +14,34 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-import httpx
-import pytest
 from temporalio import workflow
-from temporalio.client import WorkflowHandle
-from temporalio.common import VersioningBehavior
-from temporalio.testing import WorkflowEnvironment
 
-from council.models import DeliberationRecord
-from council.validation import validate_request
-from doctor.temporal import runs_check
-from runs import listing, starting
-from runs.stuck import RunStuck, Stuck, result_unless_stuck, stuck
-from simulator import SimulatorServer
-from tests.temporal_fixtures import (
-    FOUR_MODELS,
-    Council,
-    council_worker,
-    request,
-    runs_with_failed_tasks,
-    starter,
-    temporal_address,
-)
-from tests.web_fixtures import web_server
-from workflows.deliberation import Deliberation
+# This module defines workflows: the sandbox imports it again for each of their runs
+# (service.worker.SANDBOX), and what is not workflow code passes through.
+with workflow.unsafe.imports_passed_through():
+    import httpx
+    import pytest
+    from temporalio.client import WorkflowHandle
+    from temporalio.common import VersioningBehavior
+    from temporalio.testing import WorkflowEnvironment
+
+    from council.models import DeliberationRecord
+    from council.validation import validate_request
+    from doctor.temporal import runs_check
+    from runs import listing, starting
+    from runs.stuck import RunStuck, Stuck, result_unless_stuck, stuck
+    from simulator import SimulatorServer
+    from tests.temporal_fixtures import (
+        FOUR_MODELS,
+        Council,
+        council_worker,
+        request,
+        runs_with_failed_tasks,
+        starter,
+        temporal_address,
+    )
+    from tests.web_fixtures import web_server
+    from workflows.deliberation import Deliberation
 
 PLANTED = "a fault planted after stage 1"
 
