@@ -23,7 +23,11 @@ from temporalio.api.workflowservice.v1 import (
 from temporalio.client import Client
 from temporalio.service import RPCError
 from temporalio.worker import UnsandboxedWorkflowRunner, Worker, WorkflowRunner
-from temporalio.worker.workflow_sandbox import SandboxedWorkflowRunner, SandboxRestrictions
+from temporalio.worker.workflow_sandbox import (
+    RestrictedWorkflowAccessError,
+    SandboxedWorkflowRunner,
+    SandboxRestrictions,
+)
 
 from activities.call_clocks import CallClocks
 from activities.model_call import PARTIAL_TEXT_SECONDS, ModelGateway
@@ -137,6 +141,9 @@ def build_worker(
         graceful_shutdown_timeout=timedelta(seconds=5),
         workflow_runner=SANDBOX,
         unsandboxed_workflow_runner=unsandboxed_runner(checked),
+        # In the sandbox, code it refuses fails the run at once (a failed workflow task
+        # would be retried for good, and a test wait for its timeout).
+        workflow_failure_exception_types=[RestrictedWorkflowAccessError] if checked else [],
         # Heartbeats carry a streaming reply's text so far: send them on within a second.
         max_heartbeat_throttle_interval=timedelta(seconds=PARTIAL_TEXT_SECONDS),
         default_heartbeat_throttle_interval=timedelta(seconds=PARTIAL_TEXT_SECONDS),
