@@ -1,6 +1,9 @@
 """A run from outside: start it, find and read it, steer and stop it, list and search it,
 follow it. Every surface (the CLI, the web page, the OpenAI-compatible API, the MCP
-server) acts on deliberations through these modules; none of them runs in a workflow.
+server) acts on deliberations through these modules, so one rule holds everywhere: ids
+follow council.ids, only workflows of the Deliberation type are acted on, an id names one
+deliberation for good, and a steering request applies within seconds or never. None of
+them runs in a workflow.
 
 runs.starting      start a run, its id, its thread, its page in the Temporal UI
 runs.finding       find a run by id and read it: status, record, replies, attachments

@@ -1,12 +1,7 @@
 """Finding a run and reading it from outside: a deliberation by id (only workflows of the
 Deliberation type count, "no deliberation with id X" for any other), its status, its
 record (so far, final, or what a failed run had), the replies its models are writing and
-their calls in flight, and the attachments it was given.
-
-Every surface (the CLI, the web page, the OpenAI-compatible API, the MCP server) acts on a
-run through runs/: ids follow council.ids, an id names one deliberation for good, and a
-steering request either applies within seconds or never (runs.steering).
-"""
+their calls in flight, and the attachments it was given."""
 
 from __future__ import annotations
 

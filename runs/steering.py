@@ -52,11 +52,6 @@ async def recent_pollers(client: Client, task_queue: str) -> list[PollerInfo]:
     return [p for p in reply.pollers if now - p.last_access_time.ToDatetime(UTC) < POLLER_SEEN]
 
 
-async def workers_polling(client: Client, task_queue: str) -> bool:
-    """Whether a worker polled this task queue for workflow tasks recently."""
-    return bool(await recent_pollers(client, task_queue))
-
-
 async def steer(found: Found, update: Any, argument: Callable[[datetime], Any]) -> Any:
     """A steering Update that applies within seconds or never: refused at once when no
     worker polls the run's task queue; sent with a deadline (`argument(deadline)` builds
@@ -64,7 +59,7 @@ async def steer(found: Found, update: Any, argument: Callable[[datetime], Any]) 
     late refuses it; given up after STEER_WAIT_SECONDS. Raises SteeringRefused, one line."""
     if found.status != "running":
         raise SteeringRefused(f"{found.id} is not running ({found.status}): it cannot be steered")
-    if not await workers_polling(found.client, found.task_queue):
+    if not await recent_pollers(found.client, found.task_queue):
         raise SteeringRefused(
             f"no worker is polling task queue {found.task_queue!r}: start one (make worker) "
             "and try again"
