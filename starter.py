@@ -48,8 +48,9 @@ from council.ids import id_problem, tenant_problem
 from council.models import DeliberationRecord, DeliberationRequest
 from council.steering import HumanCritique, reason_problem, rounds_problem, text_problem
 from evaluation import cli as evaluation
-from workflows import client as deliberations
-from workflows.priority import Launch, Urgency
+from runs import finding, following, listing, starting, steering
+from runs.priority import Launch, Urgency
+from runs.stuck import RunStuck
 
 MAX_LIST_LIMIT = 1_000
 
@@ -95,7 +96,7 @@ async def check_tools(request: DeliberationRequest) -> None:
 
 
 def add_launch_flags(parser: argparse.ArgumentParser, batch_only: bool = False) -> None:
-    """--priority and --tenant: how urgent a run is and whose (workflows.priority)."""
+    """--priority and --tenant: how urgent a run is and whose (runs.priority)."""
     if not batch_only:
         parser.add_argument(
             "--priority",
@@ -140,12 +141,12 @@ async def follow(handle: Any) -> bool:
     """Print progress events to stderr until the deliberation closes; False (said in one
     line) when its workflow task keeps failing: it would never close on its own."""
     try:
-        async for event in deliberations.events(handle):
+        async for event in following.events(handle):
             if isinstance(event, str):
                 err.print(f"[dim]{event}[/dim]")
             else:
                 err.print(event_line(event), markup=False)
-    except deliberations.RunStuck as problem:
+    except RunStuck as problem:
         err.print(f"{handle.id}: running, but {stuck_hint(handle.id, problem)}", markup=False)
         return False
     return True
@@ -160,7 +161,7 @@ async def print_outcome(handle: Any, as_json: bool) -> int:
     try:
         record: DeliberationRecord = await handle.result()
     except Exception as error:  # the workflow failed: say why in one line
-        reason = deliberations.failure_reason(error)
+        reason = finding.failure_reason(error)
         err.print(f"deliberation {handle.id} failed: {reason}", markup=False)
         return 1
     if as_json:
@@ -191,20 +192,20 @@ async def cmd_start(args: argparse.Namespace) -> int:
     client = await connection.connect()
     if args.follow_up:
         try:
-            thread = await deliberations.thread_of(client, args.follow_up, request.context_tokens)
+            thread = await starting.thread_of(client, args.follow_up, request.context_tokens)
             request = front_door.in_thread(request, thread)
-        except deliberations.FollowUpError as error:
+        except starting.FollowUpError as error:
             raise UsageError(f"--follow-up: {error}") from None
         except front_door.Refused as refused:
             raise UsageError(f"--follow-up: {refused}") from None
     try:
-        handle = await deliberations.start(
+        handle = await starting.start(
             client, request, connection.task_queue(), args.id, launch_of(args)
         )
-    except deliberations.IdTaken as taken:
+    except starting.IdTaken as taken:
         raise UsageError(f"--id: {taken}") from None
     wid = handle.id
-    ui = deliberations.ui_url(client, wid, app_settings.current().ui_url)
+    ui = starting.ui_url(client, wid, app_settings.current().ui_url)
     if not args.wait:
         print(wid)
         err.print(f"watch: {command()} watch {wid}\nUI:    {ui}", markup=False)
@@ -215,12 +216,12 @@ async def cmd_start(args: argparse.Namespace) -> int:
     return await print_outcome(handle, args.json)
 
 
-async def _find(workflow: str) -> deliberations.Found:
+async def _find(workflow: str) -> finding.Found:
     """The deliberation with this id; a usage error if there is none."""
     client = await connection.connect()
     try:
-        return await deliberations.find(client, workflow)
-    except deliberations.NoSuchDeliberation as missing:
+        return await finding.find(client, workflow)
+    except finding.NoSuchDeliberation as missing:
         raise UsageError(f"{missing} on {connection.address()}") from None
 
 
@@ -229,8 +230,8 @@ async def cmd_stop(args: argparse.Namespace) -> int:
         raise UsageError(f"--reason: {reason_problem(args.reason)}")
     found = await _find(args.id)
     try:
-        stopped = await deliberations.stop(found, args.reason)
-    except deliberations.AlreadyFinished as finished:
+        stopped = await steering.stop(found, args.reason)
+    except steering.AlreadyFinished as finished:
         # A command that cannot act on a finished run is refused as extend and critique are.
         raise UsageError(f"{args.id}: {finished}") from None
     err.print(f"{args.id}: {stopped.line}", markup=False)
@@ -242,7 +243,7 @@ async def cmd_watch(args: argparse.Namespace) -> int:
     # A closed run replays its events, if a worker answers queries.
     if not await follow(found.handle):
         return 1
-    status = await deliberations.shown_status_of(found.handle)  # as `list` shows it
+    status = await finding.shown_status_of(found.handle)  # as `list` shows it
     err.print(f"{args.id}: {status} (the record: {command()} show {args.id})", markup=False)
     return 0 if status in ("completed", "stopped", "running") else 1
 
@@ -250,17 +251,17 @@ async def cmd_watch(args: argparse.Namespace) -> int:
 async def cmd_show(args: argparse.Namespace) -> int:
     found = await _find(args.id)
     try:
-        record = await deliberations.read_record(found.handle)
+        record = await finding.read_record(found.handle)
     except RPCError:
         raise  # the server: main says so
-    except deliberations.RunStuck as problem:
+    except RunStuck as problem:
         err.print(f"{args.id}: running, but {stuck_hint(args.id, problem)}", markup=False)
         return 1
     except Exception as error:
-        err.print(f"{args.id}: {found.status}: {deliberations.failure_reason(error)}", markup=False)
+        err.print(f"{args.id}: {found.status}: {finding.failure_reason(error)}", markup=False)
         # What a failed or terminated run had, where it ended with its record.
         failed = isinstance(error, WorkflowFailureError)
-        kept = deliberations.failed_record(error) if failed else None
+        kept = finding.failed_record(error) if failed else None
         if kept is not None:
             print(kept.model_dump_json(indent=2) if args.json else record_markdown(kept))
         return 1
@@ -273,9 +274,9 @@ async def cmd_list(args: argparse.Namespace) -> int:
         raise UsageError(f"--limit must be between 1 and {MAX_LIST_LIMIT} (got {args.limit})")
     client = await connection.connect()
     if args.thread:
-        rows = await deliberations.list_thread(client, args.thread)
+        rows = await listing.list_thread(client, args.thread)
     else:
-        rows = await deliberations.list_deliberations(client, args.limit, args.filter or "")
+        rows = await listing.list_deliberations(client, args.limit, args.filter or "")
     if args.json:
         print(
             json.dumps(
@@ -316,12 +317,12 @@ async def cmd_list(args: argparse.Namespace) -> int:
 
 
 async def _steer(workflow: str, steer: Any, argument: Any) -> Any:
-    """A steering update (deliberations.set_max_rounds or add_critique) that applies
+    """A steering update (steering.set_max_rounds or add_critique) that applies
     within seconds or not at all; a usage error when it is refused or no worker takes it."""
     found = await _find(workflow)
     try:
         return await steer(found, argument)
-    except deliberations.SteeringRefused as refused:
+    except steering.SteeringRefused as refused:
         raise UsageError(str(refused)) from None
 
 
@@ -329,7 +330,7 @@ async def cmd_extend(args: argparse.Namespace) -> int:
     problem = rounds_problem(args.rounds)
     if problem:
         raise UsageError(f"--rounds: {problem}")
-    rounds = await _steer(args.id, deliberations.set_max_rounds, args.rounds)
+    rounds = await _steer(args.id, steering.set_max_rounds, args.rounds)
     print(rounds)
     err.print(f"{args.id}: the maximum is now {rounds} refinement round(s)", markup=False)
     return 0
@@ -340,7 +341,7 @@ async def cmd_critique(args: argparse.Namespace) -> int:
     if problem:
         raise UsageError(problem)
     critique = HumanCritique(model=args.model, text=args.text)
-    print(await _steer(args.id, deliberations.add_critique, critique))
+    print(await _steer(args.id, steering.add_critique, critique))
     return 0
 
 
@@ -509,12 +510,12 @@ def parser() -> argparse.ArgumentParser:
     evaluation.add_arguments(evaluate)
     evaluate.set_defaults(run=cmd_eval)
 
-    listing = commands.add_parser("list", help="list recent deliberations")
-    listing.add_argument("--limit", type=numbers.whole_argument, default=20)
-    listing.add_argument("--filter", help="only those whose id or question contains this")
-    listing.add_argument("--thread", metavar="ID", help="a thread's deliberations, oldest first")
-    listing.add_argument("--json", action="store_true")
-    listing.set_defaults(run=cmd_list)
+    list_ = commands.add_parser("list", help="list recent deliberations")
+    list_.add_argument("--limit", type=numbers.whole_argument, default=20)
+    list_.add_argument("--filter", help="only those whose id or question contains this")
+    list_.add_argument("--thread", metavar="ID", help="a thread's deliberations, oldest first")
+    list_.add_argument("--json", action="store_true")
+    list_.set_defaults(run=cmd_list)
 
     mcp = commands.add_parser(
         "mcp", help="serve the council as MCP tools on stdio (or HTTP with --http)"

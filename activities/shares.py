@@ -3,7 +3,7 @@ share of them.
 
 A call's turn comes before its request is sent: at most `total` calls of the process are
 with their providers at once (COUNCIL_MAX_CONCURRENT_CALLS), at most `per_tenant` of one
-tenant (the run's fairness key, workflows.priority; runs started without one share the
+tenant (the run's fairness key, runs.priority; runs started without one share the
 key "") and at most `per_run` of one run. The tenant's bound is below the total, so that
 calls that never end (a provider that accepts requests and never answers) hold at most
 their tenant's share: the rest of the worker stays free for the others.

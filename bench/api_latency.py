@@ -39,7 +39,7 @@ from council.validation import validate_request
 from harness import processes
 from harness.processes import ROOT, Process, free_port
 from harness.stack import Stack, WorkerProcess
-from workflows import client as deliberations
+from runs import starting
 
 OUT = ROOT / "bench" / "out" / "api_latency"
 COUNCIL = "bench"
@@ -140,7 +140,7 @@ class Ways:
         started = time.monotonic()
         options = councils.council_options(parse_config(COUNCIL_TOML), COUNCIL)
         request = validate_request({**options, "question": QUESTION})
-        handle = await deliberations.start(self.stack.client, request, self.worker.queue)
+        handle = await starting.start(self.stack.client, request, self.worker.queue)
         await handle.result()
         return Run(time.monotonic() - started, handle.id)
 

@@ -34,8 +34,8 @@ from app.temporal import connection
 from council.models import DeliberationRecord
 from harness.processes import DATA
 from harness.stack import Stack, WorkerProcess
+from runs.stuck import task_failure
 from simulator.personas import DEFAULT_MODELS
-from workflows.stuck import task_failure
 
 MODELS = DEFAULT_MODELS
 ROUNDS = 2
@@ -175,7 +175,7 @@ async def completion_times(
     client: Client, workflow_ids: list[str]
 ) -> tuple[dict[str, float], set[str]]:
     """call id (workflow/activity id) -> when Temporal recorded the call as completed; and
-    the runs whose history holds a failed workflow task (workflows.stuck.task_failure)."""
+    the runs whose history holds a failed workflow task (runs.stuck.task_failure)."""
     times: dict[str, float] = {}
     failed: set[str] = set()
     for workflow_id in workflow_ids:

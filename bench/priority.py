@@ -15,7 +15,7 @@ import time
 
 from bench import report
 from bench.stack import BenchStack, council_request
-from workflows.priority import BATCH, INTERACTIVE, Launch
+from runs.priority import BATCH, INTERACTIVE, Launch
 
 CALLS = 4
 LATENCY = 0.2

@@ -28,7 +28,7 @@ from bench.stack import BenchStack, council_request
 from council.calls import Stage
 from council.progress import EventKind
 from harness.processes import free_port, start_simulator
-from workflows import client as deliberations
+from runs import finding
 from workflows.deliberation import Deliberation
 
 QUOTA = 2
@@ -93,7 +93,7 @@ async def outage_case(stack: BenchStack, workdir: Path, outage: float) -> list[A
             await asyncio.sleep(0.2)
         provider.stop()
         await asyncio.sleep(outage)
-        calls = await deliberations.calls_in_flight(handle)
+        calls = await finding.calls_in_flight(handle)
         paused = sum(1 for c in calls if c.paused)
         attempts = max((c.attempt for c in calls), default=0)
         provider = start_simulator(port, latency=LATENCY, log_path=workdir / "outage-sim.log")

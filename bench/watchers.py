@@ -34,7 +34,7 @@ from bench.stack import BenchStack, CpuMeter, council_request
 from council.calls import Stage
 from council.progress import EventKind, Progress
 from harness.processes import Process, free_port, start_web
-from workflows import client as deliberations
+from runs import finding
 from workflows.deliberation import Deliberation
 
 VIEWERS = (1, 50)
@@ -52,12 +52,12 @@ async def _poll_like_before(handle: WorkflowHandle, stop: asyncio.Event) -> None
     while not stop.is_set():
         with contextlib.suppress(Exception):
             progress: Progress = await handle.query(
-                Deliberation.progress, since, rpc_timeout=deliberations.QUERY_TIMEOUT
+                Deliberation.progress, since, rpc_timeout=finding.QUERY_TIMEOUT
             )
             if progress.events or since == 0:
                 await handle.query(Deliberation.current_record)
             since = progress.next_seq
-            await deliberations.calls_in_flight(handle)
+            await finding.calls_in_flight(handle)
         with contextlib.suppress(TimeoutError):
             await asyncio.wait_for(stop.wait(), TICK)
 

@@ -43,7 +43,7 @@ def is_valid_id(value: str) -> bool:
 EVALUATION_ID_PREFIX = "eval-"
 
 
-# A tenant (workflows.priority): what Temporal allows in a fairness key (at most 64
+# A tenant (runs.priority): what Temporal allows in a fairness key (at most 64
 # bytes), kept to what a person would type.
 MAX_TENANT_CHARS = 64
 TENANT_RULE = (

@@ -14,7 +14,8 @@ from temporalio.service import RPCError
 
 from app.temporal import connection
 from doctor.checks import Check, failed, passed, skipped
-from workflows import client as deliberations
+from runs import listing, steering
+from runs.attributes import missing_search_attributes
 from workflows import search_attributes
 
 SERVER = "temporal server"
@@ -80,7 +81,7 @@ async def runs_check(client: Client) -> Check:
     """No running deliberation is stuck (its workflow task failing again and again: it
     would never end); each one that is, named with its failure."""
     try:
-        stuck, asked = await deliberations.stuck_runs(client)
+        stuck, asked = await listing.stuck_runs(client)
     except RPCError as error:
         return failed(
             RUNS,
@@ -103,7 +104,7 @@ async def search_attributes_check(client: Client) -> Check:
     """The search attributes the deliberation sets are registered on the namespace."""
     namespace = client.namespace
     try:
-        missing = await search_attributes.missing_search_attributes(client)
+        missing = await missing_search_attributes(client)
     except RPCError as error:
         return failed(
             SEARCH_ATTRIBUTES,
@@ -136,14 +137,14 @@ def _build(poller: PollerInfo) -> str:
 async def worker_check(client: Client, queue: str) -> Check:
     """A worker polled the task queue recently; which builds poll it."""
     try:
-        pollers = await deliberations.recent_pollers(client, queue)
+        pollers = await steering.recent_pollers(client, queue)
     except RPCError as error:
         return failed(
             WORKER,
             f"cannot describe task queue {queue!r} ({error.status.name}: {error.message})",
             "check that the Temporal credentials may read the namespace",
         )
-    seen = int(deliberations.POLLER_SEEN.total_seconds() // 60)
+    seen = int(steering.POLLER_SEEN.total_seconds() // 60)
     if not pollers:
         return failed(
             WORKER,

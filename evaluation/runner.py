@@ -52,13 +52,13 @@ from evaluation.scoring import (
 from grading.dataset import Problem
 from grading.judge import JudgeRequest, JudgeResult
 from grading.sampling import SamplingResult
-from workflows import search_attributes
-from workflows.client import QUESTION_MEMO, QUESTION_MEMO_CHARS
+from runs.attributes import at_start
+from runs.finding import QUESTION_MEMO, QUESTION_MEMO_CHARS
+from runs.priority import Launch, Urgency
+from runs.stuck import RunStuck, result_unless_stuck
 from workflows.deliberation import Deliberation
 from workflows.judge import JudgeAnswers
-from workflows.priority import Launch, Urgency
 from workflows.sampling import SelfConsistency
-from workflows.stuck import RunStuck, result_unless_stuck
 
 # An evaluation's runs (and their judges) are batch work, under their own tenant.
 EVALUATION = Launch(Urgency.BATCH, "eval")
@@ -141,7 +141,7 @@ class Evaluation:
                         "run_key": self.plan.key,
                         QUESTION_MEMO: problem.question[:QUESTION_MEMO_CHARS],
                     },
-                    search=search_attributes.at_start(wid),
+                    search=at_start(wid),
                 )
             except _Failed as failed:
                 return failed_problem(problem, wid, failed.source, failed.message)
@@ -285,7 +285,7 @@ class Evaluation:
                 DeliberationRecord,
                 summary=f"depth auto · eval {self.plan.dataset.name} · {problem.id}",
                 memo=self._memo(problem),
-                search=search_attributes.at_start(wid),
+                search=at_start(wid),
             )
         except (_Failed, RPCError) as failed:
             why = failed.message if isinstance(failed, _Failed) else f"Temporal: {failed.message}"
@@ -335,7 +335,7 @@ class Evaluation:
                     static_summary=summary,
                     memo=memo,
                     search_attributes=search,
-                    # Batch work: a person's run goes ahead of it (workflows.priority).
+                    # Batch work: a person's run goes ahead of it (runs.priority).
                     priority=EVALUATION.priority(),
                 )
             except WorkflowAlreadyStartedError:  # another harness completed it meanwhile

@@ -30,9 +30,9 @@ from harness.processes import (
     start_worker,
     url_host,
 )
+from runs.starting import dev_ui_port, temporal_ui
 from simulator.personas import DEFAULT_MODELS
 from simulator.settings import SimulatorSettings
-from workflows.client import dev_ui_port, temporal_ui
 
 # The simulator's council with tools, for `make demo` and `make up` (local_council).
 OFFLINE_CONFIG = ROOT / "examples" / "offline.toml"

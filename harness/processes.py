@@ -211,7 +211,7 @@ def wait_for(check, what: str, process: Process | None = None, timeout: float = 
 
 
 EAGER_ACTIVITIES = "system.enableActivityEagerExecution"
-# Task queues ordered by the runs' priority and fairness keys (workflows.priority); and
+# Task queues ordered by the runs' priority and fairness keys (runs.priority); and
 # one partition per task queue, so that the rate limit a worker sets on a provider's queue
 # (service.worker.set_provider_rates) is one limiter, not one per partition, each with its
 # burst.

@@ -30,9 +30,9 @@ from app.temporal.connection import DEFAULT_NAMESPACE, connect, data_converter
 from council.models import DeliberationRecord
 from harness.processes import Process, free_port, start_simulator, start_temporal, start_worker
 from harness.simulator_client import SimulatorClient
-from workflows import search_attributes
+from runs.attributes import at_start
+from runs.priority import BATCH, Launch
 from workflows.deliberation import Deliberation
-from workflows.priority import BATCH, Launch
 
 # A key the simulator accepts and that is nobody's real key.
 SIMULATOR_API_KEY = "sk-council-simulated"
@@ -201,7 +201,7 @@ class Stack:
             task_queue=queue,
             result_type=DeliberationRecord,
             priority=launch.priority(),
-            search_attributes=search_attributes.at_start(request.get("thread_id") or wid),
+            search_attributes=at_start(request.get("thread_id") or wid),
         )
 
     async def run_council(

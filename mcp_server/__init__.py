@@ -5,7 +5,7 @@
 
 mcp_server.inputs           the tools' arguments, read as the CLI reads its flags
 mcp_server.results          what a tool returns: text for the model, the same fields as data
-mcp_server.runs             the runs the tools act on, a thin layer over workflows.client
+mcp_server.runs             the runs the tools act on, a thin layer over runs/
 mcp_server.progress         ask_council's progress notifications, kept coming while it waits
 mcp_server.tasks            ask_council as a task, for a client that takes tasks
 mcp_server.tools            the tools

@@ -17,7 +17,7 @@ from temporalio.client import WorkflowHandle
 from app.views.render import event_line
 from council.progress import EventKind, Progress
 from mcp_server import results
-from workflows import client as deliberations
+from runs import following
 
 # The events a progress notification reports: stages and rounds starting and ending,
 # the stop and the end (each model's reply is left out).
@@ -78,11 +78,11 @@ class Reporter:
     async def report_events(self, handle: WorkflowHandle[Any, Any]) -> None:
         """Each stage and round as it starts and ends, and when no worker answers."""
         waiting = False
-        async for progress in deliberations.follow(handle):
+        async for progress in following.follow(handle):
             self.position = progress
             if progress is None:
                 if not waiting:
-                    await self.send(deliberations.WAITING)
+                    await self.send(following.WAITING)
                 waiting = True
                 continue
             waiting = False

@@ -1,4 +1,4 @@
-"""The deliberations the tools and the tasks act on, a thin layer over workflows.client
+"""The deliberations the tools and the tasks act on, a thin layer over runs/
 (the functions the CLI and the page call), so the same rules hold: ids follow
 council.ids, only deliberations are acted on, requests are built and validated as the
 CLI builds them, and a problem is one line."""
@@ -22,9 +22,10 @@ from council.models import DeliberationRecord
 from council.progress import Progress
 from mcp_server import results
 from mcp_server.inputs import Problem, deliberation_request, stop_reason
-from workflows import client as deliberations
-from workflows.priority import Launch
-from workflows.quota import Quota, QuotaExceeded
+from runs import finding, following, starting, steering
+from runs.priority import Launch
+from runs.quota import Quota, QuotaExceeded
+from runs.stuck import stuck
 
 # A progress query from this sequence number returns where the run is and no events.
 NO_EVENTS = 2**31 - 1
@@ -63,7 +64,7 @@ async def begin(
     """Start the deliberation the arguments ask for (a Problem when they cannot be used)."""
     request = await deliberation_request(backend.config, settings=backend.settings, **arguments)
     try:
-        return await deliberations.start(
+        return await starting.start(
             backend.client, request, backend.task_queue, launch=backend.launch(caller)
         )
     except QuotaExceeded as over:
@@ -79,7 +80,7 @@ async def outcome(handle: WorkflowHandle[Any, DeliberationRecord]) -> Deliberati
     try:
         record: DeliberationRecord = await handle.result()
     except WorkflowFailureError as error:
-        reason = deliberations.failure_reason(error)
+        reason = finding.failure_reason(error)
         raise Problem(f"deliberation {handle.id} failed: {reason}") from None
     return record
 
@@ -89,18 +90,18 @@ async def answer(handle: WorkflowHandle[Any, DeliberationRecord]) -> CallToolRes
     return results.finished(await outcome(handle))
 
 
-async def find(backend: Backend, wid: str, run_id: str | None = None) -> deliberations.Found:
+async def find(backend: Backend, wid: str, run_id: str | None = None) -> finding.Found:
     try:
-        return await deliberations.find(backend.client, wid, run_id)
-    except deliberations.NoSuchDeliberation as missing:
+        return await finding.find(backend.client, wid, run_id)
+    except finding.NoSuchDeliberation as missing:
         raise Problem(f"{missing} on {backend.address}") from None
 
 
 async def where(handle: WorkflowHandle[Any, Any]) -> Progress | None:
     """Where a running deliberation is; None when no worker answers."""
     # follow is an async generator (declared an iterator): closed here, not when collected.
-    following = cast(AsyncGenerator[Progress | None], deliberations.follow(handle, NO_EVENTS))
-    async with aclosing(following) as updates:
+    followed = cast(AsyncGenerator[Progress | None], following.follow(handle, NO_EVENTS))
+    async with aclosing(followed) as updates:
         async for progress in updates:
             return progress
     return None
@@ -110,18 +111,18 @@ async def get(backend: Backend, wid: str) -> CallToolResult:
     found = await find(backend, wid)
     status = found.status
     if status == "running":
-        problem = await deliberations.stuck(found.handle, found.description)
+        problem = await stuck(found.handle, found.description)
         if problem is not None:
             return results.stuck(found.id, problem.line)
         progress = await where(found.handle)
         if progress is None:  # no worker answers, or the run closed just now
-            status = await deliberations.status_of(found.handle)
+            status = await finding.status_of(found.handle)
         if status == "running":
             return results.running(found.id, progress)
     try:
-        record = await deliberations.read_record(found.handle)
+        record = await finding.read_record(found.handle)
     except WorkflowFailureError as error:
-        return results.closed(found.id, status, deliberations.failure_reason(error))
+        return results.closed(found.id, status, finding.failure_reason(error))
     return results.finished(record)
 
 
@@ -129,8 +130,8 @@ async def stop(backend: Backend, wid: str, reason: str | None) -> CallToolResult
     reason = stop_reason(reason)
     found = await find(backend, wid)
     try:
-        stopped = await deliberations.stop(found, reason)
-    except deliberations.AlreadyFinished as finished:
+        stopped = await steering.stop(found, reason)
+    except steering.AlreadyFinished as finished:
         raise Problem(f"{wid}: {finished}") from None
     if stopped.terminated:
         return results.terminated(found.id, stopped.line)

@@ -49,7 +49,7 @@ from temporalio.service import RPCError
 from app.temporal import connection
 from mcp_server import results, runs
 from mcp_server.inputs import Problem
-from workflows import client as deliberations
+from runs import finding, steering
 
 EXTENSION = "io.modelcontextprotocol/tasks"
 # The tools a task can stand for: the one that waits for the answer.
@@ -106,13 +106,13 @@ class Task(BaseModel):
         return {"resultType": result_type, **shape, "ttlMs": self.ttl_ms}
 
 
-def described(found: deliberations.Found) -> WorkflowExecutionDescription:
+def described(found: finding.Found) -> WorkflowExecutionDescription:
     """Temporal's description of a run found by id (runs.find always reads it)."""
     assert found.description is not None
     return found.description
 
 
-def task_id(found: deliberations.Found) -> str:
+def task_id(found: finding.Found) -> str:
     return f"{found.id}/{described(found).run_id}"
 
 
@@ -204,14 +204,14 @@ class DeliberationTasks(Extension):
         require_client_extension(ctx, EXTENSION)
         found = await self.lookup(params.task_id)
         try:
-            await deliberations.stop(found, CANCEL_REASON)
-        except deliberations.AlreadyFinished:
+            await steering.stop(found, CANCEL_REASON)
+        except steering.AlreadyFinished:
             pass  # it ended first: the task keeps its result
         except RPCError as error:
             raise self.unreachable(error) from None
         return {}
 
-    async def lookup(self, task: str) -> deliberations.Found:
+    async def lookup(self, task: str) -> finding.Found:
         """The run a task id names; -32602 when it names none."""
         wid, _, run_id = task.rpartition("/")
         try:
@@ -225,11 +225,11 @@ class DeliberationTasks(Extension):
         message = f"no task with id {shown!r} on {self.backend.address}"
         raise MCPError(code=INVALID_PARAMS, message=message)
 
-    async def state(self, found: deliberations.Found) -> Task:
+    async def state(self, found: finding.Found) -> Task:
         """The task of a run: working while it runs, then what ask_council returns."""
         if found.status == "running":
             progress = await runs.where(found.handle)
-            if progress is not None or await deliberations.status_of(found.handle) == "running":
+            if progress is not None or await finding.status_of(found.handle) == "running":
                 return Task(
                     task_id=task_id(found),
                     status="working",

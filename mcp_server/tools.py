@@ -23,7 +23,7 @@ from mcp_server import results, runs, tasks
 from mcp_server.inputs import AttachmentInput, Problem
 from mcp_server.progress import Reporter, started_line
 from mcp_server.runs import Backend
-from workflows import client as deliberations
+from runs.stuck import RunStuck
 
 INSTRUCTIONS = (
     "A council of language models answers a question together: each model answers, the "
@@ -172,7 +172,7 @@ async def ask(backend: Backend, ctx: Context, **arguments: Any) -> CallToolResul
     try:
         await reporter.send(started_line(handle.id))
         await reporter.follow(handle)
-    except deliberations.RunStuck as problem:
+    except RunStuck as problem:
         raise Problem(f"deliberation {handle.id} is stuck: {problem} (stop ends it)") from None
     except BaseException:
         note(f"ask_council: the call ended before deliberation {handle.id} did; it goes on")

@@ -23,7 +23,11 @@ from temporalio.api.workflowservice.v1 import (
 from temporalio.client import Client
 from temporalio.service import RPCError
 from temporalio.worker import UnsandboxedWorkflowRunner, Worker, WorkflowRunner
-from temporalio.worker.workflow_sandbox import SandboxedWorkflowRunner, SandboxRestrictions
+from temporalio.worker.workflow_sandbox import (
+    RestrictedWorkflowAccessError,
+    SandboxedWorkflowRunner,
+    SandboxRestrictions,
+)
 
 from activities.call_clocks import CallClocks
 from activities.model_call import PARTIAL_TEXT_SECONDS, ModelGateway
@@ -36,10 +40,10 @@ from app.temporal.connection import (
 )
 from council.config import DEFAULT_PROVIDER
 from council.limits import MAX_MODELS
+from runs.attributes import ensure_search_attributes
 from workflows import search_attributes
 from workflows.calls import provider_queue
 from workflows.registry import MODEL_CALLS, WORKFLOWS
-from workflows.search_attributes import ensure_search_attributes
 
 log = logging.getLogger("council.worker")
 
@@ -48,15 +52,18 @@ log = logging.getLogger("council.worker")
 # council's.
 EAGER_CALLS = MAX_MODELS
 
-# The SDK's sandbox with every module passed through (ours define classes and functions
-# only: none is imported again for each run). So configured it refuses the builtins that
-# do I/O (open, ...) but not a module's clock or randomness, which the protocol's tests and
-# the replay of recorded histories catch. Council's own workflows are declared unsandboxed
-# (`sandboxed=False`): the sandbox's work on every workflow task and every payload was an
-# eighth of a saturated worker's CPU (bench/RESULTS.md). The suite's workers and the replay
-# tests still run them in it (`checked`).
+# The SDK's sandbox, passing through only what does not replay: what it passes by default
+# (the standard library, the SDK, pydantic), our pure modules (council, grading) and the
+# activities the workflows name. Every module of workflows/ is imported again in it for each
+# run, so that a clock, randomness or file read there fails the run, as
+# tests/test_determinism.py refuses it in the code. Council's own workflows are declared
+# unsandboxed (`sandboxed=False`): the sandbox's work on every workflow task and every
+# payload was an eighth of a saturated worker's CPU (bench/RESULTS.md). The suite's workers
+# and the replay tests still run them in it (`checked`).
 SANDBOX = SandboxedWorkflowRunner(
-    restrictions=SandboxRestrictions.default.with_passthrough_all_modules()
+    restrictions=SandboxRestrictions.default.with_passthrough_modules(
+        "council", "grading", "activities"
+    )
 )
 
 
@@ -134,6 +141,9 @@ def build_worker(
         graceful_shutdown_timeout=timedelta(seconds=5),
         workflow_runner=SANDBOX,
         unsandboxed_workflow_runner=unsandboxed_runner(checked),
+        # In the sandbox, code it refuses fails the run at once (a failed workflow task
+        # would be retried for good, and a test wait for its timeout).
+        workflow_failure_exception_types=[RestrictedWorkflowAccessError] if checked else [],
         # Heartbeats carry a streaming reply's text so far: send them on within a second.
         max_heartbeat_throttle_interval=timedelta(seconds=PARTIAL_TEXT_SECONDS),
         default_heartbeat_throttle_interval=timedelta(seconds=PARTIAL_TEXT_SECONDS),

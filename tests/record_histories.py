@@ -39,12 +39,11 @@ from council.progress import EventKind
 from council.steering import HumanCritique, RoundsChange
 from council.tool_config import Tools
 from harness.processes import free_port, start_temporal
+from runs.attributes import at_start, ensure_search_attributes
 from simulator import SimulatorConfig, SimulatorServer
 from tests.temporal_fixtures import council_worker, request
 from tests.test_depth import PROBLEM, SETTLED
-from workflows import search_attributes
 from workflows.deliberation import Deliberation
-from workflows.search_attributes import ensure_search_attributes
 
 HERE = Path(__file__).parent / "histories"
 # A problem the simulator knows (datasets/arithmetic_logic.jsonl), whose first answers split
@@ -288,7 +287,7 @@ async def record(client: Client, sim: SimulatorServer, names: list[str]) -> None
                 # by any other client sets it itself.
                 search_attributes=TypedSearchAttributes.empty
                 if name in STARTED_ELSEWHERE
-                else search_attributes.at_start(wid),
+                else at_start(wid),
             )
             if name == "stopped_mid_refinement":
                 await _until_stage(handle, Stage.REFINE)

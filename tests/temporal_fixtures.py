@@ -40,15 +40,15 @@ from council.models import DeliberationRecord
 from council.progress import EventKind, ProgressEvent
 from council.validation import validate_request
 from harness.processes import FAIRNESS, MANY_DEPLOYMENTS, ROOT, temporal_binary
+from runs import starting
+from runs.attributes import ensure_search_attributes
+from runs.finding import QUESTION_MEMO
+from runs.stuck import task_failure
 from service.worker import serving
 from simulator import SimulatorServer
 from tests.forked_cli import run_starter
-from workflows import client as deliberations
 from workflows.calls import scheduled_call
-from workflows.client import QUESTION_MEMO
 from workflows.deliberation import Deliberation
-from workflows.search_attributes import ensure_search_attributes
-from workflows.stuck import task_failure
 
 # A recognizable key: tests scan histories, logs and records for it. No word of 8 letters
 # or more in it, nor a run of 8 characters that ordinary text holds (a queue's name, a
@@ -110,7 +110,7 @@ class Council:
 
 
 def failed_workflow_tasks(events: Iterable[HistoryEvent]) -> list[HistoryEvent]:
-    """The run's workflow tasks that failed because of the workflow (workflows.stuck's one
+    """The run's workflow tasks that failed because of the workflow (runs.stuck's one
     rule), not those the server failed for a passing reason (an event that came in while
     the task that would have ended the run was completed: the busier the machine, the
     likelier)."""
@@ -208,9 +208,9 @@ async def ask(
     code: a follow-up of `follow_up_of`, when given), and its record."""
     wanted = validate_request(request(question, max_rounds=1, **fields))
     if follow_up_of:
-        thread = await deliberations.thread_of(council.client, follow_up_of, wanted.context_tokens)
+        thread = await starting.thread_of(council.client, follow_up_of, wanted.context_tokens)
         wanted = front_door.in_thread(wanted, thread)
-    handle = await deliberations.start(council.client, wanted, council.task_queue)
+    handle = await starting.start(council.client, wanted, council.task_queue)
     return await handle.result(), handle
 
 

@@ -26,12 +26,12 @@ from council import limits, prompts
 from council.attachments import UNSEEN_IMAGE, Attachment, fair_shares
 from council.calls import Stage
 from council.config import Config, ConfigProblem, ProviderConfig, parse_config
+from runs import finding, starting
 from service.worker import serving
 from simulator import SimulatorServer
 from simulator.reading import attachments_seen, prompt_text, read_prompt
 from tests.attachment_files import encrypted_pdf, notes, pdf, png
 from tests.temporal_fixtures import FOUR_MODELS, TEST_API_KEY, TEST_POLICY, Council
-from workflows import client as deliberations
 
 SEER = FOUR_MODELS[0]  # its provider takes images
 STAGES = {s.value for s in (Stage.ANSWER, Stage.REVIEW, Stage.REFINE, Stage.SYNTHESIS)}
@@ -95,7 +95,7 @@ async def test_every_member_reviewer_and_the_chairman_see_the_attachments(
         files, max_rounds=1, min_rounds=1, stop_on_convergence=False, token_budget=10_000_000
     )
     async with vision_council(temporal, sim) as council:
-        handle = await deliberations.start(council.client, wanted, council.task_queue)
+        handle = await starting.start(council.client, wanted, council.task_queue)
         record = await handle.result()
 
     assert record.stage3 is not None, record.errors
@@ -134,7 +134,7 @@ async def test_a_member_that_cannot_see_an_image_is_told_so_in_its_prompt(
     image = png()
     wanted = request_with([attachments.from_bytes("chart.png", image)], max_rounds=1)
     async with vision_council(temporal, sim) as council:
-        handle = await deliberations.start(council.client, wanted, council.task_queue)
+        handle = await starting.start(council.client, wanted, council.task_queue)
         await handle.result()
     from tests.temporal_fixtures import model_calls
 
@@ -161,7 +161,7 @@ async def test_a_known_context_window_cuts_the_text_and_the_record_says_so(
     text = notes(60_000)
     wanted = request_with([attachments.from_bytes("notes.txt", text.encode())], max_rounds=1)
     async with vision_council(temporal, sim, window={small: 8_000}) as council:
-        handle = await deliberations.start(council.client, wanted, council.task_queue)
+        handle = await starting.start(council.client, wanted, council.task_queue)
         record = await handle.result()
 
     [entry] = record.attachments
@@ -176,7 +176,7 @@ async def test_a_known_context_window_cuts_the_text_and_the_record_says_so(
         else:
             assert shown["sha256"] == hashlib.sha256(text.encode()).hexdigest()
     # The page and `show` read the cut from the record.
-    shown_record = (await deliberations.read_record(handle)).attachments[0]
+    shown_record = (await finding.read_record(handle)).attachments[0]
     assert shown_record.cut == entry.cut
 
 

@@ -25,11 +25,11 @@ from temporalio.testing import WorkflowEnvironment
 from activities.shares import Caller, CallShares, waiting_calls
 from app.settings import environment as app_settings
 from council.validation import validate_request
+from runs import starting
+from runs.priority import Launch
 from simulator import SimulatorServer
 from tests.temporal_fixtures import Council, council_worker, request
-from workflows import client as deliberations
 from workflows.deliberation import Deliberation
-from workflows.priority import Launch
 
 CALLS = 6
 HANGING = ["hog/a", "hog/b", "hog/c"]
@@ -62,7 +62,7 @@ async def shared(
 
 async def start(council: Council, tenant: str, models: list[str], **fields: Any) -> WorkflowHandle:
     wanted = validate_request(request(f"{tenant}: a question?", models=models, **fields))
-    return await deliberations.start(
+    return await starting.start(
         council.client, wanted, council.task_queue, launch=Launch(tenant=tenant)
     )
 

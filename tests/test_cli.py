@@ -31,10 +31,10 @@ from app.settings import flags
 from app.temporal import connection
 from council import limits
 from council.models import DeliberationRecord
+from runs import finding, following
 from tests.attachment_files import encrypted_pdf, pdf, png
 from tests.sim_fixtures import wait_until
 from tests.temporal_fixtures import Council, temporal_address
-from workflows import client as deliberations
 
 Cli = Callable[..., Awaitable[tuple[int, str, str]]]
 UNREACHABLE = {"TEMPORAL_ADDRESS": "127.0.0.1:1"}
@@ -79,7 +79,7 @@ def settings_read_again() -> Iterator[None]:
 def cli(monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> Cli:
     """`starter.main(argv)` in a thread (the test's worker keeps this loop), its progress
     polled often: (exit status, stdout, stderr)."""
-    monkeypatch.setattr(deliberations, "POLL_SECONDS", 0.05)
+    monkeypatch.setattr(following, "POLL_SECONDS", 0.05)
 
     async def run(*argv: str, env: dict[str, str] | None = None) -> tuple[int, str, str]:
         for name, value in (env or {}).items():
@@ -351,7 +351,7 @@ async def test_waiting_for_a_worker_is_said_once(
     a worker comes."""
     from tests.temporal_fixtures import council_worker
 
-    monkeypatch.setattr(deliberations, "QUERY_TIMEOUT", timedelta(seconds=0.3))
+    monkeypatch.setattr(finding, "QUERY_TIMEOUT", timedelta(seconds=0.3))
     queue = "cli-waits-for-a-worker"
     env = {**cli_env, "COUNCIL_TASK_QUEUE": queue}
     waiting = asyncio.create_task(
@@ -359,20 +359,20 @@ async def test_waiting_for_a_worker_is_said_once(
     )
     for _ in range(200):  # until the run exists
         try:
-            await deliberations.find(temporal.client, "waits-1")
+            await finding.find(temporal.client, "waits-1")
             break
-        except deliberations.NoSuchDeliberation:
+        except finding.NoSuchDeliberation:
             await asyncio.sleep(0.05)
     await asyncio.sleep(1.5)  # queries that no worker answers (each given up after 0.3 s)
     assert not waiting.done()
     # A worker comes: the queries are answered again, the last one (the closed run's final
     # events) within the production timeout, however slow the machine.
-    monkeypatch.setattr(deliberations, "QUERY_TIMEOUT", timedelta(seconds=5))
+    monkeypatch.setattr(finding, "QUERY_TIMEOUT", timedelta(seconds=5))
     async with council_worker(temporal.client, council.sim, queue=queue):
         code, out, err = await asyncio.wait_for(waiting, 60)
     assert out.strip()  # the answer
     assert code == 0, err
-    assert err.count(deliberations.WAITING) == 1 and "✔ finished" in err, err
+    assert err.count(following.WAITING) == 1 and "✔ finished" in err, err
 
 
 async def test_stop_from_the_command_line(

@@ -18,10 +18,10 @@ from council.calls import Stage
 from council.labels import labels_shown_to
 from council.progress import EventKind, Progress
 from council.validation import validate_request
+from runs.starting import start as client_start
 from tests.sim_fixtures import wait_until
 from tests.temporal_fixtures import FOUR_MODELS, Council, request
 from workflows import search_attributes
-from workflows.client import start as client_start
 from workflows.deliberation import Deliberation
 
 

@@ -18,10 +18,10 @@ from app.requests.front_door import compose
 from council import limits
 from council.config import Config
 from council.models import DeliberationRecord, DeliberationRequest
+from runs import starting
 from tests.attachment_files import notes
 from tests.history_bounds import PAYLOAD_CEILING, TWELVE, check_run
 from tests.temporal_fixtures import FOUR_MODELS, TEST_POLICY, Council
-from workflows import client as deliberations
 
 # Every run goes the rounds it is given: sim/mule never takes up a critique, so the
 # quality threshold of 5 is never met.
@@ -48,7 +48,7 @@ def composed(
 
 
 async def run(council: Council, request: DeliberationRequest) -> tuple[DeliberationRecord, Any]:
-    handle = await deliberations.start(council.client, request, council.task_queue)
+    handle = await starting.start(council.client, request, council.task_queue)
     record = await handle.result()
     assert record.stage3 is not None and record.stage3.response, record.errors
     assert record.errors == []

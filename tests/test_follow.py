@@ -23,9 +23,9 @@ from temporalio.testing import WorkflowEnvironment
 from council.models import DeliberationRecord
 from council.progress import Progress, ProgressEvent
 from harness.processes import start_worker
+from runs import finding, following
 from simulator import SimulatorServer
 from tests.temporal_fixtures import Council, request, worker_env
-from workflows import client as deliberations
 from workflows.deliberation import Deliberation
 
 LATENCY = 0.4
@@ -55,13 +55,13 @@ async def test_many_readers_in_one_process_cost_the_run_what_one_does(council: C
     council.sim.set_faults({"*": {"latency": LATENCY}})
     alone = await council.start(max_rounds=1)
     crowded = await council.start(max_rounds=1)
-    one = asyncio.ensure_future(read(deliberations.follow(alone)))
-    many = [asyncio.ensure_future(read(deliberations.follow(crowded))) for _ in range(20)]
+    one = asyncio.ensure_future(read(following.follow(alone)))
+    many = [asyncio.ensure_future(read(following.follow(crowded))) for _ in range(20)]
     await asyncio.sleep(0.5)
-    assert deliberations._followers.producers() == 2  # one follower per run
+    assert following._followers.producers() == 2  # one follower per run
     seen_alone = await asyncio.wait_for(one, 60)
     seen_many = await asyncio.wait_for(asyncio.gather(*many), 60)
-    assert deliberations._followers.producers() == 0  # each ended with its run
+    assert following._followers.producers() == 0  # each ended with its run
 
     assert seen_alone == await every_event(alone)
     everything = await every_event(crowded)
@@ -79,7 +79,7 @@ async def test_a_reader_that_comes_back_gets_exactly_the_events_after_its_offset
     council.sim.set_faults({"*": {"latency": LATENCY}})
     handle = await council.start(max_rounds=1)
     first: list[ProgressEvent] = []
-    async with aclosing(deliberations.follow(handle)) as updates:
+    async with aclosing(following.follow(handle)) as updates:
         async for progress in updates:
             if progress is not None:
                 first += progress.events
@@ -87,16 +87,16 @@ async def test_a_reader_that_comes_back_gets_exactly_the_events_after_its_offset
                 break
     offset = first[-1].seq + 1
     # Another reader, on a follower of its own, reads from the start meanwhile.
-    whole = asyncio.ensure_future(read(deliberations.follow(handle)))
+    whole = asyncio.ensure_future(read(following.follow(handle)))
     await asyncio.sleep(1.5)  # the run goes on while the first reader is away
-    rest = await asyncio.wait_for(read(deliberations.follow(handle, since=offset)), 60)
+    rest = await asyncio.wait_for(read(following.follow(handle, since=offset)), 60)
     everything = await every_event(handle)
     assert [e.seq for e in first + rest] == list(range(len(everything)))
     assert first + rest == everything
     assert await asyncio.wait_for(whole, 60) == everything
     # A closed run: the rest by the query, from any offset.
-    assert await read(deliberations.follow(handle, since=offset)) == everything[offset:]
-    assert await read(deliberations.follow(handle, since=len(everything))) == []
+    assert await read(following.follow(handle, since=offset)) == everything[offset:]
+    assert await read(following.follow(handle, since=len(everything))) == []
 
 
 async def test_a_reader_hears_waiting_while_the_worker_is_gone_and_goes_on_after(
@@ -105,8 +105,8 @@ async def test_a_reader_hears_waiting_while_the_worker_is_gone_and_goes_on_after
     tmp_path: Path,
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    monkeypatch.setattr(deliberations, "QUERY_TIMEOUT", timedelta(seconds=1))
-    monkeypatch.setattr(deliberations, "ALIVE_SECONDS", 1.0)
+    monkeypatch.setattr(finding, "QUERY_TIMEOUT", timedelta(seconds=1))
+    monkeypatch.setattr(following, "ALIVE_SECONDS", 1.0)
     sim.set_faults({"*": {"latency": 1.0}})
     queue = f"council-follow-{uuid.uuid4().hex[:8]}"
     env = worker_env(temporal, sim, queue)
@@ -124,7 +124,7 @@ async def test_a_reader_hears_waiting_while_the_worker_is_gone_and_goes_on_after
         )
 
         async def reading() -> None:
-            async for progress in deliberations.follow(handle):
+            async for progress in following.follow(handle):
                 said.append(progress)
 
         reader = asyncio.ensure_future(reading())
@@ -162,8 +162,8 @@ async def test_a_reader_that_leaves_while_an_ask_waits_leaves_no_error_unread(
     its follower waited for the run to take an ask (the SDK turns the cancelled call into
     that error, which asyncio.wait_for left unread). The worker is stopped between two asks
     (each a few seconds apart here), so that the next one waits."""
-    monkeypatch.setattr(deliberations, "QUERY_TIMEOUT", timedelta(seconds=30))
-    monkeypatch.setattr(deliberations, "POLL_SECONDS", 3.0)
+    monkeypatch.setattr(finding, "QUERY_TIMEOUT", timedelta(seconds=30))
+    monkeypatch.setattr(following, "POLL_SECONDS", 3.0)
     sim.set_faults({"*": {"latency": 1.0}})
     queue = f"council-leave-{uuid.uuid4().hex[:8]}"
     worker = await asyncio.to_thread(start_worker, worker_env(temporal, sim, queue), tmp_path / "w")
@@ -188,7 +188,7 @@ async def test_a_reader_that_leaves_while_an_ask_waits_leaves_no_error_unread(
         said: list[Progress | None] = []
 
         async def reading() -> None:
-            async for progress in deliberations.follow(handle):
+            async for progress in following.follow(handle):
                 said.append(progress)
 
         monkeypatch.setattr(WorkflowHandle, "start_update", noted)
@@ -207,5 +207,5 @@ async def test_a_reader_that_leaves_while_an_ask_waits_leaves_no_error_unread(
     finally:
         loop.set_exception_handler(None)
         worker.stop()
-    assert deliberations._followers.producers() == 0
+    assert following._followers.producers() == 0
     assert unread == []

@@ -32,10 +32,11 @@ from activities.errors import (
 from council import limits
 from council.calls import Stage
 from council.labels import labels_shown_to
-from council.models import DeliberationRecord
+from council.models import DeliberationRecord, DeliberationRequest
 from council.reviews import parse_review
 from council.steering import HumanCritique
 from harness.processes import ROOT
+from runs import finding, listing, starting, steering
 from simulator import SimulatorServer
 from tests.sim_fixtures import wait_until
 from tests.temporal_fixtures import (
@@ -50,7 +51,6 @@ from tests.temporal_fixtures import (
     until,
 )
 from tests.web_fixtures import CHROMIUM, CHROMIUM_ARGS, WebServer, _why_no_browser
-from workflows import client as deliberations
 from workflows.deliberation import Deliberation
 
 EVERY_ROUND = {"quality_threshold": 5, "stop_on_convergence": False}
@@ -212,7 +212,7 @@ async def test_a_foreign_host_gets_no_page_and_no_write(web: WebServer, council:
         # Loopback names answer.
         for host in (f"localhost:{port}", f"127.0.0.1:{port}"):
             assert (await http.get("/", headers={"Host": host})).status_code == 200
-    rows = await deliberations.list_deliberations(council.client, 50, "Rebound")
+    rows = await listing.list_deliberations(council.client, 50, "Rebound")
     assert rows == []
 
 
@@ -303,9 +303,9 @@ async def test_a_decoy_id_page_points_only_at_itself(
 
     # A valid id with every allowed punctuation: each link of its page points at itself.
     odd = f"Odd.id:{uuid.uuid4().hex[:6]}_-1"
-    handle = await deliberations.start(
+    handle = await starting.start(
         council.client,
-        deliberations.DeliberationRequest.model_validate(request(max_rounds=1)),
+        DeliberationRequest.model_validate(request(max_rounds=1)),
         council.task_queue,
         odd,
     )
@@ -451,9 +451,9 @@ async def test_steering_with_no_worker_fails_within_seconds_and_never_applies(
     took = time.monotonic() - began
     assert code == 2 and "no worker took the request" in err and err.count("\n") == 1, err
     assert took < 15, took
-    found = await deliberations.find(client, handle.id)
-    with pytest.raises(deliberations.SteeringRefused, match="no worker took the request"):
-        await deliberations.add_critique(found, HumanCritique(model="sim/atlas", text="late"))
+    found = await finding.find(client, handle.id)
+    with pytest.raises(steering.SteeringRefused, match="no worker took the request"):
+        await steering.add_critique(found, HumanCritique(model="sim/atlas", text="late"))
     # A worker comes back: it refuses both abandoned updates, and the run ends as it was.
     async with council_worker(client, simulator, queue=council.task_queue):
         record = await handle.result()
@@ -470,10 +470,10 @@ async def test_steering_a_queue_no_worker_ever_polled_is_refused_at_once(
     handle = await client.start_workflow(
         Deliberation.run, request(), id=f"orphan-{queue}", task_queue=queue
     )
-    found = await deliberations.find(client, handle.id)
+    found = await finding.find(client, handle.id)
     began = time.monotonic()
-    with pytest.raises(deliberations.SteeringRefused) as refused:
-        await deliberations.set_max_rounds(found, 3)
+    with pytest.raises(steering.SteeringRefused) as refused:
+        await steering.set_max_rounds(found, 3)
     assert time.monotonic() - began < 3
     assert str(refused.value) == (
         f"no worker is polling task queue '{queue}': start one (make worker) and try again"
@@ -627,7 +627,7 @@ async def test_a_number_that_is_not_ascii_digits_is_a_4xx_everywhere(
                 )
             assert isinstance(bad.value.body, dict) and bad.value.body["param"] == param
     assert "Traceback" not in web.log()
-    rows = await deliberations.list_deliberations(council.client, 50, "Digits?")
+    rows = await listing.list_deliberations(council.client, 50, "Digits?")
     assert rows == []  # nothing started
 
 
@@ -735,7 +735,7 @@ async def test_the_sign_in_cookie_is_a_signed_session_not_the_token(
         ) as http:
             stop = await http.post(f"/deliberations/{workflow}/stop")
             assert stop.status_code == 403 and "/login" in stop.text, forged
-    await deliberations.handle(council.client, workflow).terminate("test over")
+    await finding.handle(council.client, workflow).terminate("test over")
 
 
 # ---- 11. a stop of a finished run: said, never a 502 --------------------------------------
@@ -747,11 +747,11 @@ async def test_a_stop_or_a_notice_on_a_finished_run_says_it_has_finished(
     import dataclasses
 
     record = await council.run(max_rounds=1)
-    found = await deliberations.find(council.client, record.id)
+    found = await finding.find(council.client, record.id)
     # The race: found running, finished before the signal went out.
     stale = dataclasses.replace(found, status="running")
-    with pytest.raises(deliberations.AlreadyFinished) as finished:
-        await deliberations.stop(stale, "too late")
+    with pytest.raises(steering.AlreadyFinished) as finished:
+        await steering.stop(stale, "too late")
     assert str(finished.value) == (
         "this deliberation has already finished (completed): nothing to stop"
     )
@@ -773,7 +773,7 @@ async def test_a_stop_or_a_notice_on_a_finished_run_says_it_has_finished(
         )
         assert refused.status_code == 409 and 'id="kept-critique-text"' in refused.text
         assert "Name the &lt;versions&gt; this applies to." in refused.text
-    history = await deliberations.handle(council.client, record.id).fetch_history()
+    history = await finding.handle(council.client, record.id).fetch_history()
     signaled = EventType.EVENT_TYPE_WORKFLOW_EXECUTION_SIGNALED
     assert [e for e in history.events if e.event_type == signaled] == []
 

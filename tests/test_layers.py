@@ -4,6 +4,7 @@
     bounded                           work in a process of its own, within limits
     activities                        I/O: the model call
     workflows                         Temporal workflows (may name the activity they call)
+    runs                              a run from outside: start, read, steer, list, follow
     app                               the front door, the settings, connecting to Temporal,
                                       payload codec, terminal output
     doctor                            the setup checks: Temporal, a worker, the providers
@@ -34,26 +35,37 @@ BELOW = {
     "bounded": set(),
     "activities": {"council", "bounded"},
     "workflows": {"council", "grading", "activities"},
+    "runs": {"council", "workflows"},
     "app": {"council", "bounded"},
-    "doctor": {"council", "activities", "workflows", "app"},
+    "doctor": {"council", "activities", "workflows", "runs", "app"},
     "simulator": {"council", "grading"},
-    "harness": {"council", "app", "workflows", "simulator"},
-    "evaluation": {"council", "grading", "workflows", "app"},
+    "harness": {"council", "app", "workflows", "runs", "simulator"},
+    "evaluation": {"council", "grading", "workflows", "runs", "app"},
     "bench": {
         "council",
         "grading",
         "activities",
         "workflows",
+        "runs",
         "app",
         "simulator",
         "harness",
         "service",
     },
-    "service": {"council", "activities", "workflows", "app"},
+    "service": {"council", "activities", "workflows", "runs", "app"},
     "worker": {"app", "service"},
-    "starter": {"council", "activities", "workflows", "app", "evaluation", "mcp_server", "doctor"},
-    "web": {"council", "workflows", "app", "doctor"},
-    "mcp_server": {"council", "workflows", "app", "doctor", "web"},
+    "starter": {
+        "council",
+        "activities",
+        "workflows",
+        "runs",
+        "app",
+        "evaluation",
+        "mcp_server",
+        "doctor",
+    },
+    "web": {"council", "workflows", "runs", "app", "doctor"},
+    "mcp_server": {"council", "runs", "app", "doctor", "web"},
     "demo": {"app", "harness"},
     "up": {"council", "app", "simulator", "harness", "web"},
 }

@@ -35,6 +35,7 @@ from council.models import DeliberationRecord
 from council.report import answers_line
 from harness.processes import ROOT, Process, free_port, port_open, spawn
 from mcp_server.http_transport import MAX_BODY_BYTES as MCP_BODY
+from runs import finding
 from tests import mcp_tasks_client as tasks
 from tests.attachment_files import pdf, png
 from tests.temporal_fixtures import (
@@ -45,7 +46,6 @@ from tests.temporal_fixtures import (
     temporal_address,
     until,
 )
-from workflows import client as deliberations
 
 TOOLS = {"ask_council", "start_deliberation", "get_deliberation", "stop_deliberation"}
 TOKEN = "mcp-test-token-9c41e"
@@ -84,7 +84,7 @@ def error_text(result: CallToolResult) -> str:
 
 async def record_of(council: Council, wid: str) -> DeliberationRecord:
     """The run's record, once it ends (a run that never ends fails the test in minutes)."""
-    return await asyncio.wait_for(deliberations.handle(council.client, wid).result(), 180)
+    return await asyncio.wait_for(finding.handle(council.client, wid).result(), 180)
 
 
 def summary_of(record: DeliberationRecord) -> str:
@@ -328,7 +328,7 @@ async def test_ask_council_as_a_task_outlives_its_server(
     wid, _, run_id = created.task_id.rpartition("/")
     assert created.status == "working" and created.status_message == f"deliberation {wid} started"
     assert created.ttl_ms is None and created.poll_interval_ms == 2000
-    description = await deliberations.handle(council.client, wid).describe()
+    description = await finding.handle(council.client, wid).describe()
     assert description.run_id == run_id
 
     async with stdio_server(cli_env, server_log, extensions=[tasks.Tasks()]) as client:
@@ -371,7 +371,7 @@ async def test_tasks_over_http_cancel_and_need_the_extension(
             )
             assert isinstance(created, tasks.CreatedTask)
             wid = created.task_id.rpartition("/")[0]
-            await until(deliberations.handle(council.client, wid), stage_started(Stage.REVIEW))
+            await until(finding.handle(council.client, wid), stage_started(Stage.REVIEW))
             assert (await tasks.update_task(client.session, created.task_id)).result_type == (
                 "complete"
             )
@@ -410,7 +410,7 @@ async def test_start_get_and_stop(
         assert status.structured_content["status"] == "running"
 
         # In the refinement round, the running line says where, naming the round once.
-        await until(deliberations.handle(council.client, wid), stage_started(Stage.REFINE, 1))
+        await until(finding.handle(council.client, wid), stage_started(Stage.REFINE, 1))
         status = await client.call_tool("get_deliberation", {"id": wid})
         assert isinstance(status.structured_content, dict)
         line = texts(status)[0]
@@ -662,7 +662,7 @@ async def test_an_http_caller_starts_runs_under_its_own_fairness_key(
         started = await client.call_tool("start_deliberation", {"question": "Tabs?"})
     assert not started.is_error, texts(started)
     assert isinstance(started.structured_content, dict)
-    handle = deliberations.handle(council.client, started.structured_content["id"])
+    handle = finding.handle(council.client, started.structured_content["id"])
     described = await handle.describe()
     key = described.raw_description.workflow_execution_info.priority.fairness_key
     assert key == "shared"

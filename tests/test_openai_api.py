@@ -30,11 +30,11 @@ from council import limits
 from council.agreement import independent_votes
 from council.calls import Stage
 from council.models import DeliberationRecord
+from runs import following, listing
 from tests.attachment_files import notes, png
 from tests.temporal_fixtures import Council, model_calls, stage_started, starter, until
 from tests.web_fixtures import WEB_TOKEN, WebServer, web_server
 from web.openai_api import ATTACHMENT_BODY_BYTES, MAX_BODY_BYTES, StreamedText
-from workflows import client as deliberations
 
 QUICK = ["sim/atlas", "sim/borealis", "sim/cirrus"]
 COUNCIL_TOML = f"""
@@ -257,7 +257,7 @@ async def test_a_client_that_sends_the_councils_answers_back_continues_the_threa
     record = await record_of(council, third.id)
     assert (record.follow_up_of, record.thread_id) == (second, first.id)
     assert record.context is not None and record.context.turns == ["messages[0]", second]
-    thread = await deliberations.list_thread(council.client, first.id)
+    thread = await listing.list_thread(council.client, first.id)
     assert [row.id for row in thread] == [first.id, second, third.id]
 
     # An answer the council did not give (edited, or another model's) follows nothing up.
@@ -451,7 +451,7 @@ async def test_a_stream_closed_mid_deliberation_stops_it(
                 if "stage 2 review" in line:
                     break
     assert comments[0] in (
-        f": {deliberations.WAITING}",
+        f": {following.WAITING}",
         ": starting",
         ": working: stage 1 answer",
     )
@@ -470,10 +470,10 @@ async def test_a_plain_request_whose_client_leaves_stops_it(
     asking = asyncio.create_task(
         api.chat.completions.create(model="council", messages=user(question))
     )
-    rows: list[deliberations.Listed] = []
+    rows: list[listing.Listed] = []
     while not rows:
         await asyncio.sleep(0.2)
-        rows = await deliberations.list_deliberations(council.client, 5, question)
+        rows = await listing.list_deliberations(council.client, 5, question)
     handle = council.client.get_workflow_handle(rows[0].id, result_type=DeliberationRecord)
     await until(handle, stage_started(Stage.REVIEW))
     asking.cancel()
@@ -514,10 +514,10 @@ async def test_the_first_documented_client_starts_one_deliberation_when_its_requ
         await asyncio.to_thread(exec, code, {"OpenAI": client, "print": lambda *_: None})
     # Every try the SDK made was sent before it gave up, and each would have started its
     # own run by then: the runs of this question are all there is.
-    rows: list[deliberations.Listed] = []
+    rows: list[listing.Listed] = []
     while not rows:  # (until the server's list shows the run)
         await asyncio.sleep(0.1)
-        rows = await deliberations.list_deliberations(council.client, 10, question)
+        rows = await listing.list_deliberations(council.client, 10, question)
     assert len(rows) == 1, [row.id for row in rows]
     record = await record_of(council, rows[0].id)
     assert record.stop_reason == "the API client disconnected"
@@ -589,7 +589,7 @@ async def test_llm_set_up_as_documented_asks_the_council_and_continues_the_threa
         out, err = await asyncio.wait_for(done.communicate(), 120)
         assert done.returncode == 0, (command, err.decode())
     first, second = [
-        (await deliberations.list_deliberations(council.client, 5, question))[0].id
+        (await listing.list_deliberations(council.client, 5, question))[0].id
         for question in questions
     ]
     record = await record_of(council, second)

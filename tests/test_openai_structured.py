@@ -26,10 +26,10 @@ from pydantic import BaseModel, Field
 
 from council.calls import Stage
 from council.models import DeliberationRecord
+from runs import listing
 from simulator.instances import instance
 from tests.temporal_fixtures import Council, model_calls
 from tests.web_fixtures import WebServer
-from workflows import client as deliberations
 
 ONE_ROUND = {"council": {"max_rounds": 1}}
 # A provider that ignores response_format, as many do (the simulator honours it by default).
@@ -95,7 +95,7 @@ async def record_of(council: Council, workflow: str) -> DeliberationRecord:
 
 
 async def only_run(council: Council, question: str) -> DeliberationRecord:
-    [row] = await deliberations.list_deliberations(council.client, 5, question)
+    [row] = await listing.list_deliberations(council.client, 5, question)
     return await record_of(council, row.id)
 
 

@@ -24,6 +24,7 @@ from council.calls import Stage
 from council.config import DEFAULT_PROVIDER
 from council.models import DeliberationRecord
 from harness.processes import free_port, start_simulator
+from runs import finding
 from simulator import SimulatorServer
 from tests.temporal_fixtures import (
     FOUR_MODELS,
@@ -33,7 +34,6 @@ from tests.temporal_fixtures import (
     starter,
     until,
 )
-from workflows import client as deliberations
 from workflows.registry import MODEL_CALLS
 
 OUTAGE_SECONDS = 60
@@ -58,11 +58,11 @@ async def test_a_provider_down_for_a_minute_costs_no_member_its_place(
 
             # The stage's calls fail, the provider is found down, and every call in flight
             # waits, paused, saying for what: no attempt is spent while they wait.
-            seen: list[deliberations.CallInFlight] = []
+            seen: list[finding.CallInFlight] = []
 
-            async def all_paused() -> list[deliberations.CallInFlight]:
+            async def all_paused() -> list[finding.CallInFlight]:
                 while True:
-                    seen[:] = await deliberations.calls_in_flight(handle)
+                    seen[:] = await finding.calls_in_flight(handle)
                     waiting = f"waiting for provider {DEFAULT_PROVIDER} since"
                     if seen and all(c.paused and waiting in (c.failure or "") for c in seen):
                         return list(seen)
@@ -85,7 +85,7 @@ async def test_a_provider_down_for_a_minute_costs_no_member_its_place(
 
             await asyncio.sleep(max(0.0, OUTAGE_SECONDS - (time.monotonic() - down_at)))
             # Not one attempt spent while paused.
-            after = await deliberations.calls_in_flight(handle)
+            after = await finding.calls_in_flight(handle)
             assert sorted(c.attempt for c in after) == sorted(c.attempt for c in paused)
             provider = start_simulator(port, log_path=tmp_path / "sim.log")
             record: DeliberationRecord = await asyncio.wait_for(handle.result(), 90)

@@ -31,11 +31,11 @@ from app.settings.environment import Settings
 from council.calls import Stage
 from council.config import parse_config
 from council.stragglers import FRESH_BEAT_SECONDS, CallClock, due
+from runs.finding import partial_replies
 from simulator import SimulatorServer
 from simulator.config import SimulatorConfig
 from simulator.faults import FaultConfig
 from tests.temporal_fixtures import FOUR_MODELS, TEST_API_KEY, Council, council_worker
-from workflows.client import partial_replies
 
 FIVE = ["sim/atlas", "sim/borealis", "sim/cirrus", "sim/drift", "sim/mule"]
 QUICK = {"grace_seconds": 0.5, "factor": 2.0}

@@ -14,10 +14,10 @@ from typing import Any
 import httpx
 
 from council.models import DeliberationRecord
+from runs import finding
 from tests.attachment_files import pdf, png
 from tests.temporal_fixtures import FOUR_MODELS, Council
 from tests.web_fixtures import WebServer
-from workflows import client as deliberations
 
 HOSTILE_HTML = b"<html><body><script>window.__pwned = 1</script>hello</body></html>\n"
 
@@ -25,7 +25,7 @@ HOSTILE_HTML = b"<html><body><script>window.__pwned = 1</script>hello</body></ht
 async def record_of(council: Council, page: Any) -> DeliberationRecord:
     await page.wait_for_url(re.compile(r"/deliberations/council-"))
     workflow = page.url.rsplit("/", 1)[-1]
-    return await deliberations.handle(council.client, workflow).result()
+    return await finding.handle(council.client, workflow).result()
 
 
 async def start_with_files(page: Any, web: WebServer, question: str) -> None:
@@ -94,7 +94,7 @@ async def test_files_chosen_in_the_form_are_listed_and_linked(
         await links.nth(3).click()
     assert (await download.value).suggested_filename == "report.pdf"
     # The history keeps a reference to the PDF's bytes, never the bytes themselves.
-    history = await deliberations.handle(council.client, record.id).fetch_history()
+    history = await finding.handle(council.client, record.id).fetch_history()
     assert files["report.pdf"] not in b"".join(e.SerializeToString() for e in history.events)
 
 

@@ -11,9 +11,9 @@ from typing import Any
 
 import httpx
 
+from runs import finding
 from tests.temporal_fixtures import Council, ask
 from tests.web_fixtures import WebServer
-from workflows import client as deliberations
 
 
 async def box(page: Any, selector: str) -> dict[str, float]:
@@ -46,7 +46,7 @@ async def test_a_thread_reads_as_one_conversation_and_the_box_asks_the_next_ques
     await page.wait_for_function(
         "() => document.querySelector('#status')?.textContent === 'completed'", timeout=45_000
     )
-    handle = deliberations.handle(council.client, second)
+    handle = finding.handle(council.client, second)
     record = await handle.result()
     assert record.follow_up_of == first.id and record.context.turns == [first.id]
     started = await anext(aiter(handle.fetch_history_events()))

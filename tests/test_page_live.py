@@ -21,6 +21,7 @@ from council.calls import Stage
 from council.progress import EventKind
 from council.steering import HumanCritique
 from harness.processes import free_port
+from runs import finding, steering
 from tests.temporal_fixtures import (
     FOUR_MODELS,
     TEST_API_KEY,
@@ -30,7 +31,6 @@ from tests.temporal_fixtures import (
     until,
 )
 from tests.web_fixtures import WebServer, web_server
-from workflows import client as deliberations
 from workflows.deliberation import Deliberation
 
 # Members that finish one after another, all within the straggler rule's patience (twice
@@ -122,7 +122,7 @@ async def test_the_running_page_builds_in_place(
     council.sim.set_faults(timed)
     await wait_for_status(page, "completed")
     seen = await page.evaluate("window.__seen")
-    record = await deliberations.handle(council.client, workflow).result()
+    record = await finding.handle(council.client, workflow).result()
 
     # Answers came one by one while stage 1 ran, and once all four were in, they stayed.
     running = [n for status, n in seen["answers"] if status == "running"]
@@ -312,9 +312,9 @@ async def test_a_refused_critique_keeps_its_text_and_the_refusal_goes_once_edite
     handle = await council.start(max_rounds=1, quality_threshold=5, stop_on_convergence=False)
     await until(handle, stage_started(Stage.REVIEW))
     # As many critiques wait as one round takes: the page's next one is refused.
-    found = await deliberations.find(council.client, handle.id)
+    found = await finding.find(council.client, handle.id)
     for n in range(limits.MAX_HUMAN_CRITIQUES_PER_ROUND):
-        await deliberations.add_critique(found, HumanCritique(model="sim/atlas", text=f"{n}"))
+        await steering.add_critique(found, HumanCritique(model="sim/atlas", text=f"{n}"))
     await page.goto(f"{web.url}/deliberations/{handle.id}")
     await page.select_option("#critique-model", "sim/atlas")
     typed = "Say which versions this applies to."

@@ -15,11 +15,11 @@ from typing import Any
 import httpx
 import pytest
 
+from runs import finding
 from tests.attachment_files import pdf
 from tests.temporal_fixtures import FOUR_MODELS, Council
 from tests.web_fixtures import WEB_TOKEN, WebServer, web_server
 from web.guard import MAX_FAILED_LOGINS, SESSION_COOKIE, sign_in_target
-from workflows import client as deliberations
 
 BEARER = {"Authorization": f"Bearer {WEB_TOKEN}"}
 REPORT = pdf("Quarterly revenue rose 12 percent")
@@ -42,7 +42,7 @@ async def finished_run(web: WebServer, council: Council) -> str:
         )
     assert started.status_code == 303, started.text[:300]
     workflow = started.headers["location"].rsplit("/", 1)[-1]
-    await asyncio.wait_for(deliberations.handle(council.client, workflow).result(), 60)
+    await asyncio.wait_for(finding.handle(council.client, workflow).result(), 60)
     return workflow
 
 

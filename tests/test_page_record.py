@@ -12,9 +12,10 @@ from typing import Any
 from council.agreement import verdict, votes_note
 from council.calls import Stage
 from council.steering import HumanCritique
+from runs import finding
+from runs.steering import add_critique
 from tests.temporal_fixtures import Council, stage_started, until
 from tests.web_fixtures import WebServer
-from workflows import client as deliberations
 
 MODELS = ["sim/atlas", "sim/borealis", "sim/cirrus", "sim/drift"]
 # sim/drift's first answer is slow (begun, then 30 s): the straggler rule cuts it. So is
@@ -62,8 +63,8 @@ async def test_the_page_shows_agreement_a_cut_member_and_follows_the_run_to_its_
 
     # A critique while the first review runs: before any refinement round.
     await until(handle, stage_started(Stage.REVIEW))
-    found = await deliberations.find(council.client, handle.id)
-    await deliberations.add_critique(found, HumanCritique(model="sim/atlas", text="Cite one."))
+    found = await finding.find(council.client, handle.id)
+    await add_critique(found, HumanCritique(model="sim/atlas", text="Cite one."))
     await wait_for_status(page, "completed")
     record = await handle.result()
     assert [(late.model, late.stage, late.round) for late in record.late][:2] == [

@@ -12,9 +12,9 @@ import httpx
 
 from council.ids import EVALUATION_ID_PREFIX
 from council.validation import validate_request
+from runs import finding, starting, steering
 from tests.temporal_fixtures import Council, request
 from tests.web_fixtures import WebServer
-from workflows import client as deliberations
 
 
 async def test_another_runs_entry_follows_it_and_evaluation_runs_stay_out(
@@ -26,7 +26,7 @@ async def test_another_runs_entry_follows_it_and_evaluation_runs_stay_out(
         await council.start(f"Which {thing} suits a small shop?", max_rounds=1)
         for thing in ("queue", "cache")
     ]
-    evaluation = await deliberations.start(
+    evaluation = await starting.start(
         council.client,
         validate_request(request("Which CDN suits a small shop?", max_rounds=1)),
         council.task_queue,
@@ -43,7 +43,7 @@ async def test_another_runs_entry_follows_it_and_evaluation_runs_stay_out(
     assert await page.locator(f'#threads li[data-id="{evaluation.id}"]').count() == 0
 
     for other in others:
-        await deliberations.stop(await deliberations.find(council.client, other.id), "enough")
+        await steering.stop(await finding.find(council.client, other.id), "enough")
     for other in others:
         await page.wait_for_function(
             "s => document.querySelector(s)?.textContent === 'stopped'",

@@ -34,6 +34,7 @@ from app.access.principals import SHARED, Principal, Principals
 from app.settings.environment import Settings, SettingsError
 from app.store import store
 from harness.processes import ROOT, Process, free_port, port_open, spawn
+from runs import quota
 from tests.temporal_fixtures import Council
 from tests.web_fixtures import web_server
 from web.app import NO_MCP_HERE
@@ -45,7 +46,7 @@ from web.guard import (
     client_key,
     principals_of,
 )
-from workflows import quota, search_attributes
+from workflows import search_attributes
 
 PAIR = "sim/atlas\nsim/borealis"
 

@@ -1,4 +1,4 @@
-"""Priority and fairness (workflows.priority): a person's run goes ahead of batch work on
+"""Priority and fairness (runs.priority): a person's run goes ahead of batch work on
 busy workers, and one tenant's backlog does not starve another's. Against the real dev
 server (started with matching.enableFairness, as `make up` starts it), a worker that makes
 one model call at a time, and the simulator answering each call after a short latency."""
@@ -18,11 +18,11 @@ from temporalio.testing import WorkflowEnvironment
 
 from app.settings import environment as app_settings
 from council.validation import validate_request
+from runs import starting
+from runs.priority import BATCH_KEY, INTERACTIVE_KEY, Launch, Urgency, tenant_of
 from simulator import SimulatorServer
 from tests.temporal_fixtures import Council, council_worker, request, starter
 from tests.web_fixtures import WebServer, web_server
-from workflows import client as deliberations
-from workflows.priority import BATCH_KEY, INTERACTIVE_KEY, Launch, Urgency, tenant_of
 
 PAIR = ["sim/atlas", "sim/borealis"]
 SCRIPT_TOKEN = "script-token-4f1c9a27e0"
@@ -52,7 +52,7 @@ async def busy(
 
 async def start(council: Council, launch: Launch, question: str) -> Any:
     wanted = validate_request(request(question, models=["sim/atlas", "sim/borealis"], max_rounds=1))
-    return await deliberations.start(council.client, wanted, council.task_queue, launch=launch)
+    return await starting.start(council.client, wanted, council.task_queue, launch=launch)
 
 
 async def finishing_order(handles: list[tuple[str, Any]]) -> list[str]:

@@ -29,11 +29,11 @@ from temporalio.testing import WorkflowEnvironment
 from app.store import prune, store
 from app.temporal import connection
 from council.validation import validate_request
+from runs import finding, starting
+from runs.attributes import ensure_search_attributes
 from simulator import SimulatorServer
 from tests.temporal_fixtures import council_worker, request, temporal_address
-from workflows import client as deliberations
 from workflows.deliberation import Deliberation
-from workflows.search_attributes import ensure_search_attributes
 
 # A question long enough that the run's input goes to the store.
 LONG_QUESTION = "Which of these queues suits a small team? " + "Some context. " * 400
@@ -125,7 +125,7 @@ async def test_a_prune_racing_starts_never_removes_a_new_runs_input(isolated: Cl
         wanted = validate_request(request(f"Try {attempt}. {LONG_QUESTION}"))
         before = set(folder.rglob("*")) if folder.exists() else set()
         handle, _ = await asyncio.gather(
-            deliberations.start(client, wanted, queue), pruned_once_stored(client, before)
+            starting.start(client, wanted, queue), pruned_once_stored(client, before)
         )
         digest = await input_digest(client, handle.id)
         if not blob_path(client, digest).is_file():
@@ -142,7 +142,7 @@ async def test_a_run_whose_input_is_gone_fails_in_one_line(
     stage 1, with no reason anywhere a user looks)."""
     client = isolated
     queue = f"later-{uuid.uuid4().hex[:8]}"
-    handle = await deliberations.start(client, validate_request(request(LONG_QUESTION)), queue)
+    handle = await starting.start(client, validate_request(request(LONG_QUESTION)), queue)
     digest = await input_digest(client, handle.id)
     blob_path(client, digest).unlink()
 
@@ -155,7 +155,7 @@ async def test_a_run_whose_input_is_gone_fails_in_one_line(
             await asyncio.sleep(0.2)
         with pytest.raises(WorkflowFailureError) as failed:
             await handle.result()
-    reason = deliberations.failure_reason(failed.value)
+    reason = finding.failure_reason(failed.value)
     root = blob_path(client, digest).parents[4]
     assert reason.startswith(f"payload store {root}: blob sha256:{digest} is missing"), reason
     assert "\n" not in reason

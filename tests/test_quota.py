@@ -15,12 +15,11 @@ from temporalio.client import Client
 from temporalio.testing import WorkflowEnvironment
 
 from council.validation import validate_request
+from runs import quota, starting
+from runs.priority import Launch
+from runs.quota import Quota, QuotaExceeded
 from tests.temporal_fixtures import Council, request
 from tests.web_fixtures import web_server
-from workflows import client as deliberations
-from workflows import quota
-from workflows.priority import Launch
-from workflows.quota import Quota, QuotaExceeded
 
 # About 5.6 KB of input per run.
 LARGE = "Which of these queues suits a small team? " + "Some context. " * 400
@@ -37,9 +36,7 @@ async def counted(client: Client, tenant: str, runs: int) -> None:
 async def start(client: Client, tenant: str, limits: Quota, question: str) -> str:
     wanted = validate_request(request(question, max_rounds=1))
     queue = f"nobody-{uuid.uuid4().hex[:8]}"  # no worker: the runs wait, and count
-    handle = await deliberations.start(
-        client, wanted, queue, launch=Launch(tenant=tenant, quota=limits)
-    )
+    handle = await starting.start(client, wanted, queue, launch=Launch(tenant=tenant, quota=limits))
     return handle.id
 
 
@@ -68,7 +65,7 @@ async def test_a_tenant_over_its_quota_is_refused_in_one_line_another_is_not(
     # Another tenant starts as before; the operator's own runs (no tenant) are not counted.
     assert await start(client, honest, limits, f"Honest. {LARGE}")
     wanted = validate_request(request(f"Own. {LARGE}", max_rounds=1))
-    assert await deliberations.start(client, wanted, f"nobody-{uuid.uuid4().hex[:8]}")
+    assert await starting.start(client, wanted, f"nobody-{uuid.uuid4().hex[:8]}")
 
 
 async def test_one_input_larger_than_the_quota_is_refused_before_it_is_stored(

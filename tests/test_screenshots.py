@@ -14,11 +14,11 @@ from temporalio.contrib.pydantic import pydantic_data_converter
 
 from council.validation import validate_request
 from harness.processes import ROOT, free_port, start_temporal
+from runs import starting
+from runs.attributes import ensure_search_attributes
 from simulator import SimulatorServer
 from tests.temporal_fixtures import ask, council_worker, request
 from tests.web_fixtures import web_server
-from workflows import client as deliberations
-from workflows.search_attributes import ensure_search_attributes
 
 SCREENSHOTS = ROOT / "docs" / "screenshots"
 VIEWPORTS = {
@@ -72,7 +72,7 @@ async def take(url: str, browser: Any, council: Any, conversation: str) -> list[
         {"*": {"latency": 4}, "sim/atlas": {"latency": 1.2}, "sim/borealis": {"latency": 2}}
     )
     wanted = validate_request(request("Which message queue fits a small team?", max_rounds=1))
-    handle = await deliberations.start(council.client, wanted, council.task_queue)
+    handle = await starting.start(council.client, wanted, council.task_queue)
     context = await browser.new_context(viewport={"width": 1280, "height": 1300})
     page = await context.new_page()
     await page.goto(f"{url}/deliberations/{handle.id}")

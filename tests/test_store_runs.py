@@ -29,6 +29,7 @@ from app.temporal import connection
 from council import limits
 from council.config import Config
 from council.models import DeliberationRecord
+from runs import finding, starting
 from simulator import SimulatorServer
 from tests.attachment_files import pdf
 from tests.history_bounds import GRPC_LIMIT, TWELVE, check_run
@@ -40,7 +41,6 @@ from tests.temporal_fixtures import (
     starter,
     temporal_address,
 )
-from workflows import client as deliberations
 from workflows.deliberation import Deliberation
 
 
@@ -265,16 +265,16 @@ async def test_a_pdfs_own_bytes_are_kept_in_the_store_sealed_and_marked_by_prune
         attachments=[read],
     )
     async with council_worker(client, sim) as council:
-        handle = await deliberations.start(client, wanted, council.task_queue)
+        handle = await starting.start(client, wanted, council.task_queue)
         record = await handle.result()
     assert [a.name for a in record.attachments] == ["memo.pdf"]
-    found = await deliberations.find(client, handle.id)
-    assert await deliberations.kept_originals(found) == {read.sha256}
-    assert await deliberations.original_of(found, read.sha256) == data
+    found = await finding.find(client, handle.id)
+    assert await finding.kept_originals(found) == {read.sha256}
+    assert await finding.original_of(found, read.sha256) == data
 
     started = (await handle.fetch_history()).events[0]
     memo = started.workflow_execution_started_event_attributes.memo.fields
-    [held] = [memo[key] for key in memo if key.startswith(deliberations.ORIGINAL_MEMO)]
+    [held] = [memo[key] for key in memo if key.startswith(finding.ORIGINAL_MEMO)]
     [ref] = await store.references([held], client.data_converter.payload_codec)
     blob = (tmp_path / "store").rglob(ref.claim_data["sha256"])
     [path] = list(blob)

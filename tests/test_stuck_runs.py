@@ -14,30 +14,34 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-import httpx
-import pytest
 from temporalio import workflow
-from temporalio.client import WorkflowHandle
-from temporalio.common import VersioningBehavior
-from temporalio.testing import WorkflowEnvironment
 
-from council.models import DeliberationRecord
-from council.validation import validate_request
-from doctor.temporal import runs_check
-from simulator import SimulatorServer
-from tests.temporal_fixtures import (
-    FOUR_MODELS,
-    Council,
-    council_worker,
-    request,
-    runs_with_failed_tasks,
-    starter,
-    temporal_address,
-)
-from tests.web_fixtures import web_server
-from workflows import client as deliberations
-from workflows.deliberation import Deliberation
-from workflows.stuck import RunStuck, Stuck, result_unless_stuck
+# This module defines workflows: the sandbox imports it again for each of their runs
+# (service.worker.SANDBOX), and what is not workflow code passes through.
+with workflow.unsafe.imports_passed_through():
+    import httpx
+    import pytest
+    from temporalio.client import WorkflowHandle
+    from temporalio.common import VersioningBehavior
+    from temporalio.testing import WorkflowEnvironment
+
+    from council.models import DeliberationRecord
+    from council.validation import validate_request
+    from doctor.temporal import runs_check
+    from runs import listing, starting
+    from runs.stuck import RunStuck, Stuck, result_unless_stuck, stuck
+    from simulator import SimulatorServer
+    from tests.temporal_fixtures import (
+        FOUR_MODELS,
+        Council,
+        council_worker,
+        request,
+        runs_with_failed_tasks,
+        starter,
+        temporal_address,
+    )
+    from tests.web_fixtures import web_server
+    from workflows.deliberation import Deliberation
 
 PLANTED = "a fault planted after stage 1"
 
@@ -62,7 +66,7 @@ async def planted(temporal: WorkflowEnvironment, sim: SimulatorServer) -> AsyncI
 
 async def until_stuck(handle: WorkflowHandle[Any, Any], timeout: float = 60) -> Stuck:
     deadline = asyncio.get_running_loop().time() + timeout
-    while (problem := await deliberations.stuck(handle)) is None:
+    while (problem := await stuck(handle)) is None:
         assert asyncio.get_running_loop().time() < deadline, "the run never got stuck"
         await asyncio.sleep(0.1)
     return problem
@@ -74,7 +78,7 @@ async def test_a_stuck_run_is_said_on_every_surface_and_stop_ends_it_with_its_re
 ) -> None:
     since = datetime.now(UTC)
     wid = f"stuck-{uuid.uuid4().hex[:8]}"
-    handle = await deliberations.start(
+    handle = await starting.start(
         temporal.client, validate_request(request(max_rounds=1)), planted.task_queue, wid
     )
     problem = await until_stuck(handle)
@@ -134,8 +138,8 @@ async def test_a_stuck_run_is_said_on_every_surface_and_stop_ends_it_with_its_re
 
 async def test_a_run_that_is_not_stuck_is_not_said_to_be(council: Council) -> None:
     handle = await council.start(max_rounds=1)
-    assert await deliberations.stuck(handle) is None  # running
+    assert await stuck(handle) is None  # running
     await handle.result()
-    assert await deliberations.stuck(handle) is None  # completed
-    rows = await deliberations.list_deliberations(council.client, ids=[handle.id])
+    assert await stuck(handle) is None  # completed
+    rows = await listing.list_deliberations(council.client, ids=[handle.id])
     assert [(row.shown, row.stuck) for row in rows] == [("completed", None)]

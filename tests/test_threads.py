@@ -14,8 +14,8 @@ from council.limits import MAX_THREAD_TURNS
 from council.models import DeliberationRecord
 from council.thread import Thread, Turn
 from council.validation import validate_request
+from runs import listing, starting
 from tests.temporal_fixtures import Council, ask, model_calls, request, starter
-from workflows import client as deliberations
 
 TWO = ["sim/atlas", "sim/borealis"]
 
@@ -50,7 +50,7 @@ async def test_a_follow_up_carries_the_first_turn_to_its_answers_and_chairman(
     # The thread, oldest first, as `list --thread` shows it.
     third, _ = await ask(council, "What about backups?", second.id)
     assert third.thread_id == first.id
-    thread = await deliberations.list_thread(council.client, first.id)
+    thread = await listing.list_thread(council.client, first.id)
     assert [row.id for row in thread] == [first.id, second.id, third.id]
     assert third.context is not None and third.context.turns == [first.id, second.id]
 
@@ -143,7 +143,7 @@ async def test_a_thread_of_any_length_can_be_followed_up(
     place = Thread(follow_up_of=first.id, thread_id=first.id)
     for batch in range(1, earlier, 15):
         handles = [
-            await deliberations.start(
+            await starting.start(
                 council.client,
                 front_door.in_thread(
                     validate_request(request(f"Day {day}: and now?", models=TWO, max_rounds=1)),
@@ -154,7 +154,7 @@ async def test_a_thread_of_any_length_can_be_followed_up(
             for day in range(batch, min(batch + 15, earlier))
         ]
         newest = [await handle.result() for handle in handles][-1]
-    assert await deliberations.count_thread(council.client, first.id) == earlier
+    assert await listing.count_thread(council.client, first.id) == earlier
 
     # The whole bound: as many turns as fit, never more than MAX_THREAD_TURNS.
     code, out, err = await starter(

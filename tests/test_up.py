@@ -34,9 +34,9 @@ from council.models import DeliberationRecord
 from harness import processes
 from harness.foreground import Stopped, stop_on_signals
 from harness.processes import ROOT, free_port, port_open
+from runs import finding
+from runs.starting import temporal_ui
 from tests.temporal_fixtures import temporal_address
-from workflows import client as deliberations
-from workflows.client import temporal_ui
 
 # What would make up.py talk to a real provider or another server, or label runs otherwise.
 UNSET = (
@@ -557,7 +557,7 @@ async def test_the_cli_and_mcp_of_another_shell_start_the_pages_default_council(
         reader = await Client.connect(
             address, data_converter=connection.data_converter({"COUNCIL_DATA": str(data)})
         )
-        record = await deliberations.handle(reader, wid).result()
+        record = await finding.handle(reader, wid).result()
         assert (record.models, record.chairman) == (offered, offered[0])
         assert (data / "default-council.json").exists()
 
@@ -590,7 +590,7 @@ async def test_the_cli_and_mcp_of_another_shell_start_the_pages_default_council(
         assert events[-1] == "data: [DONE]", out.decode()[-2000:]
         last = json.loads(events[-2].removeprefix("data: "))
         wid = last["id"]
-        record = await deliberations.handle(reader, wid).result()
+        record = await finding.handle(reader, wid).result()
         assert (record.models, record.chairman) == (offered, offered[0])
         assert up.stop(signal.SIGINT) == 0
     # Once it stops, its council is nobody's default any more.

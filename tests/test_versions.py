@@ -194,9 +194,9 @@ async def test_a_failed_run_carries_its_record_and_needs_no_worker_to_be_read(
     result, a failed run's travels in the details of its failure."""
     from temporalio.client import WorkflowFailureError
 
+    from runs import finding
     from tests.temporal_fixtures import council_worker
     from web.reading import read_turn
-    from workflows import client as deliberations
 
     sim.set_faults({"*": {"errors": {"400": 1.0}}, "sim/atlas": {"errors": {}}})
     async with council_worker(temporal.client, sim) as council:
@@ -205,15 +205,15 @@ async def test_a_failed_run_carries_its_record_and_needs_no_worker_to_be_read(
             await handle.result()
     # No worker polls the run's task queue any more.
     try:
-        await deliberations.read_record(handle)
+        await finding.read_record(handle)
     except WorkflowFailureError as failure:
-        record = deliberations.failed_record(failure)
+        record = finding.failed_record(failure)
     else:
         raise AssertionError("the run did not fail")
     assert record is not None and record.status == "failed"
     assert [r.model for r in record.stage1] == ["sim/atlas"]
     assert {e.model for e in record.errors} == {"sim/borealis", "sim/cirrus", "sim/drift"}
-    found = await deliberations.find(temporal.client, handle.id)
+    found = await finding.find(temporal.client, handle.id)
     turn = await read_turn(found)
     assert turn.record == record
     assert turn.problem is not None and "fewer than two models answered" in turn.problem

@@ -19,6 +19,7 @@ from council.progress import EventKind, ProgressEvent
 from council.reviews import parse_review
 from council.stages import Stage2Result
 from council.stragglers import LateCall
+from runs.listing import Listed
 from web.pages import notice_line
 from web.views import (
     model_statuses,
@@ -32,7 +33,6 @@ from web.views import (
     where_line,
     word_diff,
 )
-from workflows.client import Listed
 
 pytestmark = pytest.mark.fast
 
@@ -190,7 +190,7 @@ def test_the_state_shown_says_stopping_and_stopped_not_running_and_completed() -
 
 @dataclass
 class Flying:
-    """The shape of workflows.client.CallInFlight the view reads."""
+    """The shape of runs.finding.CallInFlight the view reads."""
 
     model: str | None
     text: str = ""

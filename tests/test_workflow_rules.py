@@ -15,25 +15,29 @@ import uuid
 from collections.abc import AsyncIterator, Iterator
 from typing import Any
 
-import pytest
 from temporalio import workflow
-from temporalio.api.enums.v1 import EventType
-from temporalio.client import Client, WorkflowHandle
-from temporalio.testing import WorkflowEnvironment
-from temporalio.worker import Worker
 
-from app.temporal import connection
-from council.calls import Stage
-from council.models import DeliberationRecord
-from council.progress import ProgressEvent
-from council.validation import validate_request
-from harness.processes import temporal_binary
-from service.worker import SANDBOX, serving, unsandboxed_runner
-from tests.fake_models import FakeModels
-from tests.temporal_fixtures import FOUR_MODELS, request
-from workflows import client as deliberations
-from workflows.search_attributes import ensure_search_attributes
-from workflows.stuck import task_failures
+# This module defines workflows: the sandbox imports it again for each of their runs
+# (service.worker.SANDBOX), and what is not workflow code passes through.
+with workflow.unsafe.imports_passed_through():
+    import pytest
+    from temporalio.api.enums.v1 import EventType
+    from temporalio.client import Client, WorkflowHandle
+    from temporalio.testing import WorkflowEnvironment
+    from temporalio.worker import Worker
+
+    from app.temporal import connection
+    from council.calls import Stage
+    from council.models import DeliberationRecord
+    from council.progress import ProgressEvent
+    from council.validation import validate_request
+    from harness.processes import temporal_binary
+    from runs import starting
+    from runs.attributes import ensure_search_attributes
+    from runs.stuck import task_failures
+    from service.worker import SANDBOX, serving, unsandboxed_runner
+    from tests.fake_models import FakeModels
+    from tests.temporal_fixtures import FOUR_MODELS, request
 
 pytestmark = pytest.mark.fast
 
@@ -68,7 +72,7 @@ class Rules:
 
     async def start(self, **fields: Any) -> WorkflowHandle[Any, DeliberationRecord]:
         wanted = validate_request(request(**fields))
-        return await deliberations.start(self.client, wanted, self.queue)
+        return await starting.start(self.client, wanted, self.queue)
 
     async def run(self, **fields: Any) -> DeliberationRecord:
         return await (await self.start(**fields)).result()
@@ -253,21 +257,37 @@ class ReadsAFile:
             return len(source.read())
 
 
+@workflow.defn(sandboxed=False)
+class ReadsTheClock:
+    """Declared unsandboxed too, and reading the wall clock: a module of ours is imported
+    again in the sandbox (only council, grading and activities pass through), so its `time`
+    is the sandbox's."""
+
+    @workflow.run
+    async def run(self) -> int:
+        return int(time.time())
+
+
 @pytest.mark.parametrize("checked", [True, False])
+@pytest.mark.parametrize(
+    ("reader", "refusal"),
+    [(ReadsAFile, "Cannot access __builtins__.open"), (ReadsTheClock, "Cannot access time.time")],
+)
 async def test_checked_workers_run_unsandboxed_workflows_in_the_sandbox(
-    skipping: WorkflowEnvironment, checked: bool
+    skipping: WorkflowEnvironment, checked: bool, reader: type, refusal: str
 ) -> None:
     """Council's workflows skip the sandbox in production; the suite's workers (`checked`)
-    run them in it, so workflow code that the sandbox refuses fails a test."""
+    run them in it, so workflow code that the sandbox refuses (a file, the clock) fails a
+    test."""
     queue = f"io-{uuid.uuid4().hex[:8]}"
     async with Worker(
         skipping.client,
         task_queue=queue,
-        workflows=[ReadsAFile],
+        workflows=[reader],
         workflow_runner=SANDBOX,
         unsandboxed_workflow_runner=unsandboxed_runner(checked),
     ):
-        handle = await skipping.client.start_workflow(ReadsAFile.run, id=queue, task_queue=queue)
+        handle = await skipping.client.start_workflow(reader.__name__, id=queue, task_queue=queue)
         if not checked:
             assert await handle.result() > 0
             return
@@ -282,4 +302,4 @@ async def test_checked_workers_run_unsandboxed_workflows_in_the_sandbox(
             ]
             await asyncio.sleep(0.1)
         await handle.terminate("checked")
-        assert failures and "Cannot access __builtins__.open" in failures[0], failures
+        assert failures and refusal in failures[0], failures

@@ -57,7 +57,7 @@ from app.access.hosts import setting_items as _items
 from app.access.principals import Principal, Principals
 from app.settings.environment import Settings
 from council import numbers
-from workflows.priority import tenant_of
+from runs.priority import tenant_of
 
 SESSION_COOKIE = "council_session"
 # How long a sign-in lasts.
@@ -199,7 +199,7 @@ class Guard:
         return not self.principals or self.principal(request) is not None
 
     def tenant(self, request: Request, *, session: bool = True) -> str:
-        """Who is asking, as a fairness key (workflows.priority), from what it proved (as
+        """Who is asking, as a fairness key (runs.priority), from what it proved (as
         `principal` reads it): the principal's name, one for every sign-in, session and
         request of its token; else, on a server that takes no token, the client's address
         as a digest (a name the request gives itself is not who it is)."""

@@ -34,11 +34,12 @@ from app.views.render import event_line
 from council import numbers
 from council.models import DeliberationRecord
 from council.progress import ProgressEvent
+from runs import finding, following, listing, starting
+from runs.shared import Shared
+from runs.stuck import RunStuck
 from web import reading, views
 from web.pages import LIST_LIMIT, THREADS_SHOWN, council_choices
 from web.settings import WebSettings
-from workflows import client as deliberations
-from workflows.shared import Shared
 
 MAX_SEQ = 10**9
 # A viewer hears from its stream at least this often (a comment when nothing changed), so
@@ -76,8 +77,8 @@ class Live:
                 status_code=400,
             )
         try:
-            found = await deliberations.find(self.client, request.path_params["id"])
-        except deliberations.NoSuchDeliberation as missing:
+            found = await finding.find(self.client, request.path_params["id"])
+        except finding.NoSuchDeliberation as missing:
             return PlainTextResponse(str(missing), status_code=404)
         return StreamingResponse(
             self.updates(request, found, since),
@@ -89,7 +90,7 @@ class Live:
         """The recent conversations, with this run's state as the page shows it."""
         # A template's macros: attributes of a module that Jinja makes as it loads it.
         parts: Any = self.templates.env.get_template("_turn.html").module
-        rows = await deliberations.list_deliberations(self.client, LIST_LIMIT, conversations=True)
+        rows = await listing.list_deliberations(self.client, LIST_LIMIT, conversations=True)
         return str(parts.threads(views.sidebar(rows, turn, THREADS_SHOWN), turn.thread))
 
     def sections(self, turn: views.Turn, finished: bool = False) -> dict[str, str]:
@@ -99,7 +100,7 @@ class Live:
         def render(macro: str, *args: Any) -> str:
             return str(getattr(parts, macro)(*args))
 
-        ui_url = deliberations.ui_url(self.client, turn.id, self.settings.ui_url)
+        ui_url = starting.ui_url(self.client, turn.id, self.settings.ui_url)
         out = {
             "turn-head": render("head", turn, ui_url, self.settings.simulated),
             "live-state": render("live", turn),
@@ -117,7 +118,7 @@ class Live:
         return out
 
     async def updates(
-        self, request: Request, found: deliberations.Found, since: int
+        self, request: Request, found: finding.Found, since: int
     ) -> AsyncIterator[str]:
         """A message each time the run moved (a comment at least every KEEPALIVE_SECONDS
         between); the finished page and `end` once it closed. Every viewer of a run in this
@@ -151,7 +152,7 @@ class Live:
                 lines = [_line(e) for e in fresh]
                 yield _sse({"events": lines, "state": moment.state, "sections": changed}, next_seq)
 
-    async def watch(self, found: deliberations.Found) -> AsyncIterator[Moment]:
+    async def watch(self, found: finding.Found) -> AsyncIterator[Moment]:
         """The moments of a run's page, read and rendered once for every viewer of it in
         this server: each time the run moved (its events, the record when they came, each
         call's state and text so far), at least every KEEPALIVE_SECONDS; then the finished
@@ -161,10 +162,10 @@ class Live:
             async with aclosing(self._moments(found, events)) as moments:
                 async for moment in moments:
                     yield moment
-        except deliberations.RunStuck:
+        except RunStuck:
             # No worker can go on with it: said (not "waiting") until a stop ends it.
             while True:
-                turn = await reading.read_turn(await deliberations.find(self.client, found.id))
+                turn = await reading.read_turn(await finding.find(self.client, found.id))
                 if not turn.stuck:
                     break
                 yield Moment(
@@ -172,8 +173,8 @@ class Live:
                 )
                 await asyncio.sleep(STUCK_SECONDS)
         try:
-            closed = await deliberations.find(self.client, found.id)
-        except deliberations.NoSuchDeliberation:
+            closed = await finding.find(self.client, found.id)
+        except finding.NoSuchDeliberation:
             return
         turn = await reading.read_turn(closed)
         sections = {**self.sections(turn, True), "threads": await self.sidebar(turn)}
@@ -182,7 +183,7 @@ class Live:
         )
 
     async def _moments(
-        self, found: deliberations.Found, events: list[ProgressEvent]
+        self, found: finding.Found, events: list[ProgressEvent]
     ) -> AsyncGenerator[Moment]:
         """The moments of a running deliberation (see watch), until it closes; `events`
         gathers its events."""
@@ -191,7 +192,7 @@ class Live:
         said = 0.0
         first: str | None = None  # the state shown when the watch began
         sidebar: tuple[str, str] | None = None  # (state, the recent conversations then)
-        async for progress in deliberations.follow(found.handle, 0):
+        async for progress in following.follow(found.handle, 0):
             if progress is None:
                 last = None
                 yield Moment(waiting=True)

@@ -57,14 +57,15 @@ from council.report import answers_line
 from council.structured import StructuredReply
 from council.thread import Thread
 from doctor.tools import offer_problem
+from runs import finding, following, starting, steering
+from runs.priority import Launch, Urgency
+from runs.quota import Quota, QuotaExceeded
+from runs.stuck import RunStuck
 from web.guard import Forbidden, Guard, TooManyFailures
 from web.openai_body import ChatBody, Conversation, Refusal, read_body
 from web.openai_options import OptionError, check_fields
 from web.pages import deliberation_url
 from web.settings import WebSettings
-from workflows import client as deliberations
-from workflows.priority import Launch, Urgency
-from workflows.quota import Quota, QuotaExceeded
 
 MODEL_PREFIX = "council"
 SERVED = ("/v1/models", "/v1/chat/completions")
@@ -291,7 +292,7 @@ def usage_of(record: DeliberationRecord) -> dict[str, int]:
 def where_of(progress: Progress | None) -> str:
     """Where the run is, for a keep-alive comment (one line, our words)."""
     if progress is None:
-        return deliberations.WAITING
+        return following.WAITING
     if progress.stage is None:
         return "starting"
     return f"working: {progress.stage.place(progress.round)}"
@@ -304,7 +305,7 @@ def chairman_text(partials: list[CallProgress]) -> str | None:
 
 def failed(workflow: str, failure: WorkflowFailureError) -> ApiError:
     """A deliberation that failed, in one line: its reason as the workflow gave it."""
-    reason = deliberations.failure_reason(failure)
+    reason = finding.failure_reason(failure)
     # Asked again, the SDKs would start (and pay for) another deliberation.
     return ApiError(
         502,
@@ -315,7 +316,7 @@ def failed(workflow: str, failure: WorkflowFailureError) -> ApiError:
     )
 
 
-def stuck(workflow: str, problem: deliberations.RunStuck) -> ApiError:
+def stuck(workflow: str, problem: RunStuck) -> ApiError:
     """A deliberation whose workflow task keeps failing: it would never answer."""
     return ApiError(
         502,
@@ -560,7 +561,7 @@ class OpenAIApi:
         if thread.follow_up_of:
             wanted = self.deliberation_request(asked, thread)
         try:
-            handle = await deliberations.start(
+            handle = await starting.start(
                 self.client,
                 wanted,
                 self.settings.task_queue,
@@ -575,7 +576,7 @@ class OpenAIApi:
             asked=asked,
             created=int(time.time()),
             page=str(request.base_url).rstrip("/") + deliberation_url(handle.id),
-            ui=deliberations.ui_url(self.client, handle.id, self.settings.ui_url),
+            ui=starting.ui_url(self.client, handle.id, self.settings.ui_url),
         )
         if asked.stream:
             return self.streamed(started)
@@ -590,7 +591,7 @@ class OpenAIApi:
         if not said.history:
             return thread
         last = said.history[-1]
-        record = await deliberations.answered(self.client, last.question, last.answer)
+        record = await starting.answered(self.client, last.question, last.answer)
         if record is None:
             return thread
         return Thread(
@@ -641,12 +642,12 @@ class OpenAIApi:
         # The follower says when the run is stuck (its result would never come).
         watcher = asyncio.ensure_future(self.watch(started.handle, asyncio.Queue(), False))
         left = False
-        problem: deliberations.RunStuck | None = None
+        problem: RunStuck | None = None
         try:
             await asyncio.wait({result, gone, watcher}, return_when=asyncio.FIRST_COMPLETED)
             if not (result.done() or gone.done()):  # the follower ended first
                 failure = watcher.exception()
-                if isinstance(failure, deliberations.RunStuck):
+                if isinstance(failure, RunStuck):
                     problem = failure
                 else:
                     await asyncio.wait({result, gone}, return_when=asyncio.FIRST_COMPLETED)
@@ -686,7 +687,7 @@ class OpenAIApi:
             yield event(failed(started.id, failure).body())
             yield DONE
             return
-        except deliberations.RunStuck as problem:
+        except RunStuck as problem:
             yield event(stuck(started.id, problem).body())
             yield DONE
             return
@@ -749,11 +750,11 @@ class OpenAIApi:
     ) -> None:
         """Where the run is, and (with `partials`) the chairman's reply so far, each time it
         may have moved."""
-        async for progress in deliberations.follow(handle):
+        async for progress in following.follow(handle):
             partial = None
             writing = progress is not None and progress.stage is Stage.SYNTHESIS
             if partials and writing and progress is not None and not progress.finished:
-                partial = chairman_text(await deliberations.partial_replies(handle))
+                partial = chairman_text(await finding.partial_replies(handle))
             seen.put_nowait(Seen(progress, partial))
 
     def stop_soon(self, handle: WorkflowHandle[Any, Any]) -> None:
@@ -764,10 +765,10 @@ class OpenAIApi:
         task.add_done_callback(self._stopping.discard)
 
     async def send_stop(self, handle: WorkflowHandle[Any, Any]) -> None:
-        found = deliberations.Found(self.client, handle, "running", self.settings.task_queue)
+        found = finding.Found(self.client, handle, "running", self.settings.task_queue)
         # An RPCError: it closed meanwhile, or the server is down.
         with contextlib.suppress(RPCError):
-            await deliberations.stop(found, STOP_REASON)
+            await steering.stop(found, STOP_REASON)
 
 
 def drop(task: asyncio.Future[Any]) -> None:

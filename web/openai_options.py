@@ -7,7 +7,7 @@ Rules:
   IGNORED, on which nothing a council does depends (ids for the caller's own bookkeeping,
   a best-effort seed). `user` and `safety_identifier` are read within their bounds but
   pick nothing (the run's fairness key is the caller as it authenticated, web.guard);
-  `service_tier` says how urgent the run is (workflows.priority).
+  `service_tier` says how urgent the run is (runs.priority).
   Refused: the fields in REFUSED, which a council cannot honour; a refused field passes
   only with the value that asks for nothing (`n` 1, `logprobs` false, `top_p` 1...).
   Any other field is refused too, as OpenAI refuses an unrecognized argument, so that

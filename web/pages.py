@@ -60,6 +60,9 @@ from council.models import DeliberationRecord, DeliberationRequest
 from council.progress import shown_status
 from council.steering import HumanCritique, rounds_problem
 from doctor.tools import offer_problem
+from runs import finding, listing, starting, steering
+from runs.priority import Launch
+from runs.quota import QuotaExceeded
 from web import markdown, reading, views
 from web.guard import (
     SESSION_COOKIE,
@@ -72,9 +75,6 @@ from web.guard import (
     too_many,
 )
 from web.settings import WebSettings
-from workflows import client as deliberations
-from workflows.priority import Launch
-from workflows.quota import QuotaExceeded
 
 HERE = Path(__file__).parent
 ATTACHMENT_LIMITS = (
@@ -205,7 +205,7 @@ class Pages:
     ) -> Response:
         text = request.query_params.get("q", "")
         reading = self.settings.variables.web_search_runs
-        found = await deliberations.search_deliberations(self.client, LIST_LIMIT, text, reading)
+        found = await listing.search_deliberations(self.client, LIST_LIMIT, text, reading)
         if form is None:
             form = views.StartForm()
         names, members = self.councils()
@@ -269,7 +269,7 @@ class Pages:
         self, request: Request, wanted: DeliberationRequest
     ) -> WorkflowHandle[Any, DeliberationRecord]:
         """Start the run as whoever asked: its fairness key and its quota (QuotaExceeded)."""
-        return await deliberations.start(
+        return await starting.start(
             self.client,
             wanted,
             self.settings.task_queue,
@@ -298,8 +298,8 @@ class Pages:
         code: int = 200,
     ) -> Response:
         try:
-            found = await deliberations.find(self.client, workflow)
-        except deliberations.NoSuchDeliberation:
+            found = await finding.find(self.client, workflow)
+        except finding.NoSuchDeliberation:
             return self.missing(request, workflow)
         current = await reading.read_turn(found)
         if notice == "stop" and current.running:
@@ -309,8 +309,8 @@ class Pages:
         note = notice_line(notice or "", record, notice_model) if current.running else None
         before, after = await reading.read_thread(self.client, current)
         pdfs = record is not None and any(a.media_type == PDF_TYPE for a in record.attachments)
-        originals = await deliberations.kept_originals(found) if pdfs else set()
-        rows = await deliberations.list_deliberations(self.client, LIST_LIMIT, conversations=True)
+        originals = await finding.kept_originals(found) if pdfs else set()
+        rows = await listing.list_deliberations(self.client, LIST_LIMIT, conversations=True)
         names, members = self.councils()
         turns = [*before, current, *after]
         return self.page(
@@ -324,7 +324,7 @@ class Pages:
             note=note,
             refused=refused,
             typed=typed,
-            ui_url=deliberations.ui_url(self.client, workflow, self.settings.ui_url),
+            ui_url=starting.ui_url(self.client, workflow, self.settings.ui_url),
             originals=originals,
             threads=views.sidebar(rows, current, THREADS_SHOWN),
             here=current.thread,
@@ -339,11 +339,11 @@ class Pages:
         workflow = request.path_params["id"]
         reason = str(form.get("reason") or "").strip()[:MAX_STOP_REASON_CHARS] or None
         try:
-            found = await deliberations.find(self.client, workflow)
-            await deliberations.stop(found, reason)
-        except deliberations.NoSuchDeliberation:
+            found = await finding.find(self.client, workflow)
+            await steering.stop(found, reason)
+        except finding.NoSuchDeliberation:
             return self.missing(request, workflow)
-        except deliberations.AlreadyFinished as finished:
+        except steering.AlreadyFinished as finished:
             return await self.deliberation_page(request, workflow, refused=str(finished), code=409)
         return RedirectResponse(deliberation_url(workflow, "?done=stop"), status_code=303)
 
@@ -352,7 +352,7 @@ class Pages:
         problem = None
         if rounds_problem(rounds):
             problem = "the maximum rounds must be a whole number from 1 to 5"
-        return await self.steer(request, deliberations.set_max_rounds, rounds, problem, "rounds")
+        return await self.steer(request, steering.set_max_rounds, rounds, problem, "rounds")
 
     async def critique(self, request: Request, form: FormData) -> Response:
         """The user's critique; refused, the page again keeps what was typed."""
@@ -361,14 +361,12 @@ class Pages:
             text=str(form.get("text") or "")[:KEPT_CRITIQUE_CHARS],
         )
         critique = HumanCritique(model=typed.model, text=typed.text)
-        return await self.steer(
-            request, deliberations.add_critique, critique, None, "critique", typed
-        )
+        return await self.steer(request, steering.add_critique, critique, None, "critique", typed)
 
     async def steer(
         self,
         request: Request,
-        update: Callable[[deliberations.Found, Any], Awaitable[Any]],
+        update: Callable[[finding.Found, Any], Awaitable[Any]],
         argument: Any,
         problem: str | None,
         done: str,
@@ -378,13 +376,13 @@ class Pages:
         reason it was refused (and the critique as it was typed)."""
         workflow = request.path_params["id"]
         try:
-            found = await deliberations.find(self.client, workflow)
-        except deliberations.NoSuchDeliberation:
+            found = await finding.find(self.client, workflow)
+        except finding.NoSuchDeliberation:
             return self.missing(request, workflow)
         if problem is None:
             try:
                 await update(found, argument)
-            except deliberations.SteeringRefused as refused:
+            except steering.SteeringRefused as refused:
                 problem = str(refused)
         if problem:
             return await self.deliberation_page(
@@ -407,8 +405,8 @@ class Pages:
             if isinstance(f, UploadFile) and f.filename
         ]
         try:
-            found = await deliberations.find(self.client, workflow)
-        except deliberations.NoSuchDeliberation:
+            found = await finding.find(self.client, workflow)
+        except finding.NoSuchDeliberation:
             return self.missing(request, workflow)
         record, _ = await reading.read_record(found.handle)
         same = _settings_of(record) if not fields["council"] else {}
@@ -426,9 +424,9 @@ class Pages:
             wanted = None
         if wanted is not None:
             try:
-                thread = await deliberations.thread_of(self.client, workflow, wanted.context_tokens)
+                thread = await starting.thread_of(self.client, workflow, wanted.context_tokens)
                 wanted = front_door.in_thread(wanted, thread)
-            except (deliberations.FollowUpError, front_door.Refused) as error:
+            except (starting.FollowUpError, front_door.Refused) as error:
                 state.errors[views.FORM_WIDE] = str(error)
                 wanted = None
         if wanted is None:
@@ -445,8 +443,8 @@ class Pages:
         if kind not in DOWNLOADS:
             return PlainTextResponse(f"no download as .{kind[:20]} (json or md)", status_code=404)
         try:
-            found = await deliberations.find(self.client, workflow)
-        except deliberations.NoSuchDeliberation as missing:
+            found = await finding.find(self.client, workflow)
+        except finding.NoSuchDeliberation as missing:
             return PlainTextResponse(str(missing), status_code=404)
         record, problem = await reading.read_record(found.handle)
         if record is None:
@@ -470,15 +468,15 @@ class Pages:
     async def attachment_download(self, request: Request, *, original: bool) -> Response:
         workflow, sha256 = request.path_params["id"], request.path_params["sha256"].lower()
         try:
-            found = await deliberations.find(self.client, workflow)
-        except deliberations.NoSuchDeliberation as missing:
+            found = await finding.find(self.client, workflow)
+        except finding.NoSuchDeliberation as missing:
             return PlainTextResponse(str(missing), status_code=404)
-        attachment = await deliberations.attachment_of(found, sha256)
+        attachment = await finding.attachment_of(found, sha256)
         if attachment is None:
             return PlainTextResponse(f"{workflow} has no attachment {sha256[:64]}", 404)
         kept = None
         if original and attachment.media_type == PDF_TYPE:
-            kept = await deliberations.original_of(found, sha256)
+            kept = await finding.original_of(found, sha256)
         if kept is not None:
             body, media_type, name = kept, PDF_TYPE, attachment.name
         else:
@@ -501,7 +499,7 @@ class Pages:
             return PlainTextResponse(
                 f"id: 0 to {LIST_LIMIT} deliberation ids, each {ID_RULE}", status_code=400
             )
-        rows = await deliberations.list_deliberations(self.client, len(ids), ids=ids)
+        rows = await listing.list_deliberations(self.client, len(ids), ids=ids)
         return JSONResponse({"statuses": {row.id: row.shown for row in rows}})
 
     # ---- the access token ---------------------------------------------------------------

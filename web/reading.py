@@ -18,8 +18,9 @@ from app.views.render import event_line
 from council.calls import Stage
 from council.models import DeliberationRecord
 from council.progress import EventKind, Progress, ProgressEvent
+from runs import finding, following, listing
+from runs.stuck import RunStuck, stuck
 from web import views
-from workflows import client as deliberations
 from workflows.deliberation import Deliberation
 
 
@@ -28,12 +29,12 @@ async def read_record(handle: Any) -> tuple[DeliberationRecord | None, str | Non
     words. A server that does not answer is raised (the app answers 503); a blob the store
     cannot give back is the store's own line (naming the blob and the store)."""
     try:
-        return await deliberations.read_record(handle), None
-    except deliberations.RunStuck as problem:
+        return await finding.read_record(handle), None
+    except RunStuck as problem:
         return None, stuck_line(str(problem))
     except WorkflowFailureError as failure:
-        why = f"the deliberation failed: {deliberations.failure_reason(failure)}"
-        return deliberations.failed_record(failure), why
+        why = f"the deliberation failed: {finding.failure_reason(failure)}"
+        return finding.failed_record(failure), why
     except store.StoreError as error:
         return None, str(error)
     except RPCError as error:
@@ -56,7 +57,7 @@ async def progress_of(handle: Any) -> Progress | None:
     """The run's progress from its first event; None while no worker answers."""
     try:
         progress: Progress = await handle.query(
-            Deliberation.progress, 0, rpc_timeout=deliberations.QUERY_TIMEOUT
+            Deliberation.progress, 0, rpc_timeout=finding.QUERY_TIMEOUT
         )
         return progress
     except RPCError as error:
@@ -68,7 +69,7 @@ async def progress_of(handle: Any) -> Progress | None:
 
 
 async def read_turn(
-    found: deliberations.Found,
+    found: finding.Found,
     events: list[ProgressEvent] | None = None,
     progress: Progress | None = None,
     known: tuple[DeliberationRecord | None, str | None] | None = None,
@@ -77,7 +78,7 @@ async def read_turn(
     latest `progress` when the caller follows the run already, else read here; `known`:
     the record (and problem) when the caller read it since the run last moved."""
     if found.status == "running":
-        problem = await deliberations.stuck(found.handle, found.description)
+        problem = await stuck(found.handle, found.description)
         if problem is not None:
             return views.Turn(found.id, found.status, None, stuck_line(problem.line), stuck=True)
     record, why = known if known is not None else await read_record(found.handle)
@@ -92,7 +93,7 @@ async def read_turn(
         progress = await progress_of(found.handle)
         events = list(progress.events) if progress else []
     events = events or []
-    in_flight = await deliberations.calls_in_flight(found.handle)
+    in_flight = await finding.calls_in_flight(found.handle)
     turn.stage, turn.round, turn.calls = views.stage_calls(events, in_flight, datetime.now(UTC))
     turn.stop_requested = any(e.kind == EventKind.STOP_REQUESTED for e in events)
     turn.events = [(e.seq, event_line(e)) for e in events]
@@ -101,7 +102,7 @@ async def read_turn(
             progress.stage, progress.round, progress.max_rounds, progress.min_rounds, turn.view
         )
     else:
-        turn.where = deliberations.WAITING
+        turn.where = following.WAITING
     for call in in_flight:
         if call.stage == Stage.SYNTHESIS:
             turn.chairman_text, turn.chairman_writing = call.text, call.model
@@ -127,10 +128,10 @@ async def read_thread(
     thread = record.thread_id or record.id
     before: list[views.Turn] = []
     after: list[views.Turn] = []
-    for row in await deliberations.list_thread(client, thread):
+    for row in await listing.list_thread(client, thread):
         if row.id == current.id:
             continue
-        earlier, problem = await read_record(deliberations.handle(client, row.id))
+        earlier, problem = await read_record(finding.handle(client, row.id))
         turn = views.Turn(row.id, row.status, earlier, problem)
         later = (
             record.started_at is not None

@@ -10,8 +10,8 @@ from dataclasses import dataclass
 from app.access.principals import Principals
 from app.settings.environment import Settings
 from council.config import Config
+from runs.quota import Quota
 from web import guard
-from workflows.quota import Quota
 
 
 @dataclass(frozen=True)

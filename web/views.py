@@ -225,7 +225,7 @@ def stage_calls(
     events: Sequence[ProgressEvent], in_flight: Sequence[Any], now: datetime | None = None
 ) -> tuple[Stage | None, int, list[Call]]:
     """The stage under way, its round, and each of its calls: its state from the events,
-    its text and retries from the calls in flight (workflows.client.CallInFlight)."""
+    its text and retries from the calls in flight (runs.finding.CallInFlight)."""
     stage, round_number, models = None, 0, []
     for event in events:
         if event.kind == EventKind.STAGE_START:

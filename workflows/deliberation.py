@@ -63,11 +63,12 @@ with workflow.unsafe.imports_passed_through():
     from council.thread import summarize_context
     from council.validation import InvalidRequest, validate_request
     from grading.answers import stated_shown
-    from workflows import search_attributes
-    from workflows.fan_out import Enough, FanOut
-    from workflows.final_answer import best_answer_stands, candidates, synthesize
-    from workflows.gate import agreement_gate
-    from workflows.live import Live, ReviewRound, answer
+
+from workflows import search_attributes
+from workflows.fan_out import Enough, FanOut
+from workflows.final_answer import best_answer_stands, candidates, synthesize
+from workflows.gate import agreement_gate
+from workflows.live import Live, ReviewRound, answer
 
 
 @workflow.defn(versioning_behavior=VersioningBehavior.PINNED, sandboxed=False)
@@ -489,7 +490,7 @@ class Deliberation:
     @workflow.update(unfinished_policy=workflow.HandlerUnfinishedPolicy.ABANDON)
     async def wait_progress(self, since: int) -> Progress:
         """The progress query's answer once there are events after `since`: a follower's
-        long poll (workflows.client.follow). Each accepted call costs history events, so a
+        long poll (runs.following.follow). Each accepted call costs history events, so a
         follower asks once for every batch of events, not on a clock; a run that fails
         abandons the calls still waiting (the follower reads the rest with the query)."""
         # A run that has finished has no event to wait for: an ask at its end is answered

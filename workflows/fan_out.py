@@ -33,8 +33,9 @@ with workflow.unsafe.imports_passed_through():
     from council.stragglers import LateCall, LateCalls, StragglerPolicy, patience, quorum
     from council.structured import StructuredReply
     from council.tools import ToolUse
-    from workflows.calls import Routes, call_model
-    from workflows.tools import MemberTools
+
+from workflows.calls import Routes, call_model
+from workflows.tools import MemberTools
 
 # The straggler watch polls Temporal; its own worker dying is noticed within this.
 WATCH_HEARTBEAT = timedelta(seconds=5)

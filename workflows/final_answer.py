@@ -34,7 +34,8 @@ with workflow.unsafe.imports_passed_through():
         read_synthesis,
         synthesis_schema,
     )
-    from workflows.fan_out import FanOut
+
+from workflows.fan_out import FanOut
 
 Ask = Callable[[list[ChatMessage], StructuredReply], Awaitable[ModelReply | None]]
 

@@ -17,7 +17,8 @@ with workflow.unsafe.imports_passed_through():
     from council.progress import EventKind
     from council.structured import agreement_check_schema
     from grading.answers import stated_shown
-    from workflows.fan_out import FanOut
+
+from workflows.fan_out import FanOut
 
 
 async def agreement_gate(

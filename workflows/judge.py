@@ -16,7 +16,8 @@ from temporalio.exceptions import ActivityError
 with workflow.unsafe.imports_passed_through():
     from council.calls import ModelCall, ModelReply
     from grading.judge import JudgeRequest, JudgeResult, judge_prompt, parse_verdict
-    from workflows.calls import Routes, call_model
+
+from workflows.calls import Routes, call_model
 
 MAX_RESPONSE_BYTES = 16_000
 

@@ -35,9 +35,9 @@ with workflow.unsafe.imports_passed_through():
     from council.refinement import RefinementTask, refinement_result
     from council.reviews import ParsedReview, read_review
     from council.stages import Stage1Result, Stage2Result
-    from workflows import search_attributes
-    from workflows.details import current_details
 
+from workflows import search_attributes
+from workflows.details import current_details
 
 # The least workflow time between two updates of the stage and round search attributes:
 # each is a history event and a write to the server's visibility store, and a stage shorter

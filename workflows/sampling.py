@@ -21,7 +21,8 @@ with workflow.unsafe.imports_passed_through():
         SamplingResult,
         samples_for,
     )
-    from workflows.calls import Routes, call_model
+
+from workflows.calls import Routes, call_model
 
 
 @workflow.defn(versioning_behavior=VersioningBehavior.PINNED, sandboxed=False)

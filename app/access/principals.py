@@ -7,8 +7,8 @@ token and the name it goes by.
   COUNCIL_WEB_TOKENS_FILE: a file of them, one `NAME=TOKEN` a line (blank lines and lines
   starting with `#` are passed over). Each is a principal of its own.
 
-A principal is a tenant (workflows.priority): its runs carry its name as their fairness key
-and are counted against its quota (workflows.quota), and the worker gives it its own share
+A principal is a tenant (runs.priority): its runs carry its name as their fairness key
+and are counted against its quota (runs.quota), and the worker gives it its own share
 of the model calls (activities.shares), whichever surface, sign-in or session it comes
 through. The name is what history, records and logs may hold; the token never is.
 
@@ -29,7 +29,7 @@ from pathlib import Path
 # The principal of COUNCIL_WEB_TOKEN.
 SHARED = "shared"
 # Tenants that other callers have already: COUNCIL_WEB_TOKEN's, batch work's
-# (workflows.priority.BATCH) and the MCP server's on stdio (mcp_server.runs).
+# (runs.priority.BATCH) and the MCP server's on stdio (mcp_server.runs).
 RESERVED = {
     SHARED: "the tenant of COUNCIL_WEB_TOKEN",
     "batch": "the tenant of batch work",

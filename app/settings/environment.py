@@ -85,7 +85,7 @@ DEFAULT_MCP_PROGRESS_SECONDS = 10.0
 # scheduled at once stay far below Temporal's 4 MiB message, and no payload above 256 KiB
 # stays in a history.
 DEFAULT_STORE_THRESHOLD = 32 * 1024
-# What one tenant may start within the window (workflows.quota); 0: no limit.
+# What one tenant may start within the window (runs.quota); 0: no limit.
 DEFAULT_QUOTA_RUNS = 300
 DEFAULT_QUOTA_BYTES = 256 * 1024 * 1024
 DEFAULT_QUOTA_WINDOW = 3600
@@ -190,10 +190,10 @@ class Settings(BaseSettings):
         validation_alias="COUNCIL_STORE_THRESHOLD",
         description="a whole number of bytes",
     )
-    # Whose runs this client starts (workflows.priority): the fairness key of `start`,
+    # Whose runs this client starts (runs.priority): the fairness key of `start`,
     # `eval` and the MCP server, unless --tenant names another.
     tenant: str | None = Field(None, validation_alias="COUNCIL_TENANT")
-    # What each tenant of the page, /v1 and MCP may start within a window (workflows.quota);
+    # What each tenant of the page, /v1 and MCP may start within a window (runs.quota);
     # 0: no limit.
     quota_runs: WholeNumber = Field(
         DEFAULT_QUOTA_RUNS,

@@ -26,7 +26,7 @@ from enum import StrEnum
 from temporalio.common import Priority
 
 from council.ids import tenant_problem
-from workflows.quota import Quota
+from runs.quota import Quota
 
 # Temporal's priority keys run from 1 (first) to 5; its default is 3.
 INTERACTIVE_KEY = 1

@@ -10,7 +10,7 @@ signal (a stop included) until someone ends it. Every surface asks here:
 - `result_unless_stuck(handle)`: the run's result, or RunStuck once it is stuck;
 - `end_stuck(handle, stuck, reason)`: the run terminated, with the record it had (replayed
   from its history with this build's code, as far as it replays) as the termination's
-  details, which `workflows.client.failed_record` reads back.
+  details, which `runs.finding.failed_record` reads back.
 """
 
 from __future__ import annotations

@@ -3,7 +3,7 @@ from Temporal's visibility, which every web server, MCP server and CLI sharing a
 (and so its store) reads alike.
 
 Each run carries two search attributes from its start: its tenant (CouncilTenant, the
-fairness key of workflows.priority) and the size of its input in bytes
+fairness key of runs.priority) and the size of its input in bytes
 (CouncilInputBytes: the question, the thread and the attachments, which are what a start
 writes to the store). A start counts the tenant's runs that started within the window and
 sums their sizes; one that would take either past its limit is refused before anything is
@@ -24,6 +24,7 @@ from typing import Protocol
 from temporalio.client import Client
 from temporalio.service import RPCError, RPCStatusCode
 
+from runs.attributes import ensure_search_attributes
 from workflows import search_attributes
 
 
@@ -41,7 +42,7 @@ class Quota:
 
     @classmethod
     def of(cls, settings: QuotaSettings) -> Quota:
-        """The quota the settings (app.settings.Settings) give."""
+        """The quota the settings (app.settings.environment.Settings) give."""
         return cls(settings.quota_runs, settings.quota_bytes, settings.quota_window)
 
 
@@ -90,7 +91,7 @@ async def usage(client: Client, tenant: str, window_seconds: int, most: int) -> 
         # A server that lacks the attributes has no run that carries them yet.
         if error.status != RPCStatusCode.INVALID_ARGUMENT:
             raise
-        await search_attributes.ensure_search_attributes(client)
+        await ensure_search_attributes(client)
         return Usage(0, 0)
     return Usage(runs, size)
 

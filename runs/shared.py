@@ -1,5 +1,5 @@
 """One producer per key in a process, its latest value read by every subscriber: what lets
-every viewer of one run in one process share one follower (workflows.client.follow) and
+every viewer of one run in one process share one follower (runs.following.follow) and
 one reader of the page's state (web.live), so that their work does not grow with the
 number of viewers.
 
