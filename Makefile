@@ -86,9 +86,8 @@ $(REAL_STAMP):
 test-real: $(STAMP) $(REAL_STAMP)
 	COUNCIL_REAL_PYTHON=$(REAL_VENV)/bin/python $(BIN)/python -m pytest -q -s -m real tests/test_real_tier.py
 
-# Ruff's checks and its formatting, and mypy (strict on the protocol, the workflows, the
-# activities, the front door, the page, the MCP server and the worker's service), as CI runs
-# them; `make format` rewrites the files.
+# Ruff's checks and its formatting, and mypy (strict on every package and command that ships:
+# pyproject.toml names them), as CI runs them; `make format` rewrites the files.
 lint: $(STAMP)
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
