@@ -37,7 +37,7 @@ test: $(STAMP) browser sandbox
 # The fast tier: the unit, property, replay and specification tests and the workflow's rules
 # on Temporal's time-skipping test environment with a fake model call; no dev server,
 # browser or process of its own (each test module marks its own). In two processes (it
-# waits for almost nothing): about 50 CPU-seconds in all, under a minute on 2 idle cores.
+# waits for almost nothing): about 45 CPU-seconds in all, half a minute on 2 idle cores.
 test-fast: $(STAMP)
 	$(BIN)/python -m pytest -q -m fast -n 2
 
