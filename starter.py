@@ -27,6 +27,7 @@ from app.installation import dependencies  # noqa: F401  # isort: skip
 import argparse
 import json
 import sys
+from collections.abc import Callable, Coroutine
 from typing import Any, NoReturn
 
 from rich.console import Console
@@ -169,14 +170,14 @@ async def print_outcome(handle: Any, as_json: bool) -> int:
     else:
         answer = record.stage3.response if record.stage3 else "(no synthesis)"
         print(answer)
-        reason = record.iteration.terminated_reason
+        ended = record.iteration.terminated_reason
         view = record_view(record)
         said = [view.answers_agree, view.agreement.verdict if view.agreement else None]
         said += [view.gate.saved] if view.gate and view.gate.saved else []
         if any(said):
             err.print("\n" + "\n".join(line for line in said if line), markup=False)
         err.print(
-            f"\nended: {reason} · {record.usage.total_tokens:,} tokens in {record.usage.calls} "
+            f"\nended: {ended} · {record.usage.total_tokens:,} tokens in {record.usage.calls} "
             "calls"
             f" · {record.usage.cost_line()} · full record: {command()} show {record.id}",
             markup=False,
@@ -260,8 +261,8 @@ async def cmd_show(args: argparse.Namespace) -> int:
     except Exception as error:
         err.print(f"{args.id}: {found.status}: {finding.failure_reason(error)}", markup=False)
         # What a failed or terminated run had, where it ended with its record.
-        failed = isinstance(error, WorkflowFailureError)
-        kept = finding.failed_record(error) if failed else None
+        failed = error if isinstance(error, WorkflowFailureError) else None
+        kept = finding.failed_record(failed) if failed else None
         if kept is not None:
             print(kept.model_dump_json(indent=2) if args.json else record_markdown(kept))
         return 1
@@ -572,7 +573,8 @@ def main(argv: list[str] | None = None) -> int:
     try:
         args = parser().parse_args(argv)
         app_settings.load()
-        return connection.run(args.run(args))
+        run: Callable[[argparse.Namespace], Coroutine[Any, Any, int]] = args.run
+        return connection.run(run(args))
     except (
         UsageError,
         connection.ServerUnreachable,

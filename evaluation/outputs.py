@@ -22,6 +22,7 @@ from typing import Any
 from pydantic import ValidationError
 
 from council.changes import detect_significant_changes
+from council.iteration import RefinementResult
 from council.models import DeliberationRecord
 from evaluation.scoring import ProblemScore, replies_by_stage
 from grading.dataset import Problem
@@ -123,13 +124,13 @@ def stage3_refined(
     stages = list(score.answers)
     final_stage = stages[-1]
     final_replies = replies_by_stage(record, len(stages) - 1)[final_stage]
-    last: dict[str, Any] = {}
+    last: dict[str, RefinementResult] = {}
     rounds_refined: dict[str, list[int]] = {}
     for round_data in record.rounds:
-        for refinement in round_data.refinements:
-            if refinement.error is None:
-                last[refinement.model] = refinement
-                rounds_refined.setdefault(refinement.model, []).append(round_data.round_number)
+        for refined in round_data.refinements:
+            if refined.error is None:
+                last[refined.model] = refined
+                rounds_refined.setdefault(refined.model, []).append(round_data.round_number)
     originals = {result.model: result.response for result in record.stage1}
     solutions = {}
     for number, model in enumerate(record.models, start=1):
@@ -161,6 +162,7 @@ def stage3_refined(
             "rounds_refined": rounds_refined.get(model, []),
         }
     chairman = score.chairman
+    when = record.completed_at or record.started_at
     return {
         "problem_id": problem.id,
         "problem_text": problem.question,
@@ -178,7 +180,5 @@ def stage3_refined(
         "rounds_completed": score.rounds_completed,
         "simulated": score.simulated,
         "unknown_to_simulator": score.unknown,
-        "timestamp": (record.completed_at or record.started_at).isoformat()
-        if (record.completed_at or record.started_at)
-        else None,
+        "timestamp": when.isoformat() if when else None,
     }

@@ -12,14 +12,16 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
-    from evaluation.report import EvalReport
+    from matplotlib.figure import Figure
+
+    from evaluation.report import Cell, EvalReport
 
 
-def _percent(cell) -> float:
+def _percent(cell: Cell) -> float:
     return float("nan") if cell.accuracy is None else cell.accuracy * 100
 
 
-def _figure(width: float, height: float):
+def _figure(width: float, height: float) -> Figure:
     import matplotlib
 
     matplotlib.use("Agg")
@@ -28,7 +30,7 @@ def _figure(width: float, height: float):
     return Figure(figsize=(width, height), dpi=110)
 
 
-def _save(figure, path: Path) -> Path:
+def _save(figure: Figure, path: Path) -> Path:
     figure.tight_layout()
     path.parent.mkdir(parents=True, exist_ok=True)
     figure.savefig(path, format="png")
@@ -95,11 +97,12 @@ def plot_agreement(report: EvalReport, path: Path) -> Path:
     axes = figure.subplots()
     width = 0.38
     last = report.stages[-1]
-    for offset, name, color, cell_of in (
-        (-width / 2, "chairman", "crimson", lambda row: row.chairman),
-        (width / 2, f"majority vote ({last})", "0.55", lambda row: row.majority_vote),
+    rows = [report.by_agreement[level] for level in levels]
+    for offset, name, color, cells in (
+        (-width / 2, "chairman", "crimson", [row.chairman for row in rows]),
+        (width / 2, f"majority vote ({last})", "0.55", [row.majority_vote for row in rows]),
     ):
-        heights = [_percent(cell_of(report.by_agreement[level])) for level in levels]
+        heights = [_percent(cell) for cell in cells]
         bars = axes.bar(
             [i + offset for i in range(len(levels))], heights, width, color=color, label=name
         )
@@ -152,7 +155,7 @@ def plot_arms(report: EvalReport, path: Path) -> Path | None:
         low, high = (x * 100 for x in (arm.ci95 or (arm.accuracy or 0, arm.accuracy or 0)))
         lowest = min(lowest, low)
         axes.errorbar(
-            [arm.tokens_per_problem],
+            [arm.tokens_per_problem or 0],
             [accuracy],
             yerr=[[accuracy - low], [high - accuracy]],
             fmt=ARM_MARKERS[arm.kind],

@@ -17,7 +17,7 @@ from datetime import datetime
 from typing import TYPE_CHECKING
 
 from pydantic import BaseModel, Field
-from rich.console import Console
+from rich.console import Console, JustifyMethod
 from rich.table import Table
 
 from council.agreement import LEVELS
@@ -348,7 +348,7 @@ def agreement_table(report: EvalReport) -> Table:
 def problems_table(report: EvalReport) -> Table:
     last = report.stages[-1]
     table = Table(title="Per problem", title_justify="left")
-    for name, justify in (
+    columns: tuple[tuple[str, JustifyMethod], ...] = (
         ("problem", "left"),
         ("expected", "left"),
         ("stage 1", "right"),
@@ -360,7 +360,8 @@ def problems_table(report: EvalReport) -> Table:
         ("tokens", "right"),
         ("cost", "right"),
         ("run", "left"),
-    ):
+    )
+    for name, justify in columns:
         table.add_column(name, justify=justify, overflow="fold")
     for score in report.problems:
         if score.status == "completed" and score.unknown:
@@ -433,16 +434,16 @@ def arms_table(report: EvalReport) -> Table:
         caption=f"self-consistency: {report.self_consistency.note}",
         caption_justify="left",
     )
-    for name, justify in (
-        ("arm", "left"),
-        ("accuracy [95 % interval]", "right"),
-        ("tokens / problem", "right"),
-        ("cost / problem", "right"),
-        ("tokens / correct", "right"),
-        ("right only: chairman / arm", "right"),
-        ("McNemar p", "right"),
+    table.add_column("arm")
+    for name in (
+        "accuracy [95 % interval]",
+        "tokens / problem",
+        "cost / problem",
+        "tokens / correct",
+        "right only: chairman / arm",
+        "McNemar p",
     ):
-        table.add_column(name, justify=justify)
+        table.add_column(name, justify="right")
     tests = {t.arm: t for t in report.paired}
     for arm in report.arms:
         test = tests.get(arm.name)

@@ -20,7 +20,7 @@ import json
 import time
 from collections.abc import Awaitable, Callable
 from datetime import UTC, datetime
-from typing import Any
+from typing import Any, TypeVar
 
 from temporalio.client import Client, WorkflowFailureError
 from temporalio.common import (
@@ -30,6 +30,7 @@ from temporalio.common import (
 )
 from temporalio.exceptions import WorkflowAlreadyStartedError
 from temporalio.service import RPCError, RPCStatusCode
+from temporalio.types import MethodAsyncSingleParam
 
 from council.models import DeliberationRecord, DeliberationRequest
 from evaluation.arms import strongest_member
@@ -62,6 +63,9 @@ from workflows.sampling import SelfConsistency
 
 # An evaluation's runs (and their judges) are batch work, under their own tenant.
 EVALUATION = Launch(Urgency.BATCH, "eval")
+
+ArgT = TypeVar("ArgT")
+ResultT = TypeVar("ResultT")
 
 
 def _failure(error: BaseException) -> str:
@@ -127,7 +131,7 @@ class Evaluation:
         if record is None:
             request = problem_request(self.settings.template, problem)
             try:
-                record, source = await self._run_workflow(
+                ran = await self._run_workflow(
                     Deliberation.run,
                     request.model_dump(mode="json"),
                     wid,
@@ -147,6 +151,7 @@ class Evaluation:
                 return failed_problem(problem, wid, failed.source, failed.message)
             except RPCError as err:  # the run itself may be fine: a rerun finds it
                 return failed_problem(problem, wid, "started", f"Temporal: {err.message}")
+            record, source = ran
             self.outputs.save_record(problem.id, record)
         max_rounds = self.settings.template.max_rounds
         verdicts, summary = await self._judge(problem, record, wid, max_rounds)
@@ -173,7 +178,7 @@ class Evaluation:
                 policy=self.settings.template.policy,
             )
             try:
-                result, _ = await self._run_workflow(
+                judged, _ = await self._run_workflow(
                     JudgeAnswers.run,
                     request,
                     judge_id,
@@ -186,6 +191,7 @@ class Evaluation:
                     model=model, verdicts=[None] * len(candidates), replies=[""] * len(candidates)
                 )
             else:
+                result = judged
                 self.outputs.save_judgement(problem.id, judge_id, candidates, result)
         verdicts = dict(zip(candidates, result.verdicts, strict=False))
         summary = JudgeSummary(
@@ -305,14 +311,14 @@ class Evaluation:
 
     async def _run_workflow(
         self,
-        workflow: Callable[..., Any],
-        arg: Any,
+        workflow: MethodAsyncSingleParam[Any, ArgT, ResultT],
+        arg: ArgT,
         wid: str,
-        result_type: type,
+        result_type: type[ResultT],
         summary: str,
         memo: dict[str, Any],
         search: TypedSearchAttributes = TypedSearchAttributes.empty,
-    ) -> tuple[Any, Source]:
+    ) -> tuple[ResultT, Source]:
         status = await self._status(wid)
         source: Source
         if status == "COMPLETED":
@@ -329,7 +335,6 @@ class Evaluation:
                     arg,
                     id=wid,
                     task_queue=self.settings.task_queue,
-                    result_type=result_type,
                     id_reuse_policy=WorkflowIDReusePolicy.ALLOW_DUPLICATE_FAILED_ONLY,
                     id_conflict_policy=WorkflowIDConflictPolicy.USE_EXISTING,
                     static_summary=summary,

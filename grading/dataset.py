@@ -27,6 +27,7 @@ from pydantic import (
     field_validator,
     model_validator,
 )
+from pydantic_core import ErrorDetails
 
 from council import limits
 from council.paths import url_problem
@@ -154,10 +155,10 @@ class Dataset:
         return len(self.problems)
 
 
-def _field_error(error: dict[str, Any]) -> str:
-    loc = ".".join(str(p) for p in error.get("loc", ()))
-    kind = error.get("type", "")
-    message = str(error.get("msg", "is invalid")).removeprefix("Value error, ")
+def _field_error(error: ErrorDetails) -> str:
+    loc = ".".join(str(p) for p in error["loc"])
+    kind = error["type"]
+    message = error["msg"].removeprefix("Value error, ")
     if kind == "missing":
         return f"{loc}: is required"
     if kind == "string_too_short":
@@ -165,7 +166,7 @@ def _field_error(error: dict[str, Any]) -> str:
     if kind == "string_too_long":
         return f"{loc}: is too long (at most {error.get('ctx', {}).get('max_length')} characters)"
     if kind == "literal_error":
-        return f"{loc}: must be number, choice or text (got {error.get('input')!r})"
+        return f"{loc}: must be number, choice or text (got {error['input']!r})"
     if not loc:  # a model-level check names its own field
         return message
     return f"{loc}: {message}"
@@ -174,7 +175,7 @@ def _field_error(error: dict[str, Any]) -> str:
 def parse_problem(line: str, where: str) -> Problem:
     try:
         data = json.loads(line)
-    except ValueError as err:
+    except json.JSONDecodeError as err:
         raise DatasetError(f"{where}: not valid JSON ({err.msg} at column {err.colno})") from None
     if not isinstance(data, dict):
         raise DatasetError(f"{where}: a problem must be a JSON object, got {type(data).__name__}")

@@ -202,7 +202,8 @@ class FollowUpError(ValueError):
 async def thread_of(client: Client, follow_up_of: str, context_tokens: int) -> Thread:
     """A follow-up's place in the thread of a completed deliberation: the thread, and its
     earlier turns (the newest that fit in `context_tokens`, the request's; the ids of the
-    older ones as dropped). The front door (app.requests.front_door.in_thread) puts a request in it."""
+    older ones as dropped). The front door (app.requests.front_door.in_thread) puts a
+    request in it."""
     try:
         found = await find(client, follow_up_of)
     except NoSuchDeliberation as missing:

@@ -19,7 +19,7 @@ import asyncio
 from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
-from typing import Any
+from typing import Any, TypeVar
 
 from temporalio import workflow
 from temporalio.api.common.v1 import WorkflowExecution
@@ -153,10 +153,12 @@ class RunStuck(RuntimeError):
 # While a result is awaited, how often the run is asked whether it is stuck.
 STUCK_CHECK_SECONDS = 5.0
 
+ResultT = TypeVar("ResultT")
+
 
 async def result_unless_stuck(
-    handle: WorkflowHandle[Any, Any], every: float = STUCK_CHECK_SECONDS
-) -> Any:
+    handle: WorkflowHandle[Any, ResultT], every: float = STUCK_CHECK_SECONDS
+) -> ResultT:
     """The run's result (what handle.result() raises, it raises); RunStuck as soon as its
     workflow task keeps failing (asked every `every` seconds while it runs), instead of
     waiting for good."""

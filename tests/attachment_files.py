@@ -6,29 +6,38 @@ from __future__ import annotations
 
 import io
 import zlib
+from typing import TYPE_CHECKING
 
-import matplotlib
+if TYPE_CHECKING:
+    from types import ModuleType
 
-matplotlib.use("Agg")
-from matplotlib import pyplot
+
+def pyplot() -> ModuleType:
+    """matplotlib's pyplot on its Agg backend, imported when a file is first drawn."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    from matplotlib import pyplot
+
+    return pyplot
 
 
 def png(pixels: int = 4) -> bytes:
-    figure = pyplot.figure(figsize=(pixels / 100, pixels / 100), dpi=100)
+    figure = pyplot().figure(figsize=(pixels / 100, pixels / 100), dpi=100)
     out = io.BytesIO()
     figure.savefig(out, format="png")
-    pyplot.close(figure)
+    pyplot().close(figure)
     return out.getvalue()
 
 
 def pdf(text: str | None) -> bytes:
     """A one-page PDF that shows `text` (None: a page without text, as a scan has)."""
-    figure = pyplot.figure()
+    figure = pyplot().figure()
     if text is not None:
         figure.text(0.1, 0.5, text)
     out = io.BytesIO()
     figure.savefig(out, format="pdf")
-    pyplot.close(figure)
+    pyplot().close(figure)
     return out.getvalue()
 
 

@@ -7,10 +7,11 @@ model call against the in-process simulator, and the workflow's rules on Tempora
 time-skipping test environment with a fake model call (test_workflow_rules.py). Each
 test module declares it: `pytestmark = pytest.mark.fast` where every test qualifies,
 `@pytest.mark.fast` on each test that does where only some do. Nothing chooses
-for them; tests/tiers.py only checks: collection stops with an error naming the test
+for them; tests/tiers.py checks: collection stops with an error naming the test
 when one marked fast uses a fixture that starts a dev server, a browser or a process.
-A test that starts a process in its own body stays unmarked. `make test` runs every
-test, these included.
+A test that starts a process in its own body, or through the code it tests, stays
+unmarked. `make test` runs every test, these included, and each property test's every
+example (the fast tier tries a quarter of those a test names: tests/tiers.py).
 
 The Python processes the suite starts (`starter.py`, `worker.py`, `python -m web`, the
 simulator and codec servers) are forked from a process that has made the imports already

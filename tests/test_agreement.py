@@ -28,10 +28,13 @@ from council.agreement import (
     verdict,
     votes_note,
 )
+from tests.tiers import examples
 
 pytestmark = pytest.mark.fast
 
-FAST = settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+FAST = settings(
+    max_examples=examples(150), deadline=None, suppress_health_check=[HealthCheck.too_slow]
+)
 NAN = math.nan
 
 

@@ -215,7 +215,6 @@ def test_the_limits_are_refused_in_one_line_naming_the_field() -> None:
     assert mixed.value.problems[0].loc == ("attachments", 1)
 
 
-@pytest.mark.fast
 def test_pdfs_are_read_as_their_text_and_refused_when_they_have_none() -> None:
     read = attachments.from_bytes("report.pdf", pdf("Quarterly revenue rose 12 percent"))
     assert (read.media_type, read.text) == ("application/pdf", "Quarterly revenue rose 12 percent")

@@ -182,7 +182,6 @@ def test_rows_and_pin_are_checked_before_anything_starts(monkeypatch: pytest.Mon
     assert parse_args(["--pin", "--only", "throughput"]).pin
 
 
-@pytest.mark.fast
 def test_pinning_moves_every_thread_of_a_worker_and_its_children() -> None:
     cores = sorted(os.sched_getaffinity(0))
     if len(cores) < 2:

@@ -427,7 +427,6 @@ async def test_a_follow_up_that_cannot_be_made_names_the_flag(
     assert err == "starter: --follow-up: no deliberation with id 'no-such-run' to follow up\n"
 
 
-@pytest.mark.fast
 async def test_start_on_a_server_no_worker_has_used_yet(cli: Cli) -> None:
     """A fresh server lacks Council's search attributes until a worker registers them: the
     starter registers them itself rather than failing with a traceback."""
@@ -509,7 +508,6 @@ async def test_start_attach_reads_text_csv_a_pdf_and_an_image(
     assert "## Attachments" in out and "report.pdf (application/pdf" in out
 
 
-@pytest.mark.fast
 async def test_start_attach_refuses_in_one_line_before_anything_starts(
     cli: Cli, tmp_path: Path
 ) -> None:

@@ -22,6 +22,7 @@ from council.echo import ECHO, ECHO_PROBLEM, MIN_RUN_WORDS, _longest_shared_stre
 from council.iteration import CritiqueItem
 from council.refinement import RefinementTask, refinement_result
 from tests.temporal_fixtures import Council
+from tests.tiers import examples
 
 QUESTION = "A bat and a ball cost $1.10 in total. The bat costs $1.00 more than the ball. How much?"
 ANSWER = "The ball costs 5 cents: the bat costs $1.05, and together they cost $1.10."
@@ -61,7 +62,7 @@ WORDS = st.lists(st.sampled_from(["a", "b", "c"]), max_size=60)
 
 
 @pytest.mark.fast
-@settings(max_examples=400, deadline=None)
+@settings(max_examples=examples(400), deadline=None)
 @given(said=WORDS, asked=WORDS)
 def test_the_quick_check_never_misses_a_run_long_enough_to_echo(said, asked) -> None:
     """The cheap bound before the exact search: never below the longest shared run when

@@ -25,6 +25,7 @@ from grading.answers import (
     stated_value,
     stated_values,
 )
+from tests.tiers import examples
 
 pytestmark = pytest.mark.fast
 
@@ -174,7 +175,7 @@ WRAPPERS = [
 ]
 
 
-@settings(max_examples=150, deadline=None)
+@settings(max_examples=examples(150), deadline=None)
 @given(
     value=decimals,
     wrapper=st.sampled_from(WRAPPERS),
@@ -190,7 +191,7 @@ def test_a_marked_number_is_read_whatever_the_noise_before_it(
     assert extract_number(reply) == pytest.approx(float(value), rel=1e-9, abs=1e-9)
 
 
-@settings(max_examples=100, deadline=None)
+@settings(max_examples=examples(100), deadline=None)
 @given(numerator=st.integers(-500, 500), denominator=st.integers(1, 97), latex=st.booleans())
 def test_fractions_read_as_their_value(numerator: int, denominator: int, latex: bool) -> None:
     if latex:
@@ -201,7 +202,7 @@ def test_fractions_read_as_their_value(numerator: int, denominator: int, latex: 
     assert extract_number(shown) == pytest.approx(float(Fraction(numerator, denominator)))
 
 
-@settings(max_examples=100, deadline=None)
+@settings(max_examples=examples(100), deadline=None)
 @given(value=decimals)
 def test_a_dataset_number_round_trips(value) -> None:
     parsed = parse_number(_plain(value))
@@ -210,7 +211,7 @@ def test_a_dataset_number_round_trips(value) -> None:
     assert matches(answer, extract("number", f"Final answer: {answer.shown}"))
 
 
-@settings(max_examples=100, deadline=None)
+@settings(max_examples=examples(100), deadline=None)
 @given(
     letter=st.sampled_from("ABCD"),
     form=st.sampled_from(
@@ -231,7 +232,7 @@ def test_a_choice_is_read_in_any_form(letter: str, form: str, working: str) -> N
     assert extract_choice(working + form.format(letter), "ABCD") == letter
 
 
-@settings(max_examples=200, deadline=None)
+@settings(max_examples=examples(200), deadline=None)
 @given(st.text(max_size=300))
 def test_reading_never_fails_on_arbitrary_text(text: str) -> None:
     for kind in ("number", "choice", "text"):
@@ -239,7 +240,7 @@ def test_reading_never_fails_on_arbitrary_text(text: str) -> None:
         assert answer is None or answer.kind == kind
 
 
-@settings(max_examples=100, deadline=None)
+@settings(max_examples=examples(100), deadline=None)
 @given(st.text(max_size=80))
 def test_normalization_is_idempotent_and_ignores_case(text: str) -> None:
     once = normalize_text(text)

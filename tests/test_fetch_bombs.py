@@ -70,7 +70,6 @@ def unclosed(size: int) -> bytes:
     return b"<a" * (size // 2)
 
 
-@pytest.mark.fast
 @pytest.mark.parametrize(
     ("page", "text"),
     [

@@ -20,6 +20,7 @@ Every import counts: at the top, inside functions and under TYPE_CHECKING.
 from __future__ import annotations
 
 import ast
+import functools
 import tomllib
 from pathlib import Path
 
@@ -87,11 +88,17 @@ def modules() -> dict[str, Path]:
     return found
 
 
+@functools.cache
+def nodes(path: Path) -> list[ast.AST]:
+    """Every node of a module (read once: the checks below read the same modules)."""
+    return list(ast.walk(ast.parse(path.read_text(), str(path))))
+
+
 def imports(name: str, path: Path, known: set[str]) -> set[str]:
     """The modules of ours that this module imports (the longest known prefix)."""
     found = set()
     package = name if path.name == "__init__.py" else name.rpartition(".")[0]
-    for node in ast.walk(ast.parse(path.read_text(), str(path))):
+    for node in nodes(path):
         targets: list[str] = []
         if isinstance(node, ast.Import):
             targets = [alias.name for alias in node.names]
@@ -178,7 +185,7 @@ def installed() -> set[str]:
 def tooling_imported(path: Path) -> set[str]:
     """The development tooling a module imports (anywhere in it)."""
     found = set()
-    for node in ast.walk(ast.parse(path.read_text(), str(path))):
+    for node in nodes(path):
         if isinstance(node, ast.Import):
             found |= {alias.name for alias in node.names}
         elif isinstance(node, ast.ImportFrom) and not node.level and node.module:

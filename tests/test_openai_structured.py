@@ -14,13 +14,12 @@ from __future__ import annotations
 
 import json
 from collections.abc import AsyncIterator, Callable
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 import httpx
 import openai
 import pytest
 from jsonschema import Draft202012Validator
-from langchain_openai import ChatOpenAI
 from openai.lib._pydantic import to_strict_json_schema
 from pydantic import BaseModel, Field
 
@@ -58,13 +57,18 @@ def said(error: openai.APIStatusError) -> str:
     return str(error.body["message"])
 
 
-Chat = Callable[..., ChatOpenAI]
+if TYPE_CHECKING:  # LangChain is imported by the tests that use it, not by the fast ones
+    from langchain_openai import ChatOpenAI
+
+    Chat = Callable[..., ChatOpenAI]
 
 
 @pytest.fixture
 async def chat(web: WebServer) -> AsyncIterator[Chat]:
     """LangChain's chat model on the page's /v1, over an HTTP client the test closes (its
     default clients are kept for the process, their connections open to its end)."""
+    from langchain_openai import ChatOpenAI
+
     async with httpx.AsyncClient(timeout=httpx.Timeout(600)) as http:
 
         def model(**options: Any) -> ChatOpenAI:

@@ -7,6 +7,7 @@ and the sign-in in Chromium."""
 from __future__ import annotations
 
 import asyncio
+import functools
 import hashlib
 from collections.abc import Iterator
 from pathlib import Path
@@ -22,7 +23,12 @@ from tests.web_fixtures import WEB_TOKEN, WebServer, web_server
 from web.guard import MAX_FAILED_LOGINS, SESSION_COOKIE, sign_in_target
 
 BEARER = {"Authorization": f"Bearer {WEB_TOKEN}"}
-REPORT = pdf("Quarterly revenue rose 12 percent")
+
+
+@functools.cache
+def report() -> bytes:
+    """The PDF the runs attach (drawn once, when a test first needs it)."""
+    return pdf("Quarterly revenue rose 12 percent")
 
 
 @pytest.fixture
@@ -38,7 +44,7 @@ async def finished_run(web: WebServer, council: Council) -> str:
         started = await http.post(
             "/deliberations",
             data={"question": "What does the report say?", "models": "\n".join(FOUR_MODELS[:3])},
-            files={"attachments": ("report.pdf", REPORT, "application/pdf")},
+            files={"attachments": ("report.pdf", report(), "application/pdf")},
         )
     assert started.status_code == 303, started.text[:300]
     workflow = started.headers["location"].rsplit("/", 1)[-1]
@@ -47,7 +53,7 @@ async def finished_run(web: WebServer, council: Council) -> str:
 
 
 def read_routes(workflow: str) -> list[str]:
-    sha = hashlib.sha256(REPORT).hexdigest()
+    sha = hashlib.sha256(report()).hexdigest()
     run = f"/deliberations/{workflow}"
     return [
         "/",

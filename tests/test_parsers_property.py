@@ -14,10 +14,13 @@ from council.refinement import parse_refinement
 from council.reviews import MAX_CRITIQUE_CHARS, parse_review
 from council.stages import Stage2Result
 from tests.review_cases import critiques_of
+from tests.tiers import examples
 
 pytestmark = pytest.mark.fast
 
-FAST = settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+FAST = settings(
+    max_examples=examples(150), deadline=None, suppress_health_check=[HealthCheck.too_slow]
+)
 
 LETTERS = string.ascii_uppercase[:12]  # at most 12 models: Response A to Response L
 ALL_LABELS = [f"Response {x}" for x in LETTERS]

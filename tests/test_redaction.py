@@ -19,6 +19,7 @@ from hypothesis import strategies as st
 
 from council.redaction import MIN_PIECE, REDACTED, Redactor, redact_logs
 from tests.key_pieces import PIECE, encodings_of, leaked, windows
+from tests.tiers import examples
 
 pytestmark = pytest.mark.fast
 
@@ -26,7 +27,9 @@ pytestmark = pytest.mark.fast
 KEY = "sk-canary-7Qm2Xv9Lr4/Tz8Wb3+Nd6Hj1Kp0Ys5Fg2U"
 OTHER = "tok_5Hq9Wm2Rz7Lx4Vb8Nc3Kd6"
 REDACTOR = Redactor([KEY, OTHER])
-PROPERTY = settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+PROPERTY = settings(
+    max_examples=examples(200), deadline=None, suppress_health_check=[HealthCheck.too_slow]
+)
 FORMS = encodings_of(KEY)
 
 

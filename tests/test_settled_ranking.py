@@ -15,6 +15,7 @@ from hypothesis import strategies as st
 
 from council.aggregate import aggregate_rankings, settled_leader
 from council.stages import Stage2Result
+from tests.tiers import examples
 
 pytestmark = pytest.mark.fast
 
@@ -71,7 +72,7 @@ def a_review_round(draw: st.DrawFn, max_size: int) -> Round:
     return labels, received, outstanding
 
 
-@settings(max_examples=150, deadline=None)
+@settings(max_examples=examples(150), deadline=None)
 @given(a_review_round(max_size=3))
 def test_settled_exactly_when_no_outstanding_review_can_change_the_leader(
     round_: Round,
@@ -89,7 +90,7 @@ def test_settled_exactly_when_no_outstanding_review_can_change_the_leader(
         assert settled is None, (settled, leaders)
 
 
-@settings(max_examples=200, deadline=None)
+@settings(max_examples=examples(200), deadline=None)
 @given(a_review_round(max_size=6), st.data())
 def test_a_settled_leader_stays_first_whatever_the_outstanding_reviews_say(
     round_: Round, data: st.DataObject

@@ -65,3 +65,23 @@ def test_a_fast_test_on_a_fixture_built_on_the_dev_server_stops_the_collection(
         ["*marked fast but needs a dev server, browser or process:*test_misplaced (uses temporal)*"]
     )
     assert "test_quick" not in result.stderr.str()
+
+
+def test_the_fast_tier_does_not_import_a_module_without_a_fast_test(
+    suite: pytest.Pytester,
+) -> None:
+    suite.makepyfile(test_suite=SUITE, test_slow="raise ImportError('imported')\n")
+    suite.runpytest("-p", "no:cacheprovider", "-m", "fast").assert_outcomes(passed=1, deselected=1)
+    suite.runpytest("-p", "no:cacheprovider").assert_outcomes(errors=1)
+
+
+def test_property_tests_try_a_quarter_of_their_examples_in_the_fast_tier_only(
+    suite: pytest.Pytester,
+) -> None:
+    suite.makepyfile(
+        test_examples="import pytest\nfrom tests.tiers import examples\n\n"
+        "@pytest.mark.fast\ndef test_examples():\n    print('examples:', examples(100))\n"
+    )
+    fast = suite.runpytest("-p", "no:cacheprovider", "-s", "-m", "fast")
+    fast.stdout.fnmatch_lines(["*examples: 25*"])
+    suite.runpytest("-p", "no:cacheprovider", "-s").stdout.fnmatch_lines(["*examples: 100*"])

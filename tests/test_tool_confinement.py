@@ -196,7 +196,6 @@ def test_a_confined_start_hides_the_files_of_keys_and_takes_only_its_env(
         hidden.wrap(missing, trusted=False)
 
 
-@pytest.mark.fast
 def test_the_worker_makes_itself_non_dumpable() -> None:
     """No process of its user but root may then read its memory or environment."""
     if not sys.platform.startswith("linux"):

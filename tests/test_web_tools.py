@@ -34,7 +34,8 @@ from council.limits import PAGE_TITLE_CHARS
 from council.redaction import REDACTED
 from council.tool_config import FetchEntry, SearchEntry
 
-pytestmark = pytest.mark.fast
+# Each test but those that read a page's markup (in a process of its own: activities.page_text
+# through bounded.process) is in the fast tier.
 
 KEY = "brave-test-KEY-5c81f0a9d3-never-print"
 PAGE = """<!doctype html>
@@ -250,6 +251,7 @@ async def test_a_title_left_open_is_cut(site: Site) -> None:
     assert body == "(no readable text)"
 
 
+@pytest.mark.fast
 async def test_text_types_are_read_as_they_are_in_their_charset(site: Site) -> None:
     site.routes["/latin"] = reply(
         200, "text/plain; charset=iso-8859-1", "caf\u00e9".encode("latin-1")
@@ -265,6 +267,7 @@ async def test_text_types_are_read_as_they_are_in_their_charset(site: Site) -> N
     assert (await fetch({"url": f"{site.url}/broken"}, local())).endswith("a,b\n\ufffd,2")
 
 
+@pytest.mark.fast
 async def test_a_redirect_within_the_allowed_server_is_followed(site: Site) -> None:
     site.routes["/old"] = redirect("/new")
     site.routes["/new"] = reply(200, "text/plain", b"moved here")
@@ -273,6 +276,7 @@ async def test_a_redirect_within_the_allowed_server_is_followed(site: Site) -> N
     assert site.paths() == ["/old", "/new"]
 
 
+@pytest.mark.fast
 async def test_reading_stops_at_the_byte_cap_and_says_so(site: Site) -> None:
     site.routes["/big"] = reply(200, "text/plain", b"x" * 5_000_000)
     text = await fetch({"url": f"{site.url}/big"}, local(max_bytes=1000))
@@ -287,11 +291,13 @@ async def test_reading_stops_at_the_byte_cap_and_says_so(site: Site) -> None:
     "url",
     ["file:///etc/passwd", "ftp://127.0.0.1/", "javascript:alert(1)", "gopher://127.0.0.1:70/"],
 )
+@pytest.mark.fast
 async def test_only_http_and_https_urls(url: str) -> None:
     assert "only http and https URLs" in await fetch_failure(url, local())
 
 
 @pytest.mark.parametrize("url", [None, "", "   ", 42, ["http://127.0.0.1/"]])
+@pytest.mark.fast
 async def test_the_url_must_be_a_non_empty_string(url: Any) -> None:
     assert "non-empty string" in await fetch_failure(url, local())
 
@@ -300,16 +306,19 @@ async def test_the_url_must_be_a_non_empty_string(url: Any) -> None:
     ("url", "why"),
     [("http://[::1", "is not a URL"), ("http:///path", "names no host"), ("http://", "no host")],
 )
+@pytest.mark.fast
 async def test_a_malformed_url(url: str, why: str) -> None:
     assert why in await fetch_failure(url, local())
 
 
 @pytest.mark.parametrize("host", ["127.1", "0x7f.1", "2130706433"])
+@pytest.mark.fast
 async def test_other_spellings_of_loopback_are_refused(host: str) -> None:
     message = await fetch_failure(f"http://{host}:{closed_port()}/", FetchEntry())
     assert f"{host} (127.0.0.1) is a loopback address; refused" in message
 
 
+@pytest.mark.fast
 async def test_loopback_is_refused_unless_allowed(site: Site) -> None:
     site.routes["/page"] = reply(200, "text/plain", b"private data")
     message = await fetch_failure(f"{site.url}/page", FetchEntry())
@@ -325,6 +334,7 @@ async def test_loopback_is_refused_unless_allowed(site: Site) -> None:
 
 
 @pytest.mark.parametrize("target", ["http://127.0.0.2:{port}/", "http://[::1]:{port}/"])
+@pytest.mark.fast
 async def test_a_redirect_to_a_refused_address_is_refused(site: Site, target: str) -> None:
     site.routes["/go"] = redirect(target.format(port=site.port))
     message = await fetch_failure(f"{site.url}/go", local())
@@ -333,6 +343,7 @@ async def test_a_redirect_to_a_refused_address_is_refused(site: Site, target: st
     assert site.paths() == ["/go"]
 
 
+@pytest.mark.fast
 async def test_too_many_redirects(site: Site) -> None:
     site.routes["/loop"] = redirect("/loop")
     message = await fetch_failure(f"{site.url}/loop", local(max_redirects=2))
@@ -340,6 +351,7 @@ async def test_too_many_redirects(site: Site) -> None:
     assert site.paths() == ["/loop"] * 3
 
 
+@pytest.mark.fast
 async def test_a_redirect_to_another_scheme_is_refused(site: Site) -> None:
     site.routes["/file"] = redirect("file:///etc/passwd")
     assert "only http and https" in await fetch_failure(f"{site.url}/file", local())
@@ -354,6 +366,7 @@ async def test_a_redirect_to_another_scheme_is_refused(site: Site) -> None:
         (None, "content of no stated type"),
     ],
 )
+@pytest.mark.fast
 async def test_content_that_is_not_text_is_not_read(
     site: Site, content_type: str | None, shown: str
 ) -> None:
@@ -362,17 +375,20 @@ async def test_content_that_is_not_text_is_not_read(
     assert message == f"fetch: {shown} is not text; not read"
 
 
+@pytest.mark.fast
 async def test_an_error_status_is_a_failure(site: Site) -> None:
     message = await fetch_failure(f"{site.url}/missing", local())
     assert message == f"fetch: {site.url}/missing answered HTTP 404 Not Found"
 
 
+@pytest.mark.fast
 async def test_a_server_that_never_answers_times_out() -> None:
     with silent_port() as port:
         message = await fetch_failure(f"http://127.0.0.1:{port}/", local(timeout=0.5))
     assert "gave no complete reply within 0.5 s" in message
 
 
+@pytest.mark.fast
 async def test_bad_addresses_fail_in_one_line() -> None:
     closed = await fetch_failure(f"http://127.0.0.1:{closed_port()}/", local())
     assert closed.startswith("fetch: cannot connect to 127.0.0.1")
@@ -416,6 +432,7 @@ async def test_bad_addresses_fail_in_one_line() -> None:
         ("::ffff:8.8.8.8", None),
     ],
 )
+@pytest.mark.fast
 def test_which_addresses_are_refused(address: str, kind: str | None) -> None:
     assert address_kind(ipaddress.ip_address(address)) == kind
 
@@ -423,12 +440,14 @@ def test_which_addresses_are_refused(address: str, kind: str | None) -> None:
 @pytest.mark.parametrize(
     "address", ["240.0.0.1", "255.255.255.255", "192.0.2.1", "198.18.0.1", "2001:db8::1"]
 )
+@pytest.mark.fast
 def test_other_addresses_that_are_not_public_are_refused(address: str) -> None:
     # Reserved, broadcast, documentation and benchmarking ranges (which word names each
     # follows the Python version's tables).
     assert address_kind(ipaddress.ip_address(address)) is not None
 
 
+@pytest.mark.fast
 def test_allow_addresses_admits_addresses_and_networks() -> None:
     networks = allowed_networks(["127.0.0.1", "10.0.0.0/8", "fd00::/8"])
 
@@ -454,6 +473,7 @@ class Resolver:
         return self.answers[min(len(self.asked), len(self.answers)) - 1]
 
 
+@pytest.mark.fast
 async def test_the_connection_goes_to_the_address_that_was_checked(site: Site) -> None:
     site.routes["/page"] = reply(200, "text/plain", b"reached")
     resolver = Resolver(["127.0.0.1"])
@@ -465,6 +485,7 @@ async def test_the_connection_goes_to_the_address_that_was_checked(site: Site) -
     assert headers["Host"] == f"site.invalid:{site.port}"
 
 
+@pytest.mark.fast
 async def test_every_address_a_name_resolves_to_is_checked(site: Site) -> None:
     resolver = Resolver(["93.184.215.14", "127.0.0.1"])
     entry = FetchEntry()
@@ -473,6 +494,7 @@ async def test_every_address_a_name_resolves_to_is_checked(site: Site) -> None:
     assert site.requests == []
 
 
+@pytest.mark.fast
 async def test_a_name_that_resolves_elsewhere_the_next_time_is_refused(site: Site) -> None:
     """DNS rebinding: the first answer passes (127.0.0.1, allowed here, stands for a public
     address), the next connection's answer is a refused one; the guard resolves and checks
@@ -507,6 +529,7 @@ async def search_failure(arguments: Any, entry: SearchEntry, env: dict[str, str]
     return message
 
 
+@pytest.mark.fast
 async def test_searxng_results_are_a_numbered_list(site: Site) -> None:
     results = [
         {"title": f"Result {n}", "url": f"https://example.org/{n}", "content": f"snippet {n}"}
@@ -536,6 +559,7 @@ async def test_searxng_results_are_a_numbered_list(site: Site) -> None:
     assert parse_qs(urlsplit(path).query) == {"q": ["durable execution"], "format": ["json"]}
 
 
+@pytest.mark.fast
 async def test_brave_results_with_the_key_in_its_header(site: Site) -> None:
     found = {
         "web": {
@@ -563,12 +587,14 @@ async def test_brave_results_with_the_key_in_its_header(site: Site) -> None:
     assert KEY not in path
 
 
+@pytest.mark.fast
 async def test_brave_with_no_results(site: Site) -> None:
     site.routes["/brave"] = json_reply({"type": "search", "query": {"original": "zzz"}})
     text = await web_search({"query": "zzz"}, brave(site), {"BRAVE_TEST_KEY": KEY})
     assert text == "No web search results for 'zzz'."
 
 
+@pytest.mark.fast
 async def test_the_brave_key_never_shows_in_a_failure(site: Site) -> None:
     site.routes["/brave"] = json_reply(
         {"error": f"invalid subscription token {KEY} (starts {KEY[:12]})"}, status=401
@@ -578,6 +604,7 @@ async def test_the_brave_key_never_shows_in_a_failure(site: Site) -> None:
     assert KEY[:8] not in message
 
 
+@pytest.mark.fast
 async def test_a_missing_brave_key_names_its_variable(site: Site) -> None:
     for env in ({}, {"BRAVE_TEST_KEY": "  "}, {"OTHER": KEY}):
         message = await search_failure({"query": "q"}, brave(site), env)
@@ -585,6 +612,7 @@ async def test_a_missing_brave_key_names_its_variable(site: Site) -> None:
     assert site.requests == []
 
 
+@pytest.mark.fast
 async def test_no_backend_says_how_to_set_one() -> None:
     message = await search_failure({"query": "q"}, SearchEntry(), {})
     assert message.startswith("web_search: no search backend: ")
@@ -592,6 +620,7 @@ async def test_no_backend_says_how_to_set_one() -> None:
 
 
 @pytest.mark.parametrize("arguments", [{}, {"query": ""}, {"query": "  \n"}, {"query": 7}])
+@pytest.mark.fast
 async def test_the_query_must_be_a_non_empty_string(site: Site, arguments: Any) -> None:
     assert "non-empty string" in await search_failure(arguments, searxng(site), {})
     assert site.requests == []
@@ -606,6 +635,7 @@ async def test_the_query_must_be_a_non_empty_string(site: Site, arguments: Any) 
         (reply(503, "text/plain", b"down\nfor maintenance"), "HTTP 503"),
     ],
 )
+@pytest.mark.fast
 async def test_a_reply_that_is_not_results_fails_in_one_line(
     site: Site, answer: Handler, why: str
 ) -> None:
@@ -613,6 +643,7 @@ async def test_a_reply_that_is_not_results_fails_in_one_line(
     assert why in await search_failure({"query": "q"}, searxng(site), {})
 
 
+@pytest.mark.fast
 async def test_a_search_backend_that_never_answers_times_out() -> None:
     with silent_port() as port:
         entry = SearchEntry(searxng_url=f"http://127.0.0.1:{port}/search", timeout=0.5)
@@ -620,6 +651,7 @@ async def test_a_search_backend_that_never_answers_times_out() -> None:
     assert message == "web_search: the search backend gave no reply within 0.5 s"
 
 
+@pytest.mark.fast
 async def test_an_unreachable_search_backend_fails_in_one_line() -> None:
     entry = SearchEntry(searxng_url=f"http://127.0.0.1:{closed_port()}/search")
     assert "cannot be reached" in await search_failure({"query": "q"}, entry, {})
@@ -628,6 +660,7 @@ async def test_an_unreachable_search_backend_fails_in_one_line() -> None:
 # -- what the model is offered ----------------------------------------------------------
 
 
+@pytest.mark.fast
 def test_the_tools_specs() -> None:
     spec = fetch_spec(FetchEntry(timeout=12, max_attempts=3))
     assert (spec.name, spec.source, spec.tool, spec.read_only) == ("fetch", "fetch", "fetch", True)

@@ -2,11 +2,47 @@
 dev server, a browser or a process of its own, nor one built on such a fixture. Which
 tests are fast is declared by each test module (tests/conftest.py says how); this only
 refuses a declaration that cannot hold.
+
+The property tests that name how many examples they try, `examples(n)`, try a quarter of
+them in the fast tier (`-m fast`) and all of them everywhere else (`make test`, a module run
+alone).
 """
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
+
+FAST_SHARE = 4
+# Whether each run under way (the suite's, a pytester run inside it) is the fast tier.
+_fast_tier: list[bool] = []
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    _fast_tier.append(config.option.markexpr == "fast")
+
+
+def pytest_unconfigure() -> None:
+    _fast_tier.pop()
+
+
+def pytest_ignore_collect(collection_path: Path) -> bool | None:
+    """In the fast tier, a test module that marks no test fast is not imported: what only
+    the slow tests import (the SDKs of the clients they drive) costs each process nothing."""
+    if (
+        _fast_tier[-1]
+        and collection_path.name.startswith("test_")
+        and collection_path.suffix == ".py"
+    ):
+        return "pytest.mark.fast" not in collection_path.read_text() or None
+    return None
+
+
+def examples(thorough: int) -> int:
+    """How many examples a property test tries (read as its module is collected)."""
+    return thorough // FAST_SHARE if _fast_tier[-1:] == [True] else thorough
+
 
 SLOW_FIXTURES = frozenset({"temporal", "browser", "web_without_temporal"})
 
