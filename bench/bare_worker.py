@@ -1,38 +1,82 @@
 """The bare-Temporal baseline's worker: `python -m bench.bare_worker`.
 
-The worker a user runs (service.worker.build_worker: the same connection, data converter and
-options), with bench.bare_workflow's BareGraph and SameCalls as its workflows and a no-op
-activity beside the model-call activity.
+The worker a user runs (service.worker.serving: the same connection, data converter and
+options), with bench.bare_workflow's BareGraph and SameCalls beside Council's workflows and
+a no-op activity beside the model-call activity. With BENCH_RUNNER=sandbox (`python -m
+bench --sandbox`), every workflow declared unsandboxed runs in the SDK's sandbox with
+narrow pass-through (NARROW), for the throughput rows to measure the sandbox against the
+runner of production.
 """
 
 from __future__ import annotations
 
 import asyncio
 import logging
+import os
 import signal
 import sys
+
+from temporalio.plugin import SimplePlugin
+from temporalio.worker import WorkerConfig
+from temporalio.worker.workflow_sandbox import SandboxedWorkflowRunner, SandboxRestrictions
 
 from activities.model_call import ModelGateway
 from app import connection
 from app import settings as app_settings
 from app.connection import connect, task_queue
 from bench.bare_workflow import BareGraph, SameCalls, bare_step
-from service.worker import serving
+from service.worker import register_search_attributes, serving
+from workflows.registry import WORKFLOWS
 
 log = logging.getLogger("council.bench.bare_worker")
+
+# The sandbox passing through only the third-party modules the workflows import, and
+# council (whose modules define classes and functions only); the rest is imported again,
+# inside it, for each run.
+NARROW = SandboxedWorkflowRunner(
+    restrictions=SandboxRestrictions.default.with_passthrough_modules(
+        "pydantic",
+        "pydantic_core",
+        "annotated_types",
+        "jsonschema",
+        "referencing",
+        "ahocorasick_rs",
+        "council",
+    )
+)
+
+
+class Sandboxed(SimplePlugin):
+    """The workflows declared unsandboxed run in NARROW."""
+
+    def __init__(self) -> None:
+        super().__init__("bench.sandboxed")
+
+    def configure_worker(self, config: WorkerConfig) -> WorkerConfig:
+        config = super().configure_worker(config)
+        config["unsandboxed_workflow_runner"] = NARROW
+        return config
 
 
 async def run() -> None:
     client = await connect()
+    await register_search_attributes(client)  # for the Council rows
+    sandboxed = os.environ.get("BENCH_RUNNER") == "sandbox"
     async with ModelGateway.of(app_settings.load().llm) as gateway:
         stop = asyncio.Event()
         loop = asyncio.get_running_loop()
         for sig in (signal.SIGINT, signal.SIGTERM):
             loop.add_signal_handler(sig, stop.set)
         async with serving(
-            client, gateway, workflows=[BareGraph, SameCalls], activities=[bare_step]
+            client,
+            gateway,
+            workflows=[*WORKFLOWS, BareGraph, SameCalls],
+            activities=[bare_step],
+            plugins=[Sandboxed()] if sandboxed else [],
         ):
-            log.info("worker ready: task queue %s", task_queue())
+            log.info(
+                "worker ready: task queue %s%s", task_queue(), ", sandboxed" if sandboxed else ""
+            )
             await stop.wait()
 
 
