@@ -33,15 +33,10 @@ log = logging.getLogger("council.bench.bare_worker")
 # The sandbox passing through only the third-party modules the workflows import, and
 # council (whose modules define classes and functions only); the rest is imported again,
 # inside it, for each run.
+PASSED = ("pydantic", "pydantic_core", "annotated_types", "jsonschema", "referencing")
 NARROW = SandboxedWorkflowRunner(
     restrictions=SandboxRestrictions.default.with_passthrough_modules(
-        "pydantic",
-        "pydantic_core",
-        "annotated_types",
-        "jsonschema",
-        "referencing",
-        "ahocorasick_rs",
-        "council",
+        *PASSED, "ahocorasick_rs", "council"
     )
 )
 
