@@ -1,9 +1,9 @@
 # One image for the worker (the default command), the simulator, the codec server and
-# the starter CLI:   docker build -t council:0.7.0 .
-#   docker run council:0.7.0                                   # python worker.py
-#   docker run council:0.7.0 python -m simulator --host 0.0.0.0
-#   docker run council:0.7.0 python -m app.codec.server --host 0.0.0.0
-#   docker run council:0.7.0 python starter.py list
+# the starter CLI:   docker build -t council:0.8.0 .
+#   docker run council:0.8.0                                   # python worker.py
+#   docker run council:0.8.0 python -m simulator --host 0.0.0.0
+#   docker run council:0.8.0 python -m app.codec.server --host 0.0.0.0
+#   docker run council:0.8.0 python starter.py list
 FROM python:3.11.14-slim-bookworm
 
 ENV PYTHONDONTWRITEBYTECODE=1 \

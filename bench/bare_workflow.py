@@ -12,7 +12,7 @@ activities with the same inputs and replies, without the deliberation's own work
 (parsing, rules, state, events, search attributes) around them.
 
 Both call models through the deliberation's own call (workflows.calls) with the default
-policy.
+policy, and run as Council's workflows do (workflows.calls.SANDBOXED: the same runner).
 """
 
 from __future__ import annotations
@@ -25,7 +25,7 @@ from temporalio import activity, workflow
 with workflow.unsafe.imports_passed_through():
     from council.calls import ChatMessage, ModelCall, Stage
     from council.models import CallPolicy
-    from workflows.calls import call_model
+    from workflows.calls import SANDBOXED, call_model
 
 
 @activity.defn
@@ -43,7 +43,7 @@ def _model_call(model: str, question: str) -> ModelCall:
     )
 
 
-@workflow.defn
+@workflow.defn(sandboxed=SANDBOXED)
 class BareGraph:
     @workflow.run
     async def run(
@@ -67,7 +67,7 @@ class BareGraph:
         return calls
 
 
-@workflow.defn
+@workflow.defn(sandboxed=SANDBOXED)
 class SameCalls:
     @workflow.run
     async def run(self, stages: list[list[ModelCall]]) -> int:

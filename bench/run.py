@@ -5,6 +5,7 @@
     python -m bench --only throughput     a selection (comma-separated or repeated)
     python -m bench --only throughput --profile   also profile the worker with py-spy
     python -m bench --only throughput --pin       the worker on a core of its own (bench.pinning)
+    python -m bench --only throughput --sandbox   every row's workflows in the sandbox
     python -m bench --only redaction              the redaction rule alone (no server)
 
 It starts its own Temporal dev server (headless, a scratch SQLite file), simulator and
@@ -122,6 +123,12 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         "(default 1; 1 to 20)",
     )
     parser.add_argument(
+        "--sandbox",
+        action="store_true",
+        help="throughput: every row's workflows in the SDK's sandbox with narrow pass-through "
+        "(service.worker.SANDBOX), not under the runner of production",
+    )
+    parser.add_argument(
         "--sqlite-file",
         action="store_true",
         help="keep the dev server's state in a SQLite file (as `make demo` does), not in memory",
@@ -139,6 +146,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         throughput.FULL = scale.FULL = dataclasses.replace(throughput.FULL, window=args.window)
         throughput.QUICK = dataclasses.replace(throughput.QUICK, window=args.window)
         scale.QUICK = dataclasses.replace(scale.QUICK, window=args.window)
+    throughput.SANDBOXED = args.sandbox
     if args.repeat is not None:
         if not 1 <= args.repeat <= 20:
             parser.error(f"--repeat must be 1 to 20 (got {args.repeat})")
@@ -152,8 +160,11 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
             throughput.ROWS = throughput.rows(args.rows)
         except ValueError as err:
             parser.error(str(err))
-    if args.pin and args.only != ["throughput"]:
-        parser.error("--pin applies to the throughput benchmark only: add --only throughput")
+    for flag in ("pin", "sandbox"):
+        if getattr(args, flag) and args.only != ["throughput"]:
+            parser.error(
+                f"--{flag} applies to the throughput benchmark only: add --only throughput"
+            )
     return args
 
 
@@ -222,6 +233,7 @@ async def run(args: argparse.Namespace) -> str:
     command += "".join(f" --only {name}" for name in args.only)
     command += " --sqlite-file" if args.sqlite_file else ""
     command += " --pin" if args.pin else ""
+    command += " --sandbox" if args.sandbox else ""
     command += f" --rows {','.join(throughput.ROWS)}" if args.rows is not None else ""
     command += f" --window {args.window:g}" if args.window is not None else ""
     command += f" --repeat {args.repeat}" if args.repeat is not None else ""

@@ -7,8 +7,8 @@ graphs they measure, and CPU accounting.
 - the simulator as its own process, whose latency the benchmarks set through its fault
   config and whose request log counts the calls;
 - workers as subprocesses: `python worker.py` for the council, `python -m
-  bench.bare_worker` for the bare-Temporal baseline, so that each one's CPU time and
-  peak memory can be read off its own process.
+  bench.bare_worker` for the bare-Temporal baseline (and for the council in the sandbox),
+  so that each one's CPU time and peak memory can be read off its own process.
 
 CPU time and peak RSS come from /proc (Linux); elsewhere they are reported as n/a.
 """
@@ -99,8 +99,13 @@ class CpuMeter:
 class BenchStack(Stack):
     """The harness's stack, plus the bare-Temporal baseline's worker and runs."""
 
-    def start_council_worker(self, queue: str | None = None) -> WorkerProcess:
-        """`python worker.py`, the worker a user runs, on its own task queue."""
+    def start_council_worker(
+        self, queue: str | None = None, sandboxed: bool = False
+    ) -> WorkerProcess:
+        """`python worker.py`, the worker a user runs, on its own task queue; `sandboxed`:
+        the bare worker, its workflows in the sandbox (service.worker.SANDBOX)."""
+        if sandboxed:
+            return self.start_bare_worker(sandboxed, queue)
         return self.start_worker(queue)
 
     async def fresh_server(self) -> None:
@@ -112,9 +117,11 @@ class BenchStack(Stack):
         await asyncio.to_thread(self.start_server)
         self.client = await self.connect()
 
-    def start_bare_worker(self) -> WorkerProcess:
-        """The bare-Temporal baseline's worker: same options, the bare graph."""
-        return self.start_worker(module="bench.bare_worker")
+    def start_bare_worker(self, sandboxed: bool = False, queue: str | None = None) -> WorkerProcess:
+        """The bare-Temporal baseline's worker: same options, the bare graph; `sandboxed`:
+        in the sandbox (service.worker.SANDBOX)."""
+        runner = {"BENCH_RUNNER": "sandbox"} if sandboxed else {}
+        return self.start_worker(queue, module="bench.bare_worker", **runner)
 
     async def start_bare(
         self, queue: str, plan: list[int], latency: float = 0.0, models: list[str] | None = None

@@ -43,6 +43,7 @@ from bench.stack import (
     history_counts,
 )
 from council.calls import ModelCall
+from workflows.calls import SANDBOXED as COUNCIL_SANDBOXED
 
 MODELS = 4
 ROUNDS = 2
@@ -247,6 +248,9 @@ async def _recorded_calls(stack: BenchStack, request: dict) -> list[list[ModelCa
         await asyncio.to_thread(worker.stop)
 
 
+# Every row's workflows in the sandbox with narrow pass-through (`python -m bench --sandbox`:
+# service.worker.SANDBOX), not under the runner of production (workflows.calls.SANDBOXED).
+SANDBOXED = False
 # How many times each row is measured (`python -m bench --repeat N`): the tables show each
 # row's median run, and the headlines the median of the ratios within each repetition.
 REPEAT = 1
@@ -428,13 +432,13 @@ async def run(
             # the server's database, and the row measured last would pay for it.
             await stack.fresh_server()
             if kind == "council":
-                worker = await asyncio.to_thread(stack.start_council_worker)
+                worker = await asyncio.to_thread(stack.start_council_worker, None, SANDBOXED)
                 start = functools.partial(stack.start_council, worker.queue, request, prefix="tput")
             elif kind == "same":
-                worker = await asyncio.to_thread(stack.start_bare_worker)
+                worker = await asyncio.to_thread(stack.start_bare_worker, SANDBOXED)
                 start = functools.partial(stack.start_same_calls, worker.queue, recorded)
             else:
-                worker = await asyncio.to_thread(stack.start_bare_worker)
+                worker = await asyncio.to_thread(stack.start_bare_worker, SANDBOXED)
                 members = request["models"] if kind == "calls" else None
                 start = functools.partial(stack.start_bare, worker.queue, plan, 0.0, members)
             if pin is not None:
@@ -490,7 +494,15 @@ async def run(
         )
     ramps = ", ".join(f"{kind} {results[kind].ramp_up:.0f} s" for kind in ROWS)
     way = pin.describe() if pin is not None else "not pinned: every process on every core"
+    runner = (
+        "every row's workflows in the sandbox, narrow pass-through (`--sandbox`)"
+        if SANDBOXED
+        else "every row's workflows under Council's runner "
+        + ("(the sandbox)" if COUNCIL_SANDBOXED else "(outside the sandbox)")
+    )
     notes = [
+        f"{runner[0].upper()}{runner[1:]}: the Council row's worker is "
+        + ("bench.bare_worker's, with Council's workflows." if SANDBOXED else "worker.py."),
         f"{way[0].upper()}{way[1:]}"
         + (
             " (`--pin`): the worker is the limit, as on a machine with many cores, and the "
@@ -563,7 +575,8 @@ async def run(
                 own,
                 f">= {GOAL_SAME}",
                 None if own is None else own >= GOAL_SAME,
-                f"{way}; {council.per_minute:,.0f} vs {same.per_minute:,.0f} per minute: the "
+                f"{way}; {runner}; {council.per_minute:,.0f} vs {same.per_minute:,.0f} per "
+                "minute: the "
                 "deliberation workflow's own cost at scale; worker CPU per run "
                 f"{_worker_ms(council)} vs {_worker_ms(same)}, per model call "
                 f"{_worker_ms_per_call(council)} vs {_worker_ms_per_call(same)}",
@@ -571,7 +584,8 @@ async def run(
         )
     return report.Section(
         f"2. Throughput: {sizes.in_flight} runs in flight, zero-latency models, one worker "
-        f"({'pinned' if pin is not None else 'not pinned'})",
+        f"({'pinned' if pin is not None else 'not pinned'}"
+        f"{', in the sandbox' if SANDBOXED else ''})",
         tables,
         notes,
         headlines,

@@ -169,7 +169,9 @@ def test_the_scale_benchmark_names_the_process_that_saturates() -> None:
 
 
 @pytest.mark.fast
-def test_rows_and_pin_are_checked_before_anything_starts(monkeypatch: pytest.MonkeyPatch) -> None:
+def test_rows_pin_and_sandbox_are_checked_before_anything_starts(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
     monkeypatch.setattr(throughput, "ROWS", throughput.ROWS)  # put back after the test
     parse_args(["--only", "throughput", "--rows", "same, council"])
     assert throughput.ROWS == ("same", "council")  # measured in the table's order
@@ -180,6 +182,10 @@ def test_rows_and_pin_are_checked_before_anything_starts(monkeypatch: pytest.Mon
     with pytest.raises(SystemExit):
         parse_args(["--pin"])  # throughput only
     assert parse_args(["--pin", "--only", "throughput"]).pin
+    monkeypatch.setattr(throughput, "SANDBOXED", False)
+    with pytest.raises(SystemExit):
+        parse_args(["--sandbox"])
+    assert parse_args(["--sandbox", "--only", "throughput"]).sandbox and throughput.SANDBOXED
 
 
 def test_pinning_moves_every_thread_of_a_worker_and_its_children() -> None:

@@ -146,7 +146,11 @@ async def test_a_run_starts_showing_its_first_place(council: Council) -> None:
 
     other = await council.start(**fields)
     await other.result()
-    assert places_set((await other.fetch_history()).events)[0] == (Stage.ANSWER.value, 0)
+    places = places_set((await other.fetch_history()).events)
+    assert places[0] == (Stage.ANSWER.value, 0)
+    # Then at most one update a round (workflows.live.PLACE_EVERY), and the end's.
+    rounds = [round_number for _, round_number in places[:-1]]
+    assert rounds == sorted(set(rounds))
 
 
 async def test_max_rounds_reached(council: Council) -> None:

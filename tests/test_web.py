@@ -31,8 +31,8 @@ STRAGGLER_TIMER_EVENTS = {
     EventType.EVENT_TYPE_TIMER_FIRED,
     EventType.EVENT_TYPE_TIMER_CANCELED,
 }
-# The stage and round search attributes: updated at most every few seconds of the run
-# (workflows.live.PLACE_EVERY), so a slower run shows more of its stages.
+# The stage and round search attributes: updated with a new round at most every few seconds
+# of the run (workflows.live.PLACE_EVERY), so a slower run shows more of its rounds.
 PLACE_EVENTS = {EventType.EVENT_TYPE_UPSERT_WORKFLOW_SEARCH_ATTRIBUTES}
 SCRIPT_TEXT = "<script>window.__pwned = 'script'</script>"
 

@@ -29,6 +29,10 @@ with workflow.unsafe.imports_passed_through():
     from council.calls import ModelCall, ModelReply
     from council.models import CallPolicy
 
+# Whether Council's workflows, and the bench's bare-Temporal ones beside them, run in the
+# SDK's sandbox: the worker's runner for those declared unsandboxed runs them
+# (service.worker; docs/architecture.md says why it is not the sandbox).
+SANDBOXED = False
 # How long the local activity that reads the routes may take.
 ROUTES_TIMEOUT = timedelta(seconds=10)
 # Temporal reports an over-limit payload as a retryable error; it never gets smaller.

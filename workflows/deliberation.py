@@ -65,13 +65,14 @@ with workflow.unsafe.imports_passed_through():
     from grading.answers import stated_shown
 
 from workflows import search_attributes
+from workflows.calls import SANDBOXED
 from workflows.fan_out import Enough, FanOut
 from workflows.final_answer import best_answer_stands, candidates, synthesize
 from workflows.gate import agreement_gate
 from workflows.live import Live, ReviewRound, answer
 
 
-@workflow.defn(versioning_behavior=VersioningBehavior.PINNED, sandboxed=False)
+@workflow.defn(versioning_behavior=VersioningBehavior.PINNED, sandboxed=SANDBOXED)
 class Deliberation:
     @workflow.init
     def __init__(self, request: dict[str, Any]) -> None:

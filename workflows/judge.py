@@ -17,12 +17,12 @@ with workflow.unsafe.imports_passed_through():
     from council.calls import ModelCall, ModelReply
     from grading.judge import JudgeRequest, JudgeResult, judge_prompt, parse_verdict
 
-from workflows.calls import Routes, call_model
+from workflows.calls import SANDBOXED, Routes, call_model
 
 MAX_RESPONSE_BYTES = 16_000
 
 
-@workflow.defn(versioning_behavior=VersioningBehavior.PINNED, sandboxed=False)
+@workflow.defn(versioning_behavior=VersioningBehavior.PINNED, sandboxed=SANDBOXED)
 class JudgeAnswers:
     @workflow.run
     async def run(self, request: JudgeRequest) -> JudgeResult:

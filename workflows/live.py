@@ -39,10 +39,11 @@ with workflow.unsafe.imports_passed_through():
 from workflows import search_attributes
 from workflows.details import current_details
 
-# The least workflow time between two updates of the stage and round search attributes:
-# each is a history event and a write to the server's visibility store, and a stage shorter
-# than this is over before anyone could read it. A place not shown yet is shown with the
-# next event after the interval, and the last one with the run's end.
+# The stage and round search attributes are updated when the round changes (what a person
+# lists runs by: `CouncilRound`), at most once in this much workflow time, and with the
+# run's end: each update is a history event and a write to the server's visibility store.
+# The stage within a round is the current details' and the progress query's. A new round
+# not shown yet is shown with the next event after the interval, with the place it is at.
 PLACE_EVERY = timedelta(seconds=5)
 
 
@@ -100,8 +101,13 @@ class Live:
         now = workflow.now()
         with self.observing("progress event"):
             self.events.append(ProgressEvent(seq=len(self.events), at=now, kind=kind, **fields))
-        if self._shown_at is None or now - self._shown_at >= PLACE_EVERY:
+        if self._shown_at is None or (now - self._shown_at >= PLACE_EVERY and self._new_round):
             self._upsert([])
+
+    @property
+    def _new_round(self) -> bool:
+        """The place to show is in another round than the one shown."""
+        return self._place is not None and (self._shown is None or self._place[1] != self._shown[1])
 
     def _upsert(self, others: list[SearchAttributeUpdate[Any]]) -> None:
         """Set these search attributes, and the place where it changed: in one update."""

@@ -22,10 +22,10 @@ with workflow.unsafe.imports_passed_through():
         samples_for,
     )
 
-from workflows.calls import Routes, call_model
+from workflows.calls import SANDBOXED, Routes, call_model
 
 
-@workflow.defn(versioning_behavior=VersioningBehavior.PINNED, sandboxed=False)
+@workflow.defn(versioning_behavior=VersioningBehavior.PINNED, sandboxed=SANDBOXED)
 class SelfConsistency:
     @workflow.run
     async def run(self, request: SamplingRequest) -> SamplingResult:
