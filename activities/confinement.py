@@ -116,8 +116,11 @@ class Confinement:
             )
         program = _program(server)
         args = _isolation()
-        # Its own files (the script it runs, under /tmp say), read-only; its cwd writable.
-        for folder in dict.fromkeys(_folders_of([program, *server.args])):
+        # Its own files (the script it runs, under /tmp say, and the virtual environment its
+        # program belongs to), read-only; its cwd writable.
+        for folder in dict.fromkeys(
+            _folders_of([program, *_environment_of(program), *server.args])
+        ):
             args += ["--ro-bind", str(folder), str(folder)]
         cwd = Path(server.cwd).absolute() if server.cwd is not None else None
         if cwd is not None:
@@ -146,6 +149,14 @@ def _program(server: StdioServerParameters) -> str:
     if found is None:
         raise FileNotFoundError(errno.ENOENT, os.strerror(errno.ENOENT), server.command)
     return str(Path(found).absolute())
+
+
+def _environment_of(program: str) -> Iterator[str]:
+    """The virtual environment whose interpreter or script `program` is (its libraries
+    beside it: under /tmp they would be covered by the server's own /tmp)."""
+    root = Path(program).parent.parent
+    if (root / "pyvenv.cfg").is_file():
+        yield str(root)
 
 
 def _folders_of(words: Iterable[str]) -> Iterator[Path]:

@@ -45,6 +45,7 @@ RUNTIME = (
     "evaluation",
     "grading",
     "mcp_server",
+    "runs",
     "service",
     "web",
     "workflows",

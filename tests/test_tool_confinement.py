@@ -9,6 +9,7 @@ one line unless its entry says trusted."""
 
 from __future__ import annotations
 
+import asyncio
 import json
 import os
 import subprocess
@@ -21,11 +22,12 @@ import pytest
 from mcp import StdioServerParameters
 from temporalio.testing import WorkflowEnvironment
 
-from activities import confinement
+from activities import confinement, mcp_tools
 from activities.confinement import Confinement
 from activities.tool_failure import ToolFailure
 from app.temporal import connection
 from council.models import DeliberationRecord
+from council.tool_config import McpEntry
 from council.tools import ToolResult
 from harness import processes
 from harness.processes import ROOT, start_worker
@@ -35,6 +37,7 @@ from tests.temporal_fixtures import FOUR_MODELS, TEST_API_KEY, request, worker_e
 from workflows.deliberation import Deliberation
 
 LOOTER = Path(__file__).resolve().parent / "looting_mcp.py"
+CALCULATOR = ROOT / "examples" / "calculator_mcp.py"
 DOTENV_KEY = "sk-dotenv-provider-key-81f0c2"
 TOML_TOKEN = "sk-toml-tool-token-4d9e77"
 DATA_KEY = "sk-data-file-key-0b3a6e"
@@ -136,6 +139,26 @@ async def test_a_trusted_server_is_not_confined_and_the_looter_would_find_the_ke
     tokens = {token for each in found for _, token in each["tokens"]}
     assert {DOTENV_KEY, TOML_TOKEN, DATA_KEY, STORE_KEY} <= tokens, tokens
     assert found[0]["pid_count"] > 3  # the machine's processes
+
+
+async def test_a_server_run_by_a_virtual_environment_under_tmp_finds_its_libraries(
+    tmp_path: Path,
+) -> None:
+    """The server's own /tmp covers the machine's: a virtual environment there (a checkout
+    under /tmp, say) keeps its libraries, read-only, for the interpreter it runs."""
+    needs_a_sandbox()
+    venv = tmp_path / "venv"
+    made = [sys.executable, "-m", "venv", "--without-pip", str(venv)]
+    await asyncio.to_thread(subprocess.run, made, check=True)
+    [site] = (venv / "lib").glob("python*/site-packages")
+    # The environment's only library: a path to this interpreter's (where mcp is).
+    ours = [path for path in sys.path if path.endswith("site-packages")]
+    (site / "suite.pth").write_text("\n".join(ours) + "\n")
+    entry = McpEntry.model_validate(
+        {"command": [str(venv / "bin" / "python"), str(CALCULATOR)], "timeout": 120}
+    )
+    specs = await mcp_tools.list_tools("calc", entry, {})
+    assert {spec.name for spec in specs} == {"calc__evaluate", "calc__convert"}
 
 
 # ---- the rules, fast ----------------------------------------------------------------------
