@@ -37,6 +37,7 @@ from typing import Annotated, Any, Literal, get_args, get_origin
 
 from pydantic import (
     BaseModel,
+    BeforeValidator,
     Field,
     SecretStr,
     TypeAdapter,
@@ -100,7 +101,10 @@ DEFAULT_WEB_SEARCH_RUNS = 2_000
 MAX_WEB_SEARCH_RUNS = 1_000_000
 STORE_FORMS = "a directory, file:PATH or s3://BUCKET[/PREFIX]"
 _BUCKET = re.compile(r"[a-z0-9][a-z0-9.-]{1,61}[a-z0-9]")
-LogLevel = Literal["DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL"]
+LogLevel = Annotated[
+    Literal["DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL"],
+    BeforeValidator(lambda value: value.upper() if isinstance(value, str) else value),
+]
 CODEC_ORIGINS = (
     "http://localhost:8233",
     "http://127.0.0.1:8233",
@@ -155,8 +159,18 @@ def parse_store(text: str) -> StoreLocation:
     return StoreLocation("file", path=Path(path).expanduser().resolve())
 
 
+def _items(value: Any) -> Any:
+    if isinstance(value, str):
+        return [item.strip() for item in value.split(",") if item.strip()]
+    return value
+
+
+def _location(value: Any) -> Any:
+    return parse_store(value) if isinstance(value, str) else value
+
+
 # A comma-separated list ("a, b,c" is three items); read as text, never as JSON.
-Listed = Annotated[list[str], NoDecode]
+Listed = Annotated[list[str], NoDecode, BeforeValidator(_items)]
 Port = Annotated[WholeNumber, Field(ge=1, le=65535, description="a port number")]
 # What a value must be, as the refusals say it.
 WHOLE, BYTES, RUNS = "a whole number", "a whole number of bytes", "a whole number of runs"
@@ -184,7 +198,9 @@ class Settings(BaseSettings):
     default_chairman: str | None = variable("COUNCIL_CHAIRMAN")
     data_dir: Path | None = variable("COUNCIL_DATA")
     # The payload store (app.store): where texts from the threshold on travel by reference.
-    store: Annotated[StoreLocation, NoDecode] = variable("COUNCIL_STORE", StoreLocation("file"))
+    store: Annotated[StoreLocation, NoDecode, BeforeValidator(_location)] = variable(
+        "COUNCIL_STORE", StoreLocation("file")
+    )
     store_threshold: WholeNumber = variable(
         "COUNCIL_STORE_THRESHOLD", DEFAULT_STORE_THRESHOLD, BYTES, ge=0, le=MAX_STORE_THRESHOLD
     )
@@ -332,34 +348,10 @@ class Settings(BaseSettings):
     def _ui(cls, value: str | None) -> str | None:
         return value.rstrip("/") or None if value else None
 
-    @field_validator(
-        "default_models",
-        "web_allowed_hosts",
-        "web_trusted_proxies",
-        "codec_cors_origins",
-        "codec_allowed_hosts",
-        mode="before",
-    )
-    @classmethod
-    def _listed(cls, value: Any) -> Any:
-        if isinstance(value, str):
-            return [item.strip() for item in value.split(",") if item.strip()]
-        return value
-
     @field_validator("codec_cors_origins", mode="after")
     @classmethod
     def _origins(cls, value: list[str]) -> list[str]:
         return value or list(CODEC_ORIGINS)
-
-    @field_validator("log_level", mode="before")
-    @classmethod
-    def _upper(cls, value: Any) -> Any:
-        return value.upper() if isinstance(value, str) else value
-
-    @field_validator("store", mode="before")
-    @classmethod
-    def _store(cls, value: Any) -> Any:
-        return parse_store(value) if isinstance(value, str) else value
 
     @field_validator("max_calls_per_tenant", "max_calls_per_run", mode="after")
     @classmethod
