@@ -297,21 +297,15 @@ class GuardedBackend(httpcore.AsyncNetworkBackend):
         await asyncio.sleep(seconds)
 
 
-# httpcore's errors as httpx's (what httpx's own transport does), the most specific first.
-_ERRORS: tuple[tuple[type[Exception], type[httpx.TransportError]], ...] = (
-    (httpcore.ConnectTimeout, httpx.ConnectTimeout),
-    (httpcore.ReadTimeout, httpx.ReadTimeout),
-    (httpcore.WriteTimeout, httpx.WriteTimeout),
-    (httpcore.PoolTimeout, httpx.PoolTimeout),
-    (httpcore.TimeoutException, httpx.TimeoutException),
-    (httpcore.ConnectError, httpx.ConnectError),
-    (httpcore.ReadError, httpx.ReadError),
-    (httpcore.WriteError, httpx.WriteError),
-    (httpcore.NetworkError, httpx.NetworkError),
-    (httpcore.RemoteProtocolError, httpx.RemoteProtocolError),
-    (httpcore.LocalProtocolError, httpx.LocalProtocolError),
-    (httpcore.ProtocolError, httpx.ProtocolError),
-    (httpcore.UnsupportedProtocol, httpx.UnsupportedProtocol),
+# httpcore's errors as httpx's (what httpx's own transport does), the most specific first:
+# each httpcore class has its namesake in httpx.
+_ERRORS: tuple[tuple[type[Exception], type[httpx.TransportError]], ...] = tuple(
+    (getattr(httpcore, name), getattr(httpx, name))
+    for name in (
+        *("ConnectTimeout", "ReadTimeout", "WriteTimeout", "PoolTimeout", "TimeoutException"),
+        *("ConnectError", "ReadError", "WriteError", "NetworkError"),
+        *("RemoteProtocolError", "LocalProtocolError", "ProtocolError", "UnsupportedProtocol"),
+    )
 )
 
 

@@ -22,12 +22,12 @@ import asyncio
 import json
 import os
 import re
-import statistics
 import sys
 import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from pathlib import Path
+from statistics import median
 from typing import Any
 
 import openai
@@ -184,10 +184,6 @@ async def measure(runs: int, latency: float) -> dict[str, list[Run]]:
         if web is not None:
             web.stop()
         stack.close()
-
-
-def median(values: list[float]) -> float:
-    return statistics.median(values)
 
 
 def report(found: dict[str, list[Run]], runs: int, latency: float) -> str:

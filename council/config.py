@@ -135,6 +135,18 @@ class ProviderConfig(BaseModel):
         return patterns
 
 
+SECONDS = "a number of seconds"
+
+
+def variable(name: str, default: Any = None, what: str | None = None, **rules: Any) -> Any:
+    """The field read from the variable `name`: its default, what a value must be (the
+    description, left to the type's own where None) and Field's other rules (ge, gt, le,
+    repr) in one call."""
+    if what is not None:
+        rules["description"] = what
+    return Field(default, validation_alias=name, **rules)
+
+
 class DefaultProvider(BaseModel):
     """The default provider (COUNCIL_LLM_*, OPENROUTER_API_KEY): the one a model goes to
     when no provider of the file claims it. Read with the other variables, as `Settings.llm`
@@ -142,17 +154,13 @@ class DefaultProvider(BaseModel):
 
     model_config = ConfigDict(frozen=True, extra="ignore")
 
-    base_url: str = Field(
-        OPENROUTER_BASE_URL, validation_alias="COUNCIL_LLM_BASE_URL", description="a URL"
-    )
-    api_key: SecretStr | None = Field(
-        None, validation_alias="COUNCIL_LLM_API_KEY", description="an API key", repr=False
-    )
+    base_url: str = variable("COUNCIL_LLM_BASE_URL", OPENROUTER_BASE_URL, "a URL")
+    api_key: SecretStr | None = variable("COUNCIL_LLM_API_KEY", None, "an API key", repr=False)
     # The key when COUNCIL_LLM_API_KEY is unset.
-    openrouter_api_key: SecretStr | None = Field(
-        None, validation_alias="OPENROUTER_API_KEY", description="an API key", repr=False
+    openrouter_api_key: SecretStr | None = variable(
+        "OPENROUTER_API_KEY", None, "an API key", repr=False
     )
-    stream: bool = Field(True, validation_alias="COUNCIL_LLM_STREAM")
+    stream: bool = variable("COUNCIL_LLM_STREAM", True)
     # May hold credentials: never shown.
     extra_headers: Json[dict[str, str]] = Field(
         default_factory=dict,
@@ -160,42 +168,25 @@ class DefaultProvider(BaseModel):
         description='a JSON object of string header values, such as {"X-Header": "value"}',
         repr=False,
     )
-    connect_timeout: Number = Field(
-        10.0,
-        gt=0,
-        validation_alias="COUNCIL_LLM_CONNECT_TIMEOUT",
-        description="a number of seconds",
+    connect_timeout: Number = variable("COUNCIL_LLM_CONNECT_TIMEOUT", 10.0, SECONDS, gt=0)
+    read_timeout: Number = variable("COUNCIL_LLM_READ_TIMEOUT", 300.0, SECONDS, gt=0)
+    structured_output: StructuredOutput = variable("COUNCIL_LLM_STRUCTURED_OUTPUT", "auto")
+    context_window: WholeNumber | None = variable(
+        "COUNCIL_LLM_CONTEXT_WINDOW", None, "a number of tokens", ge=256, le=10_000_000
     )
-    read_timeout: Number = Field(
-        300.0, gt=0, validation_alias="COUNCIL_LLM_READ_TIMEOUT", description="a number of seconds"
+    max_concurrent_requests: WholeNumber | None = variable(
+        "COUNCIL_LLM_MAX_CONCURRENT_REQUESTS", None, "a whole number", ge=1, le=1024
     )
-    structured_output: StructuredOutput = Field(
-        "auto", validation_alias="COUNCIL_LLM_STRUCTURED_OUTPUT"
-    )
-    context_window: WholeNumber | None = Field(
+    max_requests_per_second: Number | None = variable(
+        "COUNCIL_LLM_MAX_REQUESTS_PER_SECOND",
         None,
-        ge=256,
-        le=10_000_000,
-        validation_alias="COUNCIL_LLM_CONTEXT_WINDOW",
-        description="a number of tokens",
-    )
-    max_concurrent_requests: WholeNumber | None = Field(
-        None,
-        ge=1,
-        le=1024,
-        validation_alias="COUNCIL_LLM_MAX_CONCURRENT_REQUESTS",
-        description="a whole number",
-    )
-    max_requests_per_second: Number | None = Field(
-        None,
+        "a number of requests per second",
         gt=0,
         le=MAX_REQUESTS_PER_SECOND,
-        validation_alias="COUNCIL_LLM_MAX_REQUESTS_PER_SECOND",
-        description="a number of requests per second",
     )
-    images: bool = Field(False, validation_alias="COUNCIL_LLM_IMAGES")
+    images: bool = variable("COUNCIL_LLM_IMAGES", False)
     # Whether its models take tools (function calling).
-    tools: bool = Field(True, validation_alias="COUNCIL_LLM_TOOLS")
+    tools: bool = variable("COUNCIL_LLM_TOOLS", True)
 
     @field_validator("structured_output", mode="before")
     @classmethod

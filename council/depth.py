@@ -34,7 +34,6 @@ from council.limits import one_line
 from council.structured import json_object
 
 Depth = Literal["full", "auto"]
-DEPTHS: tuple[Depth, ...] = ("full", "auto")
 
 DEFAULT_AGREE_SHARE = 1.0
 MIN_AGREE_SHARE = 0.5

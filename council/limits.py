@@ -53,7 +53,6 @@ MAX_FEEDBACK_CHARS = 12_000
 # load: one above this, measured as JSON, has its largest texts elided until it fits. The
 # limits above keep a record below it, its question of up to QUESTION_MAX_CHARS included,
 # even when JSON escapes every character of it six-fold.
-PAYLOAD_LIMIT_BYTES = 2 * 1024 * 1024
 RECORD_LIMIT_BYTES = 16_000_000
 
 # Rough conversion used for length guidance in prompts only.

@@ -474,18 +474,6 @@ class CallError(BaseModel):
         )
 
 
-# The record's parts left out when empty (a run without them reads as before).
-ABSENT_WHEN_EMPTY = (
-    "elided",
-    "attachments",
-    "tools",
-    "tool_calls",
-    "without_tools",
-    "tools_unavailable",
-    "tools_withheld",
-)
-
-
 class ToolCallEntry(ToolUse):
     """A tool call in the record: whose call asked for it, where in the protocol."""
 

@@ -73,11 +73,6 @@ class StragglerPolicy(BaseModel):
         description="...or F x the median reply time of the others, if longer",
     )
 
-    @classmethod
-    def everyone(cls) -> Self:
-        """Wait for every call (the behaviour of runs that started before the rule)."""
-        return cls(wait_for_all=True)
-
     def describe(self) -> str:
         if self.wait_for_all:
             return "waits for every member"

@@ -38,7 +38,6 @@ from council.report import AskedContradiction, AskedResolution, AskedUnique, Wri
 JSON_SCHEMA = "json_schema"
 JSON_OBJECT = "json_object"
 TEXT = "text"
-READS = (JSON_SCHEMA, JSON_OBJECT, TEXT)
 
 _FENCED = re.compile(r"^\s*```(?:json|JSON)?[ \t]*\n(.*?)\n?```\s*$", re.DOTALL)
 
@@ -361,12 +360,6 @@ MAX_ANSWER_SCHEMA_BYTES = 32_000
 MAX_ANSWER_SCHEMA_DEPTH = 32
 DRAFT_KEY = "$schema"
 _REFERENCE_KEYS = ("$ref", "$dynamicRef", "$recursiveRef")
-JSON_OBJECT_FORMAT = "json_object"
-
-
-def any_json_object() -> StructuredReply:
-    """The format of `response_format: {"type": "json_object"}`: any one JSON object."""
-    return StructuredReply(name=JSON_OBJECT_FORMAT, json_schema={"type": "object"})
 
 
 def schema_problem(schema: dict[str, Any]) -> str | None:

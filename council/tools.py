@@ -23,8 +23,6 @@ FETCH = "fetch"
 WEB_SEARCH = "web_search"
 BUILTINS = (FETCH, WEB_SEARCH)
 
-# What OpenAI-compatible providers take as a function's name.
-FUNCTION_NAME = re.compile(r"^[A-Za-z0-9_-]{1,64}$")
 # An MCP tool is offered as "<entry>__<tool>" (the entry's name in council.toml).
 SEPARATOR = "__"
 

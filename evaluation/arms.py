@@ -162,6 +162,11 @@ class Outcome(BaseModel):
     tokens: int
     cost_usd: float | None
 
+    @classmethod
+    def spent(cls, kind: ArmKind, correct: bool, usage: UsageTotals) -> Outcome:
+        """An arm's outcome that cost what `usage` counts."""
+        return cls(kind=kind, correct=correct, tokens=usage.total_tokens, cost_usd=usage.cost_usd)
+
 
 def _stage(score: ProblemScore, stage: Stage) -> UsageTotals:
     return score.usage_by_stage.get(stage.value, UsageTotals())
@@ -187,40 +192,23 @@ def outcomes(score: ProblemScore, stages: Sequence[str]) -> dict[str, Outcome]:
             tokens=first.total_tokens // answered,
             cost_usd=cost,
         )
-    found[VOTE_ARM] = Outcome(
-        kind="vote",
-        correct=score.majority[STAGE1].correct,
-        tokens=first.total_tokens,
-        cost_usd=first.cost_usd,
-    )
+    found[VOTE_ARM] = Outcome.spent("vote", score.majority[STAGE1].correct, first)
     before_chairman = score.usage.total_tokens - _stage(score, Stage.SYNTHESIS).total_tokens
     for number, stage in enumerate(stages[1:], start=1):
         tokens, cost = _share(score.usage, before_chairman - sum(score.round_tokens[number:]))
         found[round_arm(number)] = Outcome(
             kind="round", correct=score.majority[stage].correct, tokens=tokens, cost_usd=cost
         )
-    found[CHAIRMAN_ARM] = Outcome(
-        kind="chairman",
-        correct=bool(score.chairman and score.chairman.correct),
-        tokens=score.usage.total_tokens,
-        cost_usd=score.usage.cost_usd,
-    )
+    chairman = bool(score.chairman and score.chairman.correct)
+    found[CHAIRMAN_ARM] = Outcome.spent("chairman", chairman, score.usage)
     auto = score.auto
     if auto is not None and auto.answered:
-        found[AUTO_ARM] = Outcome(
-            kind="auto",
-            correct=bool(auto.chairman and auto.chairman.correct),
-            tokens=auto.usage.total_tokens,
-            cost_usd=auto.usage.cost_usd,
-        )
+        right = bool(auto.chairman and auto.chairman.correct)
+        found[AUTO_ARM] = Outcome.spent("auto", right, auto.usage)
     sampled = score.self_consistency
     if sampled is not None and sampled.answered:
-        found[sampling_arm(sampled.model)] = Outcome(
-            kind="self-consistency",
-            correct=sampled.vote.correct,
-            tokens=sampled.usage.total_tokens,
-            cost_usd=sampled.usage.cost_usd,
-        )
+        vote = sampled.vote.correct
+        found[sampling_arm(sampled.model)] = Outcome.spent("self-consistency", vote, sampled.usage)
     return found
 
 

@@ -41,9 +41,7 @@ __all__ = ["TEMPLATE_QUESTION", "BadInput", "add_arguments", "execute", "prepare
 
 
 def _positive(text: str) -> int:
-    value = numbers.whole(text)
-    if value is None:
-        raise argparse.ArgumentTypeError(f"must be a whole number (got {text!r})")
+    value = numbers.whole_argument(text)
     if value < 1:
         raise argparse.ArgumentTypeError(f"must be at least 1 (got {value})")
     return value

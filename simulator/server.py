@@ -38,6 +38,7 @@ from council import numbers
 from council.calls import Stage
 from council.refinement import parse_refinement
 from council.structured import synthesis_schema
+from council.tools import ToolCall
 from simulator import accounts, tools, wire
 from simulator.config import FaultConfigError, SimulatorConfig, parse_faults
 from simulator.faults import FaultConfig, FaultInjector, Plan
@@ -263,7 +264,7 @@ class _Exchange:
     def time_left(self) -> float:
         return max(0.0, self.ends_at - asyncio.get_running_loop().time())
 
-    def tool_calls(self) -> list[tools.Call]:
+    def tool_calls(self) -> list[ToolCall]:
         """The tools the member asks for instead of answering (none: it answers). An empty
         or echoing reply (a fault) stays one."""
         if not self.tools or self.plan.fault in ("empty", "echo"):
@@ -378,7 +379,7 @@ class _Exchange:
         await self.body(body, more=False)
 
     async def send_json(
-        self, content: str, finish_reason: str, calls: list[tools.Call] | None = None
+        self, content: str, finish_reason: str, calls: list[ToolCall] | None = None
     ) -> None:
         counted = tools.usage_text(calls) if calls else content
         data = wire.completion(
@@ -414,7 +415,7 @@ class _Exchange:
         return "ok"
 
     async def send_stream(
-        self, content: str, finish_reason: str, calls: list[tools.Call] | None = None
+        self, content: str, finish_reason: str, calls: list[ToolCall] | None = None
     ) -> None:
         await self.start(200, SSE_HEADERS)
         await self.body(b": SIMULATOR PROCESSING\n\n")

@@ -42,7 +42,7 @@ import re
 from dataclasses import dataclass
 from typing import Any
 
-from council.tools import FETCH, WEB_SEARCH
+from council.tools import FETCH, WEB_SEARCH, ToolCall
 from simulator import wire
 from simulator.tool_match import Function, matching_calls
 
@@ -83,23 +83,6 @@ _NUMBER = re.compile(r"-?\d[\d,]*(?:\.\d+)?(?:[eE][-+]?\d+)?")
 # How council.tools.result_message frames a result, and says that a call failed.
 _FRAMED = re.compile(r"<<<TOOL RESULT\n(.*)\nTOOL RESULT>>>", re.DOTALL)
 _FAILED = re.compile(r"\AThe tool call (\S+) failed: (.*)\Z", re.DOTALL)
-
-
-@dataclass(frozen=True)
-class Call:
-    """A tool call the member asks for."""
-
-    id: str
-    name: str
-    arguments: str  # JSON text
-
-    def openai(self) -> dict[str, Any]:
-        """As a non-streamed reply's message carries it."""
-        return {
-            "id": self.id,
-            "type": "function",
-            "function": {"name": self.name, "arguments": self.arguments},
-        }
 
 
 def offered(payload: dict[str, Any]) -> list[str]:
@@ -204,7 +187,7 @@ def used(messages: list[dict[str, Any]]) -> bool:
     )
 
 
-def plan(payload: dict[str, Any], question: str) -> list[Call]:
+def plan(payload: dict[str, Any], question: str) -> list[ToolCall]:
     """The tool calls the member makes instead of answering (none: it answers)."""
     names = offered(payload)
     messages = payload["messages"]
@@ -219,7 +202,9 @@ def plan(payload: dict[str, Any], question: str) -> list[Call]:
         ).encode("utf-8")
     ).hexdigest()[:16]
     return [
-        Call(f"call_{digest}_{i}", name, json.dumps(arguments, ensure_ascii=False))
+        ToolCall(
+            id=f"call_{digest}_{i}", name=name, arguments=json.dumps(arguments, ensure_ascii=False)
+        )
         for i, (name, arguments) in enumerate(wanted)
     ]
 
@@ -458,12 +443,12 @@ def _squash(text: str) -> str:
 # ---- on the wire ----------------------------------------------------------------------
 
 
-def usage_text(calls: list[Call]) -> str:
+def usage_text(calls: list[ToolCall]) -> str:
     """The text a reply of tool calls counts as completion tokens."""
     return "".join(call.name + call.arguments for call in calls)
 
 
-def stream_deltas(calls: list[Call], size: int) -> tuple[dict[str, Any], list[dict[str, Any]]]:
+def stream_deltas(calls: list[ToolCall], size: int) -> tuple[dict[str, Any], list[dict[str, Any]]]:
     """The first delta of a streamed reply of tool calls, and the rest: each call opens
     with its index, id, type and name, and its arguments follow in two or more pieces."""
     deltas: list[dict[str, Any]] = []

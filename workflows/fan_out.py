@@ -250,33 +250,34 @@ class FanOut:
                     self._cut(stage, round_number, model, started)
                     tasks[model].cancel()
 
+    def _of_call(
+        self,
+        kind: EventKind,
+        stage: Stage,
+        round_number: int,
+        model: str,
+        message: str | None = None,
+        data: dict[str, Any] | None = None,
+    ) -> None:
+        """A progress event about one member's call, with its message and data where given."""
+        given = {name: v for name, v in (("message", message), ("data", data)) if v is not None}
+        self.emit(kind, stage=stage, round=round_number, model=model, **given)
+
     def _cut(self, stage: Stage, round_number: int, model: str, started: datetime) -> None:
         """The straggler rule cuts a late call: recorded in `late`, not as an error."""
         late = LateCall.cut(stage, round_number, model, (workflow.now() - started).total_seconds())
         self.cutting.add((stage, round_number, model))
         self.record.late.append(late)
-        self.emit(
-            EventKind.MODEL_LATE,
-            stage=stage,
-            round=round_number,
-            model=model,
-            message=late.describe(),
-            data={"seconds": late.seconds, "effect": late.effect},
-        )
+        data = {"seconds": late.seconds, "effect": late.effect}
+        self._of_call(EventKind.MODEL_LATE, stage, round_number, model, late.describe(), data)
 
     def _not_needed(self, stage: Stage, round_number: int, model: str) -> None:
         """A call the replies in hand made unnecessary: recorded in `not_needed`."""
         dropped = NotNeeded(stage=stage, round=round_number, model=model)
         self.unneeded.add((stage, round_number, model))
         self.record.not_needed.append(dropped)
-        self.emit(
-            EventKind.MODEL_CANCELLED,
-            stage=stage,
-            round=round_number,
-            model=model,
-            message=dropped.reason,
-            data={"not_needed": True},
-        )
+        data = {"not_needed": True}
+        self._of_call(EventKind.MODEL_CANCELLED, stage, round_number, model, dropped.reason, data)
 
     # ---- one call ---------------------------------------------------------------------
 
@@ -331,20 +332,18 @@ class FanOut:
                     [ToolUse.cancelled(c, why) for c in reply.tool_calls],
                 )
                 if not dropped:
-                    self.emit(
-                        EventKind.MODEL_CANCELLED, stage=stage, round=round_number, model=model
-                    )
+                    self._of_call(EventKind.MODEL_CANCELLED, stage, round_number, model)
                 return None
             self._note_tools(stage, round_number, model, uses)
             messages = [*messages, *more]
         reply = joined(steps)
         if self.arriving == (stage, round_number):
             self.arrived[model] = reply
-        self.emit(
+        self._of_call(
             EventKind.MODEL_COMPLETE,
-            stage=stage,
-            round=round_number,
-            model=model,
+            stage,
+            round_number,
+            model,
             data={
                 "tokens": reply.usage.total_tokens,
                 "latency_ms": reply.latency_ms,
@@ -411,14 +410,8 @@ class FanOut:
             self.record.tool_calls.append(
                 ToolCallEntry(stage=stage, round=round_number, model=model, **use.model_dump())
             )
-            self.emit(
-                EventKind.TOOL_CALL,
-                stage=stage,
-                round=round_number,
-                model=model,
-                message=use.describe(),
-                data={"tool": use.tool, "error": use.error, "duration_ms": use.duration_ms},
-            )
+            data = {"tool": use.tool, "error": use.error, "duration_ms": use.duration_ms}
+            self._of_call(EventKind.TOOL_CALL, stage, round_number, model, use.describe(), data)
 
     def failed(
         self,
@@ -447,11 +440,5 @@ class FanOut:
             provider=provider,
         )
         self.record.errors.append(error)
-        self.emit(
-            EventKind.MODEL_FAILED,
-            stage=stage,
-            round=round_number,
-            model=model,
-            message=error.message,
-        )
+        self._of_call(EventKind.MODEL_FAILED, stage, round_number, model, error.message)
         return error

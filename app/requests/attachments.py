@@ -156,17 +156,6 @@ def _pdf_problem(
     """The line for a PDF whose reading stopped short."""
     refused = f": {name} is refused:"
     problem, detail = outcome.problem, outcome.detail
-    if problem == "encrypted":
-        return AttachmentProblem(
-            f": {name} is an encrypted PDF: attach one without a password ({ALLOWED})"
-        )
-    if problem == "unreadable":
-        return AttachmentProblem(f": {name} is not a readable PDF ({detail})")
-    if problem == "stream":
-        return AttachmentProblem(
-            f"{refused} a stream of it inflates past {limits.size_text(budget.stream_bytes)}, "
-            "the most a PDF's page or stream may hold"
-        )
     if problem == "text":
         size, pages = (int(part) for part in detail.split())
         where = "its first page" if pages == 1 else f"its first {pages} pages"
@@ -174,23 +163,20 @@ def _pdf_problem(
             f": {name} is too large: a file's text may have at most "
             f"{limits.size_text(budget.text_bytes)} (got {limits.size_text(size)} from {where})"
         )
-    if problem == "memory":
-        return AttachmentProblem(
-            f"{refused} reading it needs more than {limits.size_text(budget.memory_bytes)} "
-            "of memory, the most a PDF may take"
-        )
-    if problem == "cpu":
-        return AttachmentProblem(
-            f"{refused} reading it takes more than {budget.cpu_seconds} s of CPU time, "
-            "the most a PDF may take"
-        )
-    if problem == "time":
-        return AttachmentProblem(
-            f"{refused} it was not read within {budget.seconds:g} s, the most a PDF may take"
-        )
-    if problem == "limit":
-        return AttachmentProblem(f"{refused} it goes past a limit of the PDF reader ({detail})")
-    return AttachmentProblem(f": {name} is not a readable PDF (the reader stopped: {detail})")
+    lines = {
+        "encrypted": f": {name} is an encrypted PDF: attach one without a password ({ALLOWED})",
+        "unreadable": f": {name} is not a readable PDF ({detail})",
+        "stream": f"{refused} a stream of it inflates past "
+        f"{limits.size_text(budget.stream_bytes)}, the most a PDF's page or stream may hold",
+        "memory": f"{refused} reading it needs more than "
+        f"{limits.size_text(budget.memory_bytes)} of memory, the most a PDF may take",
+        "cpu": f"{refused} reading it takes more than {budget.cpu_seconds} s of CPU time, "
+        "the most a PDF may take",
+        "time": f"{refused} it was not read within {budget.seconds:g} s, the most a PDF may take",
+        "limit": f"{refused} it goes past a limit of the PDF reader ({detail})",
+    }
+    stopped = f": {name} is not a readable PDF (the reader stopped: {detail})"
+    return AttachmentProblem(lines.get(problem or "", stopped))
 
 
 @dataclass(frozen=True)

@@ -36,8 +36,6 @@ DEFAULT_MODELS = (
 )
 
 
-# The variable that moves DATA (read by the settings).
-DATA_VARIABLE = Settings.variables()["data_dir"]
 LOCAL_COUNCIL_FILE = "default-council.json"
 _LOOPBACK = {"localhost", "127.0.0.1", "[::1]", "::1"}
 

@@ -37,6 +37,7 @@ from typing import Annotated, Any, Literal, get_args, get_origin
 
 from pydantic import (
     BaseModel,
+    BeforeValidator,
     Field,
     SecretStr,
     TypeAdapter,
@@ -56,7 +57,7 @@ from pydantic_settings import (
 from app.access import principals as access
 from app.access.principals import Principal
 from app.store import data_dir
-from council.config import DefaultProvider
+from council.config import SECONDS, DefaultProvider, variable
 from council.ids import id_problem, tenant_problem
 from council.numbers import Number, WholeNumber
 
@@ -100,7 +101,10 @@ DEFAULT_WEB_SEARCH_RUNS = 2_000
 MAX_WEB_SEARCH_RUNS = 1_000_000
 STORE_FORMS = "a directory, file:PATH or s3://BUCKET[/PREFIX]"
 _BUCKET = re.compile(r"[a-z0-9][a-z0-9.-]{1,61}[a-z0-9]")
-LogLevel = Literal["DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL"]
+LogLevel = Annotated[
+    Literal["DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL"],
+    BeforeValidator(lambda value: value.upper() if isinstance(value, str) else value),
+]
 CODEC_ORIGINS = (
     "http://localhost:8233",
     "http://127.0.0.1:8233",
@@ -155,177 +159,146 @@ def parse_store(text: str) -> StoreLocation:
     return StoreLocation("file", path=Path(path).expanduser().resolve())
 
 
+def _items(value: Any) -> Any:
+    if isinstance(value, str):
+        return [item.strip() for item in value.split(",") if item.strip()]
+    return value
+
+
+def _location(value: Any) -> Any:
+    return parse_store(value) if isinstance(value, str) else value
+
+
 # A comma-separated list ("a, b,c" is three items); read as text, never as JSON.
-Listed = Annotated[list[str], NoDecode]
+Listed = Annotated[list[str], NoDecode, BeforeValidator(_items)]
 Port = Annotated[WholeNumber, Field(ge=1, le=65535, description="a port number")]
+# What a value must be, as the refusals say it.
+WHOLE, BYTES, RUNS = "a whole number", "a whole number of bytes", "a whole number of runs"
+WHOLE_SECONDS = "a whole number of seconds"
+AT_MOST_ALL = {"most": "COUNCIL_MAX_CONCURRENT_CALLS"}
 
 
 class Settings(BaseSettings):
     """Every COUNCIL_* variable a process may read, by what it is for. A field names its
-    variable (validation_alias), its default, and what its value must be: a description
-    ("a number of seconds") and, for a number, its range as Field constraints; _one_line
-    makes any refusal one line of them."""
+    variable (council.config.variable: the validation_alias), its default, and what its
+    value must be: a description ("a number of seconds") and, for a number, its range as
+    Field constraints; _one_line makes any refusal one line of them."""
 
     model_config = SettingsConfigDict(
         case_sensitive=True, env_ignore_empty=True, extra="ignore", frozen=True
     )
 
     # -- Temporal: where new deliberations go, and the UI runs are linked to
-    task_queue: str = Field(DEFAULT_TASK_QUEUE, validation_alias="COUNCIL_TASK_QUEUE")
-    ui_url: str | None = Field(None, validation_alias="COUNCIL_UI_URL")
+    task_queue: str = variable("COUNCIL_TASK_QUEUE", DEFAULT_TASK_QUEUE)
+    ui_url: str | None = variable("COUNCIL_UI_URL")
 
     # -- the councils: council.toml, the default council, the local stack's files
-    config_file: str | None = Field(None, validation_alias="COUNCIL_CONFIG")
+    config_file: str | None = variable("COUNCIL_CONFIG")
     default_models: Listed = Field(default_factory=list, validation_alias="COUNCIL_MODELS")
-    default_chairman: str | None = Field(None, validation_alias="COUNCIL_CHAIRMAN")
-    data_dir: Path | None = Field(None, validation_alias="COUNCIL_DATA")
+    default_chairman: str | None = variable("COUNCIL_CHAIRMAN")
+    data_dir: Path | None = variable("COUNCIL_DATA")
     # The payload store (app.store): where texts from the threshold on travel by reference.
-    store: Annotated[StoreLocation, NoDecode] = Field(
-        StoreLocation("file"), validation_alias="COUNCIL_STORE"
+    store: Annotated[StoreLocation, NoDecode, BeforeValidator(_location)] = variable(
+        "COUNCIL_STORE", StoreLocation("file")
     )
-    store_threshold: WholeNumber = Field(
-        DEFAULT_STORE_THRESHOLD,
-        ge=0,
-        le=MAX_STORE_THRESHOLD,
-        validation_alias="COUNCIL_STORE_THRESHOLD",
-        description="a whole number of bytes",
+    store_threshold: WholeNumber = variable(
+        "COUNCIL_STORE_THRESHOLD", DEFAULT_STORE_THRESHOLD, BYTES, ge=0, le=MAX_STORE_THRESHOLD
     )
     # Whose runs this client starts (runs.priority): the fairness key of `start`,
     # `eval` and the MCP server, unless --tenant names another.
-    tenant: str | None = Field(None, validation_alias="COUNCIL_TENANT")
+    tenant: str | None = variable("COUNCIL_TENANT")
     # What each tenant of the page, /v1 and MCP may start within a window (runs.quota);
     # 0: no limit.
-    quota_runs: WholeNumber = Field(
-        DEFAULT_QUOTA_RUNS,
-        ge=0,
-        le=MAX_QUOTA_RUNS,
-        validation_alias="COUNCIL_QUOTA_RUNS",
-        description="a whole number of runs",
+    quota_runs: WholeNumber = variable(
+        "COUNCIL_QUOTA_RUNS", DEFAULT_QUOTA_RUNS, RUNS, ge=0, le=MAX_QUOTA_RUNS
     )
-    quota_bytes: WholeNumber = Field(
-        DEFAULT_QUOTA_BYTES,
-        ge=0,
-        le=MAX_QUOTA_BYTES,
-        validation_alias="COUNCIL_QUOTA_BYTES",
-        description="a whole number of bytes",
+    quota_bytes: WholeNumber = variable(
+        "COUNCIL_QUOTA_BYTES", DEFAULT_QUOTA_BYTES, BYTES, ge=0, le=MAX_QUOTA_BYTES
     )
-    quota_window: WholeNumber = Field(
-        DEFAULT_QUOTA_WINDOW,
-        ge=60,
-        le=MAX_QUOTA_WINDOW,
-        validation_alias="COUNCIL_QUOTA_WINDOW",
-        description="a whole number of seconds",
+    quota_window: WholeNumber = variable(
+        "COUNCIL_QUOTA_WINDOW", DEFAULT_QUOTA_WINDOW, WHOLE_SECONDS, ge=60, le=MAX_QUOTA_WINDOW
     )
     # Set by whatever starts the worker against the bundled simulator: pages say so.
-    simulated: bool = Field(False, validation_alias="COUNCIL_SIMULATED")
+    simulated: bool = variable("COUNCIL_SIMULATED", False)
 
     # -- the web page (and the MCP server's HTTP transport, which keeps the page's rules)
-    web_host: str = Field(DEFAULT_WEB_HOST, validation_alias="COUNCIL_WEB_HOST")
-    web_port: Port = Field(DEFAULT_WEB_PORT, validation_alias="COUNCIL_WEB_PORT")
-    web_token: SecretStr | None = Field(None, validation_alias="COUNCIL_WEB_TOKEN", repr=False)
+    web_host: str = variable("COUNCIL_WEB_HOST", DEFAULT_WEB_HOST)
+    web_port: Port = variable("COUNCIL_WEB_PORT", DEFAULT_WEB_PORT)
+    web_token: SecretStr | None = variable("COUNCIL_WEB_TOKEN", repr=False)
     # Named tokens, each a principal of its own (app.access.principals): NAME=TOKEN pairs, and
     # those of a file.
-    web_tokens: Annotated[tuple[Principal, ...], NoDecode] = Field(
-        (), validation_alias="COUNCIL_WEB_TOKENS", repr=False
+    web_tokens: Annotated[tuple[Principal, ...], NoDecode] = variable(
+        "COUNCIL_WEB_TOKENS", (), repr=False
     )
-    web_tokens_file: Annotated[tuple[Principal, ...], NoDecode] = Field(
-        (), validation_alias="COUNCIL_WEB_TOKENS_FILE", repr=False
+    web_tokens_file: Annotated[tuple[Principal, ...], NoDecode] = variable(
+        "COUNCIL_WEB_TOKENS_FILE", (), repr=False
     )
     # With a token: anyone who reaches the page may still read every run (not start one).
-    web_public_read: bool = Field(False, validation_alias="COUNCIL_WEB_PUBLIC_READ")
+    web_public_read: bool = variable("COUNCIL_WEB_PUBLIC_READ", False)
     web_allowed_hosts: Listed = Field(
         default_factory=list, validation_alias="COUNCIL_WEB_ALLOWED_HOSTS"
     )
     web_trusted_proxies: Listed = Field(
         default_factory=list, validation_alias="COUNCIL_WEB_TRUSTED_PROXIES"
     )
-    web_search_runs: WholeNumber = Field(
-        DEFAULT_WEB_SEARCH_RUNS,
-        ge=1,
-        le=MAX_WEB_SEARCH_RUNS,
-        validation_alias="COUNCIL_WEB_SEARCH_RUNS",
-        description="a whole number of runs",
+    web_search_runs: WholeNumber = variable(
+        "COUNCIL_WEB_SEARCH_RUNS", DEFAULT_WEB_SEARCH_RUNS, RUNS, ge=1, le=MAX_WEB_SEARCH_RUNS
     )
 
     # -- the MCP server
-    mcp_progress_seconds: Number = Field(
-        DEFAULT_MCP_PROGRESS_SECONDS,
-        ge=0.5,
-        le=60,
-        validation_alias="COUNCIL_MCP_PROGRESS_SECONDS",
-        description="a number of seconds",
+    mcp_progress_seconds: Number = variable(
+        "COUNCIL_MCP_PROGRESS_SECONDS", DEFAULT_MCP_PROGRESS_SECONDS, SECONDS, ge=0.5, le=60
     )
 
     # -- payload encryption (app.codec.encryption), in every client and worker, and the codec server
-    payload_key: SecretStr | None = Field(None, validation_alias="COUNCIL_PAYLOAD_KEY", repr=False)
-    payload_key_id: str | None = Field(None, validation_alias="COUNCIL_PAYLOAD_KEY_ID")
-    payload_old_keys: SecretStr | None = Field(
-        None, validation_alias="COUNCIL_PAYLOAD_OLD_KEYS", repr=False
-    )
+    payload_key: SecretStr | None = variable("COUNCIL_PAYLOAD_KEY", repr=False)
+    payload_key_id: str | None = variable("COUNCIL_PAYLOAD_KEY_ID")
+    payload_old_keys: SecretStr | None = variable("COUNCIL_PAYLOAD_OLD_KEYS", repr=False)
     codec_cors_origins: Listed = Field(
         default_factory=lambda: list(CODEC_ORIGINS), validation_alias="COUNCIL_CODEC_CORS_ORIGINS"
     )
-    codec_token: SecretStr | None = Field(None, validation_alias="COUNCIL_CODEC_TOKEN", repr=False)
+    codec_token: SecretStr | None = variable("COUNCIL_CODEC_TOKEN", repr=False)
     # Host names the codec server answers to beyond loopback and its --host (app.access.hosts).
     codec_allowed_hosts: Listed = Field(
         default_factory=list, validation_alias="COUNCIL_CODEC_ALLOWED_HOSTS"
     )
     # Where the codec server listens unless --port says otherwise.
-    codec_port: Port = Field(DEFAULT_CODEC_PORT, validation_alias="COUNCIL_CODEC_PORT")
+    codec_port: Port = variable("COUNCIL_CODEC_PORT", DEFAULT_CODEC_PORT)
 
     # -- the simulator as `make simulator` starts it (harness.serve)
-    sim_port: Port = Field(DEFAULT_SIM_PORT, validation_alias="COUNCIL_SIM_PORT")
+    sim_port: Port = variable("COUNCIL_SIM_PORT", DEFAULT_SIM_PORT)
 
     # -- the worker
-    max_concurrent_calls: WholeNumber = Field(
+    max_concurrent_calls: WholeNumber = variable(
+        "COUNCIL_MAX_CONCURRENT_CALLS",
         DEFAULT_MAX_CONCURRENT_CALLS,
+        WHOLE,
         ge=1,
         le=MAX_CONCURRENT_CALLS,
-        validation_alias="COUNCIL_MAX_CONCURRENT_CALLS",
-        description="a whole number",
     )
     # Of those, the most one tenant and one run send at once, and how many more calls the
     # worker takes from its queue to wait for their turn (None: the defaults of
     # activities.shares).
-    max_calls_per_tenant: WholeNumber | None = Field(
-        None,
-        ge=1,
-        validation_alias="COUNCIL_MAX_CALLS_PER_TENANT",
-        description="a whole number",
-        json_schema_extra={"most": "COUNCIL_MAX_CONCURRENT_CALLS"},
+    max_calls_per_tenant: WholeNumber | None = variable(
+        "COUNCIL_MAX_CALLS_PER_TENANT", None, WHOLE, ge=1, json_schema_extra=AT_MOST_ALL
     )
-    max_calls_per_run: WholeNumber | None = Field(
-        None,
-        ge=1,
-        validation_alias="COUNCIL_MAX_CALLS_PER_RUN",
-        description="a whole number",
-        json_schema_extra={"most": "COUNCIL_MAX_CONCURRENT_CALLS"},
+    max_calls_per_run: WholeNumber | None = variable(
+        "COUNCIL_MAX_CALLS_PER_RUN", None, WHOLE, ge=1, json_schema_extra=AT_MOST_ALL
     )
-    max_waiting_calls: WholeNumber | None = Field(
-        None,
-        ge=0,
-        le=MAX_WAITING_CALLS,
-        validation_alias="COUNCIL_MAX_WAITING_CALLS",
-        description="a whole number",
+    max_waiting_calls: WholeNumber | None = variable(
+        "COUNCIL_MAX_WAITING_CALLS", None, WHOLE, ge=0, le=MAX_WAITING_CALLS
     )
-    max_calls_per_second: Number | None = Field(
-        None,
-        gt=0,
-        validation_alias="COUNCIL_MAX_CALLS_PER_SECOND",
-        description="a number of calls per second",
+    max_calls_per_second: Number | None = variable(
+        "COUNCIL_MAX_CALLS_PER_SECOND", None, "a number of calls per second", gt=0
     )
-    metrics_port: WholeNumber | None = Field(
-        None,
-        ge=1,
-        le=65535,
-        validation_alias="COUNCIL_METRICS_PORT",
-        description="a port number",
+    metrics_port: WholeNumber | None = variable(
+        "COUNCIL_METRICS_PORT", None, "a port number", ge=1, le=65535
     )
-    metrics_host: str = Field(DEFAULT_METRICS_HOST, validation_alias="COUNCIL_METRICS_HOST")
-    worker_processes: str | None = Field(None, validation_alias="COUNCIL_WORKER_PROCESSES")
-    log_level: LogLevel = Field("INFO", validation_alias="COUNCIL_LOG_LEVEL")
+    metrics_host: str = variable("COUNCIL_METRICS_HOST", DEFAULT_METRICS_HOST)
+    worker_processes: str | None = variable("COUNCIL_WORKER_PROCESSES")
+    log_level: LogLevel = variable("COUNCIL_LOG_LEVEL", "INFO")
     # The build the worker runs (app.temporal.deployment: runs are pinned to it); None: the version.
-    build_id: str | None = Field(None, validation_alias="COUNCIL_BUILD_ID")
+    build_id: str | None = variable("COUNCIL_BUILD_ID")
     # The default provider of model calls (COUNCIL_LLM_*, OPENROUTER_API_KEY): the worker's
     # gateway works with it (activities.settings.GatewaySettings.of).
     llm: DefaultProvider = DefaultProvider()
@@ -375,34 +348,10 @@ class Settings(BaseSettings):
     def _ui(cls, value: str | None) -> str | None:
         return value.rstrip("/") or None if value else None
 
-    @field_validator(
-        "default_models",
-        "web_allowed_hosts",
-        "web_trusted_proxies",
-        "codec_cors_origins",
-        "codec_allowed_hosts",
-        mode="before",
-    )
-    @classmethod
-    def _listed(cls, value: Any) -> Any:
-        if isinstance(value, str):
-            return [item.strip() for item in value.split(",") if item.strip()]
-        return value
-
     @field_validator("codec_cors_origins", mode="after")
     @classmethod
     def _origins(cls, value: list[str]) -> list[str]:
         return value or list(CODEC_ORIGINS)
-
-    @field_validator("log_level", mode="before")
-    @classmethod
-    def _upper(cls, value: Any) -> Any:
-        return value.upper() if isinstance(value, str) else value
-
-    @field_validator("store", mode="before")
-    @classmethod
-    def _store(cls, value: Any) -> Any:
-        return parse_store(value) if isinstance(value, str) else value
 
     @field_validator("max_calls_per_tenant", "max_calls_per_run", mode="after")
     @classmethod

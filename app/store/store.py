@@ -55,7 +55,6 @@ from app.settings import environment as app_settings
 from app.settings.environment import Settings, StoreLocation
 
 STORE_VARIABLE = Settings.variables()["store"]
-THRESHOLD_VARIABLE = Settings.variables()["store_threshold"]
 LOCAL_DRIVER = "council.local"
 S3_DRIVER = "aws.s3driver"
 _REFERENCE_TYPE = ExternalStorageReference.DESCRIPTOR.full_name.encode()
