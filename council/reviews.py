@@ -506,14 +506,14 @@ def parse_review(text: str | None, shown_labels: Iterable[str]) -> ParsedReview:
     )
 
 
-def parse_json_review(text: str | None, shown_labels: Iterable[str]) -> ParsedReview | None:
-    """A review given as JSON (council.structured's review schema), or None. The same
-    rules hold as for text: only shown labels, a critique only when it says something.
-    The ranking is the one given, completed by the ratings of the labels it leaves out."""
-    shown = sorted(set(shown_labels))
-    verdicts = review_verdicts(text or "", shown)
-    if verdicts is None:
-        return None
+# A review given as JSON, as council.structured reads it: ratings, critiques, ranking.
+Verdicts = tuple[dict[str, float], dict[str, str], list[str]]
+
+
+def _json_review(verdicts: Verdicts, shown: list[str]) -> ParsedReview:
+    """A review given as JSON (council.structured's review schema), read by the same rules
+    as text: only shown labels, a critique only when it says something. The ranking is the
+    one given, completed by the ratings of the labels it leaves out."""
     ratings, said, given = verdicts
     critiques = {
         label: critique
@@ -526,14 +526,9 @@ def parse_json_review(text: str | None, shown_labels: Iterable[str]) -> ParsedRe
     )
 
 
-def readable_review(text: str, shown_labels: Iterable[str]) -> str:
-    """A review as a person reads it: one given as JSON (council.structured's review
-    schema) written out as the text form asks for it (each answer's rating and critique,
-    then the final ranking); any other as it was written."""
-    shown = sorted(set(shown_labels))
-    verdicts = review_verdicts(text, shown)
-    if verdicts is None:
-        return text
+def _written_out(verdicts: Verdicts, shown: list[str]) -> str:
+    """A review given as JSON as a person reads it: written out as the text form asks for
+    it (each answer's rating and critique, then the final ranking)."""
     ratings, critiques, ranking = verdicts
     parts = []
     for label in shown:
@@ -560,11 +555,13 @@ def read_review(
     written out), and the parse. A reply in the review's JSON form is read as JSON
     (read_as: how it was asked for, or json_object); any other as text."""
     shown = labels_shown_to(reviewer, label_to_model)
-    parsed = parse_json_review(text, shown)
-    read_as = (asked or JSON_OBJECT) if parsed is not None else TEXT
-    written_out = readable_review(text, shown) if parsed is not None else None
-    if parsed is None:
-        parsed = parse_review(text, shown)
+    labels = sorted(set(shown))
+    verdicts = review_verdicts(text, labels)  # read once: the parse and the written-out form
+    if verdicts is None:
+        parsed, read_as, written_out = parse_review(text, shown), TEXT, None
+    else:
+        parsed, read_as = _json_review(verdicts, labels), asked or JSON_OBJECT
+        written_out = _written_out(verdicts, labels)
     result = Stage2Result(
         model=reviewer,
         ranking=text,
