@@ -66,6 +66,10 @@ def sandbox() -> tuple[str | None, str]:
     return path, ""
 
 
+# The sandbox's own /tmp, over the machine's.
+SANDBOX_TMP = Path("/tmp")
+
+
 def _isolation() -> list[str]:
     """What a confined server gets whatever its entry: its own PID namespace, no capability,
     its own session, its death with the worker; the file system read-only, and a /proc (of
@@ -87,7 +91,7 @@ def _isolation() -> list[str]:
         "--dev",
         "/dev",
         "--tmpfs",
-        "/tmp",
+        str(SANDBOX_TMP),
     ]
 
 
@@ -116,15 +120,18 @@ class Confinement:
             )
         program = _program(server)
         args = _isolation()
-        # Its own files (the script it runs, under /tmp say, and the virtual environment its
-        # program belongs to), read-only; its cwd writable.
-        for folder in dict.fromkeys(
-            _folders_of([program, *_environment_of(program), *server.args])
-        ):
-            args += ["--ro-bind", str(folder), str(folder)]
+        # What the server's own /tmp would cover (a checkout under /tmp, say), read-only: its
+        # program and the virtual environment it belongs to, the files its arguments name
+        # (a relative one from its cwd) and its cwd, which is the worker's unless its entry
+        # names one (that one writable).
         cwd = Path(server.cwd).absolute() if server.cwd is not None else None
-        if cwd is not None:
-            args += ["--bind", str(cwd), str(cwd)]
+        here = cwd or Path.cwd()
+        words = [program, *_environment_of(program), *server.args]
+        for folder in dict.fromkeys([*_folders_of(words, here), here]):
+            if folder == cwd:
+                args += ["--bind", str(cwd), str(cwd)]
+            elif _covered(folder):
+                args += ["--ro-bind", str(folder), str(folder)]
         for path in self.hidden:
             if path.is_dir():
                 args += ["--tmpfs", str(path)]
@@ -134,8 +141,7 @@ class Confinement:
         args += ["--clearenv"]
         for name, value in (server.env or {}).items():
             args += ["--setenv", name, value]
-        if cwd is not None:
-            args += ["--chdir", str(cwd)]
+        args += ["--chdir", str(here)]
         return server.model_copy(
             update={"command": bwrap, "args": [*args, "--", program, *server.args]}
         )
@@ -159,11 +165,18 @@ def _environment_of(program: str) -> Iterator[str]:
         yield str(root)
 
 
-def _folders_of(words: Iterable[str]) -> Iterator[Path]:
-    """The folder of each word that names a file or folder (a script, its directory)."""
+def _covered(folder: Path) -> bool:
+    """Whether the server's own /tmp covers `folder` (the rest of the file system it sees
+    as it is, read-only: binding a folder there again would only undo what covers it)."""
+    return folder.is_relative_to(SANDBOX_TMP) and folder != SANDBOX_TMP
+
+
+def _folders_of(words: Iterable[str], here: Path) -> Iterator[Path]:
+    """The folder of each word that names a file or folder (a script, its directory), a
+    relative one read from `here`."""
     for word in words:
-        path = Path(word)
-        if path.is_absolute() and path.exists():
+        path = here / word  # an absolute word stays itself
+        if word and path.exists():
             yield path if path.is_dir() else path.parent
 
 

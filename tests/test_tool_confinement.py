@@ -9,7 +9,6 @@ one line unless its entry says trusted."""
 
 from __future__ import annotations
 
-import asyncio
 import json
 import os
 import subprocess
@@ -22,12 +21,11 @@ import pytest
 from mcp import StdioServerParameters
 from temporalio.testing import WorkflowEnvironment
 
-from activities import confinement, mcp_tools
+from activities import confinement
 from activities.confinement import Confinement
 from activities.tool_failure import ToolFailure
 from app.temporal import connection
 from council.models import DeliberationRecord
-from council.tool_config import McpEntry
 from council.tools import ToolResult
 from harness import processes
 from harness.processes import ROOT, start_worker
@@ -37,7 +35,6 @@ from tests.temporal_fixtures import FOUR_MODELS, TEST_API_KEY, request, worker_e
 from workflows.deliberation import Deliberation
 
 LOOTER = Path(__file__).resolve().parent / "looting_mcp.py"
-CALCULATOR = ROOT / "examples" / "calculator_mcp.py"
 DOTENV_KEY = "sk-dotenv-provider-key-81f0c2"
 TOML_TOKEN = "sk-toml-tool-token-4d9e77"
 DATA_KEY = "sk-data-file-key-0b3a6e"
@@ -141,24 +138,29 @@ async def test_a_trusted_server_is_not_confined_and_the_looter_would_find_the_ke
     assert found[0]["pid_count"] > 3  # the machine's processes
 
 
-async def test_a_server_run_by_a_virtual_environment_under_tmp_finds_its_libraries(
-    tmp_path: Path,
+def test_a_server_under_tmp_sees_its_environment_and_the_files_it_names(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """The server's own /tmp covers the machine's: a virtual environment there (a checkout
-    under /tmp, say) keeps its libraries, read-only, for the interpreter it runs."""
+    """The server's own /tmp covers the machine's: a server whose virtual environment, script
+    and worker's cwd are there (a checkout under /tmp, say) still finds them, read-only."""
     needs_a_sandbox()
+    if not tmp_path.is_relative_to("/tmp"):
+        pytest.skip(f"the test's folder {tmp_path} is not under the sandbox's own /tmp")
     venv = tmp_path / "venv"
-    made = [sys.executable, "-m", "venv", "--without-pip", str(venv)]
-    await asyncio.to_thread(subprocess.run, made, check=True)
+    subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(venv)], check=True)
     [site] = (venv / "lib").glob("python*/site-packages")
-    # The environment's only library: a path to this interpreter's (where mcp is).
-    ours = [path for path in sys.path if path.endswith("site-packages")]
-    (site / "suite.pth").write_text("\n".join(ours) + "\n")
-    entry = McpEntry.model_validate(
-        {"command": [str(venv / "bin" / "python"), str(CALCULATOR)], "timeout": 120}
+    (site / "probe_library.py").write_text("FOUND = 'the library'\n")
+    (tmp_path / "server.py").write_text(
+        "import probe_library\nprint(probe_library.FOUND, open('notes.txt').read())\n"
     )
-    specs = await mcp_tools.list_tools("calc", entry, {})
-    assert {spec.name for spec in specs} == {"calc__evaluate", "calc__convert"}
+    (tmp_path / "notes.txt").write_text("and the notes")
+    monkeypatch.chdir(tmp_path)  # the worker's cwd: the relative script is read from it
+    server = StdioServerParameters(command=str(venv / "bin" / "python"), args=["server.py"])
+    wrapped = Confinement().wrap(server, trusted=False)
+    done = subprocess.run(
+        [wrapped.command, *wrapped.args], capture_output=True, text=True, timeout=120
+    )
+    assert done.stdout.strip() == "the library and the notes", done.stderr
 
 
 # ---- the rules, fast ----------------------------------------------------------------------
