@@ -72,13 +72,21 @@ def _serve(path: str) -> None:
             continue
         conn.settimeout(None)
         message, fds, _, _ = socket.recv_fds(conn, 1 << 20, 3)
+        # The child starts once its pid is sent: else a child that ends at once could send
+        # its status first, and be read as its pid.
+        sent_r, sent_w = os.pipe()
         pid = os.fork()
         if pid == 0:
             listener.close()
+            os.close(sent_w)
+            os.read(sent_r, 1)
+            os.close(sent_r)
             _child(conn, json.loads(message), fds)  # never returns
+        os.close(sent_r)
         for fd in fds:
             os.close(fd)
         conn.sendall(f"{pid}\n".encode())
+        os.close(sent_w)  # the child's read returns
         conn.close()
 
 
