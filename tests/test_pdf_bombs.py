@@ -57,26 +57,25 @@ STREAM_LINE = (
 
 async def beside(
     attack: Awaitable[T], honest: Callable[[], Awaitable[Any]]
-) -> tuple[T, float, float]:
-    """The attack's outcome, the seconds it took, and the longest an honest request took
-    while it ran (one after another until the attack is answered; one asked before, so
+) -> tuple[T, float, int]:
+    """The attack's outcome, the seconds it took, and how many honest requests were answered
+    while it still ran (one after another until the attack is answered; one asked before, so
     that a first request's own start-up is not counted as the attack's doing)."""
     await honest()
     started = time.monotonic()
     task = asyncio.ensure_future(attack)
-    worst = 0.0
+    answered = 0
     while not task.done():
-        asked = time.monotonic()
         await honest()
-        worst = max(worst, time.monotonic() - asked)
-    return await task, time.monotonic() - started, worst
+        answered += not task.done()
+    return await task, time.monotonic() - started, answered
 
 
-def assert_answered_beside(took: float, worst: float) -> None:
-    """Before, an honest request waited for the whole bomb; now it takes a small part of
-    its time (margins wide enough for a loaded machine)."""
+def assert_answered_beside(took: float, answered: int) -> None:
+    """Before, an honest request waited for the whole bomb; now others are answered while
+    it is read (a condition, not a time: it holds on a loaded machine too)."""
     assert took > 1.0, f"the bomb took only {took:.2f} s: too small to show anything"
-    assert worst * 3 < took, f"an honest request took {worst:.2f} s beside a {took:.2f} s bomb"
+    assert answered >= 2, f"{answered} honest request(s) answered beside a {took:.2f} s bomb"
 
 
 # ---- the page -------------------------------------------------------------------------
@@ -106,10 +105,10 @@ async def test_the_page_answers_others_while_a_bomb_is_read(
             # answer takes a second now and then with no bomb at all.
             assert (await http.get("/static/council.css")).status_code == 200
 
-        slow, took, worst = await beside(start(("slow.pdf", SLOW)), honest)
+        slow, took, answered = await beside(start(("slow.pdf", SLOW)), honest)
         assert slow.status_code == 400
         assert "slow.pdf is a PDF without text" in form_error(slow.text)
-        assert_answered_beside(took, worst)
+        assert_answered_beside(took, answered)
 
         capped = await start(("bomb.pdf", PAST_CAP))
         assert STREAM_LINE in form_error(capped.text)
@@ -154,9 +153,9 @@ async def test_v1_answers_others_while_a_bomb_is_read(web: WebServer, council: C
         async def honest() -> None:
             await api.models.list()
 
-        slow, took, worst = await beside(ask(("slow.pdf", SLOW)), honest)
+        slow, took, answered = await beside(ask(("slow.pdf", SLOW)), honest)
         assert slow.startswith("messages[0].content[1].file.file_data: slow.pdf is a PDF without")
-        assert_answered_beside(took, worst)
+        assert_answered_beside(took, answered)
 
         capped = await ask(("bomb.pdf", PAST_CAP))
         assert capped.startswith(f"messages[0].content[1].file.file_data: {STREAM_LINE}")
@@ -218,9 +217,9 @@ async def test_mcp_answers_others_while_a_bomb_is_read(mcp_http: str, council: C
         async def honest() -> None:
             await other.list_tools()
 
-        slow, took, worst = await beside(start(("slow.pdf", SLOW)), honest)
+        slow, took, answered = await beside(start(("slow.pdf", SLOW)), honest)
         assert slow.startswith("attachments[0]: slow.pdf is a PDF without text")
-        assert_answered_beside(took, worst)
+        assert_answered_beside(took, answered)
 
         capped = await start(("bomb.pdf", PAST_CAP))
         assert capped.startswith(f"attachments[0]: {STREAM_LINE}")
