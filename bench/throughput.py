@@ -90,6 +90,13 @@ class LoopResult:
     def per_minute(self) -> float:
         return self.completed / self.window * 60
 
+    @property
+    def calls_per_minute(self) -> float:
+        """Model calls served in the window, per minute: every row makes the same calls a
+        run, and unlike the runs completed, the count does not depend on where the window
+        falls in the runs' waves."""
+        return (self.calls or 0) / self.window * 60
+
 
 async def closed_loop(
     start: Callable[[], Awaitable[WorkflowHandle]],
@@ -278,15 +285,18 @@ def _median(runs: list[LoopResult]) -> LoopResult:
     return ordered[(len(ordered) - 1) // 2]
 
 
-def _median_ratio(turns: dict[str, list[LoopResult]], kind: str, baseline: str) -> float | None:
+def _median_ratio(
+    turns: dict[str, list[LoopResult]], kind: str, baseline: str, by_calls: bool = False
+) -> float | None:
     """The median over the repetitions of kind / baseline, each measured in the same one
-    (None where either row was not measured)."""
+    (None where either row was not measured): of the runs completed, or `by_calls`, of the
+    model calls served."""
     if kind not in turns or baseline not in turns:
         return None
     ratios = [
-        a.per_minute / b.per_minute
+        ratio
         for a, b in zip(turns[kind], turns[baseline], strict=True)
-        if b.per_minute
+        if (ratio := _rate(a, b, by_calls)) is not None
     ]
     return statistics.median(ratios) if ratios else None
 
@@ -372,11 +382,14 @@ def _history_table(results: dict[str, LoopResult], in_window: bool) -> report.Ta
     return table
 
 
-def _rate(a: LoopResult | None, b: LoopResult | None) -> float | None:
-    """a / b per minute, where both were measured."""
-    if a is None or b is None or not b.per_minute:
+def _rate(a: LoopResult | None, b: LoopResult | None, by_calls: bool = False) -> float | None:
+    """a / b per minute (runs completed, or `by_calls` model calls served), where both were
+    measured."""
+    if a is None or b is None:
         return None
-    return a.per_minute / b.per_minute
+    if by_calls:
+        return a.calls_per_minute / b.calls_per_minute if b.calls_per_minute else None
+    return a.per_minute / b.per_minute if b.per_minute else None
 
 
 def _turns_table(turns: dict[str, list[LoopResult]]) -> report.Table:
@@ -385,6 +398,7 @@ def _turns_table(turns: dict[str, list[LoopResult]]) -> report.Table:
             "repetition",
             *(f"{SHORT[kind]} per minute" for kind in ROWS[::-1]),
             *(f"Council / {SHORT[kind]}" for kind in ("same", "calls") if kind in ROWS),
+            *(["Council / the same calls, by calls served"] if "same" in ROWS else []),
             *(f"worker CPU per run, {SHORT[kind]}" for kind in ("council", "same") if kind in ROWS),
             *(
                 f"worker CPU per call, {SHORT[kind]}"
@@ -404,6 +418,7 @@ def _turns_table(turns: dict[str, list[LoopResult]]) -> report.Table:
                 for kind in ("same", "calls")
                 if kind in ROWS
             ),
+            *([report.ratio(_rate(council, now["same"], by_calls=True))] if "same" in ROWS else []),
             *(_worker_ms(now[kind]) for kind in ("council", "same") if kind in ROWS),
             *(_worker_ms_per_call(now[kind]) for kind in ("council", "same") if kind in ROWS),
         )
@@ -458,6 +473,7 @@ async def run(
             "ratio to bare + model calls",
             "ratio to bare + the same calls",
             "completed in window",
+            "model calls served per minute",
             "mean run latency",
             "failed",
             "worker peak RSS",
@@ -473,6 +489,7 @@ async def run(
             report.ratio(_rate(result, calls)) if kind in ("council", "same") else "-",
             report.ratio(_rate(result, same)) if kind == "council" else "-",
             f"{result.completed} in {result.window:.0f} s",
+            f"{result.calls_per_minute:,.0f}",
             report.seconds(mean_latency, 1),
             result.failed,
             report.megabytes(result.peak_rss_mb),
@@ -542,6 +559,7 @@ async def run(
         )
     ratio = _median_ratio(turns, "council", "calls")
     own = _median_ratio(turns, "council", "same")
+    own_calls = _median_ratio(turns, "council", "same", by_calls=True)
     tables = [table, cpu, _history_table(results, in_window=True), _history_table(results, False)]
     if REPEAT > 1:
         tables.append(_turns_table(turns))
@@ -580,6 +598,18 @@ async def run(
                 "deliberation workflow's own cost at scale; worker CPU per run "
                 f"{_worker_ms(council)} vs {_worker_ms(same)}, per model call "
                 f"{_worker_ms_per_call(council)} vs {_worker_ms_per_call(same)}",
+            )
+        )
+        headlines.append(
+            report.Headline(
+                "throughput by the calls served in the window: Council / bare Temporal "
+                "making the same calls",
+                own_calls,
+                f">= {GOAL_SAME}",
+                None if own_calls is None else own_calls >= GOAL_SAME,
+                f"{way}; {council.calls_per_minute:,.0f} vs {same.calls_per_minute:,.0f} model "
+                f"calls a minute ({sum(plan)} a run in both): the same work, counted where "
+                "the window's edges cut no run",
             )
         )
     return report.Section(

@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import re
 from collections.abc import Iterable, Sequence
-from difflib import SequenceMatcher
 
 from council.calls import ChatMessage
 
@@ -40,31 +39,61 @@ def repeats_prompt(reply: str, prompt: str, material: Iterable[str] = ()) -> boo
     said = _words(reply)
     if not said or len(said) > MAX_ECHO_WORDS:
         return False
-    asked = _words(prompt)
-    need = max(MIN_RUN_WORDS, SHARE_OF_REPLY * len(said))
-    if _longest_shared_streak(said, asked) < need:
+    start, size = _longest_shared_run(said, _words(prompt))
+    if size < MIN_RUN_WORDS or size < SHARE_OF_REPLY * len(said):
         return False
-    match = SequenceMatcher(None, said, asked, autojunk=False).find_longest_match(
-        0, len(said), 0, len(asked)
-    )
-    if match.size < MIN_RUN_WORDS or match.size < SHARE_OF_REPLY * len(said):
-        return False
-    run = " " + " ".join(said[match.a : match.a + match.size]) + " "
+    run = " " + " ".join(said[start : start + size]) + " "
     return not any(run in " " + " ".join(_words(text)) + " " for text in material)
 
 
-def _longest_shared_streak(said: list[str], asked: list[str]) -> int:
-    """An upper bound on the longest run of `said` that `asked` holds, cheap to find:
-    the longest streak of consecutive words of `said` each starting a MIN_RUN_WORDS-word
-    sequence that `asked` holds somewhere, plus the sequence's other words (0 without one).
-    A run of n >= MIN_RUN_WORDS shared words gives such a streak of n - MIN_RUN_WORDS + 1."""
-    n = MIN_RUN_WORDS
-    held = {tuple(asked[i : i + n]) for i in range(len(asked) - n + 1)}
-    longest = streak = 0
-    for i in range(len(said) - n + 1):
-        streak = streak + 1 if tuple(said[i : i + n]) in held else 0
-        longest = max(longest, streak)
-    return longest + n - 1 if longest else 0
+def _longest_shared_run(said: list[str], asked: list[str]) -> tuple[int, int]:
+    """The longest run of `said` that `asked` holds, as (start in `said`, words): of the
+    longest, the one that starts first in `said`; (0, 0) when none is MIN_RUN_WORDS long.
+
+    In time linear in both: a suffix automaton of `said` (each state a set of its runs that
+    end at the same places, with where the first of them ends), and `asked` walked through
+    it, keeping at each word the longest run of `asked` ending there that `said` holds."""
+    link, length, first = [-1], [0], [-1]
+    moves: list[dict[str, int]] = [{}]
+
+    def state(of_length: int, ends: int, parent: int, out: dict[str, int]) -> int:
+        link.append(parent)
+        length.append(of_length)
+        first.append(ends)
+        moves.append(out)
+        return len(moves) - 1
+
+    last = 0
+    for i, word in enumerate(said):
+        new = state(length[last] + 1, i, 0, {})
+        at = last
+        while at != -1 and word not in moves[at]:
+            moves[at][word] = new
+            at = link[at]
+        if at != -1:
+            then = moves[at][word]
+            if length[at] + 1 == length[then]:
+                link[new] = then
+            else:
+                copy = state(length[at] + 1, first[then], link[then], dict(moves[then]))
+                while at != -1 and moves[at].get(word) == then:
+                    moves[at][word] = copy
+                    at = link[at]
+                link[then] = link[new] = copy
+        last = new
+    at = run = longest = start = 0
+    for word in asked:
+        while at and word not in moves[at]:
+            at = link[at]
+            run = length[at]
+        if word not in moves[at]:
+            run = 0
+            continue
+        at, run = moves[at][word], run + 1
+        begins = first[at] - run + 1
+        if run > longest or (run == longest and begins < start):
+            longest, start = run, begins
+    return (start, longest) if longest >= MIN_RUN_WORDS else (0, 0)
 
 
 def echoes(reply: str, messages: Sequence[ChatMessage], material: Iterable[str]) -> bool:

@@ -18,7 +18,7 @@ from hypothesis import strategies as st
 
 from council import prompts
 from council.calls import Stage
-from council.echo import ECHO, ECHO_PROBLEM, MIN_RUN_WORDS, _longest_shared_streak, repeats_prompt
+from council.echo import ECHO, ECHO_PROBLEM, MIN_RUN_WORDS, _longest_shared_run, repeats_prompt
 from council.iteration import CritiqueItem
 from council.refinement import RefinementTask, refinement_result
 from tests.temporal_fixtures import Council
@@ -50,12 +50,13 @@ def test_the_prompts_own_words_are_an_echo() -> None:
     assert repeats_prompt(instruction, synthesis(), [QUESTION, ANSWER])
 
 
-def longest_shared_run(said: list[str], asked: list[str]) -> int:
-    return (
-        SequenceMatcher(None, said, asked, autojunk=False)
-        .find_longest_match(0, len(said), 0, len(asked))
-        .size
+def longest_shared_run(said: list[str], asked: list[str]) -> tuple[int, int]:
+    """difflib's longest matching block (the earliest in `said` of the longest), as the
+    search must find it."""
+    match = SequenceMatcher(None, said, asked, autojunk=False).find_longest_match(
+        0, len(said), 0, len(asked)
     )
+    return (match.a, match.size) if match.size >= MIN_RUN_WORDS else (0, 0)
 
 
 WORDS = st.lists(st.sampled_from(["a", "b", "c"]), max_size=60)
@@ -64,12 +65,10 @@ WORDS = st.lists(st.sampled_from(["a", "b", "c"]), max_size=60)
 @pytest.mark.fast
 @settings(max_examples=examples(400), deadline=None)
 @given(said=WORDS, asked=WORDS)
-def test_the_quick_check_never_misses_a_run_long_enough_to_echo(said, asked) -> None:
-    """The cheap bound before the exact search: never below the longest shared run when
-    that run could count (MIN_RUN_WORDS words or more)."""
-    run = longest_shared_run(said, asked)
-    if run >= MIN_RUN_WORDS:
-        assert _longest_shared_streak(said, asked) >= run
+def test_the_search_finds_the_run_difflib_finds(said, asked) -> None:
+    """The linear search gives difflib's longest shared run, where it starts in the reply
+    and its length, whenever that run could count (MIN_RUN_WORDS words or more)."""
+    assert _longest_shared_run(said, asked) == longest_shared_run(said, asked)
 
 
 @pytest.mark.fast
