@@ -13,10 +13,8 @@ from __future__ import annotations
 import asyncio
 import codecs
 import contextlib
-import functools
 import json
 import re
-import ssl
 from collections.abc import AsyncGenerator, AsyncIterator
 from typing import Any
 from urllib.parse import quote
@@ -31,7 +29,7 @@ from activities.errors import (
     retry_after_from_headers,
     status_failure,
 )
-from activities.reading import chunks
+from activities.reading import chunks, tls
 from activities.settings import GatewaySettings
 from activities.slots import AnswerClock
 from activities.sse import DONE_EVENT, SSEDecoder
@@ -50,19 +48,12 @@ QUOTED_CHARS = 80
 _LINE_END = re.compile(r"\r\n|\r|\n")
 
 
-@functools.cache
-def _tls() -> ssl.SSLContext:
-    """The TLS settings of every provider's pool (httpx's defaults: certifi's CA bundle),
-    made once: loading the bundle costs tens of milliseconds of CPU a pool."""
-    return httpx.create_ssl_context()
-
-
 def make_http_client(
     settings: GatewaySettings, transport: httpx.AsyncBaseTransport | None = None
 ) -> httpx.AsyncClient:
     """The worker's one shared connection pool."""
     return httpx.AsyncClient(
-        verify=_tls(),
+        verify=tls(),
         timeout=httpx.Timeout(
             connect=settings.connect_timeout,
             read=settings.read_timeout,

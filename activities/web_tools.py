@@ -26,13 +26,11 @@ a local SearXNG is normal. The key never appears in what it returns, raises or l
 from __future__ import annotations
 
 import asyncio
-import functools
 import html
 import ipaddress
 import json
 import re
 import socket
-import ssl
 from collections.abc import (
     AsyncIterable,
     AsyncIterator,
@@ -50,7 +48,7 @@ from typing import Any
 import httpcore
 import httpx
 
-from activities.reading import chunks
+from activities.reading import chunks, tls
 from activities.tool_failure import ToolFailure
 from bounded import process
 from council import limits
@@ -107,43 +105,42 @@ PAGE_READING = process.Limits(
 
 
 def fetch_spec(entry: FetchEntry) -> ToolSpec:
-    return ToolSpec(
-        name=FETCH,
-        source=FETCH,
-        tool=FETCH,
-        description=(
-            "Fetch a web page or text document (http or https URL) and return its readable "
-            "text: HTML without markup, scripts or styles; plain text, Markdown, CSV, JSON "
-            "and XML as they are. Other content (images, PDFs, binaries) is not read. "
-            f"At most {entry.max_bytes:,} bytes are read; only public addresses are reached."
-        ),
-        parameters={
-            "type": "object",
-            "properties": {
-                "url": {"type": "string", "description": "The http:// or https:// URL to read."}
-            },
-            "required": ["url"],
-            "additionalProperties": False,
-        },
-        read_only=True,
-        timeout_seconds=entry.timeout,
-        max_attempts=entry.max_attempts,
+    return _spec(
+        FETCH,
+        entry,
+        "Fetch a web page or text document (http or https URL) and return its readable "
+        "text: HTML without markup, scripts or styles; plain text, Markdown, CSV, JSON "
+        "and XML as they are. Other content (images, PDFs, binaries) is not read. "
+        f"At most {entry.max_bytes:,} bytes are read; only public addresses are reached.",
+        ("url", "The http:// or https:// URL to read."),
     )
 
 
 def search_spec(entry: SearchEntry) -> ToolSpec:
+    return _spec(
+        WEB_SEARCH,
+        entry,
+        f"Search the web; returns up to {entry.results} results, each a title, its URL "
+        "and a snippet. Read a result in full with the fetch tool where it is offered.",
+        ("query", "What to search for."),
+    )
+
+
+def _spec(
+    name: str, entry: FetchEntry | SearchEntry, description: str, argument: tuple[str, str]
+) -> ToolSpec:
+    """A built-in tool that reads and changes nothing, of one string argument (its name,
+    what it means)."""
+    argument_name, meaning = argument
     return ToolSpec(
-        name=WEB_SEARCH,
-        source=WEB_SEARCH,
-        tool=WEB_SEARCH,
-        description=(
-            f"Search the web; returns up to {entry.results} results, each a title, its URL "
-            "and a snippet. Read a result in full with the fetch tool where it is offered."
-        ),
+        name=name,
+        source=name,
+        tool=name,
+        description=description,
         parameters={
             "type": "object",
-            "properties": {"query": {"type": "string", "description": "What to search for."}},
-            "required": ["query"],
+            "properties": {argument_name: {"type": "string", "description": meaning}},
+            "required": [argument_name],
             "additionalProperties": False,
         },
         read_only=True,
@@ -349,7 +346,7 @@ class GuardedTransport(httpx.AsyncBaseTransport):
 
     def __init__(self, backend: httpcore.AsyncNetworkBackend) -> None:
         self._pool = httpcore.AsyncConnectionPool(
-            ssl_context=_tls(), network_backend=backend, http1=True, http2=False
+            ssl_context=tls(), network_backend=backend, http1=True, http2=False
         )
 
     async def handle_async_request(self, request: httpx.Request) -> httpx.Response:
@@ -378,12 +375,6 @@ class GuardedTransport(httpx.AsyncBaseTransport):
 
     async def aclose(self) -> None:
         await self._pool.aclose()
-
-
-@functools.cache
-def _tls() -> ssl.SSLContext:
-    """httpx's TLS defaults (certifi's CA bundle), loaded once."""
-    return httpx.create_ssl_context()
 
 
 # -- fetch ------------------------------------------------------------------------------
@@ -622,7 +613,7 @@ async def _search_reply(
     """The backend's reply as JSON."""
     try:
         async with (
-            httpx.AsyncClient(verify=_tls(), timeout=timeout, follow_redirects=False) as client,
+            httpx.AsyncClient(verify=tls(), timeout=timeout, follow_redirects=False) as client,
             client.stream("GET", url, params=params, headers=headers) as response,
         ):
             body = bytearray()

@@ -11,6 +11,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import sys
+from collections.abc import Callable
 from pathlib import Path
 
 from rich.console import Console
@@ -23,7 +24,7 @@ from council.models import DeliberationRequest
 from evaluation.outputs import Outputs
 from evaluation.plan import EvalPlan, EvalSettings, plan
 from evaluation.report import NOT_SCORED, print_report
-from evaluation.runner import Evaluation
+from evaluation.runner import Evaluation, Progress
 from evaluation.scoring import SOURCES, ProblemScore
 from grading.dataset import DatasetError, load_dataset
 from grading.sampling import MAX_SAMPLES, MAX_SAMPLES_LIMIT
@@ -192,17 +193,14 @@ async def execute(client: Client, eval_plan: EvalPlan, as_json: bool, err: Conso
     )
     last_stage = f"round {template.max_rounds}"
 
-    def progress(score: ProblemScore, done: int, total: int) -> None:
-        err.print(_progress_line(score, done, total, last_stage), markup=False, highlight=False)
+    def printing(line: Callable[[ProblemScore, int, int], str]) -> Progress:
+        return lambda *done: err.print(line(*done), markup=False, highlight=False)
 
-    def sampled(score: ProblemScore, done: int, total: int) -> None:
-        err.print(_sampled_line(score, done, total), markup=False, highlight=False)
-
-    def deepened(score: ProblemScore, done: int, total: int) -> None:
-        err.print(_auto_line(score, done, total), markup=False, highlight=False)
-
+    progress = printing(lambda score, done, total: _progress_line(score, done, total, last_stage))
     try:
-        report = await Evaluation(client, eval_plan, progress, sampled, deepened).run()
+        report = await Evaluation(
+            client, eval_plan, progress, printing(_sampled_line), printing(_auto_line)
+        ).run()
     except (asyncio.CancelledError, KeyboardInterrupt):
         err.print(
             "eval: interrupted; deliberations in flight go on in Temporal, and the same command "

@@ -47,22 +47,10 @@ class Outputs:
     def __init__(self, folder: Path) -> None:
         self.folder = folder
         self.raw = folder / RAW
-
-    @property
-    def report_path(self) -> Path:
-        return self.folder / REPORT
-
-    @property
-    def plot_path(self) -> Path:
-        return self.folder / PLOT
-
-    @property
-    def agreement_plot_path(self) -> Path:
-        return self.folder / AGREEMENT_PLOT
-
-    @property
-    def arms_plot_path(self) -> Path:
-        return self.folder / ARMS_PLOT
+        self.report_path = folder / REPORT
+        self.plot_path = folder / PLOT
+        self.agreement_plot_path = folder / AGREEMENT_PLOT
+        self.arms_plot_path = folder / ARMS_PLOT
 
     def record_path(self, problem_id: str) -> Path:
         return self.raw / f"{problem_id}_record.json"
@@ -102,17 +90,16 @@ class Outputs:
             "candidates": candidates,
             "result": result.model_dump(mode="json"),
         }
-        write_atomically(
-            self.judge_path(problem_id), json.dumps(data, indent=2, ensure_ascii=False)
-        )
+        _write_json(self.judge_path(problem_id), data)
 
     def save_refined(
         self, problem: Problem, record: DeliberationRecord, score: ProblemScore
     ) -> None:
-        data = stage3_refined(problem, record, score)
-        write_atomically(
-            self.refined_path(problem.id), json.dumps(data, indent=2, ensure_ascii=False)
-        )
+        _write_json(self.refined_path(problem.id), stage3_refined(problem, record, score))
+
+
+def _write_json(path: Path, data: dict[str, Any]) -> None:
+    write_atomically(path, json.dumps(data, indent=2, ensure_ascii=False))
 
 
 def stage3_refined(

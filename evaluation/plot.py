@@ -30,6 +30,11 @@ def _figure(width: float, height: float) -> Figure:
     return Figure(figsize=(width, height), dpi=110)
 
 
+def _title(report: EvalReport, what: str) -> str:
+    simulated = " · simulated models" if report.run.simulated else ""
+    return f"{report.dataset.name}: {what} ({report.scored} problems{simulated})"
+
+
 def _save(figure: Figure, path: Path) -> Path:
     figure.tight_layout()
     path.parent.mkdir(parents=True, exist_ok=True)
@@ -81,10 +86,7 @@ def plot_accuracy(report: EvalReport, path: Path) -> Path:
     axes.set_ylim(0, 110)
     axes.set_ylabel("accuracy (%)")
     axes.grid(alpha=0.3)
-    simulated = " · simulated models" if report.run.simulated else ""
-    axes.set_title(
-        f"{report.dataset.name}: accuracy by stage ({report.scored} problems{simulated})"
-    )
+    axes.set_title(_title(report, "accuracy by stage"))
     axes.legend(loc="lower right", fontsize=8)
     return _save(figure, path)
 
@@ -122,10 +124,7 @@ def plot_agreement(report: EvalReport, path: Path) -> Path:
     axes.set_yticks(range(0, 101, 20))
     axes.set_ylabel("accuracy (%)")
     axes.grid(axis="y", alpha=0.3)
-    simulated = " · simulated models" if report.run.simulated else ""
-    axes.set_title(
-        f"{report.dataset.name}: accuracy by agreement level ({report.scored} problems{simulated})"
-    )
+    axes.set_title(_title(report, "accuracy by agreement level"))
     axes.legend(loc="upper center", ncols=2, fontsize=8)
     return _save(figure, path)
 
@@ -171,11 +170,6 @@ def plot_arms(report: EvalReport, path: Path) -> Path | None:
     axes.set_ylim(max(0, lowest // 10 * 10 - 5), 102)
     axes.set_ylabel("accuracy (%), with its 95 % interval")
     axes.grid(alpha=0.3, which="both")
-    simulated = " · simulated models" if report.run.simulated else ""
-    axes.set_title(
-        f"{report.dataset.name}: accuracy and tokens of each arm ({report.scored} problems"
-        f"{simulated})",
-        fontsize=10,
-    )
+    axes.set_title(_title(report, "accuracy and tokens of each arm"), fontsize=10)
     axes.legend(loc="center left", bbox_to_anchor=(1.01, 0.5), fontsize=7, frameon=False)
     return _save(figure, path)

@@ -13,6 +13,7 @@ predicts that its answer is right.
 
 from __future__ import annotations
 
+from collections import Counter
 from datetime import datetime
 from typing import TYPE_CHECKING
 
@@ -216,9 +217,7 @@ def build_report(
         usage.cost_per_problem_usd = (
             round(usage.cost_usd / len(completed), 8) if usage.cost_usd is not None else None
         )
-    sources: dict[str, int] = {}
-    for score in scores:
-        sources[score.source] = sources.get(score.source, 0) + 1
+    sources = dict(Counter(score.source for score in scores))
     arms, paired = arms_and_tests(done, stages)
     return EvalReport(
         dataset=DatasetInfo(
@@ -359,35 +358,27 @@ def problems_table(report: EvalReport) -> Table:
     for name, justify in columns:
         table.add_column(name, justify=justify, overflow="fold")
     for score in report.problems:
-        if score.status == "completed" and score.unknown:
-            table.add_row(
-                score.id,
-                score.expected,
-                "-",
-                "",
-                "-",
-                f"[yellow]{NOT_SCORED}[/yellow]",
-                str(score.rounds_completed),
-                score.terminated_reason or "-",
-                f"{score.usage.total_tokens:,}",
-                _cost(score.usage.cost_usd),
-                score.source,
-            )
-            continue
         if score.status != "completed":
             failed = f"[red]failed: {score.error}[/red]"
             table.add_row(score.id, score.expected, *[""] * 3, failed, *[""] * 4, score.source)
             continue
-        first = score.answers[report.stages[0]].values()
-        final = score.answers[last].values()
-        chairman = score.chairman
+        if score.unknown:
+            answers: tuple[str, ...] = ("-", "", "-", f"[yellow]{NOT_SCORED}[/yellow]")
+        else:
+            first = score.answers[report.stages[0]].values()
+            final = score.answers[last].values()
+            chairman = score.chairman
+            said = chairman.answer if chairman else "-"
+            answers = (
+                f"{sum(r.correct for r in first)}/{len(first)}",
+                _mark(score.majority[report.stages[0]].correct),
+                f"{sum(r.correct for r in final)}/{len(final)}",
+                f"{_mark(bool(chairman and chairman.correct))} {said}",
+            )
         table.add_row(
             score.id,
             score.expected,
-            f"{sum(r.correct for r in first)}/{len(first)}",
-            _mark(score.majority[report.stages[0]].correct),
-            f"{sum(r.correct for r in final)}/{len(final)}",
-            f"{_mark(bool(chairman and chairman.correct))} {chairman.answer if chairman else '-'}",
+            *answers,
             str(score.rounds_completed),
             score.terminated_reason or "-",
             f"{score.usage.total_tokens:,}",

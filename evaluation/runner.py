@@ -66,6 +66,8 @@ EVALUATION = Launch(Urgency.BATCH, "eval")
 
 ArgT = TypeVar("ArgT")
 ResultT = TypeVar("ResultT")
+# Told of each problem done: its score, how many are done, of how many.
+Progress = Callable[[ProblemScore, int, int], None]
 
 
 def _failure(error: BaseException) -> str:
@@ -79,9 +81,9 @@ class Evaluation:
         self,
         client: Client,
         eval_plan: EvalPlan,
-        on_problem: Callable[[ProblemScore, int, int], None] | None = None,
-        on_sampled: Callable[[ProblemScore, int, int], None] | None = None,
-        on_auto: Callable[[ProblemScore, int, int], None] | None = None,
+        on_problem: Progress | None = None,
+        on_sampled: Progress | None = None,
+        on_auto: Progress | None = None,
     ) -> None:
         self.client = client
         self.plan = eval_plan
@@ -140,9 +142,7 @@ class Evaluation:
                         :200
                     ],
                     memo={
-                        "dataset": self.plan.dataset.name,
-                        "problem": problem.id,
-                        "run_key": self.plan.key,
+                        **self._memo(problem),
                         QUESTION_MEMO: problem.question[:QUESTION_MEMO_CHARS],
                     },
                     search=at_start(wid),
@@ -204,7 +204,7 @@ class Evaluation:
         return verdicts, summary
 
     def _memo(self, problem: Problem) -> dict[str, Any]:
-        """The memo of a problem's judge and samples: which evaluation they belong to."""
+        """Which evaluation a problem's runs (its deliberation, judge and samples) belong to."""
         return {"dataset": self.plan.dataset.name, "problem": problem.id, "run_key": self.plan.key}
 
     # ---- the self-consistency arm ---------------------------------------------------------
@@ -262,7 +262,7 @@ class Evaluation:
         scores: list[ProblemScore],
         slots: asyncio.Semaphore,
         work: Callable[[ProblemScore], Awaitable[None]],
-        done_one: Callable[[ProblemScore, int, int], None] | None,
+        done_one: Progress | None,
     ) -> None:
         """`work` on every completed problem, within the slots, saying each one done."""
         completed = [s for s in scores if s.status == "completed"]
@@ -321,11 +321,8 @@ class Evaluation:
     ) -> tuple[ResultT, Source]:
         status = await self._status(wid)
         source: Source
-        if status == "COMPLETED":
-            source = "reused"
-            handle = self.client.get_workflow_handle(wid, result_type=result_type)
-        elif status == "RUNNING":
-            source = "awaited"
+        if status in ("COMPLETED", "RUNNING"):
+            source = "reused" if status == "COMPLETED" else "awaited"
             handle = self.client.get_workflow_handle(wid, result_type=result_type)
         else:
             source = "started" if status is None else "restarted"

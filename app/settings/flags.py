@@ -61,11 +61,8 @@ def tool_names(given: list[str]) -> list[str]:
 
 def criteria(given: list[str]) -> dict[str, Any]:
     """--criterion "name[:description]" (repeatable) as the request's criteria."""
-    listed = []
-    for item in given:
-        name, _, description = item.partition(":")
-        listed.append({"name": name, "description": description})
-    return {"criteria": listed}
+    parts = (item.partition(":") for item in given)
+    return {"criteria": [{"name": name, "description": about} for name, _, about in parts]}
 
 
 @dataclass(frozen=True)

@@ -55,6 +55,11 @@ from app.settings import environment as app_settings
 from app.settings.environment import Settings, StoreLocation
 
 STORE_VARIABLE = Settings.variables()["store"]
+# What a read says of a blob that no retry brings back, after naming the store and the hash.
+MISSING = (
+    f"is missing (removed by store prune, or written to another store: check {STORE_VARIABLE})"
+)
+CORRUPT = "is corrupt: its content does not match its hash"
 LOCAL_DRIVER = "council.local"
 S3_DRIVER = "aws.s3driver"
 _REFERENCE_TYPE = ExternalStorageReference.DESCRIPTOR.full_name.encode()
@@ -173,14 +178,11 @@ class LocalStore(StorageDriver):
         try:
             blob = self.path(claim.claim_data.get("namespace", ""), digest).read_bytes()
         except FileNotFoundError:
-            raise LostBlob(
-                f"{where} is missing (removed by store prune, or written to another store: "
-                f"check {STORE_VARIABLE})"
-            ) from None
+            raise LostBlob(f"{where} {MISSING}") from None
         except OSError as error:
             raise StoreError(f"{where} cannot be read ({error.strerror or error})") from None
         if hashlib.sha256(blob).hexdigest() != digest:
-            raise LostBlob(f"{where} is corrupt: its content does not match its hash") from None
+            raise LostBlob(f"{where} {CORRUPT}") from None
         try:
             return Payload.FromString(blob)
         except DecodeError:
@@ -287,14 +289,9 @@ class S3Store(S3StorageDriver):
                 cause = _cause(error)
                 where = f"payload store {self.location}: blob sha256:{digest}"
                 if "integrity check failed" in str(error):
-                    raise LostBlob(
-                        f"{where} is corrupt: its content does not match its hash"
-                    ) from None
+                    raise LostBlob(f"{where} {CORRUPT}") from None
                 if "NoSuchKey" in cause:
-                    raise LostBlob(
-                        f"{where} is missing (removed by store prune, or written to another "
-                        f"store: check {STORE_VARIABLE})"
-                    ) from None
+                    raise LostBlob(f"{where} {MISSING}") from None
                 raise StoreError(f"{where} cannot be read ({cause})") from None
             return payload
 

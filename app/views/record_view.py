@@ -295,38 +295,31 @@ def late_reviewers(record: DeliberationRecord, round_number: int) -> list[tuple[
 
 def _first_review(record: DeliberationRecord) -> Matrix | None:
     first = record.stage2_agreement or (record.agreement if not record.rounds else None)
-    matrix = review_matrix(
-        "Review round 1",
-        record.stage2,
-        record.label_to_model,
-        first,
-        key="review-1",
-        late=late_reviewers(record, 0),
-        tool_calls=_reviewers_tools(record, record.stage2, 0),
-    )
-    return matrix if matrix.rows or matrix.late else None
+    return _review(record, 0, record.stage2, first)
 
 
-def _round_review(record: DeliberationRecord, round_data: IterationRound) -> Matrix | None:
-    n = round_data.round_number
+def _review(
+    record: DeliberationRecord,
+    round_number: int,
+    reviews: Sequence[Stage2Result],
+    agreement: Agreement | None,
+) -> Matrix | None:
+    """The review of a round (0: the first review); None when no member reviewed and the
+    straggler rule cut none."""
+    n = round_number
+    title = f"Review round {n + 1}" + (f" (after refinement round {n})" if n else "")
     late = late_reviewers(record, n)
-    if not (round_data.reviews or late):
+    if not (reviews or late):
         return None
     return review_matrix(
-        f"Review round {n + 1} (after refinement round {n})",
-        round_data.reviews,
+        title,
+        reviews,
         record.label_to_model,
-        round_data.agreement,
+        agreement,
         key=f"review-{n + 1}",
         late=late,
-        tool_calls=_reviewers_tools(record, round_data.reviews, n),
+        tool_calls={r.model: tool_call_views(record, Stage.REVIEW, n, r.model) for r in reviews},
     )
-
-
-def _reviewers_tools(
-    record: DeliberationRecord, reviews: Sequence[Stage2Result], round_number: int
-) -> dict[str, list[ToolCallView]]:
-    return {r.model: tool_call_views(record, Stage.REVIEW, round_number, r.model) for r in reviews}
 
 
 def review_matrices(record: DeliberationRecord) -> list[Matrix]:
@@ -439,7 +432,7 @@ def _round(record: DeliberationRecord, round_data: IterationRound) -> RoundView:
         changed=list(round_data.models_that_changed),
         unchanged=list(round_data.models_unchanged),
         refinements=refined,
-        review=_round_review(record, round_data),
+        review=_review(record, round_data.round_number, round_data.reviews, round_data.agreement),
     )
 
 
