@@ -318,6 +318,7 @@ class Started:
     def about(self, record: DeliberationRecord) -> dict[str, Any]:
         """The completion's `council` field."""
         reason = record.iteration.terminated_reason
+        agreement, report = record.agreement, record.disagreement_report
         return {
             "id": record.id,
             "status": record.status,
@@ -326,17 +327,13 @@ class Started:
             "chairman": record.stage3.model if record.stage3 else record.chairman,
             "page": self.page,
             "temporal_ui": self.ui,
-            "agreement": record.agreement.model_dump(mode="json") if record.agreement else None,
-            "verdict": verdict(record.agreement) if record.agreement else None,
-            "independent_votes": independent_votes(record.agreement) if record.agreement else None,
+            "agreement": agreement.model_dump(mode="json") if agreement else None,
+            "verdict": verdict(agreement) if agreement else None,
+            "independent_votes": independent_votes(agreement) if agreement else None,
             # The members' first answers by the values they state (not the ratings).
-            "answers_agree": answers_line(record.disagreement_report)
-            if record.disagreement_report
-            else None,
+            "answers_agree": answers_line(report) if report else None,
             "depth": record.depth,
-            "disagreement_report": record.disagreement_report.model_dump(mode="json")
-            if record.disagreement_report
-            else None,
+            "disagreement_report": report.model_dump(mode="json") if report else None,
             # Depth auto: the agreement gate's verdict, and the calls cancelled as not needed.
             **(
                 {

@@ -209,14 +209,11 @@ class Call:
         return STATE_WORDS.get(self.state, self.state)
 
 
+# The states not named here are their own words (writing, done, failed, waiting).
 STATE_WORDS = {
-    "writing": "writing",
-    "done": "done",
-    "failed": "failed",
     "cancelled": "cancelled by the stop",
     "late": "cut: too late (the straggler rule)",
     "idle": "not in this stage",
-    "waiting": "waiting",
     "paused": "waiting for its provider",
 }
 
@@ -367,9 +364,7 @@ class Turn:
 
     def writing(self, stage: Stage, round_number: int | None = None) -> list[Call]:
         """The calls of this stage (and round) still under way: not yet in the record."""
-        if not self.running or self.stage != stage:
-            return []
-        if round_number is not None and self.round != round_number:
+        if not self.running or self.stage != stage or round_number not in (None, self.round):
             return []
         return [c for c in self.calls if c.state in ("writing", "retrying")]
 
