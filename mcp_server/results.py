@@ -101,14 +101,11 @@ def problem(message: str) -> CallToolResult:
 def summary_line(view: RecordView) -> str:
     """ "ID · ended: REASON · N tokens in M calls · cost $X · agreement ..."."""
     agreement = [view.agreement.verdict, view.agreement.votes] if view.agreement else []
-    agreement = [view.answers_agree, *agreement] if view.answers_agree else agreement
-    gate = [f"depth {view.depth}: {view.gate.line}"] if view.gate else []
-    gate += [view.gate.saved] if view.gate and view.gate.saved else []
+    gate = [f"depth {view.depth}: {view.gate.line}", view.gate.saved] if view.gate else []
     split = len(view.report.report.contradictions) if view.report else 0
-    disputed = [f"{split} contradiction(s) in the report"] if split else []
-    parts = [view.id, f"ended: {view.ended or '-'}", view.usage.short, *agreement, *gate]
-    parts += disputed
-    parts += [view.tool_failures_line] if view.tool_failures_line else []
+    disputed = f"{split} contradiction(s) in the report" if split else None
+    parts = [view.id, f"ended: {view.ended or '-'}", view.usage.short, view.answers_agree]
+    parts += [*agreement, *gate, disputed, view.tool_failures_line]
     return " · ".join(part for part in parts if part)
 
 

@@ -50,7 +50,7 @@ from app.store import store
 from app.temporal import connection
 from council import limits
 from council.agreement import independent_votes, verdict
-from council.calls import CallProgress, Stage
+from council.calls import Stage
 from council.config import DEFAULT_COUNCIL
 from council.models import DeliberationRecord, DeliberationRequest
 from council.progress import Progress
@@ -247,21 +247,6 @@ def not_retried(message: str, code: str, param: str | None = None) -> ApiError:
     return ApiError(502, message, code, "server_error", param=param, retry=False)
 
 
-def unmet_format(workflow: str, record: DeliberationRecord) -> ApiError | None:
-    """The refusal of a final answer that is not the JSON response_format asked for (the
-    chairman was asked with the schema, and once more with what was wrong)."""
-    problem = record.stage3.format_problem if record.stage3 else "the council wrote no answer"
-    if problem is None:
-        return None
-    reason = " ".join(problem.split())
-    reason = reason if len(reason) <= 300 else reason[:297] + "..."
-    return not_retried(
-        f"deliberation {workflow}: the final answer does not match response_format: {reason}",
-        "response_format_unmet",
-        "response_format",
-    )
-
-
 def usage_of(record: DeliberationRecord) -> dict[str, int]:
     return record.usage.model_dump(include={"prompt_tokens", "completion_tokens", "total_tokens"})
 
@@ -273,11 +258,6 @@ def where_of(progress: Progress | None) -> str:
     if progress.stage is None:
         return "starting"
     return f"working: {progress.stage.place(progress.round)}"
-
-
-def chairman_text(partials: list[CallProgress]) -> str | None:
-    writing = [p for p in partials if p.stage is Stage.SYNTHESIS]
-    return writing[-1].text if writing else None
 
 
 def failed(workflow: str, failure: WorkflowFailureError) -> ApiError:
@@ -370,7 +350,18 @@ class Started:
         }
 
     def unmet(self, record: DeliberationRecord) -> ApiError | None:
-        return unmet_format(self.id, record) if self.asked.body.response_format else None
+        """The refusal of a final answer that is not the JSON response_format asked for (the
+        chairman was asked with the schema, and once more with what was wrong)."""
+        problem = record.stage3.format_problem if record.stage3 else "the council wrote no answer"
+        if self.asked.body.response_format is None or problem is None:
+            return None
+        reason = " ".join(problem.split())
+        reason = reason if len(reason) <= 300 else reason[:297] + "..."
+        return not_retried(
+            f"deliberation {self.id}: the final answer does not match response_format: {reason}",
+            "response_format_unmet",
+            "response_format",
+        )
 
     def completion(self, record: DeliberationRecord) -> dict[str, Any]:
         message = {"role": "assistant", "content": final_answer(record)}
@@ -714,7 +705,9 @@ class OpenAIApi:
                 and progress.stage is Stage.SYNTHESIS
                 and not progress.finished
             ):
-                partial = chairman_text(await finding.partial_replies(handle))
+                replies = await finding.partial_replies(handle)
+                writing = [reply.text for reply in replies if reply.stage is Stage.SYNTHESIS]
+                partial = writing[-1] if writing else None
             seen.put_nowait(Seen(progress, partial))
 
     def stop_soon(self, handle: WorkflowHandle[Any, Any]) -> None:

@@ -667,7 +667,6 @@ def ask_target(turns: list[views.Turn]) -> views.Turn | None:
     answer, unless a newer one is still running."""
     if turns and turns[-1].running:
         return None
-    for turn in reversed(turns):
-        if turn.status == "completed" and turn.final is not None:
-            return turn
-    return None
+    return next(
+        (t for t in reversed(turns) if t.status == "completed" and t.final is not None), None
+    )

@@ -266,12 +266,8 @@ def provider_problem(
 ) -> str | None:
     """When no call has completed and calls fail because the provider is not there (or
     refuses this worker): what is wrong and how to fix it. `failures`: (type, message)."""
-    if calls_completed:
-        return None
-    for kind, message in failures:
-        if kind in UNREACHABLE:
-            return NO_PROVIDER.format(error=message)
-    return None
+    unreachable = [message for kind, message in failures if kind in UNREACHABLE]
+    return NO_PROVIDER.format(error=unreachable[0]) if unreachable and not calls_completed else None
 
 
 def where_line(
@@ -399,8 +395,7 @@ def recent_threads(rows: Sequence[Any], limit: int = 15) -> list[ThreadLink]:
         if known is None:
             if len(threads) >= limit:
                 continue
-            status = row.shown
-            threads[key] = ThreadLink(row.id, row.question or row.id, 1, status, key)
+            threads[key] = ThreadLink(row.id, row.question or row.id, 1, row.shown, key)
         else:
             known.turns += 1
             known.question = row.question or known.question  # older rows: nearer the start
