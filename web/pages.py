@@ -206,8 +206,6 @@ class Pages:
         text = request.query_params.get("q", "")
         reading = self.settings.variables.web_search_runs
         found = await listing.search_deliberations(self.client, LIST_LIMIT, text, reading)
-        if form is None:
-            form = views.StartForm()
         names, members = council_choices(self.settings)
         return self.page(
             request,
@@ -216,7 +214,7 @@ class Pages:
             rows=found.rows,
             q=text,
             searched=reading if found.bounded else None,
-            form=form,
+            form=form or views.StartForm(),
             councils=names,
             members=members,
             # council.toml's, fetch, and web_search where it has a search backend
