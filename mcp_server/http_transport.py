@@ -94,7 +94,7 @@ class Guarded:
         except Forbidden as refused:
             return PlainTextResponse(str(refused), status_code=403)
         try:
-            given = self.guard.bearer_given(request)
+            given = self.guard.token_given(request, session=False)
         except TooManyFailures as refused:
             return too_many(refused)
         if not given:
@@ -129,16 +129,15 @@ def replaying(body: bytes, receive: Receive) -> Receive:
 
 def listening_socket(host: str, port: int) -> socket.socket:
     """The server's socket, bound now so that a port in use is a one-line error at start."""
+    sock = None
     try:
         family, kind, proto, _, address = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM)[0]
         sock = socket.socket(family, kind, proto)
-    except OSError as error:
-        raise Problem(f"--http: cannot listen on {host}:{port}: {error.strerror}") from None
-    try:
         sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
         sock.bind(address)
     except OSError as error:
-        sock.close()
+        if sock is not None:
+            sock.close()
         raise Problem(f"--http: cannot listen on {host}:{port}: {error.strerror}") from None
     return sock
 

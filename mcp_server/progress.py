@@ -80,13 +80,10 @@ class Reporter:
         waiting = False
         async for progress in following.follow(handle):
             self.position = progress
-            if progress is None:
-                if not waiting:
-                    await self.send(following.WAITING)
-                waiting = True
-                continue
-            waiting = False
-            for event in progress.events:
+            if progress is None and not waiting:
+                await self.send(following.WAITING)
+            waiting = progress is None
+            for event in progress.events if progress is not None else ():
                 if event.kind in REPORTED:
                     await self.send(event_line(event))
 

@@ -88,6 +88,11 @@ def _result(state: DeliberationState, *texts: str) -> CallToolResult:
     )
 
 
+def _one_line(wid: str, status: str, summary: str) -> CallToolResult:
+    """A deliberation in its summary line alone."""
+    return _result(DeliberationState(id=wid, status=status, summary=summary), summary)
+
+
 def problem(message: str) -> CallToolResult:
     """A tool error: the one-line message, nothing else."""
     return CallToolResult(content=[TextContent(text=message)], is_error=True)
@@ -96,14 +101,11 @@ def problem(message: str) -> CallToolResult:
 def summary_line(view: RecordView) -> str:
     """ "ID · ended: REASON · N tokens in M calls · cost $X · agreement ..."."""
     agreement = [view.agreement.verdict, view.agreement.votes] if view.agreement else []
-    agreement = [view.answers_agree, *agreement] if view.answers_agree else agreement
-    gate = [f"depth {view.depth}: {view.gate.line}"] if view.gate else []
-    gate += [view.gate.saved] if view.gate and view.gate.saved else []
+    gate = [f"depth {view.depth}: {view.gate.line}", view.gate.saved] if view.gate else []
     split = len(view.report.report.contradictions) if view.report else 0
-    disputed = [f"{split} contradiction(s) in the report"] if split else []
-    parts = [view.id, f"ended: {view.ended or '-'}", view.usage.short, *agreement, *gate]
-    parts += disputed
-    parts += [view.tool_failures_line] if view.tool_failures_line else []
+    disputed = f"{split} contradiction(s) in the report" if split else None
+    parts = [view.id, f"ended: {view.ended or '-'}", view.usage.short, view.answers_agree]
+    parts += [*agreement, *gate, disputed, view.tool_failures_line]
     return " · ".join(part for part in parts if part)
 
 
@@ -157,7 +159,7 @@ def started(wid: str) -> CallToolResult:
         f"deliberation {wid} started: get_deliberation reads its status, and its answer "
         "once it is done"
     )
-    return _result(DeliberationState(id=wid, status="running", summary=summary), summary)
+    return _one_line(wid, "running", summary)
 
 
 def running_line(wid: str, progress: Progress | None) -> str:
@@ -175,7 +177,7 @@ def running(wid: str, progress: Progress | None) -> CallToolResult:
     """A running deliberation: where it is (None: no worker answered the query)."""
     summary = running_line(wid, progress)
     if progress is None:
-        return _result(DeliberationState(id=wid, status="running", summary=summary), summary)
+        return _one_line(wid, "running", summary)
     state = DeliberationState(
         id=wid,
         status="running",
@@ -192,22 +194,20 @@ def running(wid: str, progress: Progress | None) -> CallToolResult:
 
 def closed(wid: str, status: str, message: str) -> CallToolResult:
     """A deliberation that ended without an answer (failed, terminated, ...): why."""
-    summary = f"{wid}: {status}: {message}"
-    return _result(DeliberationState(id=wid, status=status, summary=summary), summary)
+    return _one_line(wid, status, f"{wid}: {status}: {message}")
 
 
 def stop_requested(wid: str) -> CallToolResult:
-    summary = f"stop requested for {wid}; the council synthesizes what it has"
-    return _result(DeliberationState(id=wid, status="running", summary=summary), summary)
+    return _one_line(
+        wid, "running", f"stop requested for {wid}; the council synthesizes what it has"
+    )
 
 
 def stuck(wid: str, line: str) -> CallToolResult:
     """A run whose workflow task keeps failing (`line`: the failure): a stop ends it."""
-    summary = f"{wid}: running, but {line} (the stop tool ends it)"
-    return _result(DeliberationState(id=wid, status="stuck", summary=summary), summary)
+    return _one_line(wid, "stuck", f"{wid}: running, but {line} (the stop tool ends it)")
 
 
 def terminated(wid: str, line: str) -> CallToolResult:
     """A stop that terminated a run whose workflow task kept failing (`line`: how)."""
-    summary = f"{wid}: {line}"
-    return _result(DeliberationState(id=wid, status="terminated", summary=summary), summary)
+    return _one_line(wid, "terminated", f"{wid}: {line}")

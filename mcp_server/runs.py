@@ -75,19 +75,15 @@ async def start(backend: Backend, caller: str | None = None, **arguments: Any) -
     return results.started((await begin(backend, caller, **arguments)).id)
 
 
-async def outcome(handle: WorkflowHandle[Any, DeliberationRecord]) -> DeliberationRecord:
-    """The record of a run that closed; a Problem saying why when it failed."""
+async def answer(handle: WorkflowHandle[Any, DeliberationRecord]) -> CallToolResult:
+    """What ask_council returns for a run once it closes: its answer and summary line; a
+    Problem saying why when it failed."""
     try:
         record: DeliberationRecord = await handle.result()
     except WorkflowFailureError as error:
         reason = finding.failure_reason(error)
         raise Problem(f"deliberation {handle.id} failed: {reason}") from None
-    return record
-
-
-async def answer(handle: WorkflowHandle[Any, DeliberationRecord]) -> CallToolResult:
-    """What ask_council returns for a run once it closes: its answer and summary line."""
-    return results.finished(await outcome(handle))
+    return results.finished(record)
 
 
 async def find(backend: Backend, wid: str, run_id: str | None = None) -> finding.Found:
@@ -102,9 +98,7 @@ async def where(handle: WorkflowHandle[Any, Any]) -> Progress | None:
     # follow is an async generator (declared an iterator): closed here, not when collected.
     followed = cast(AsyncGenerator[Progress | None], following.follow(handle, NO_EVENTS))
     async with aclosing(followed) as updates:
-        async for progress in updates:
-            return progress
-    return None
+        return await anext(updates, None)
 
 
 async def get(backend: Backend, wid: str) -> CallToolResult:

@@ -38,9 +38,9 @@ def access_note(host: str, principals: Principals) -> str:
     )
 
 
-def http_guard(host: str, settings: app_settings.Settings | None = None) -> guard.Guard:
+def http_guard(host: str) -> guard.Guard:
     """The page's rules for a server on `host`: its Host allowlist and token."""
-    settings = settings or app_settings.current()
+    settings = app_settings.current()
     try:
         hosts = guard.allowed_hosts(host, settings.web_allowed_hosts)
     except guard.ConfigError as error:

@@ -85,13 +85,16 @@ class UpdateTaskParams(TaskParams):
     input_responses: dict[str, Any] = Field(default_factory=dict)
 
 
+Status = Literal["working", "input_required", "completed", "failed", "cancelled"]
+
+
 class Task(BaseModel):
     """A task as tasks/get (and the call that created it) reports it."""
 
     model_config = ConfigDict(alias_generator=to_camel, populate_by_name=True)
 
     task_id: str
-    status: Literal["working", "input_required", "completed", "failed", "cancelled"]
+    status: Status
     status_message: str | None = None
     created_at: datetime
     last_updated_at: datetime
@@ -105,15 +108,32 @@ class Task(BaseModel):
         shape = self.model_dump(by_alias=True, mode="json", exclude_none=True)
         return {"resultType": result_type, **shape, "ttlMs": self.ttl_ms}
 
+    @classmethod
+    def of(
+        cls,
+        found: finding.Found,
+        status: Status,
+        message: str | None,
+        updated: datetime | None = None,
+        result: dict[str, Any] | None = None,
+    ) -> Task:
+        """The task of a run: created when it started, last updated when it closed (while
+        it runs: now), unless `updated` says when."""
+        about = described(found)
+        return cls(
+            task_id=f"{found.id}/{about.run_id}",
+            status=status,
+            status_message=message,
+            created_at=about.start_time,
+            last_updated_at=updated or about.close_time or datetime.now(UTC),
+            result=result,
+        )
+
 
 def described(found: finding.Found) -> WorkflowExecutionDescription:
     """Temporal's description of a run found by id (runs.find always reads it)."""
     assert found.description is not None
     return found.description
-
-
-def task_id(found: finding.Found) -> str:
-    return f"{found.id}/{described(found).run_id}"
 
 
 def last_text(result: CallToolResult) -> str | None:
@@ -157,27 +177,20 @@ class DeliberationTasks(Extension):
             result = await call_next(ctx)
         finally:
             _as_task.reset(token)
-        started = (
-            isinstance(result, CallToolResult)
-            and not result.is_error
-            and isinstance(result.structured_content, dict)
-            and result.structured_content.get("status") == "running"
+        data = (
+            result.structured_content
+            if isinstance(result, CallToolResult) and not result.is_error
+            else None
         )
-        if not started:  # bad input, or Temporal could not be reached: the tool's error
-            return result
-        assert isinstance(result, CallToolResult) and isinstance(result.structured_content, dict)
+        if not isinstance(data, dict) or data.get("status") != "running":
+            return result  # bad input, or Temporal could not be reached: the tool's error
         try:
             # Read back before it is handed out: tasks/get answers for it from now on.
-            found = await runs.find(self.backend, str(result.structured_content["id"]))
+            found = await runs.find(self.backend, str(data["id"]))
         except (Problem, RPCError):
             return result  # started, and its id said: get_deliberation reads it
-        return Task(
-            task_id=task_id(found),
-            status="working",
-            status_message=f"deliberation {found.id} started",
-            created_at=described(found).start_time,
-            last_updated_at=described(found).start_time,
-        ).wire("task")
+        started = f"deliberation {found.id} started"
+        return Task.of(found, "working", started, described(found).start_time).wire("task")
 
     async def get_task(
         self, ctx: ServerRequestContext[Any, Any], params: TaskParams
@@ -230,32 +243,15 @@ class DeliberationTasks(Extension):
         if found.status == "running":
             progress = await runs.where(found.handle)
             if progress is not None or await finding.status_of(found.handle) == "running":
-                return Task(
-                    task_id=task_id(found),
-                    status="working",
-                    status_message=results.running_line(found.id, progress),
-                    created_at=described(found).start_time,
-                    last_updated_at=datetime.now(UTC),
-                )
+                line = results.running_line(found.id, progress)
+                return Task.of(found, "working", line, datetime.now(UTC))
             found = await runs.find(self.backend, found.id, described(found).run_id)
-        created, closed = described(found).start_time, described(found).close_time
         if found.status == "canceled":
-            return Task(
-                task_id=task_id(found),
-                status="cancelled",
-                status_message=f"deliberation {found.id} was cancelled in Temporal",
-                created_at=created,
-                last_updated_at=closed or datetime.now(UTC),
-            )
+            cancelled = f"deliberation {found.id} was cancelled in Temporal"
+            return Task.of(found, "cancelled", cancelled)
         result = await runs.answered(self.backend, runs.answer(found.handle))
-        return Task(
-            task_id=task_id(found),
-            status="completed",
-            status_message=last_text(result),
-            created_at=created,
-            last_updated_at=closed or datetime.now(UTC),
-            result=result.model_dump(by_alias=True, mode="json", exclude_none=True),
-        )
+        shape = result.model_dump(by_alias=True, mode="json", exclude_none=True)
+        return Task.of(found, "completed", last_text(result), result=shape)
 
     def unreachable(self, error: RPCError) -> MCPError:
         message = connection.described(error, self.backend.address)

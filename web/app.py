@@ -50,24 +50,20 @@ def build_app(client: Client, settings: WebSettings) -> Starlette:
     hosts = list(settings.allowed_hosts)
     pages = templates()
 
+    def unavailable(request: Request, said: str, code: int, **more: str) -> Response:
+        """The page that says what cannot be reached, in a sentence."""
+        message = f"{said[:1].upper()}{said[1:]}."
+        context = {"message": message, **more}
+        return pages.TemplateResponse(request, "unavailable.html", context, status_code=code)
+
     async def temporal_error(request: Request, error: Exception) -> Response:
         assert isinstance(error, RPCError)
         said = connection.described(error, settings.temporal_address)
-        message = f"{said[:1].upper()}{said[1:]}."
-        code = 503 if connection.unavailable(error) else 502
-        return pages.TemplateResponse(
-            request, "unavailable.html", {"message": message}, status_code=code
-        )
+        return unavailable(request, said, 503 if connection.unavailable(error) else 502)
 
     async def store_error(request: Request, error: Exception) -> Response:
         # A blob the payload store cannot give back: its one line names the store and hash.
-        message = f"{str(error)[:1].upper()}{str(error)[1:]}."
-        return pages.TemplateResponse(
-            request,
-            "unavailable.html",
-            {"message": message, "heading": "A text cannot be read"},
-            status_code=502,
-        )
+        return unavailable(request, str(error), 502, heading="A text cannot be read")
 
     return Starlette(
         middleware=[

@@ -188,15 +188,12 @@ class Guard:
         request.scope[_FOUND] = (principal,)
         return principal
 
-    def bearer_given(self, request: Request) -> bool:
-        """The request's bearer is one of the server's tokens (always true without any): the
-        rule of the API and the MCP transport, which have no sign-in. TooManyFailures for a
-        client past the limit."""
-        return not self.principals or self.principal(request, session=False) is not None
-
-    def token_given(self, request: Request) -> bool:
-        """The page's rule: a session from the sign-in, or a token as a bearer."""
-        return not self.principals or self.principal(request) is not None
+    def token_given(self, request: Request, *, session: bool = True) -> bool:
+        """The request proves one of the server's tokens (always true without any). The
+        page's rule: a session from the sign-in, or a token as a bearer; with `session`
+        False, the rule of the API and the MCP transport, which have no sign-in: the bearer
+        only. TooManyFailures for a client past the limit."""
+        return not self.principals or self.principal(request, session=session) is not None
 
     def tenant(self, request: Request, *, session: bool = True) -> str:
         """Who is asking, as a fairness key (runs.priority), from what it proved (as
@@ -273,15 +270,13 @@ class Guard:
         """Seconds until this client may try a token again (0: now): after MAX_FAILED_LOGINS
         wrong tokens (a sign-in or a bearer) within LOGIN_WINDOW_SECONDS, and, for the
         sign-in form, after MAX_SIGN_INS sign-ins of any outcome."""
-        windows = [self._recent(self._failures, client)]
-        limits = [MAX_FAILED_LOGINS]
+        windows = [(self._recent(self._failures, client), MAX_FAILED_LOGINS)]
         if signing_in:
-            windows.append(self._recent(self._sign_ins, client))
-            limits.append(MAX_SIGN_INS)
+            windows.append((self._recent(self._sign_ins, client), MAX_SIGN_INS))
         now = self.clock()
         waits = [
             max(1.0, LOGIN_WINDOW_SECONDS - (now - window[-limit]))
-            for window, limit in zip(windows, limits, strict=True)
+            for window, limit in windows
             if len(window) >= limit
         ]
         return max(waits, default=0.0)
@@ -301,14 +296,11 @@ class TooManyFailures(Forbidden):
         self.wait = wait
         super().__init__(f"too many failed sign-ins from this address: try again in {wait:.0f} s")
 
-    def retry_after(self) -> str:
-        return f"{self.wait:.0f}"
-
 
 def too_many(refused: TooManyFailures) -> PlainTextResponse:
     """The refusal of a client past the limit: 429, and when to try again."""
     return PlainTextResponse(
-        str(refused), status_code=429, headers={"Retry-After": refused.retry_after()}
+        str(refused), status_code=429, headers={"Retry-After": f"{refused.wait:.0f}"}
     )
 
 

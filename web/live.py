@@ -38,7 +38,7 @@ from runs import finding, following, listing, starting
 from runs.shared import Shared
 from runs.stuck import RunStuck
 from web import reading, views
-from web.pages import LIST_LIMIT, THREADS_SHOWN, council_choices
+from web.pages import LIST_LIMIT, THREADS_SHOWN, ask_target, council_choices
 from web.settings import WebSettings
 
 MAX_SEQ = 10**9
@@ -113,8 +113,7 @@ class Live:
             # stop reason keep it as history.
             out["notice"] = ""
             names, members = council_choices(self.settings)
-            target = turn if turn.status == "completed" and turn.final is not None else None
-            out["ask"] = render("ask", target, names, members, views.StartForm())
+            out["ask"] = render("ask", ask_target([turn]), names, members, views.StartForm())
         return out
 
     async def updates(
@@ -135,7 +134,7 @@ class Live:
                 if moment.waiting:
                     yield _sse({"waiting": True})
                     continue
-                fresh = moment.events[next_seq : moment.count] if next_seq < moment.count else []
+                fresh = moment.events[next_seq : moment.count]
                 next_seq = max(next_seq, moment.count)
                 sections = dict(moment.sections)
                 if shown is not None and moment.state != shown and moment.sidebar is not None:

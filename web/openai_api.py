@@ -43,18 +43,18 @@ from starlette.types import Receive, Scope, Send
 from temporalio.client import Client, WorkflowFailureError, WorkflowHandle
 from temporalio.service import RPCError
 
+from app.access import request_body
 from app.requests import front_door
 from app.settings import councils
 from app.store import store
 from app.temporal import connection
-from council import limits, numbers
+from council import limits
 from council.agreement import independent_votes, verdict
-from council.calls import CallProgress, Stage
+from council.calls import Stage
 from council.config import DEFAULT_COUNCIL
 from council.models import DeliberationRecord, DeliberationRequest
 from council.progress import Progress
 from council.report import answers_line
-from council.structured import StructuredReply
 from council.thread import Thread
 from doctor.tools import offer_problem
 from runs import finding, following, starting, steering
@@ -137,14 +137,6 @@ class Asked:
     conversation: Conversation
 
     @property
-    def model(self) -> str:
-        return self.body.model
-
-    @property
-    def stream(self) -> bool:
-        return bool(self.body.stream)
-
-    @property
     def include_usage(self) -> bool:
         return self.body.stream_options is not None and self.body.stream_options.include_usage
 
@@ -158,11 +150,6 @@ class Asked:
             caller,
             quota,
         )
-
-    @property
-    def answer_format(self) -> StructuredReply | None:
-        """The JSON the final answer must be (response_format); None: free text."""
-        return self.body.response_format
 
 
 def model_ids(names: list[str]) -> dict[str, str | None]:
@@ -203,24 +190,16 @@ async def read_asked(raw: Any, known: dict[str, str | None]) -> Asked:
 
 async def read_json(request: Request) -> Any:
     """The body as JSON: Content-Type application/json, at most MAX_BODY_BYTES."""
-    kind = request.headers.get("content-type", "").split(";")[0].strip().lower()
-    if kind != "application/json":
+    if request_body.media_type(request) != "application/json":
         raise ApiError(
             415,
             "the body must be JSON: send Content-Type: application/json",
             "unsupported_media_type",
         )
-    most = MAX_BODY_BYTES + ATTACHMENT_BODY_BYTES
-    too_large = ApiError(413, f"the body is over {most:,} bytes", "request_too_large")
-    declared = numbers.whole(request.headers.get("content-length", ""), signed=False)
-    if declared is not None and declared > most:
-        raise too_large
-    body = bytearray()
     try:
-        async for part in request.stream():
-            body += part
-            if len(body) > most:
-                raise too_large
+        body = await request_body.read_body(request, MAX_BODY_BYTES + ATTACHMENT_BODY_BYTES)
+    except request_body.BodyTooLarge as too_large:
+        raise ApiError(413, str(too_large), "request_too_large") from None
     except ClientDisconnect:
         raise bad_request("the body did not arrive whole") from None
     try:
@@ -263,30 +242,13 @@ def finish_reason(record: DeliberationRecord) -> str:
     return "length" if record.stage3 and record.stage3.cut_by_token_limit else "stop"
 
 
-def unmet_format(workflow: str, record: DeliberationRecord) -> ApiError | None:
-    """The refusal of a final answer that is not the JSON response_format asked for (the
-    chairman was asked with the schema, and once more with what was wrong)."""
-    problem = record.stage3.format_problem if record.stage3 else "the council wrote no answer"
-    if problem is None:
-        return None
-    reason = " ".join(problem.split())
-    reason = reason if len(reason) <= 300 else reason[:297] + "..."
-    return ApiError(
-        502,
-        f"deliberation {workflow}: the final answer does not match response_format: {reason}",
-        "response_format_unmet",
-        "server_error",
-        param="response_format",
-        retry=False,
-    )
+def not_retried(message: str, code: str, param: str | None = None) -> ApiError:
+    """A 502 the SDKs must not ask again on their own (another deliberation, paid again)."""
+    return ApiError(502, message, code, "server_error", param=param, retry=False)
 
 
 def usage_of(record: DeliberationRecord) -> dict[str, int]:
-    return {
-        "prompt_tokens": record.usage.prompt_tokens,
-        "completion_tokens": record.usage.completion_tokens,
-        "total_tokens": record.usage.total_tokens,
-    }
+    return record.usage.model_dump(include={"prompt_tokens", "completion_tokens", "total_tokens"})
 
 
 def where_of(progress: Progress | None) -> str:
@@ -298,32 +260,16 @@ def where_of(progress: Progress | None) -> str:
     return f"working: {progress.stage.place(progress.round)}"
 
 
-def chairman_text(partials: list[CallProgress]) -> str | None:
-    writing = [p for p in partials if p.stage is Stage.SYNTHESIS]
-    return writing[-1].text if writing else None
-
-
 def failed(workflow: str, failure: WorkflowFailureError) -> ApiError:
     """A deliberation that failed, in one line: its reason as the workflow gave it."""
     reason = finding.failure_reason(failure)
-    # Asked again, the SDKs would start (and pay for) another deliberation.
-    return ApiError(
-        502,
-        f"deliberation {workflow} failed: {reason}",
-        "deliberation_failed",
-        "server_error",
-        retry=False,
-    )
+    return not_retried(f"deliberation {workflow} failed: {reason}", "deliberation_failed")
 
 
 def stuck(workflow: str, problem: RunStuck) -> ApiError:
     """A deliberation whose workflow task keeps failing: it would never answer."""
-    return ApiError(
-        502,
-        f"deliberation {workflow} is stuck: {problem} (a stop ends it)",
-        "deliberation_stuck",
-        "server_error",
-        retry=False,
+    return not_retried(
+        f"deliberation {workflow} is stuck: {problem} (a stop ends it)", "deliberation_stuck"
     )
 
 
@@ -352,6 +298,7 @@ class Started:
     def about(self, record: DeliberationRecord) -> dict[str, Any]:
         """The completion's `council` field."""
         reason = record.iteration.terminated_reason
+        agreement, report = record.agreement, record.disagreement_report
         return {
             "id": record.id,
             "status": record.status,
@@ -360,17 +307,13 @@ class Started:
             "chairman": record.stage3.model if record.stage3 else record.chairman,
             "page": self.page,
             "temporal_ui": self.ui,
-            "agreement": record.agreement.model_dump(mode="json") if record.agreement else None,
-            "verdict": verdict(record.agreement) if record.agreement else None,
-            "independent_votes": independent_votes(record.agreement) if record.agreement else None,
+            "agreement": agreement.model_dump(mode="json") if agreement else None,
+            "verdict": verdict(agreement) if agreement else None,
+            "independent_votes": independent_votes(agreement) if agreement else None,
             # The members' first answers by the values they state (not the ratings).
-            "answers_agree": answers_line(record.disagreement_report)
-            if record.disagreement_report
-            else None,
+            "answers_agree": answers_line(report) if report else None,
             "depth": record.depth,
-            "disagreement_report": record.disagreement_report.model_dump(mode="json")
-            if record.disagreement_report
-            else None,
+            "disagreement_report": report.model_dump(mode="json") if report else None,
             # Depth auto: the agreement gate's verdict, and the calls cancelled as not needed.
             **(
                 {
@@ -399,10 +342,26 @@ class Started:
         }
 
     def head(self, kind: str) -> dict[str, Any]:
-        return {"id": self.id, "object": kind, "created": self.created, "model": self.asked.model}
+        return {
+            "id": self.id,
+            "object": kind,
+            "created": self.created,
+            "model": self.asked.body.model,
+        }
 
     def unmet(self, record: DeliberationRecord) -> ApiError | None:
-        return unmet_format(self.id, record) if self.asked.answer_format else None
+        """The refusal of a final answer that is not the JSON response_format asked for (the
+        chairman was asked with the schema, and once more with what was wrong)."""
+        problem = record.stage3.format_problem if record.stage3 else "the council wrote no answer"
+        if self.asked.body.response_format is None or problem is None:
+            return None
+        reason = " ".join(problem.split())
+        reason = reason if len(reason) <= 300 else reason[:297] + "..."
+        return not_retried(
+            f"deliberation {self.id}: the final answer does not match response_format: {reason}",
+            "response_format_unmet",
+            "response_format",
+        )
 
     def completion(self, record: DeliberationRecord) -> dict[str, Any]:
         message = {"role": "assistant", "content": final_answer(record)}
@@ -493,7 +452,7 @@ class OpenAIApi:
 
     def check_token(self, request: Request) -> None:
         try:
-            given = self.guard.bearer_given(request)
+            given = self.guard.token_given(request, session=False)
         except TooManyFailures as refused:
             raise ApiError(
                 429, str(refused), "too_many_failed_tokens", "rate_limit_error", retry=False
@@ -555,11 +514,10 @@ class OpenAIApi:
         except Forbidden as refused:
             raise ApiError(403, str(refused), "forbidden_origin", "permission_error") from None
         asked = await read_asked(await read_json(request), self.known())
-        wanted = self.deliberation_request(asked)
-        await self.check_tools(asked, wanted)
+        wanted = await self.deliberation_request(asked)
         thread = await self.thread_of(asked.conversation)
         if thread.follow_up_of:
-            wanted = self.deliberation_request(asked, thread)
+            wanted = await self.deliberation_request(asked, thread)
         try:
             handle = await starting.start(
                 self.client,
@@ -578,7 +536,7 @@ class OpenAIApi:
             page=str(request.base_url).rstrip("/") + deliberation_url(handle.id),
             ui=starting.ui_url(self.client, handle.id, self.settings.ui_url),
         )
-        if asked.stream:
+        if asked.body.stream:
             return self.streamed(started)
         return await self.answered(request, started)
 
@@ -600,14 +558,16 @@ class OpenAIApi:
             history=[*said.history[:-1], last.model_copy(update={"id": record.id})],
         )
 
-    def deliberation_request(
+    async def deliberation_request(
         self, asked: Asked, thread: Thread | None = None
     ) -> DeliberationRequest:
         """The request, through the front door, in `thread` (default: the turns the messages
-        bring, following nothing up); a refusal names the body's field."""
+        bring, following nothing up; then a 400 too when an MCP entry the request names
+        offers none of its tools: app.requests.front_door.check_tools); a refusal names the
+        body's field."""
         said = asked.conversation
         try:
-            return front_door.compose(
+            wanted = front_door.compose(
                 said.question,
                 asked.body.options(),
                 council=asked.council,
@@ -615,23 +575,17 @@ class OpenAIApi:
                 settings=self.settings.variables,
                 thread=thread or Thread(history=said.history),
                 instructions=said.instructions,
-                answer_format=asked.answer_format,
+                answer_format=asked.body.response_format,
                 attachments=said.attachments,
             )
+            if thread is None:
+                await front_door.check_tools(wanted, self.settings.config, offer_problem)
+            return wanted
         except front_door.Refused as refused:
             first = refused.problems[0]
             if first.loc == (front_door.COUNCIL,):  # the file changed under a running server
                 why = first.text.removeprefix(": ")
                 raise ApiError(404, why, "model_not_found", param="model") from None
-            raise bad_request(first.line(), asked.body.param_of(first.loc)) from None
-
-    async def check_tools(self, asked: Asked, wanted: DeliberationRequest) -> None:
-        """A 400 naming the body's field when an MCP entry the request names offers none of
-        its tools (app.requests.front_door.check_tools)."""
-        try:
-            await front_door.check_tools(wanted, self.settings.config, offer_problem)
-        except front_door.Refused as refused:
-            first = refused.problems[0]
             raise bad_request(first.line(), asked.body.param_of(first.loc)) from None
 
     async def answered(self, request: Request, started: Started) -> Response:
@@ -683,31 +637,24 @@ class OpenAIApi:
             async for line in self.while_running(started, result, text):
                 yield line
             record = await result
+            refused = started.unmet(record)
         except WorkflowFailureError as failure:
-            yield event(failed(started.id, failure).body())
-            yield DONE
-            return
+            refused = failed(started.id, failure)
         except RunStuck as problem:
-            yield event(stuck(started.id, problem).body())
-            yield DONE
-            return
+            refused = stuck(started.id, problem)
         except RPCError as error:
-            yield event(self.temporal_error(error).body())
-            yield DONE
-            return
+            refused = self.temporal_error(error)
         finally:
             drop(result)  # read already, or the client left first
-        unmet = started.unmet(record)
-        if unmet is not None:
-            yield event(unmet.body())
-            yield DONE
-            return
-        rest = text.rest(final_answer(record))
-        if rest:
-            yield started.chunk({"content": rest})
-        yield started.chunk({}, finish_reason(record), council=started.about(record))
-        if started.asked.include_usage:
-            yield started.usage_chunk(record)
+        if refused is not None:
+            yield event(refused.body())
+        else:
+            rest = text.rest(final_answer(record))
+            if rest:
+                yield started.chunk({"content": rest})
+            yield started.chunk({}, finish_reason(record), council=started.about(record))
+            if started.asked.include_usage:
+                yield started.usage_chunk(record)
         yield DONE
 
     async def while_running(
@@ -717,7 +664,7 @@ class OpenAIApi:
         chairman's reply as it is written, until the result is in."""
         seen: asyncio.Queue[Seen] = asyncio.Queue()
         # JSON asked for comes whole once it is checked: a reply being written may not be it.
-        partials = started.asked.answer_format is None
+        partials = started.asked.body.response_format is None
         watcher = asyncio.ensure_future(self.watch(started.handle, seen, partials))
         said, last = "", 0.0
         step: asyncio.Future[Seen] | None = None
@@ -752,9 +699,15 @@ class OpenAIApi:
         may have moved."""
         async for progress in following.follow(handle):
             partial = None
-            writing = progress is not None and progress.stage is Stage.SYNTHESIS
-            if partials and writing and progress is not None and not progress.finished:
-                partial = chairman_text(await finding.partial_replies(handle))
+            if (
+                partials
+                and progress
+                and progress.stage is Stage.SYNTHESIS
+                and not progress.finished
+            ):
+                replies = await finding.partial_replies(handle)
+                writing = [reply.text for reply in replies if reply.stage is Stage.SYNTHESIS]
+                partial = writing[-1] if writing else None
             seen.put_nowait(Seen(progress, partial))
 
     def stop_soon(self, handle: WorkflowHandle[Any, Any]) -> None:

@@ -125,15 +125,14 @@ def _file_parts(message: dict[str, Any]) -> int:
 
 class Message(BaseModel):
     """One message: its role as the council reads it, its text, and (a user message) the
-    files it carries, with the index of each one's part."""
+    files it carries, with the index of each one's part and the field that holds it."""
 
     model_config = ConfigDict(extra="ignore")
 
     role: str
     text: str = Field(validation_alias="content")
     files: list[SkipValidation[reading.Received]] = Field(default_factory=list, exclude=True)
-    file_parts: list[int] = Field(default_factory=list, exclude=True)
-    file_kinds: list[str] = Field(default_factory=list, exclude=True)
+    file_parts: list[tuple[int, str]] = Field(default_factory=list, exclude=True)
 
     @model_validator(mode="before")
     @classmethod
@@ -142,7 +141,7 @@ class Message(BaseModel):
         if not isinstance(data, dict) or not isinstance(data.get("content"), list):
             return data
         texts: list[Any] = []
-        files, where, kinds = [], [], []
+        files, where = [], []
         for index, part in enumerate(data["content"]):
             kind = part.get("type") if isinstance(part, dict) else None
             if kind in FILE_PARTS and isinstance(part, dict):
@@ -151,11 +150,10 @@ class Message(BaseModel):
                         f".content[{index}]: {kind} parts are read in user messages only"
                     )
                 files.append(_file_of(part, index))
-                where.append(index)
-                kinds.append(kind)
+                where.append((index, _field_of(kind)))
             else:
                 texts.append(part)
-        return {**data, "content": texts, "files": files, "file_parts": where, "file_kinds": kinds}
+        return {**data, "content": texts, "files": files, "file_parts": where}
 
     @field_validator("role", mode="before")
     @classmethod
@@ -354,9 +352,9 @@ class ChatBody(BaseModel):
         history = turns_of(chat[:-1])
         files = [file for message in self.messages for file in message.files]
         parts = [
-            (f"messages[{i}].content[{j}]", _field_of(message.file_kinds[n]))
+            (f"messages[{i}].content[{j}]", kind)
             for i, message in enumerate(self.messages)
-            for n, j in enumerate(message.file_parts)
+            for j, kind in message.file_parts
         ]
         return Conversation(
             question[2],
@@ -436,12 +434,10 @@ def refusal(error: ValidationError) -> Refusal:
         return Refusal(str(ctx["message"]), str(ctx["param"]), first["type"])
     if "message" in ctx:
         return Refusal(f"{where}{ctx['message']}", where, first["type"])
-    if first["type"] == "missing" and loc == ("model",):
+    if loc == ("model",) and first["type"] in ("missing", "string_too_short", "string_type"):
         return Refusal("model is required: council or council/NAME (GET /v1/models)", "model")
     if first["type"] == "missing":
         return Refusal(f"{where} is required", where)
-    if first["type"] in ("string_too_short", "string_type") and loc == ("model",):
-        return Refusal("model is required: council or council/NAME (GET /v1/models)", "model")
     if first["type"] == "bool_type":
         return Refusal(f"{where} must be true or false", where)
     message = " ".join(str(first["msg"]).split())

@@ -35,6 +35,7 @@ from __future__ import annotations
 
 import base64
 from collections.abc import Awaitable, Callable
+from functools import partial
 from pathlib import Path
 from typing import Any
 from urllib.parse import quote
@@ -150,10 +151,14 @@ class Pages:
                 )
             ),
             Route("/deliberations/{id}/record.{format:str}", self.download, methods=["GET"]),
-            Route("/deliberations/{id}/attachments/{sha256:str}", self.attachment, methods=["GET"]),
+            Route(
+                "/deliberations/{id}/attachments/{sha256:str}",
+                partial(self.attachment, original=True),
+                methods=["GET"],
+            ),
             Route(
                 "/deliberations/{id}/attachments/{sha256:str}/text",
-                self.attachment_text,
+                partial(self.attachment, original=False),
                 methods=["GET"],
             ),
             Route("/statuses", self.statuses, methods=["GET"]),
@@ -188,13 +193,8 @@ class Pages:
                 return too_many(refused)
             except Forbidden as refused:
                 return PlainTextResponse(str(refused), status_code=403)
-            try:
-                form = await read_form(request, FORM_MAX_BYTES, max_files=UPLOADS_READ)
-            except FormTooLarge as refused:
-                return PlainTextResponse(refused.message, status_code=413)
-            except MultiPartException as error:
-                return PlainTextResponse(f"the form cannot be read: {error}", status_code=400)
-            return await handler(request, form)
+            form = await read_form(request, FORM_MAX_BYTES, max_files=UPLOADS_READ)
+            return form if isinstance(form, Response) else await handler(request, form)
 
         return checked
 
@@ -206,9 +206,7 @@ class Pages:
         text = request.query_params.get("q", "")
         reading = self.settings.variables.web_search_runs
         found = await listing.search_deliberations(self.client, LIST_LIMIT, text, reading)
-        if form is None:
-            form = views.StartForm()
-        names, members = self.councils()
+        names, members = council_choices(self.settings)
         return self.page(
             request,
             "index.html",
@@ -216,31 +214,18 @@ class Pages:
             rows=found.rows,
             q=text,
             searched=reading if found.bounded else None,
-            form=form,
+            form=form or views.StartForm(),
             councils=names,
             members=members,
-            tool_choices=tool_choices(self.settings),
+            # council.toml's, fetch, and web_search where it has a search backend
+            tool_choices=self.settings.config.tool_set().available(),
         )
-
-    def councils(self) -> tuple[list[str], dict[str, list[str]]]:
-        return council_choices(self.settings)
 
     async def start(self, request: Request, form: FormData) -> Response:
         fields = {k: v for k, v in form.items() if isinstance(v, str)}
         # The tools ticked (several values of one field), as one.
         fields[views.TOOLS] = ",".join(v for v in form.getlist(views.TOOLS) if isinstance(v, str))
-        uploads = [
-            f
-            for f in form.getlist(front_door.ATTACHMENTS)
-            if isinstance(f, UploadFile) and f.filename
-        ]
-        wanted, state = views.request_from_form(
-            fields,
-            self.settings.config,
-            self.settings.variables,
-            files=await read_uploads(uploads),
-            chosen=[files.clean_name(f.filename, "file") for f in uploads],
-        )
+        wanted, state = await self.from_form(fields, form)
         refused = await self.tools_refused(wanted)
         if refused is not None:
             state.errors.update(views.form_errors(refused))
@@ -253,6 +238,23 @@ class Pages:
             state.errors[views.FORM_WIDE] = str(over)
             return await self.index(request, state, status=429)
         return RedirectResponse(deliberation_url(handle.id), status_code=303)
+
+    async def from_form(
+        self, fields: dict[str, str], form: FormData
+    ) -> tuple[DeliberationRequest | None, views.StartForm]:
+        """The request the fields describe (views.request_from_form), with the form's files."""
+        uploads = [
+            f
+            for f in form.getlist(front_door.ATTACHMENTS)
+            if isinstance(f, UploadFile) and f.filename
+        ]
+        return views.request_from_form(
+            fields,
+            self.settings.config,
+            self.settings.variables,
+            files=await read_uploads(uploads),
+            chosen=[files.clean_name(f.filename, "file") for f in uploads],
+        )
 
     async def tools_refused(self, wanted: DeliberationRequest | None) -> front_door.Refused | None:
         """The refusal of a request (composed already) an MCP entry of which offers none of
@@ -311,7 +313,7 @@ class Pages:
         pdfs = record is not None and any(a.media_type == PDF_TYPE for a in record.attachments)
         originals = await finding.kept_originals(found) if pdfs else set()
         rows = await listing.list_deliberations(self.client, LIST_LIMIT, conversations=True)
-        names, members = self.councils()
+        names, members = council_choices(self.settings)
         turns = [*before, current, *after]
         return self.page(
             request,
@@ -399,24 +401,13 @@ class Pages:
         fields = {
             name: str(form.get(name) or "") for name in ("question", "council", "context_tokens")
         }
-        uploads = [
-            f
-            for f in form.getlist(front_door.ATTACHMENTS)
-            if isinstance(f, UploadFile) and f.filename
-        ]
         try:
             found = await finding.find(self.client, workflow)
         except finding.NoSuchDeliberation:
             return self.missing(request, workflow)
         record, _ = await reading.read_record(found.handle)
         same = _settings_of(record) if not fields["council"] else {}
-        wanted, state = views.request_from_form(
-            {**fields, **same},
-            self.settings.config,
-            self.settings.variables,
-            files=await read_uploads(uploads),
-            chosen=[files.clean_name(f.filename, "file") for f in uploads],
-        )
+        wanted, state = await self.from_form({**fields, **same}, form)
         state.values = {**fields, front_door.ATTACHMENTS: state.values[front_door.ATTACHMENTS]}
         refused = await self.tools_refused(wanted)
         if refused is not None:
@@ -456,16 +447,10 @@ class Pages:
             body, media_type=DOWNLOADS[kind], headers={"Content-Disposition": disposition}
         )
 
-    async def attachment(self, request: Request) -> Response:
-        """A file the user attached, as a download, its type never sniffed: the file as it
-        was given where the run kept it (a PDF), else as it was read (a PDF's text)."""
-        return await self.attachment_download(request, original=True)
-
-    async def attachment_text(self, request: Request) -> Response:
-        """An attachment as the council read it: a PDF's text (any other file as above)."""
-        return await self.attachment_download(request, original=False)
-
-    async def attachment_download(self, request: Request, *, original: bool) -> Response:
+    async def attachment(self, request: Request, *, original: bool) -> Response:
+        """A file the user attached, as a download, its type never sniffed: with `original`,
+        the file as it was given where the run kept it (a PDF), else as it was read (a
+        PDF's text; any other file the same either way)."""
         workflow, sha256 = request.path_params["id"], request.path_params["sha256"].lower()
         try:
             found = await finding.find(self.client, workflow)
@@ -520,12 +505,9 @@ class Pages:
             response = self.page(request, "login.html", 429, error=error)
             response.headers["Retry-After"] = f"{wait:.0f}"
             return response
-        try:
-            form = await read_form(request, LOGIN_FORM_BYTES, max_files=0)
-        except FormTooLarge as refused:
-            return PlainTextResponse(refused.message, status_code=413)
-        except MultiPartException as error:
-            return PlainTextResponse(f"the form cannot be read: {error}", status_code=400)
+        form = await read_form(request, LOGIN_FORM_BYTES, max_files=0)
+        if isinstance(form, Response):
+            return form
         given = str(form.get("token") or "")
         then = sign_in_target(str(form.get("next") or ""))
         self.guard.sign_in_tried(client)
@@ -577,13 +559,13 @@ class FormTooLarge(MultiPartException):
         )
 
 
-async def read_form(request: Request, most: int, *, max_files: int) -> FormData:
-    """The request's form, its body counted as it arrives: FormTooLarge as soon as it is
-    over `most` bytes (at once when its Content-Length says so), before the rest is read or
-    spooled to disk. Each field may be as long as the whole."""
+async def read_form(request: Request, most: int, *, max_files: int) -> FormData | Response:
+    """The request's form, its body counted as it arrives: a 413 as soon as it is over
+    `most` bytes (at once when its Content-Length says so), before the rest is read or
+    spooled to disk; a 400 when it cannot be read. Each field may be as long as the whole."""
     declared = numbers.whole(request.headers.get("content-length", ""), signed=False)
     if declared is not None and declared > most:
-        raise FormTooLarge(most)
+        return PlainTextResponse(FormTooLarge(most).message, status_code=413)
     received = 0
 
     async def receive() -> Message:
@@ -598,8 +580,12 @@ async def read_form(request: Request, most: int, *, max_files: int) -> FormData:
     # A Request of its own over the capped stream; Starlette would answer the parser's own
     # errors with a bare 400 of its words where the scope names the app.
     scope = {key: value for key, value in request.scope.items() if key != "app"}
-    capped = Request(scope, receive)
-    return await capped.form(max_files=max_files, max_part_size=most)
+    try:
+        return await Request(scope, receive).form(max_files=max_files, max_part_size=most)
+    except FormTooLarge as refused:
+        return PlainTextResponse(refused.message, status_code=413)
+    except MultiPartException as error:
+        return PlainTextResponse(f"the form cannot be read: {error}", status_code=400)
 
 
 async def read_uploads(uploads: list[UploadFile]) -> list[files.Attached]:
@@ -674,18 +660,11 @@ def council_choices(settings: WebSettings) -> tuple[list[str], dict[str, list[st
     }
 
 
-def tool_choices(settings: WebSettings) -> list[str]:
-    """The tools a user can tick: council.toml's, fetch, and web_search where it has a
-    search backend."""
-    return settings.config.tool_set().available()
-
-
 def ask_target(turns: list[views.Turn]) -> views.Turn | None:
     """The turn the box at the bottom follows up: the newest that completed with a final
     answer, unless a newer one is still running."""
     if turns and turns[-1].running:
         return None
-    for turn in reversed(turns):
-        if turn.status == "completed" and turn.final is not None:
-            return turn
-    return None
+    return next(
+        (t for t in reversed(turns) if t.status == "completed" and t.final is not None), None
+    )

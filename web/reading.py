@@ -37,11 +37,9 @@ async def read_record(handle: Any) -> tuple[DeliberationRecord | None, str | Non
         return finding.failed_record(failure), why
     except store.StoreError as error:
         return None, str(error)
-    except RPCError as error:
-        if connection.unavailable(error):
+    except Exception as error:  # a query no worker answers yet, and the like
+        if isinstance(error, RPCError) and connection.unavailable(error):
             raise
-        return None, "no record yet: no worker answers for this deliberation"
-    except Exception:  # a query no worker answers yet, and the like
         return None, "no record yet: no worker answers for this deliberation"
 
 
@@ -60,11 +58,9 @@ async def progress_of(handle: Any) -> Progress | None:
             Deliberation.progress, 0, rpc_timeout=finding.QUERY_TIMEOUT
         )
         return progress
-    except RPCError as error:
-        if connection.unavailable(error):
+    except Exception as error:
+        if isinstance(error, RPCError) and connection.unavailable(error):
             raise
-        return None
-    except Exception:
         return None
 
 

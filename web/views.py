@@ -209,14 +209,11 @@ class Call:
         return STATE_WORDS.get(self.state, self.state)
 
 
+# The states not named here are their own words (writing, done, failed, waiting).
 STATE_WORDS = {
-    "writing": "writing",
-    "done": "done",
-    "failed": "failed",
     "cancelled": "cancelled by the stop",
     "late": "cut: too late (the straggler rule)",
     "idle": "not in this stage",
-    "waiting": "waiting",
     "paused": "waiting for its provider",
 }
 
@@ -269,12 +266,8 @@ def provider_problem(
 ) -> str | None:
     """When no call has completed and calls fail because the provider is not there (or
     refuses this worker): what is wrong and how to fix it. `failures`: (type, message)."""
-    if calls_completed:
-        return None
-    for kind, message in failures:
-        if kind in UNREACHABLE:
-            return NO_PROVIDER.format(error=message)
-    return None
+    unreachable = [message for kind, message in failures if kind in UNREACHABLE]
+    return NO_PROVIDER.format(error=unreachable[0]) if unreachable and not calls_completed else None
 
 
 def where_line(
@@ -367,9 +360,7 @@ class Turn:
 
     def writing(self, stage: Stage, round_number: int | None = None) -> list[Call]:
         """The calls of this stage (and round) still under way: not yet in the record."""
-        if not self.running or self.stage != stage:
-            return []
-        if round_number is not None and self.round != round_number:
+        if not self.running or self.stage != stage or round_number not in (None, self.round):
             return []
         return [c for c in self.calls if c.state in ("writing", "retrying")]
 
@@ -404,8 +395,7 @@ def recent_threads(rows: Sequence[Any], limit: int = 15) -> list[ThreadLink]:
         if known is None:
             if len(threads) >= limit:
                 continue
-            status = row.shown
-            threads[key] = ThreadLink(row.id, row.question or row.id, 1, status, key)
+            threads[key] = ThreadLink(row.id, row.question or row.id, 1, row.shown, key)
         else:
             known.turns += 1
             known.question = row.question or known.question  # older rows: nearer the start
