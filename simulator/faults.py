@@ -18,7 +18,7 @@ import collections
 import random
 import threading
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
 from typing import Annotated, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, RootModel, field_validator, model_validator
@@ -198,9 +198,7 @@ class FaultSpec(BaseModel):
         return self
 
     def fault_probability(self) -> float:
-        faults = (self.hang, self.slow, self.truncate, self.interrupt, self.malformed)
-        faults += (self.empty, self.echo)
-        return sum(faults) + sum(self.errors.values())
+        return sum(probability for _, _, probability in _outcomes(self))
 
 
 class FaultConfig(RootModel[dict[str, FaultSpec]]):
@@ -237,6 +235,10 @@ class Plan:
     tools: bool = True
     append: str | None = None
     obey: bool = False
+
+
+# The fields of a Plan that are its spec's as they are (a copy).
+_FROM_SPEC = {f.name for f in fields(Plan)} - {"latency", "fault", "status", "append"}
 
 
 class FaultInjector:
@@ -286,22 +288,10 @@ class FaultInjector:
                     latency = spec.slow_seconds
         return Plan(
             latency=latency,
-            first_byte_seconds=spec.first_byte_seconds,
             fault=fault,
             status=status,
-            retry_after=spec.retry_after,
-            pad_to_bytes=spec.pad_to_bytes,
-            pad_with=spec.pad_with,
-            ignore_max_tokens=spec.ignore_max_tokens,
-            rating=spec.rating,
-            ratings_by_author=dict(spec.ratings_by_author),
-            cost_per_million_tokens=spec.cost_per_million_tokens,
-            critiques=spec.critiques,
-            structured=spec.structured,
-            refuse_formats=dict(spec.refuse_formats),
-            tools=spec.tools,
-            append=spec.append if spec.stages is None or stage in spec.stages else None,
-            obey=spec.obey,
+            append=spec.append if allowed else None,
+            **spec.model_dump(include=_FROM_SPEC),
         )
 
     def holds(self, model: str, stage: Stage) -> bool:
@@ -340,22 +330,21 @@ def _latency(spec: FaultSpec, rng: random.Random) -> float:
     return float(spec.latency)
 
 
-def _pick(spec: FaultSpec, draw: float) -> tuple[FaultKind | None, int | None]:
-    """Walk the outcomes in a fixed order; the draw lands in one or in none."""
+def _outcomes(spec: FaultSpec) -> list[tuple[FaultKind, int | None, float]]:
+    """Each fault with its status and probability, in the fixed order of the draw."""
     outcomes: list[tuple[FaultKind, int | None, float]] = [
         ("hang", None, spec.hang),
         ("slow", None, spec.slow),
     ]
     outcomes += [("error", status, p) for status, p in sorted(spec.errors.items())]
-    outcomes += [
-        ("truncate", None, spec.truncate),
-        ("interrupt", None, spec.interrupt),
-        ("malformed", None, spec.malformed),
-        ("empty", None, spec.empty),
-        ("echo", None, spec.echo),
-    ]
+    later: tuple[FaultKind, ...] = ("truncate", "interrupt", "malformed", "empty", "echo")
+    return outcomes + [(kind, None, getattr(spec, kind)) for kind in later]
+
+
+def _pick(spec: FaultSpec, draw: float) -> tuple[FaultKind | None, int | None]:
+    """Walk the outcomes in a fixed order; the draw lands in one or in none."""
     edge = 0.0
-    for kind, status, probability in outcomes:
+    for kind, status, probability in _outcomes(spec):
         edge += probability
         if probability > 0 and draw < edge:
             return kind, status

@@ -53,7 +53,7 @@ from grading.dataset import (
 from grading.judge import read_judge_prompt
 from simulator import wire
 from simulator.quality import SIMULATED_MARK
-from simulator.reading import Critique, Prompt
+from simulator.reading import Prompt
 from simulator.settings import SimulatorSettings
 
 DATASETS = Path(__file__).resolve().parents[1] / "datasets"
@@ -318,8 +318,7 @@ def reads_right(problem: Problem, text: str) -> bool:
 def answer_of(problem: Problem, text: str) -> tuple[str, str] | None:
     """(comparable key, how to show it) of the answer a reply gives, or None."""
     if reads_right(problem, text):
-        shown = problem.answer if problem.kind == "text" else problem.expected.shown
-        return str(problem.expected.value), shown
+        return str(problem.expected.value), _right(problem)
     read = problem.read(text)
     if read is None:
         return None
@@ -371,10 +370,6 @@ def review(persona: PersonaLike, skill: Skill, problem: Problem, prompt: Prompt)
     )
 
 
-def _quote(item: Critique) -> str:
-    return f"{item.reviewer}: {item.text}"
-
-
 def refine(persona: PersonaLike, skill: Skill, problem: Problem, prompt: Prompt) -> str:
     original = prompt.original.strip()
     flags = [c for c in prompt.critiques if _FLAGGED.search(c.text)]
@@ -384,21 +379,21 @@ def refine(persona: PersonaLike, skill: Skill, problem: Problem, prompt: Prompt)
     old = found[1] if found else "my answer"
     seed = (persona.name, problem.id, original)  # a rewritten answer gets a fresh draw
     accepted: list[str] = []
-    rejected = [{"critique": _quote(c), "reason": "agreed: nothing to change"} for c in others]
+    rejected = [{"critique": c.quoted, "reason": "agreed: nothing to change"} for c in others]
     if not flags:
         final, changed = original, False
         explanation = "The reviewers found the final answer correct, so I keep it."
     elif not right and chance("fix", *seed) < skill.fix:
-        accepted = [_quote(c) for c in flags]
+        accepted = [c.quoted for c in flags]
         final = (
             f"{SIMULATED_MARK} I re-checked my working after the reviews and found the slip: "
             f"{old} does not fit the conditions of the problem. Redoing it carefully gives the "
-            f"corrected result.\n\n{ending(problem, _expected_value(problem), _style(persona))}"
+            f"corrected result.\n\n{ending(problem, _right(problem), _style(persona))}"
         )
         changed = True
         explanation = f"Fixed the final answer: {old} was a slip."
     elif right and len(flags) >= 2 and chance("give in", *seed) < skill.gives_in:
-        accepted = [_quote(c) for c in flags]
+        accepted = [c.quoted for c in flags]
         wrong = next(iter(mistakes(problem)), old)
         final = (
             f"{SIMULATED_MARK} Two reviewers say {old} is wrong, so I redid the problem and now "
@@ -407,17 +402,11 @@ def refine(persona: PersonaLike, skill: Skill, problem: Problem, prompt: Prompt)
         changed = True
         explanation = f"Changed the final answer from {old}, as the reviewers asked."
     else:
-        rejected += [
-            {"critique": _quote(c), "reason": f"I re-checked: {old} stands"} for c in flags
-        ]
+        rejected += [{"critique": c.quoted, "reason": f"I re-checked: {old} stands"} for c in flags]
         final = f"(Re-checked after the reviews: I still get {old}.)\n\n{original}"
         changed = False
         explanation = f"I re-checked and keep {old}."
     return _refinement_reply(persona, final, accepted, rejected, changed, explanation, right)
-
-
-def _expected_value(problem: Problem) -> str:
-    return problem.answer if problem.kind == "text" else problem.expected.shown
 
 
 def _style(persona: PersonaLike) -> str:
@@ -507,7 +496,7 @@ def unknown(persona: PersonaLike, prompt: Prompt) -> str | None:
     if prompt.stage is Stage.REFINE:
         original = prompt.original.strip() or f"{SIMULATED_MARK} {UNKNOWN}"
         rejected = [
-            {"critique": _quote(c), "reason": "no answer is known to correct"}
+            {"critique": c.quoted, "reason": "no answer is known to correct"}
             for c in prompt.critiques
         ]
         return _refinement_reply(

@@ -71,6 +71,11 @@ class Critique:
     text: str
     rating: float | None = None
 
+    @property
+    def quoted(self) -> str:
+        """The critique as a refinement quotes it: "reviewer: text"."""
+        return f"{self.reviewer}: {self.text}"
+
 
 @dataclass
 class ChairmanAnswer:

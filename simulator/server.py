@@ -311,9 +311,7 @@ class _Exchange:
             if need > 0:
                 filler = self.plan.pad_with or FILLER
                 text += (filler * (need // len(filler) + 1))[:need]
-        max_tokens = self.payload.get("max_tokens")
-        if self.plan.ignore_max_tokens:
-            max_tokens = None
+        max_tokens = None if self.plan.ignore_max_tokens else self.payload.get("max_tokens")
         if isinstance(max_tokens, int) and max_tokens > 0 and wire.tokens(text) > max_tokens:
             return wire.whole_words(text, max_tokens * 4), "length"
         return text, "stop"
@@ -328,9 +326,10 @@ class _Exchange:
                 ratings[label] = rating
         return ratings
 
-    def usage(self, content: str) -> dict[str, Any]:
+    def usage(self, content: str, calls: list[ToolCall] | None) -> dict[str, Any]:
+        counted = tools.usage_text(calls) if calls else content
         return wire.usage(
-            [prompt_text([m]) for m in self.messages], content, self.plan.cost_per_million_tokens
+            [prompt_text([m]) for m in self.messages], counted, self.plan.cost_per_million_tokens
         )
 
     async def start(self, status: int, headers: list[tuple[bytes, bytes]]) -> None:
@@ -381,14 +380,13 @@ class _Exchange:
     async def send_json(
         self, content: str, finish_reason: str, calls: list[ToolCall] | None = None
     ) -> None:
-        counted = tools.usage_text(calls) if calls else content
         data = wire.completion(
             self.reply_id,
             self.created,
             self.model,
             content,
             finish_reason,
-            self.usage(counted),
+            self.usage(content, calls),
             [call.openai() for call in calls] if calls else None,
         )
         raw = json.dumps(data, ensure_ascii=False).encode("utf-8")
@@ -410,9 +408,7 @@ class _Exchange:
         await self.body(raw, more=False)
 
     def _outcome(self) -> str:
-        if self.plan.fault in ("malformed", "empty", "echo"):
-            return self.plan.fault
-        return "ok"
+        return self.plan.fault if self.plan.fault in ("malformed", "empty", "echo") else "ok"
 
     async def send_stream(
         self, content: str, finish_reason: str, calls: list[ToolCall] | None = None
@@ -445,10 +441,7 @@ class _Exchange:
         written = 0
         stage = Stage(self.entry.stage)
         for i, part in enumerate(parts):
-            if self.client.gone.is_set():
-                self.finish("disconnected", 200)
-                return
-            if await self.paused(stage, written, pending):
+            if self.client.gone.is_set() or await self.paused(stage, written, pending):
                 self.finish("disconnected", 200)
                 return
             written += len(part.get("content") or "")
@@ -480,8 +473,7 @@ class _Exchange:
             await self.body(wire.sse("[DONE]"), more=False)
             return
         await self.body(wire.sse(chunk({}, finish_reason)))
-        counted = tools.usage_text(calls) if calls else content
-        await self.body(wire.sse(chunk(usage=self.usage(counted))))
+        await self.body(wire.sse(chunk(usage=self.usage(content, calls))))
         self.finish(self._outcome(), 200)
         await self.body(wire.sse("[DONE]"), more=False)
 
