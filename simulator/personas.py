@@ -405,10 +405,8 @@ def _list_items(text: str) -> list[str]:
     items = []
     for line in text.splitlines():
         stripped = line.strip()
-        for marker in ("- ", "* ", "• "):
-            if stripped.startswith(marker):
-                items.append(stripped[len(marker) :].strip())
-                break
+        if stripped.startswith(("- ", "* ", "• ")):  # each two characters
+            items.append(stripped[2:].strip())
         else:
             head, _, rest = stripped.partition(". ")
             if head.isdigit() and rest:
