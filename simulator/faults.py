@@ -18,7 +18,7 @@ import collections
 import random
 import threading
 import time
-from dataclasses import dataclass, field, fields
+from dataclasses import dataclass, field
 from typing import Annotated, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, RootModel, field_validator, model_validator
@@ -216,29 +216,15 @@ class FaultConfig(RootModel[dict[str, FaultSpec]]):
 
 @dataclass(frozen=True)
 class Plan:
-    """What the simulator does with one request."""
+    """What the simulator does with one request: what was drawn for it, and the rest of
+    its model's spec as it is."""
 
+    spec: FaultSpec = field(default_factory=FaultSpec)
     latency: float = 0.0
     first_byte_seconds: float = 0.0
     fault: FaultKind | None = None
     status: int | None = None
-    retry_after: float | str | None = None
-    pad_to_bytes: int | None = None
-    pad_with: str | None = None
-    ignore_max_tokens: bool = False
-    rating: int | None = None
-    ratings_by_author: dict[str, int] = field(default_factory=dict)
-    cost_per_million_tokens: float | None = 0.0
-    critiques: bool = True
-    structured: bool = True
-    refuse_formats: dict[str, int] = field(default_factory=dict)
-    tools: bool = True
-    append: str | None = None
-    obey: bool = False
-
-
-# The fields of a Plan that are its spec's as they are (a copy).
-_FROM_SPEC = {f.name for f in fields(Plan)} - {"latency", "fault", "status", "append"}
+    append: str | None = None  # the spec's, in the stages it applies in
 
 
 class FaultInjector:
@@ -287,11 +273,12 @@ class FaultInjector:
                 if fault == "slow":
                     latency = spec.slow_seconds
         return Plan(
+            spec=spec,
             latency=latency,
+            first_byte_seconds=spec.first_byte_seconds,
             fault=fault,
             status=status,
             append=spec.append if allowed else None,
-            **spec.model_dump(include=_FROM_SPEC),
         )
 
     def holds(self, model: str, stage: Stage) -> bool:

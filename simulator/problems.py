@@ -264,7 +264,7 @@ def stage1_value(
     four are right, the most careful is right when all four made the same mistake."""
     if disagree is not None and seed is None:
         if chance("contested", problem.id) >= disagree:
-            return _right(problem)
+            return _expected_value(problem)
         return _contested_value(persona, problem)
     hard = chance("slip", persona, problem.id) < skill.slip
     if seed is None:
@@ -274,12 +274,12 @@ def stage1_value(
         slips = chance("sample", persona, problem.id, seed) < (HARD_SLIP if hard else easy_slip)
         draw = chance("sample mistake", persona, problem.id, seed)
     if not slips:
-        return _right(problem)
+        return _expected_value(problem)
     wrong = mistakes(problem)
     return wrong[int(draw * min(2, len(wrong)))]
 
 
-def _right(problem: Problem) -> str:
+def _expected_value(problem: Problem) -> str:
     return problem.expected.shown if problem.kind != "text" else problem.answer
 
 
@@ -289,7 +289,7 @@ def _contested_value(persona: str, problem: Problem) -> str:
     if len(set(values.values())) > 1:
         return values[persona]
     by_care = sorted(SKILLS, key=lambda name: SKILLS[name].slip)
-    right = _right(problem)
+    right = _expected_value(problem)
     if values[persona] == right and persona == by_care[-1]:
         wrong = mistakes(problem)
         return wrong[0] if wrong else values[persona]
@@ -318,7 +318,7 @@ def reads_right(problem: Problem, text: str) -> bool:
 def answer_of(problem: Problem, text: str) -> tuple[str, str] | None:
     """(comparable key, how to show it) of the answer a reply gives, or None."""
     if reads_right(problem, text):
-        return str(problem.expected.value), _right(problem)
+        return str(problem.expected.value), _expected_value(problem)
     read = problem.read(text)
     if read is None:
         return None
@@ -388,7 +388,7 @@ def refine(persona: PersonaLike, skill: Skill, problem: Problem, prompt: Prompt)
         final = (
             f"{SIMULATED_MARK} I re-checked my working after the reviews and found the slip: "
             f"{old} does not fit the conditions of the problem. Redoing it carefully gives the "
-            f"corrected result.\n\n{ending(problem, _right(problem), _style(persona))}"
+            f"corrected result.\n\n{ending(problem, _expected_value(problem), _style(persona))}"
         )
         changed = True
         explanation = f"Fixed the final answer: {old} was a slip."

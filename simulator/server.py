@@ -177,6 +177,7 @@ class _Exchange:
         self.client = client
         self.entry = entry
         self.plan = plan
+        self.spec = plan.spec
         self.payload = payload
         self.model = payload["model"]
         self.messages = payload["messages"]
@@ -221,13 +222,13 @@ class _Exchange:
         if plan.fault == "error":
             await self.send_error(plan.status or 500)
             return
-        refused = plan.refuse_formats.get(self.format_type or "")
+        refused = self.spec.refuse_formats.get(self.format_type or "")
         if refused:
             await self.send_error(
                 refused, f"response_format type {self.format_type!r} is not supported"
             )
             return
-        if self.tools and not plan.tools:
+        if self.tools and not self.spec.tools:
             await self.send_error(400, f"{self.model} does not support tools")
             return
         calls = self.tool_calls()
@@ -285,9 +286,9 @@ class _Exchange:
         prompt.disagree = self.sim.config.disagree
         prompt.tool_note = tools.note(self.messages)
         text = (
-            accounts.check_json(prompt, obey=self.plan.obey)
+            accounts.check_json(prompt, obey=self.spec.obey)
             if prompt.stage is Stage.CHECK
-            else reply(persona, prompt, Script(self.scripted_ratings(prompt), self.plan.critiques))
+            else reply(persona, prompt, Script(self.scripted_ratings(prompt), self.spec.critiques))
         )
         if self.plan.append and prompt.stage is not Stage.CHECK:
             text = f"{text}\n\n{self.plan.append}"
@@ -295,7 +296,7 @@ class _Exchange:
             self.sim.authors.note(text, self.model)
         elif prompt.stage is Stage.REFINE:
             self.sim.authors.note(parse_refinement(text).final_answer, self.model)
-        if self.plan.structured and self.format_type in ("json_schema", "json_object"):
+        if self.spec.structured and self.format_type in ("json_schema", "json_object"):
             if prompt.stage is Stage.REVIEW:
                 text = wire.review_json(text, list(prompt.answers))
             elif prompt.stage is Stage.REFINE:
@@ -306,31 +307,30 @@ class _Exchange:
                 text = instance_json(self.client_schema, text)
             elif prompt.stage is Stage.SYNTHESIS:
                 text = accounts.synthesis_json(text, prompt_text(self.messages))
-        if self.plan.pad_to_bytes:
-            need = self.plan.pad_to_bytes - len(text.encode("utf-8"))
+        if self.spec.pad_to_bytes:
+            need = self.spec.pad_to_bytes - len(text.encode("utf-8"))
             if need > 0:
-                filler = self.plan.pad_with or FILLER
+                filler = self.spec.pad_with or FILLER
                 text += (filler * (need // len(filler) + 1))[:need]
-        max_tokens = None if self.plan.ignore_max_tokens else self.payload.get("max_tokens")
+        max_tokens = None if self.spec.ignore_max_tokens else self.payload.get("max_tokens")
         if isinstance(max_tokens, int) and max_tokens > 0 and wire.tokens(text) > max_tokens:
             return wire.whole_words(text, max_tokens * 4), "length"
         return text, "stop"
 
     def scripted_ratings(self, prompt: Prompt) -> dict[str, int]:
         """Label -> the rating the test scripted for this reviewer (none: the quality rule)."""
-        plan = self.plan
+        spec = self.spec
         ratings = {}
         for label, text in prompt.answers.items():
-            rating = plan.ratings_by_author.get(self.sim.authors.of(text) or "", plan.rating)
+            rating = spec.ratings_by_author.get(self.sim.authors.of(text) or "", spec.rating)
             if rating is not None:
                 ratings[label] = rating
         return ratings
 
     def usage(self, content: str, calls: list[ToolCall] | None) -> dict[str, Any]:
         counted = tools.usage_text(calls) if calls else content
-        return wire.usage(
-            [prompt_text([m]) for m in self.messages], counted, self.plan.cost_per_million_tokens
-        )
+        prompts = [prompt_text([m]) for m in self.messages]
+        return wire.usage(prompts, counted, self.spec.cost_per_million_tokens)
 
     async def start(self, status: int, headers: list[tuple[bytes, bytes]]) -> None:
         await self.send({"type": "http.response.start", "status": status, "headers": headers})
@@ -362,7 +362,7 @@ class _Exchange:
         if why:
             message += f": {why}"
         headers = [(b"content-type", b"application/json"), wire.SIMULATED_HEADER]
-        retry_after = self.plan.retry_after
+        retry_after = self.spec.retry_after
         if status in (429, 503) and retry_after is not None:
             value = f"{retry_after:g}" if isinstance(retry_after, int | float) else str(retry_after)
             headers.append((b"retry-after", value.encode("latin-1")))
