@@ -104,6 +104,5 @@ def with_default_latency(faults: FaultConfig, latency: Latency | None) -> FaultC
     default = entries.get(DEFAULT_KEY, FaultSpec())
     if "latency" not in default.model_fields_set:
         data = default.model_dump(include=default.model_fields_set)
-        data["latency"] = latency
-        entries[DEFAULT_KEY] = FaultSpec.model_validate(data)
+        entries[DEFAULT_KEY] = FaultSpec.model_validate({**data, "latency": latency})
     return FaultConfig(entries)

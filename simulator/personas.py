@@ -44,13 +44,7 @@ class Persona:
 
 
 PERSONAS = (
-    Persona(
-        "Atlas",
-        "sim/atlas",
-        "thorough: key points, an example and a caveat",
-        "thorough",
-        refine_format="json",
-    ),
+    Persona("Atlas", "sim/atlas", "thorough: key points, an example and a caveat", "thorough"),
     Persona(
         "Borealis",
         "sim/borealis",

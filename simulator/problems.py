@@ -119,16 +119,12 @@ def _squash(text: str) -> str:
 # ---- which problem is this ------------------------------------------------------------
 
 
-def _dataset_paths() -> list[Path]:
-    return sorted(DATASETS.glob("*.jsonl")) + SimulatorSettings.read().datasets
-
-
 @functools.cache
 def known_problems() -> dict[str, Problem]:
     """Every problem the simulator knows, by its question alone and as the harness asks it
     (the question and the answer instruction), whitespace squashed."""
     found: dict[str, Problem] = {}
-    for path in _dataset_paths():
+    for path in sorted(DATASETS.glob("*.jsonl")) + SimulatorSettings.read().datasets:
         try:
             dataset = load_dataset(path)
         except DatasetError:
@@ -144,11 +140,6 @@ def problem_for(question: str) -> Problem | None:
 
 
 # ---- answers as a solver writes them --------------------------------------------------
-
-
-def _letters(problem: Problem) -> str:
-    letters = problem.letters
-    return "ABCD" if letters == DEFAULT_LETTERS else letters
 
 
 def _rotate(items: list, problem: Problem) -> list:
@@ -191,7 +182,8 @@ def mistakes(problem: Problem) -> list[str]:
                 wrong.append(shown)
         return _rotate(wrong, problem)
     if problem.kind == "choice":
-        return _rotate([x for x in _letters(problem) if x != problem.expected.value], problem)
+        letters = "ABCD" if problem.letters == DEFAULT_LETTERS else problem.letters
+        return _rotate([x for x in letters if x != problem.expected.value], problem)
     return _rotate(_text_mistakes(problem), problem)
 
 
@@ -388,7 +380,7 @@ def refine(persona: PersonaLike, skill: Skill, problem: Problem, prompt: Prompt)
         final = (
             f"{SIMULATED_MARK} I re-checked my working after the reviews and found the slip: "
             f"{old} does not fit the conditions of the problem. Redoing it carefully gives the "
-            f"corrected result.\n\n{ending(problem, _expected_value(problem), _style(persona))}"
+            f"corrected result.\n\n{ending(problem, _expected_value(problem), skill.style)}"
         )
         changed = True
         explanation = f"Fixed the final answer: {old} was a slip."
@@ -397,7 +389,7 @@ def refine(persona: PersonaLike, skill: Skill, problem: Problem, prompt: Prompt)
         wrong = next(iter(mistakes(problem)), old)
         final = (
             f"{SIMULATED_MARK} Two reviewers say {old} is wrong, so I redid the problem and now "
-            f"get a different result.\n\n{ending(problem, wrong, _style(persona))}"
+            f"get a different result.\n\n{ending(problem, wrong, skill.style)}"
         )
         changed = True
         explanation = f"Changed the final answer from {old}, as the reviewers asked."
@@ -407,10 +399,6 @@ def refine(persona: PersonaLike, skill: Skill, problem: Problem, prompt: Prompt)
         changed = False
         explanation = f"I re-checked and keep {old}."
     return _refinement_reply(persona, final, accepted, rejected, changed, explanation, right)
-
-
-def _style(persona: PersonaLike) -> str:
-    return SKILLS[persona.name].style
 
 
 def _refinement_reply(

@@ -118,14 +118,6 @@ class _DropConnection(Exception):
     """Raised to make the ASGI server close the connection mid-reply (a truncated stream)."""
 
 
-class _QuietDrops(logging.Filter):
-    """Keep deliberate connection drops out of the server's error log."""
-
-    def filter(self, record: logging.LogRecord) -> bool:
-        exc = record.exc_info[1] if record.exc_info else None
-        return not _is_drop(exc)
-
-
 def _is_drop(exc: BaseException | None) -> bool:
     if isinstance(exc, _DropConnection):
         return True
@@ -134,7 +126,9 @@ def _is_drop(exc: BaseException | None) -> bool:
     return False
 
 
-_QUIET = _QuietDrops()
+def _quiet_drops(record: logging.LogRecord) -> bool:
+    """A log filter: keep deliberate connection drops out of the server's error log."""
+    return not _is_drop(record.exc_info[1] if record.exc_info else None)
 
 
 class _ClientWatch:
@@ -222,8 +216,7 @@ class _Exchange:
         if plan.fault == "error":
             await self.send_error(plan.status or 500)
             return
-        refused = self.spec.refuse_formats.get(self.format_type or "")
-        if refused:
+        if refused := self.spec.refuse_formats.get(self.format_type or ""):
             await self.send_error(
                 refused, f"response_format type {self.format_type!r} is not supported"
             )
@@ -588,8 +581,8 @@ def build_app(config: SimulatorConfig | Simulator | None = None) -> Starlette:
     """The simulator as a Starlette app; its state is `app.state.simulator`."""
     sim = config if isinstance(config, Simulator) else Simulator(config)
     logger = logging.getLogger("uvicorn.error")
-    if _QUIET not in logger.filters:
-        logger.addFilter(_QUIET)
+    if _quiet_drops not in logger.filters:
+        logger.addFilter(_quiet_drops)
 
     async def index(request: Request) -> Response:
         return JSONResponse(

@@ -37,6 +37,7 @@ from __future__ import annotations
 
 import ast
 import hashlib
+import itertools
 import json
 import re
 from dataclasses import dataclass
@@ -131,11 +132,8 @@ def invalid(payload: dict[str, Any]) -> str | None:
             ids = _call_ids(calls)
             if ids is None:
                 return f"messages[{at}].tool_calls must be a list of calls, each with an 'id'"
-            answered = set()
-            for later in messages[at + 1 :]:
-                if later.get("role") != "tool":
-                    break
-                answered.add(later.get("tool_call_id"))
+            replies = itertools.takewhile(lambda m: m.get("role") == "tool", messages[at + 1 :])
+            answered = {reply.get("tool_call_id") for reply in replies}
             missing = [i for i in ids if i not in answered]
             if missing:
                 return (
