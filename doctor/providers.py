@@ -195,7 +195,6 @@ def default_source(env: Mapping[str, str]) -> tuple[DefaultProvider, str]:
 
 def providers_of(config: Config, path: str, env: Mapping[str, str]) -> list[Provider]:
     """The providers to check, each with the council members that route to it."""
-    providers: list[Provider] = []
     default: GatewaySettings | None = None
     problem: str | None = None
     key_variable: str | None = None
@@ -205,19 +204,18 @@ def providers_of(config: Config, path: str, env: Mapping[str, str]) -> list[Prov
         default, key_variable = GatewaySettings.of(llm), llm.key_variable
     except app_settings.SettingsError as error:
         problem = str(error)
-    key_variable = key_variable or "COUNCIL_LLM_API_KEY (or OPENROUTER_API_KEY)"
     no_variable = "providers.{name}.api_key_env in {path} (the name of the key's variable)"
-    providers.append(
+    providers = [
         Provider(
             DEFAULT_PROVIDER,
             default,
             problem,
             "COUNCIL_LLM_BASE_URL",
-            key_variable,
+            key_variable or "COUNCIL_LLM_API_KEY (or OPENROUTER_API_KEY)",
             False,
             source=source,
         )
-    )
+    ]
     for name, provider in config.providers.items():
         variable = provider.api_key_env
         providers.append(

@@ -123,8 +123,7 @@ async def search_attributes_check(client: Client) -> Check:
 def _build(poller: PollerInfo) -> str:
     deployment = poller.deployment_options
     if deployment.build_id:
-        name = f"{deployment.deployment_name} " if deployment.deployment_name else ""
-        return f"{name}{deployment.build_id}".strip()
+        return f"{deployment.deployment_name} {deployment.build_id}".strip()
     return poller.worker_version_capabilities.build_id or "no build id"
 
 
