@@ -102,12 +102,16 @@ class Provider:
     # Where this base URL comes from, and why it is the one checked (None: url_setting).
     source: str | None = None
 
+    def setting(self, variable: str, key: str) -> str:
+        """Where one of its settings is set: `variable` for the default provider, else `key`
+        with {name} its name (of council.toml)."""
+        return variable if self.name == DEFAULT_PROVIDER else key.format(name=self.name)
+
     @property
     def limit_setting(self) -> str:
         """Where the most requests it is sent at once is set."""
-        if self.name == DEFAULT_PROVIDER:
-            return "COUNCIL_LLM_MAX_CONCURRENT_REQUESTS"
-        return f"max_concurrent_requests of [providers.{self.name}]"
+        limit = "COUNCIL_LLM_MAX_CONCURRENT_REQUESTS"
+        return self.setting(limit, "max_concurrent_requests of [providers.{name}]")
 
     @property
     def queued_by_council(self) -> bool:
@@ -191,7 +195,6 @@ def default_source(env: Mapping[str, str]) -> tuple[DefaultProvider, str]:
 
 def providers_of(config: Config, path: str, env: Mapping[str, str]) -> list[Provider]:
     """The providers to check, each with the council members that route to it."""
-    providers: list[Provider] = []
     default: GatewaySettings | None = None
     problem: str | None = None
     key_variable: str | None = None
@@ -201,19 +204,18 @@ def providers_of(config: Config, path: str, env: Mapping[str, str]) -> list[Prov
         default, key_variable = GatewaySettings.of(llm), llm.key_variable
     except app_settings.SettingsError as error:
         problem = str(error)
-    key_variable = key_variable or "COUNCIL_LLM_API_KEY (or OPENROUTER_API_KEY)"
     no_variable = "providers.{name}.api_key_env in {path} (the name of the key's variable)"
-    providers.append(
+    providers = [
         Provider(
             DEFAULT_PROVIDER,
             default,
             problem,
             "COUNCIL_LLM_BASE_URL",
-            key_variable,
+            key_variable or "COUNCIL_LLM_API_KEY (or OPENROUTER_API_KEY)",
             False,
             source=source,
         )
-    )
+    ]
     for name, provider in config.providers.items():
         variable = provider.api_key_env
         providers.append(
@@ -324,11 +326,7 @@ def _context(provider: Provider, listing: Listing) -> str | None:
     settings = provider.settings
     assert settings is not None
     if settings.context_window:
-        where = (
-            "COUNCIL_LLM_CONTEXT_WINDOW"
-            if provider.name == DEFAULT_PROVIDER
-            else f"providers.{provider.name}.context_window"
-        )
+        where = provider.setting("COUNCIL_LLM_CONTEXT_WINDOW", "providers.{name}.context_window")
         return f"{settings.context_window:,} tokens ({where})"
     sizes = []
     for model in provider.members:
@@ -376,30 +374,23 @@ async def check_provider(provider: Provider) -> tuple[list[Check], Listing | Non
             _probe(http, settings, probed[0], form) if asking else _nothing(),
             _concurrency(provider, settings, http, probed, listing, names[5]),
         )
-    checks = [
-        passed(
-            f"{label} reachable",
-            f"{where} answers (GET /models: HTTP {reply.status}); {source}",
-        )
-    ]
-    checks.append(_key_check(provider, settings, listing, probe, names[0]))
-    checks.append(_models_check(provider, settings, listing, names[1]))
-    context = _context(provider, listing)
-    checks.append(
-        passed(names[2], context)
-        if context
-        else passed(
-            names[2],
-            "not known: set context_window in council.toml (COUNCIL_LLM_CONTEXT_WINDOW for "
-            "the default provider) so that a prompt that cannot fit is refused before the call",
-        )
+    unknown = (
+        "not known: set context_window in council.toml (COUNCIL_LLM_CONTEXT_WINDOW for "
+        "the default provider) so that a prompt that cannot fit is refused before the call"
     )
-    checks.append(_output_check(provider, settings, listing, probe, form, probed, names[3]))
-    checks.append(passed(names[4], _images(provider, settings)))
     if probe is not None and probe.refused_key:
         concurrent = skipped(names[5], "the provider refused the key")
-    checks.append(concurrent)
-    return checks, listing
+    return [
+        passed(
+            f"{label} reachable", f"{where} answers (GET /models: HTTP {reply.status}); {source}"
+        ),
+        _key_check(provider, settings, listing, probe, names[0]),
+        _models_check(provider, settings, listing, names[1]),
+        passed(names[2], _context(provider, listing) or unknown),
+        _output_check(provider, settings, listing, probe, form, probed, names[3]),
+        passed(names[4], _images(provider, settings)),
+        concurrent,
+    ], listing
 
 
 async def _nothing() -> None:
@@ -461,10 +452,9 @@ async def measured_concurrency(
         return skipped(name, f"two test requests to {model} could not tell: {seen.why_unknown}")
     if seen.together:
         return passed(name, f"two test requests to {model} were answered at the same time")
-    setting = (
-        f"{provider.limit_setting}=1"
-        if provider.name == DEFAULT_PROVIDER
-        else f"max_concurrent_requests = 1 in [providers.{provider.name}] of council.toml"
+    setting = provider.setting(
+        f"{provider.limit_setting}=1",
+        "max_concurrent_requests = 1 in [providers.{name}] of council.toml",
     )
     return failed(
         name,
@@ -479,11 +469,7 @@ async def measured_concurrency(
 def _images(provider: Provider, settings: GatewaySettings) -> str:
     """Which of the provider's council members are shown attached images (council.toml's
     `images`; COUNCIL_LLM_IMAGES for the default provider); the others are told of them."""
-    setting = (
-        "COUNCIL_LLM_IMAGES"
-        if provider.name == DEFAULT_PROVIDER
-        else f"images of [providers.{provider.name}]"
-    )
+    setting = provider.setting("COUNCIL_LLM_IMAGES", "images of [providers.{name}]")
     seeing = [m for m in provider.members if settings.sees_images(m)]
     if not provider.members:
         return f"no council member routes here ({setting} decides for those that would)"
@@ -576,21 +562,16 @@ def _output_check(
     probed: list[str],
     name: str,
 ) -> Check:
-    where = (
-        "COUNCIL_LLM_STRUCTURED_OUTPUT"
-        if provider.name == DEFAULT_PROVIDER
-        else f"providers.{provider.name}.structured_output"
-    )
+    where = provider.setting("COUNCIL_LLM_STRUCTURED_OUTPUT", "providers.{name}.structured_output")
     named = {JSON_OBJECT_WITH_SCHEMA: "json_object"}.get(form or "", form)
     asked = f"as {named}" if form else "in the prompt alone"
+    # No test call is made when GET /models refused the key.
+    if listing.reply.refused_key or (probe is not None and probe.refused_key):
+        return skipped(name, "the provider refused the key")
     if probe is None:
-        if listing.reply.refused_key:
-            return skipped(name, "the provider refused the key")
         if not provider.members:
             return skipped(name, "no council member routes here, so no test call was made")
         return skipped(name, "no council member's model is listed, so no test call was made")
-    if probe.refused_key:
-        return skipped(name, "the provider refused the key")
     model = probed[0]
     if probe.status is not None and 200 <= probe.status < 300:
         problem = probe_problem(probe)
@@ -696,17 +677,13 @@ async def provider_checks(env: Mapping[str, str] | None = None) -> tuple[list[Ch
             skipped("providers", why),
             skipped(DEFAULT_COUNCIL_CHECK, why),
         ], []
-    if path is None:
-        found = passed(
-            CONFIG,
-            "none (COUNCIL_CONFIG unset, no ./council.toml): every model goes to the "
-            "default provider",
-        )
-    else:
-        found = passed(
-            CONFIG,
-            f"{path}: {len(config.providers)} provider(s), {len(config.councils)} council(s)",
-        )
+    found = passed(
+        CONFIG,
+        f"{path}: {len(config.providers)} provider(s), {len(config.councils)} council(s)"
+        if path
+        else "none (COUNCIL_CONFIG unset, no ./council.toml): every model goes to the "
+        "default provider",
+    )
     providers = providers_of(config, str(path or CONFIG), env)
     results = await asyncio.gather(*(check_provider(p) for p in providers))
     checks = [found, *(check for result, _ in results for check in result)]

@@ -46,9 +46,7 @@ async def temporal_checks() -> list[Check]:
                 f"create it (temporal operator namespace create --namespace {namespace}) or "
                 "set TEMPORAL_NAMESPACE to one the server has",
             ),
-            skipped(SEARCH_ATTRIBUTES, "the namespace does not exist"),
-            skipped(WORKER, "the namespace does not exist"),
-            skipped(RUNS, "the namespace does not exist"),
+            *_unchecked("the namespace does not exist", SEARCH_ATTRIBUTES, WORKER, RUNS),
         ]
     except connection.ServerUnreachable as unreachable:
         fix = (
@@ -68,13 +66,9 @@ async def temporal_checks() -> list[Check]:
     ]
 
 
-def _unchecked(why: str) -> list[Check]:
-    return [
-        skipped(NAMESPACE, why),
-        skipped(SEARCH_ATTRIBUTES, why),
-        skipped(WORKER, why),
-        skipped(RUNS, why),
-    ]
+def _unchecked(why: str, *names: str) -> list[Check]:
+    """The checks `names` (all after the server's: none given), skipped for `why`."""
+    return [skipped(name, why) for name in names or (NAMESPACE, SEARCH_ATTRIBUTES, WORKER, RUNS)]
 
 
 async def runs_check(client: Client) -> Check:
@@ -129,8 +123,7 @@ async def search_attributes_check(client: Client) -> Check:
 def _build(poller: PollerInfo) -> str:
     deployment = poller.deployment_options
     if deployment.build_id:
-        name = f"{deployment.deployment_name} " if deployment.deployment_name else ""
-        return f"{name}{deployment.build_id}".strip()
+        return f"{deployment.deployment_name} {deployment.build_id}".strip()
     return poller.worker_version_capabilities.build_id or "no build id"
 
 

@@ -32,7 +32,6 @@ from harness.processes import (
 )
 from runs.starting import dev_ui_port, temporal_ui
 from simulator.personas import DEFAULT_MODELS
-from simulator.settings import SimulatorSettings
 
 # The simulator's council with tools, for `make demo` and `make up` (local_council).
 OFFLINE_CONFIG = ROOT / "examples" / "offline.toml"
@@ -41,12 +40,6 @@ OFFLINE_CONFIG = ROOT / "examples" / "offline.toml"
 # what they show can say the answers are simulated.
 SIMULATED = "COUNCIL_SIMULATED"
 CODEC_PORT_VARIABLE = Settings.variables()["codec_port"]
-
-
-def simulator_knowing(dataset: Path) -> dict[str, str]:
-    """The environment that has a simulator know one more dataset (COUNCIL_SIM_DATASETS:
-    those this process is given, and `dataset`)."""
-    return SimulatorSettings.read().with_dataset(dataset.resolve())
 
 
 def ui_address(env: Mapping[str, str]) -> str:

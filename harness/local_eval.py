@@ -16,8 +16,9 @@ import subprocess
 import sys
 from pathlib import Path
 
-from harness.local import local_council, simulator_knowing
+from harness.local import local_council
 from harness.processes import ROOT
+from simulator.settings import SimulatorSettings
 
 DATASET = ROOT / "datasets" / "arithmetic_logic.jsonl"
 
@@ -34,7 +35,7 @@ def main(argv: list[str] | None = None) -> int:
             say,
             "using the built-in SIMULATOR, which knows the dataset's answers and plays solvers "
             "that sometimes slip; the accuracies below measure the harness, not real models",
-            simulator_env=simulator_knowing(Path(dataset)),
+            simulator_env=SimulatorSettings.read().with_dataset(Path(dataset).resolve()),
         ) as env:
             result = subprocess.run(
                 [sys.executable, "bin/council", "eval", dataset, *args],

@@ -96,9 +96,6 @@ class Process:
             log.seek(since)
             return log.read().decode("utf-8", "replace")
 
-    def cpu_seconds(self) -> float | None:
-        return cpu_seconds(self.pid)
-
     def peak_rss_mb(self) -> float | None:
         return peak_rss_mb(self.pid)
 
@@ -444,18 +441,13 @@ def cpu_seconds(pid: int) -> float | None:
     return (int(fields[11]) + int(fields[12])) / _TICKS  # utime, stime
 
 
-def _status_kb(pid: int, key: str) -> int | None:
+def peak_rss_mb(pid: int) -> float | None:
+    """The process's peak resident set size so far (VmHWM)."""
     try:
         with open(f"/proc/{pid}/status") as status:
             for line in status:
-                if line.startswith(key + ":"):
-                    return int(line.split()[1])
+                if line.startswith("VmHWM:"):
+                    return int(line.split()[1]) / 1024
     except OSError:
         return None
     return None
-
-
-def peak_rss_mb(pid: int) -> float | None:
-    """The process's peak resident set size so far (VmHWM)."""
-    kb = _status_kb(pid, "VmHWM")
-    return kb / 1024 if kb is not None else None

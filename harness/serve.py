@@ -48,8 +48,7 @@ def serve_server() -> int:
             f"it or pick another port (TEMPORAL_ADDRESS={server.host}:{server.port + 1})"
         )
         return 2
-    taken = server.codec_port_taken()
-    if taken:
+    if taken := server.codec_port_taken():
         say(taken)
         return 2
     stop_on_signals()
@@ -75,8 +74,7 @@ def serve_codec_server() -> int:
     """`python -m app.codec.server` in this process's place, for the UI of TEMPORAL_ADDRESS."""
     configured = Settings.read(os.environ)
     server = LocalServer.of(data_dir())
-    taken = server.codec_port_taken()
-    if taken:
+    if taken := server.codec_port_taken():
         say(taken)
         return 2
     say(f"give the Temporal UI of {server.address} the codec endpoint {server.codec_url}")

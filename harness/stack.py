@@ -127,14 +127,10 @@ class Stack:
                 process.stop()
 
     @property
-    def store_dir(self) -> Path:
-        """The stack's payload store: a directory of its own, beside its server's files."""
-        return self.workdir / "store"
-
-    @property
     def store_env(self) -> dict[str, str]:
-        """The variable that points a process at the stack's payload store."""
-        return {"COUNCIL_STORE": str(self.store_dir)}
+        """The variable that points a process at the stack's payload store: a directory of
+        its own, beside its server's files."""
+        return {"COUNCIL_STORE": str(self.workdir / "store")}
 
     @property
     def address(self) -> str:

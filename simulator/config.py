@@ -77,11 +77,10 @@ def parse_latency(text: str) -> Latency:
     """Seconds a call takes: "3" (every call), or "2-5" (each call drawn from the range);
     ValueError with one line (without the setting's name) otherwise."""
     low, dash, high = text.strip().partition("-")
-    bounds = [numbers.decimal(low), numbers.decimal(high) if dash else None]
-    if bounds[0] is None or (dash and bounds[1] is None):
+    first = numbers.decimal(low)
+    last = numbers.decimal(high) if dash else first
+    if first is None or last is None:
         raise ValueError(f"must be seconds such as 3, or a range such as 2-5 (got {text!r})")
-    first, last = bounds[0], bounds[1] if dash else bounds[0]
-    assert last is not None
     if not 0 <= first <= last <= MAX_LATENCY:
         raise ValueError(
             f"must be from 0 to {MAX_LATENCY:g} seconds, a range from the lower to the higher "
@@ -105,6 +104,5 @@ def with_default_latency(faults: FaultConfig, latency: Latency | None) -> FaultC
     default = entries.get(DEFAULT_KEY, FaultSpec())
     if "latency" not in default.model_fields_set:
         data = default.model_dump(include=default.model_fields_set)
-        data["latency"] = latency
-        entries[DEFAULT_KEY] = FaultSpec.model_validate(data)
+        entries[DEFAULT_KEY] = FaultSpec.model_validate({**data, "latency": latency})
     return FaultConfig(entries)

@@ -198,9 +198,7 @@ class FaultSpec(BaseModel):
         return self
 
     def fault_probability(self) -> float:
-        faults = (self.hang, self.slow, self.truncate, self.interrupt, self.malformed)
-        faults += (self.empty, self.echo)
-        return sum(faults) + sum(self.errors.values())
+        return sum(probability for _, _, probability in _outcomes(self))
 
 
 class FaultConfig(RootModel[dict[str, FaultSpec]]):
@@ -218,25 +216,15 @@ class FaultConfig(RootModel[dict[str, FaultSpec]]):
 
 @dataclass(frozen=True)
 class Plan:
-    """What the simulator does with one request."""
+    """What the simulator does with one request: what was drawn for it, and the rest of
+    its model's spec as it is."""
 
+    spec: FaultSpec = field(default_factory=FaultSpec)
     latency: float = 0.0
     first_byte_seconds: float = 0.0
     fault: FaultKind | None = None
     status: int | None = None
-    retry_after: float | str | None = None
-    pad_to_bytes: int | None = None
-    pad_with: str | None = None
-    ignore_max_tokens: bool = False
-    rating: int | None = None
-    ratings_by_author: dict[str, int] = field(default_factory=dict)
-    cost_per_million_tokens: float | None = 0.0
-    critiques: bool = True
-    structured: bool = True
-    refuse_formats: dict[str, int] = field(default_factory=dict)
-    tools: bool = True
-    append: str | None = None
-    obey: bool = False
+    append: str | None = None  # the spec's, in the stages it applies in
 
 
 class FaultInjector:
@@ -285,23 +273,12 @@ class FaultInjector:
                 if fault == "slow":
                     latency = spec.slow_seconds
         return Plan(
+            spec=spec,
             latency=latency,
             first_byte_seconds=spec.first_byte_seconds,
             fault=fault,
             status=status,
-            retry_after=spec.retry_after,
-            pad_to_bytes=spec.pad_to_bytes,
-            pad_with=spec.pad_with,
-            ignore_max_tokens=spec.ignore_max_tokens,
-            rating=spec.rating,
-            ratings_by_author=dict(spec.ratings_by_author),
-            cost_per_million_tokens=spec.cost_per_million_tokens,
-            critiques=spec.critiques,
-            structured=spec.structured,
-            refuse_formats=dict(spec.refuse_formats),
-            tools=spec.tools,
-            append=spec.append if spec.stages is None or stage in spec.stages else None,
-            obey=spec.obey,
+            append=spec.append if allowed else None,
         )
 
     def holds(self, model: str, stage: Stage) -> bool:
@@ -340,22 +317,21 @@ def _latency(spec: FaultSpec, rng: random.Random) -> float:
     return float(spec.latency)
 
 
-def _pick(spec: FaultSpec, draw: float) -> tuple[FaultKind | None, int | None]:
-    """Walk the outcomes in a fixed order; the draw lands in one or in none."""
+def _outcomes(spec: FaultSpec) -> list[tuple[FaultKind, int | None, float]]:
+    """Each fault with its status and probability, in the fixed order of the draw."""
     outcomes: list[tuple[FaultKind, int | None, float]] = [
         ("hang", None, spec.hang),
         ("slow", None, spec.slow),
     ]
     outcomes += [("error", status, p) for status, p in sorted(spec.errors.items())]
-    outcomes += [
-        ("truncate", None, spec.truncate),
-        ("interrupt", None, spec.interrupt),
-        ("malformed", None, spec.malformed),
-        ("empty", None, spec.empty),
-        ("echo", None, spec.echo),
-    ]
+    later: tuple[FaultKind, ...] = ("truncate", "interrupt", "malformed", "empty", "echo")
+    return outcomes + [(kind, None, getattr(spec, kind)) for kind in later]
+
+
+def _pick(spec: FaultSpec, draw: float) -> tuple[FaultKind | None, int | None]:
+    """Walk the outcomes in a fixed order; the draw lands in one or in none."""
     edge = 0.0
-    for kind, status, probability in outcomes:
+    for kind, status, probability in _outcomes(spec):
         edge += probability
         if probability > 0 and draw < edge:
             return kind, status

@@ -34,9 +34,8 @@ class LogEntry:
     tool_calls: list[str] = field(default_factory=list)
     fault: str | None = None
     status: int | None = None
-    outcome: str | None = (
-        None  # ok, empty, error, hang, truncated, interrupted, malformed, disconnected
-    )
+    # ok, empty, error, hang, truncated, interrupted, malformed, disconnected
+    outcome: str | None = None
     started: float = field(default_factory=time.time)
     finished: float | None = None
     duration_ms: int | None = None

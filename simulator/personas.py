@@ -15,18 +15,19 @@ from dataclasses import dataclass, field
 
 from council.calls import Stage
 from simulator import problems, wire
+from simulator.problems import SYNTHESIS_LABEL
 from simulator.quality import (
     REQUESTS,
     SIMULATED_MARK,
     assess,
     critique,
+    joined,
     ranking_reason,
     requested_gaps,
     topic_of,
 )
-from simulator.reading import Critique, Prompt
+from simulator.reading import Prompt
 
-SYNTHESIS_LABEL = "(Simulated council synthesis)"
 MAX_POINTS = 8
 
 
@@ -43,13 +44,7 @@ class Persona:
 
 
 PERSONAS = (
-    Persona(
-        "Atlas",
-        "sim/atlas",
-        "thorough: key points, an example and a caveat",
-        "thorough",
-        refine_format="json",
-    ),
+    Persona("Atlas", "sim/atlas", "thorough: key points, an example and a caveat", "thorough"),
     Persona(
         "Borealis",
         "sim/borealis",
@@ -345,9 +340,9 @@ def refine(persona: Persona, prompt: Prompt) -> Refinement:
     for item in prompt.critiques:
         asked = requested_gaps([item.text])
         if any(gap in filled for gap in asked):
-            accepted.append(_quote(item))
+            accepted.append(item.quoted)
         elif asked and not any(gap in missing for gap in asked):
-            rejected.append({"critique": _quote(item), "reason": "the answer already covers this"})
+            rejected.append({"critique": item.quoted, "reason": "the answer already covers this"})
     note = prompt.tool_note if prompt.tool_note not in original else ""
     if note:
         additions.append(note)
@@ -361,14 +356,6 @@ def refine(persona: Persona, prompt: Prompt) -> Refinement:
     )
 
 
-def _and(items: list[str]) -> str:
-    return items[0] if len(items) == 1 else ", ".join(items[:-1]) + " and " + items[-1]
-
-
-def _quote(item: Critique) -> str:
-    return f"{item.reviewer}: {item.text}"
-
-
 def refinement_reply(persona: Persona, prompt: Prompt) -> str:
     result = refine(persona, prompt)
     if persona.refine_format == "plain":
@@ -376,9 +363,9 @@ def refinement_reply(persona: Persona, prompt: Prompt) -> str:
     if result.changed:
         done = [_DONE[g] for g in result.filled]
         done += ["used what the tools returned"] if result.noted else []
-        explanation = "I " + _and(done) + "."
+        explanation = "I " + joined(done) + "."
         if result.deferred:
-            explanation += " Still to do: " + _and([REQUESTS[g] for g in result.deferred]) + "."
+            explanation += " Still to do: " + joined([REQUESTS[g] for g in result.deferred]) + "."
         reasoning = "The reviewers pointed at concrete gaps; I filled the ones I could."
     else:
         explanation = "The reviewers found nothing missing, so I keep my answer."
@@ -412,10 +399,8 @@ def _list_items(text: str) -> list[str]:
     items = []
     for line in text.splitlines():
         stripped = line.strip()
-        for marker in ("- ", "* ", "• "):
-            if stripped.startswith(marker):
-                items.append(stripped[len(marker) :].strip())
-                break
+        if stripped.startswith(("- ", "* ", "• ")):  # each two characters
+            items.append(stripped[2:].strip())
         else:
             head, _, rest = stripped.partition(". ")
             if head.isdigit() and rest:

@@ -53,7 +53,7 @@ from grading.dataset import (
 from grading.judge import read_judge_prompt
 from simulator import wire
 from simulator.quality import SIMULATED_MARK
-from simulator.reading import Critique, Prompt
+from simulator.reading import Prompt
 from simulator.settings import SimulatorSettings
 
 DATASETS = Path(__file__).resolve().parents[1] / "datasets"
@@ -119,16 +119,12 @@ def _squash(text: str) -> str:
 # ---- which problem is this ------------------------------------------------------------
 
 
-def _dataset_paths() -> list[Path]:
-    return sorted(DATASETS.glob("*.jsonl")) + SimulatorSettings.read().datasets
-
-
 @functools.cache
 def known_problems() -> dict[str, Problem]:
     """Every problem the simulator knows, by its question alone and as the harness asks it
     (the question and the answer instruction), whitespace squashed."""
     found: dict[str, Problem] = {}
-    for path in _dataset_paths():
+    for path in sorted(DATASETS.glob("*.jsonl")) + SimulatorSettings.read().datasets:
         try:
             dataset = load_dataset(path)
         except DatasetError:
@@ -144,11 +140,6 @@ def problem_for(question: str) -> Problem | None:
 
 
 # ---- answers as a solver writes them --------------------------------------------------
-
-
-def _letters(problem: Problem) -> str:
-    letters = problem.letters
-    return "ABCD" if letters == DEFAULT_LETTERS else letters
 
 
 def _rotate(items: list, problem: Problem) -> list:
@@ -191,7 +182,8 @@ def mistakes(problem: Problem) -> list[str]:
                 wrong.append(shown)
         return _rotate(wrong, problem)
     if problem.kind == "choice":
-        return _rotate([x for x in _letters(problem) if x != problem.expected.value], problem)
+        letters = "ABCD" if problem.letters == DEFAULT_LETTERS else problem.letters
+        return _rotate([x for x in letters if x != problem.expected.value], problem)
     return _rotate(_text_mistakes(problem), problem)
 
 
@@ -264,7 +256,7 @@ def stage1_value(
     four are right, the most careful is right when all four made the same mistake."""
     if disagree is not None and seed is None:
         if chance("contested", problem.id) >= disagree:
-            return _right(problem)
+            return _expected_value(problem)
         return _contested_value(persona, problem)
     hard = chance("slip", persona, problem.id) < skill.slip
     if seed is None:
@@ -274,12 +266,12 @@ def stage1_value(
         slips = chance("sample", persona, problem.id, seed) < (HARD_SLIP if hard else easy_slip)
         draw = chance("sample mistake", persona, problem.id, seed)
     if not slips:
-        return _right(problem)
+        return _expected_value(problem)
     wrong = mistakes(problem)
     return wrong[int(draw * min(2, len(wrong)))]
 
 
-def _right(problem: Problem) -> str:
+def _expected_value(problem: Problem) -> str:
     return problem.expected.shown if problem.kind != "text" else problem.answer
 
 
@@ -289,7 +281,7 @@ def _contested_value(persona: str, problem: Problem) -> str:
     if len(set(values.values())) > 1:
         return values[persona]
     by_care = sorted(SKILLS, key=lambda name: SKILLS[name].slip)
-    right = _right(problem)
+    right = _expected_value(problem)
     if values[persona] == right and persona == by_care[-1]:
         wrong = mistakes(problem)
         return wrong[0] if wrong else values[persona]
@@ -318,8 +310,7 @@ def reads_right(problem: Problem, text: str) -> bool:
 def answer_of(problem: Problem, text: str) -> tuple[str, str] | None:
     """(comparable key, how to show it) of the answer a reply gives, or None."""
     if reads_right(problem, text):
-        shown = problem.answer if problem.kind == "text" else problem.expected.shown
-        return str(problem.expected.value), shown
+        return str(problem.expected.value), _expected_value(problem)
     read = problem.read(text)
     if read is None:
         return None
@@ -371,10 +362,6 @@ def review(persona: PersonaLike, skill: Skill, problem: Problem, prompt: Prompt)
     )
 
 
-def _quote(item: Critique) -> str:
-    return f"{item.reviewer}: {item.text}"
-
-
 def refine(persona: PersonaLike, skill: Skill, problem: Problem, prompt: Prompt) -> str:
     original = prompt.original.strip()
     flags = [c for c in prompt.critiques if _FLAGGED.search(c.text)]
@@ -384,44 +371,34 @@ def refine(persona: PersonaLike, skill: Skill, problem: Problem, prompt: Prompt)
     old = found[1] if found else "my answer"
     seed = (persona.name, problem.id, original)  # a rewritten answer gets a fresh draw
     accepted: list[str] = []
-    rejected = [{"critique": _quote(c), "reason": "agreed: nothing to change"} for c in others]
+    rejected = [{"critique": c.quoted, "reason": "agreed: nothing to change"} for c in others]
     if not flags:
         final, changed = original, False
         explanation = "The reviewers found the final answer correct, so I keep it."
     elif not right and chance("fix", *seed) < skill.fix:
-        accepted = [_quote(c) for c in flags]
+        accepted = [c.quoted for c in flags]
         final = (
             f"{SIMULATED_MARK} I re-checked my working after the reviews and found the slip: "
             f"{old} does not fit the conditions of the problem. Redoing it carefully gives the "
-            f"corrected result.\n\n{ending(problem, _expected_value(problem), _style(persona))}"
+            f"corrected result.\n\n{ending(problem, _expected_value(problem), skill.style)}"
         )
         changed = True
         explanation = f"Fixed the final answer: {old} was a slip."
     elif right and len(flags) >= 2 and chance("give in", *seed) < skill.gives_in:
-        accepted = [_quote(c) for c in flags]
+        accepted = [c.quoted for c in flags]
         wrong = next(iter(mistakes(problem)), old)
         final = (
             f"{SIMULATED_MARK} Two reviewers say {old} is wrong, so I redid the problem and now "
-            f"get a different result.\n\n{ending(problem, wrong, _style(persona))}"
+            f"get a different result.\n\n{ending(problem, wrong, skill.style)}"
         )
         changed = True
         explanation = f"Changed the final answer from {old}, as the reviewers asked."
     else:
-        rejected += [
-            {"critique": _quote(c), "reason": f"I re-checked: {old} stands"} for c in flags
-        ]
+        rejected += [{"critique": c.quoted, "reason": f"I re-checked: {old} stands"} for c in flags]
         final = f"(Re-checked after the reviews: I still get {old}.)\n\n{original}"
         changed = False
         explanation = f"I re-checked and keep {old}."
     return _refinement_reply(persona, final, accepted, rejected, changed, explanation, right)
-
-
-def _expected_value(problem: Problem) -> str:
-    return problem.answer if problem.kind == "text" else problem.expected.shown
-
-
-def _style(persona: PersonaLike) -> str:
-    return SKILLS[persona.name].style
 
 
 def _refinement_reply(
@@ -507,7 +484,7 @@ def unknown(persona: PersonaLike, prompt: Prompt) -> str | None:
     if prompt.stage is Stage.REFINE:
         original = prompt.original.strip() or f"{SIMULATED_MARK} {UNKNOWN}"
         rejected = [
-            {"critique": _quote(c), "reason": "no answer is known to correct"}
+            {"critique": c.quoted, "reason": "no answer is known to correct"}
             for c in prompt.critiques
         ]
         return _refinement_reply(

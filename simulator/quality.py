@@ -150,9 +150,12 @@ def critique(assessment: Assessment, max_gaps: int | None = None) -> str:
     if assessment.rating >= 5 or not assessment.gaps:
         return PRAISE
     gaps = assessment.gaps[:max_gaps] if max_gaps else assessment.gaps
-    requests = [REQUESTS[g] for g in gaps]
-    asked = requests[0] if len(requests) == 1 else ", ".join(requests[:-1]) + " and " + requests[-1]
-    return f"{assessment.lead}: {asked}."
+    return f"{assessment.lead}: {joined([REQUESTS[g] for g in gaps])}."
+
+
+def joined(items: list[str]) -> str:
+    """ "a", "a and b", "a, b and c"."""
+    return items[0] if len(items) == 1 else ", ".join(items[:-1]) + " and " + items[-1]
 
 
 def ranking_reason(assessment: Assessment) -> str:

@@ -71,6 +71,11 @@ class Critique:
     text: str
     rating: float | None = None
 
+    @property
+    def quoted(self) -> str:
+        """The critique as a refinement quotes it: "reviewer: text"."""
+        return f"{self.reviewer}: {self.text}"
+
 
 @dataclass
 class ChairmanAnswer:
@@ -138,15 +143,11 @@ def attachments_seen(messages: list[dict]) -> list[dict[str, object]]:
     found = _ATTACHMENTS.match(content_text(content).lstrip())
     if found is None:
         return []
-    images = (
-        [
-            part["image_url"].get("url", "")
-            for part in content
-            if isinstance(part, dict) and isinstance(part.get("image_url"), dict)
-        ]
-        if isinstance(content, list)
-        else []
-    )
+    images = [
+        part["image_url"].get("url", "")
+        for part in (content if isinstance(content, list) else [])
+        if isinstance(part, dict) and isinstance(part.get("image_url"), dict)
+    ]
     seen: list[dict[str, object]] = []
     for frame in _ATTACHMENT_FRAME.finditer(found.group(1)):
         body = frame.group(2)

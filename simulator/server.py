@@ -118,14 +118,6 @@ class _DropConnection(Exception):
     """Raised to make the ASGI server close the connection mid-reply (a truncated stream)."""
 
 
-class _QuietDrops(logging.Filter):
-    """Keep deliberate connection drops out of the server's error log."""
-
-    def filter(self, record: logging.LogRecord) -> bool:
-        exc = record.exc_info[1] if record.exc_info else None
-        return not _is_drop(exc)
-
-
 def _is_drop(exc: BaseException | None) -> bool:
     if isinstance(exc, _DropConnection):
         return True
@@ -134,7 +126,9 @@ def _is_drop(exc: BaseException | None) -> bool:
     return False
 
 
-_QUIET = _QuietDrops()
+def _quiet_drops(record: logging.LogRecord) -> bool:
+    """A log filter: keep deliberate connection drops out of the server's error log."""
+    return not _is_drop(record.exc_info[1] if record.exc_info else None)
 
 
 class _ClientWatch:
@@ -177,6 +171,7 @@ class _Exchange:
         self.client = client
         self.entry = entry
         self.plan = plan
+        self.spec = plan.spec
         self.payload = payload
         self.model = payload["model"]
         self.messages = payload["messages"]
@@ -221,13 +216,12 @@ class _Exchange:
         if plan.fault == "error":
             await self.send_error(plan.status or 500)
             return
-        refused = plan.refuse_formats.get(self.format_type or "")
-        if refused:
+        if refused := self.spec.refuse_formats.get(self.format_type or ""):
             await self.send_error(
                 refused, f"response_format type {self.format_type!r} is not supported"
             )
             return
-        if self.tools and not plan.tools:
+        if self.tools and not self.spec.tools:
             await self.send_error(400, f"{self.model} does not support tools")
             return
         calls = self.tool_calls()
@@ -285,9 +279,9 @@ class _Exchange:
         prompt.disagree = self.sim.config.disagree
         prompt.tool_note = tools.note(self.messages)
         text = (
-            accounts.check_json(prompt, obey=self.plan.obey)
+            accounts.check_json(prompt, obey=self.spec.obey)
             if prompt.stage is Stage.CHECK
-            else reply(persona, prompt, Script(self.scripted_ratings(prompt), self.plan.critiques))
+            else reply(persona, prompt, Script(self.scripted_ratings(prompt), self.spec.critiques))
         )
         if self.plan.append and prompt.stage is not Stage.CHECK:
             text = f"{text}\n\n{self.plan.append}"
@@ -295,7 +289,7 @@ class _Exchange:
             self.sim.authors.note(text, self.model)
         elif prompt.stage is Stage.REFINE:
             self.sim.authors.note(parse_refinement(text).final_answer, self.model)
-        if self.plan.structured and self.format_type in ("json_schema", "json_object"):
+        if self.spec.structured and self.format_type in ("json_schema", "json_object"):
             if prompt.stage is Stage.REVIEW:
                 text = wire.review_json(text, list(prompt.answers))
             elif prompt.stage is Stage.REFINE:
@@ -306,32 +300,30 @@ class _Exchange:
                 text = instance_json(self.client_schema, text)
             elif prompt.stage is Stage.SYNTHESIS:
                 text = accounts.synthesis_json(text, prompt_text(self.messages))
-        if self.plan.pad_to_bytes:
-            need = self.plan.pad_to_bytes - len(text.encode("utf-8"))
+        if self.spec.pad_to_bytes:
+            need = self.spec.pad_to_bytes - len(text.encode("utf-8"))
             if need > 0:
-                filler = self.plan.pad_with or FILLER
+                filler = self.spec.pad_with or FILLER
                 text += (filler * (need // len(filler) + 1))[:need]
-        max_tokens = self.payload.get("max_tokens")
-        if self.plan.ignore_max_tokens:
-            max_tokens = None
+        max_tokens = None if self.spec.ignore_max_tokens else self.payload.get("max_tokens")
         if isinstance(max_tokens, int) and max_tokens > 0 and wire.tokens(text) > max_tokens:
             return wire.whole_words(text, max_tokens * 4), "length"
         return text, "stop"
 
     def scripted_ratings(self, prompt: Prompt) -> dict[str, int]:
         """Label -> the rating the test scripted for this reviewer (none: the quality rule)."""
-        plan = self.plan
+        spec = self.spec
         ratings = {}
         for label, text in prompt.answers.items():
-            rating = plan.ratings_by_author.get(self.sim.authors.of(text) or "", plan.rating)
+            rating = spec.ratings_by_author.get(self.sim.authors.of(text) or "", spec.rating)
             if rating is not None:
                 ratings[label] = rating
         return ratings
 
-    def usage(self, content: str) -> dict[str, Any]:
-        return wire.usage(
-            [prompt_text([m]) for m in self.messages], content, self.plan.cost_per_million_tokens
-        )
+    def usage(self, content: str, calls: list[ToolCall] | None) -> dict[str, Any]:
+        counted = tools.usage_text(calls) if calls else content
+        prompts = [prompt_text([m]) for m in self.messages]
+        return wire.usage(prompts, counted, self.spec.cost_per_million_tokens)
 
     async def start(self, status: int, headers: list[tuple[bytes, bytes]]) -> None:
         await self.send({"type": "http.response.start", "status": status, "headers": headers})
@@ -363,7 +355,7 @@ class _Exchange:
         if why:
             message += f": {why}"
         headers = [(b"content-type", b"application/json"), wire.SIMULATED_HEADER]
-        retry_after = self.plan.retry_after
+        retry_after = self.spec.retry_after
         if status in (429, 503) and retry_after is not None:
             value = f"{retry_after:g}" if isinstance(retry_after, int | float) else str(retry_after)
             headers.append((b"retry-after", value.encode("latin-1")))
@@ -381,14 +373,13 @@ class _Exchange:
     async def send_json(
         self, content: str, finish_reason: str, calls: list[ToolCall] | None = None
     ) -> None:
-        counted = tools.usage_text(calls) if calls else content
         data = wire.completion(
             self.reply_id,
             self.created,
             self.model,
             content,
             finish_reason,
-            self.usage(counted),
+            self.usage(content, calls),
             [call.openai() for call in calls] if calls else None,
         )
         raw = json.dumps(data, ensure_ascii=False).encode("utf-8")
@@ -410,9 +401,7 @@ class _Exchange:
         await self.body(raw, more=False)
 
     def _outcome(self) -> str:
-        if self.plan.fault in ("malformed", "empty", "echo"):
-            return self.plan.fault
-        return "ok"
+        return self.plan.fault if self.plan.fault in ("malformed", "empty", "echo") else "ok"
 
     async def send_stream(
         self, content: str, finish_reason: str, calls: list[ToolCall] | None = None
@@ -445,10 +434,7 @@ class _Exchange:
         written = 0
         stage = Stage(self.entry.stage)
         for i, part in enumerate(parts):
-            if self.client.gone.is_set():
-                self.finish("disconnected", 200)
-                return
-            if await self.paused(stage, written, pending):
+            if self.client.gone.is_set() or await self.paused(stage, written, pending):
                 self.finish("disconnected", 200)
                 return
             written += len(part.get("content") or "")
@@ -480,8 +466,7 @@ class _Exchange:
             await self.body(wire.sse("[DONE]"), more=False)
             return
         await self.body(wire.sse(chunk({}, finish_reason)))
-        counted = tools.usage_text(calls) if calls else content
-        await self.body(wire.sse(chunk(usage=self.usage(counted))))
+        await self.body(wire.sse(chunk(usage=self.usage(content, calls))))
         self.finish(self._outcome(), 200)
         await self.body(wire.sse("[DONE]"), more=False)
 
@@ -596,8 +581,8 @@ def build_app(config: SimulatorConfig | Simulator | None = None) -> Starlette:
     """The simulator as a Starlette app; its state is `app.state.simulator`."""
     sim = config if isinstance(config, Simulator) else Simulator(config)
     logger = logging.getLogger("uvicorn.error")
-    if _QUIET not in logger.filters:
-        logger.addFilter(_QUIET)
+    if _quiet_drops not in logger.filters:
+        logger.addFilter(_quiet_drops)
 
     async def index(request: Request) -> Response:
         return JSONResponse(

@@ -119,13 +119,7 @@ def _tokens(text: str) -> list[str]:
 
 
 def _numbers(text: str) -> list[float]:
-    found = []
-    for match in _NUMBER.finditer(text):
-        try:
-            found.append(float(match.group(0).replace(",", "")))
-        except ValueError:
-            continue
-    return found
+    return [float(number.replace(",", "")) for number in _NUMBER.findall(text)]
 
 
 def _shape(text: str) -> set[str]:
@@ -142,8 +136,7 @@ class _Filler:
         self.root = root
         self.unused = list(subject)
         self.subject = subject
-        self.numbers = numbers
-        self.next_number = 0
+        self.numbers = iter(numbers)
         self.question = question
         self.strings = 0  # the string properties of the whole schema
 
@@ -216,11 +209,7 @@ class _Filler:
         }
 
     def number(self, schema: dict[str, Any], whole: bool) -> int | float:
-        if self.next_number < len(self.numbers):
-            value = self.numbers[self.next_number]
-            self.next_number += 1
-        else:
-            value = 0.0
+        value = next(self.numbers, 0.0)
         low, high = schema.get("minimum"), schema.get("maximum")
         if isinstance(low, int | float) and value < low:
             value = float(low)

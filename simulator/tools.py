@@ -37,6 +37,7 @@ from __future__ import annotations
 
 import ast
 import hashlib
+import itertools
 import json
 import re
 from dataclasses import dataclass
@@ -44,6 +45,7 @@ from typing import Any
 
 from council.tools import FETCH, WEB_SEARCH, ToolCall
 from simulator import wire
+from simulator.reading import content_text
 from simulator.tool_match import Function, matching_calls
 
 # The most calls one reply asks for, and URLs or expressions taken from one question.
@@ -87,22 +89,14 @@ _FAILED = re.compile(r"\AThe tool call (\S+) failed: (.*)\Z", re.DOTALL)
 
 def offered(payload: dict[str, Any]) -> list[str]:
     """The names of the functions the request offers (none: it offers no tools)."""
-    tools = payload.get("tools")
-    if not isinstance(tools, list):
-        return []
-    return [
-        tool["function"]["name"]
-        for tool in tools
-        if isinstance(tool, dict)
-        and isinstance(tool.get("function"), dict)
-        and isinstance(tool["function"].get("name"), str)
-    ]
+    return [function.name for function in functions(payload)]
 
 
 def functions(payload: dict[str, Any]) -> list[Function]:
     """The functions the request offers, with their descriptions and input schemas."""
+    tools = payload.get("tools")
     found = []
-    for tool in payload.get("tools") or []:
+    for tool in tools if isinstance(tools, list) else []:
         function = tool.get("function") if isinstance(tool, dict) else None
         if isinstance(function, dict) and isinstance(function.get("name"), str):
             description = function.get("description")
@@ -138,11 +132,8 @@ def invalid(payload: dict[str, Any]) -> str | None:
             ids = _call_ids(calls)
             if ids is None:
                 return f"messages[{at}].tool_calls must be a list of calls, each with an 'id'"
-            answered = set()
-            for later in messages[at + 1 :]:
-                if later.get("role") != "tool":
-                    break
-                answered.add(later.get("tool_call_id"))
+            replies = itertools.takewhile(lambda m: m.get("role") == "tool", messages[at + 1 :])
+            answered = {reply.get("tool_call_id") for reply in replies}
             missing = [i for i in ids if i not in answered]
             if missing:
                 return (
@@ -362,7 +353,7 @@ def results(messages: list[dict[str, Any]]) -> list[Result]:
             name, arguments = calls.get(
                 str(message.get("tool_call_id")), (str(message.get("name") or "the tool"), {})
             )
-            found.append(_read(name, arguments, _content(message.get("content"))))
+            found.append(_read(name, arguments, content_text(message.get("content"))))
     return found
 
 
@@ -372,14 +363,6 @@ def _arguments(text: object) -> dict[str, Any]:
     except ValueError:
         return {}
     return value if isinstance(value, dict) else {}
-
-
-def _content(content: object) -> str:
-    if isinstance(content, list):
-        return "".join(
-            str(part.get("text", "")) if isinstance(part, dict) else str(part) for part in content
-        )
-    return content if isinstance(content, str) else ""
 
 
 def _read(name: str, arguments: dict[str, Any], content: str) -> Result:
