@@ -31,6 +31,7 @@ import shutil
 import tempfile
 
 import pytest
+from hypothesis import settings
 
 from harness import processes
 from tests.forked_cli import fork_python
@@ -45,6 +46,11 @@ pytest_plugins = [
 ]
 
 SUITE_STORE_THRESHOLD = "4096"
+
+# No property test has a time limit per example: hypothesis's default (200 ms) fails a test
+# whose example a busy machine ran slower, whatever it checked.
+settings.register_profile("suite", deadline=None)
+settings.load_profile("suite")
 
 
 def pytest_configure(config: pytest.Config) -> None:

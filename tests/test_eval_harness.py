@@ -120,7 +120,15 @@ def majority_is_right(problem: Problem, replies: dict[str, str | None]) -> bool:
     return problem.is_correct(next(a for a in answers if a is not None and a.shown == winner))
 
 
-async def test_eval_end_to_end_on_a_subset(council: Council, cli_env, tmp_path: Path) -> None:
+async def test_eval_end_to_end_on_a_subset_then_every_arm(
+    council: Council, cli_env, tmp_path: Path
+) -> None:
+    """`council eval` on a subset, its report checked against the records; the same command
+    again reads every record back, and without `--arms all` no sample is drawn and the
+    report says so; then `eval --arms all` on the same runs: each member alone, the votes,
+    the rounds, the chairman and the strongest member's self-consistency to the council's
+    tokens; McNemar against each; conformity. (One test: the arms reuse the council's runs,
+    which are deliberated once.)"""
     dataset = load_dataset(subset(tmp_path))
     out = tmp_path / "out"
     tag = fresh_tag()
@@ -218,7 +226,7 @@ async def test_eval_end_to_end_on_a_subset(council: Council, cli_env, tmp_path: 
 
     # The same command again deliberates nothing: every record is read back.
     council.sim.reset()
-    code, _, stderr = await eval_cli(
+    code, stdout, stderr = await eval_cli(
         str(dataset.path), "--out", str(out), "--tag", tag, "--json", env=cli_env
     )
     assert code == 0, stderr
@@ -226,57 +234,14 @@ async def test_eval_end_to_end_on_a_subset(council: Council, cli_env, tmp_path: 
     again = json.loads((out / "report.json").read_text())
     assert again["sources"] == {"saved": 6} and again["accuracy"] == report["accuracy"]
     assert again["by_agreement"] == report["by_agreement"]
-
-
-async def test_a_problem_the_simulator_does_not_know_is_not_scored_as_wrong(
-    council: Council, cli_env, tmp_path: Path
-) -> None:
-    """A dataset of the user's against the simulator, which knows only its own datasets:
-    its problem is reported as one the simulator has no answer for, in no accuracy, and
-    the bundled problem beside it is scored as ever."""
-    path = subset(tmp_path, ("arith-04",), name="mine")
-    unknown = {"id": "mine-01", "question": "What is 37*91+12?", "answer": 3379}
-    path.write_text(path.read_text() + json.dumps(unknown) + "\n", encoding="utf-8")
-    out = tmp_path / "out"
-    code, stdout, stderr = await eval_cli(
-        str(path), "--out", str(out), "--tag", fresh_tag(), "--max-rounds", "1", env=cli_env
-    )
-    assert code == 0, stderr
-    [line] = [line for line in stderr.splitlines() if "] mine-01" in line]
-    assert "not scored: the simulator has no answer for this problem (expected 3379" in line
-    assert "✗" not in line and "chairman" not in line
-    assert "1 problem(s) not scored: the simulator has no answer for them" in stderr
-    assert "Accuracy on mine (1 problems · SIMULATED models)" in stdout
-
-    report = json.loads((out / "report.json").read_text())
-    assert (report["completed"], report["failed"], report["unknown"]) == (2, 0, 1)
-    assert report["accuracy"]["chairman"]["total"] == 1
-    assert all(cells["stage 1"]["total"] == 1 for cells in report["accuracy"]["models"].values())
-    scores = {score["id"]: score for score in report["problems"]}
-    assert scores["mine-01"]["unknown"] is True and scores["arith-04"]["unknown"] is False
-    assert scores["mine-01"]["chairman"]["answer"] is None
-    raw = json.loads((out / "raw_outputs" / "mine-01_stage3_refined.json").read_text())
-    assert raw["unknown_to_simulator"] is True
-
-
-async def test_every_arm_with_paired_tests_and_conformity(
-    council: Council, cli_env, tmp_path: Path
-) -> None:
-    """`eval --arms all`: each member alone, the votes, the rounds, the chairman and the
-    strongest member's self-consistency to the council's tokens; McNemar against each;
-    conformity. Without it, no sample is drawn and the report says so."""
-    dataset = load_dataset(subset(tmp_path))
-    out, tag = tmp_path / "out", fresh_tag()
-    code, stdout, stderr = await eval_cli(
-        str(dataset.path), "--out", str(out), "--tag", tag, "--json", env=cli_env
-    )
-    assert code == 0, stderr
+    # Without `--arms all`, no sample is drawn (the first command's calls were the council's
+    # alone, counted above) and the report says so.
     council_only = json.loads(stdout)
     assert council_only["self_consistency"]["run"] is False
     assert "--arms all" in council_only["self_consistency"]["note"]
     assert not any(a["kind"] == "self-consistency" for a in council_only["arms"])
-    assert stage1_calls(council) == 4 * 6  # no sample drawn
 
+    # ---- every arm, on the same runs ----
     council.sim.reset()
     code, stdout, stderr = await eval_cli(
         str(dataset.path), "--out", str(out), "--tag", tag, "--json", "--arms", "all", env=cli_env
@@ -377,6 +342,37 @@ async def test_every_arm_with_paired_tests_and_conformity(
     assert flow["chairman_overruled_majority"] == len(overruled)
     width, height = png_size(out / "arms.png")
     assert width > 600 and height > 300
+
+
+async def test_a_problem_the_simulator_does_not_know_is_not_scored_as_wrong(
+    council: Council, cli_env, tmp_path: Path
+) -> None:
+    """A dataset of the user's against the simulator, which knows only its own datasets:
+    its problem is reported as one the simulator has no answer for, in no accuracy, and
+    the bundled problem beside it is scored as ever."""
+    path = subset(tmp_path, ("arith-04",), name="mine")
+    unknown = {"id": "mine-01", "question": "What is 37*91+12?", "answer": 3379}
+    path.write_text(path.read_text() + json.dumps(unknown) + "\n", encoding="utf-8")
+    out = tmp_path / "out"
+    code, stdout, stderr = await eval_cli(
+        str(path), "--out", str(out), "--tag", fresh_tag(), "--max-rounds", "1", env=cli_env
+    )
+    assert code == 0, stderr
+    [line] = [line for line in stderr.splitlines() if "] mine-01" in line]
+    assert "not scored: the simulator has no answer for this problem (expected 3379" in line
+    assert "✗" not in line and "chairman" not in line
+    assert "1 problem(s) not scored: the simulator has no answer for them" in stderr
+    assert "Accuracy on mine (1 problems · SIMULATED models)" in stdout
+
+    report = json.loads((out / "report.json").read_text())
+    assert (report["completed"], report["failed"], report["unknown"]) == (2, 0, 1)
+    assert report["accuracy"]["chairman"]["total"] == 1
+    assert all(cells["stage 1"]["total"] == 1 for cells in report["accuracy"]["models"].values())
+    scores = {score["id"]: score for score in report["problems"]}
+    assert scores["mine-01"]["unknown"] is True and scores["arith-04"]["unknown"] is False
+    assert scores["mine-01"]["chairman"]["answer"] is None
+    raw = json.loads((out / "raw_outputs" / "mine-01_stage3_refined.json").read_text())
+    assert raw["unknown_to_simulator"] is True
 
 
 async def test_an_interrupted_eval_resumes_without_deliberating_again(
